@@ -1,0 +1,101 @@
+// The consuming end of a channel. One thread calls next(); frames may be released on any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cudaipc/frame.hpp"
+#include "cudaipc/options.hpp"
+
+namespace cudaipc {
+
+class ConsumerConnection;
+class ConsumerSlots;
+
+// A leased frame. The slot stays untouched by the producer until release() or destruction, even if
+// the producer changes format or dies meanwhile.
+class Frame {
+ public:
+  Frame() = default;
+  Frame(Frame&& o) noexcept;
+  Frame& operator=(Frame&& o) noexcept;
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+  ~Frame() { release(); }
+
+  explicit operator bool() const noexcept { return conn_ != nullptr; }
+  const FrameDesc& desc() const noexcept { return desc_; }
+  std::uint64_t seq() const noexcept { return desc_.seq; }
+  // The slot's first byte: host pointer, or CUdeviceptr for CUDA channels.
+  std::uintptr_t slot_address() const noexcept { return base_; }
+  // The tensor's first byte (slot_address() + tensor.byte_offset) and its span.
+  const void* data() const noexcept {
+    return reinterpret_cast<const void*>(base_ + desc_.tensor.byte_offset);
+  }
+  std::uint64_t size() const noexcept { return desc_.tensor.size; }
+  std::uint32_t slot() const noexcept { return slot_; }
+  // Ends the lease (for CUDA, after recording the consumer's "done reading" event).
+  void release() noexcept;
+
+ private:
+  friend class ConsumerImpl;
+  std::shared_ptr<ConsumerConnection> conn_;
+  std::shared_ptr<ConsumerSlots> slots_;
+  std::uintptr_t base_ = 0;
+  std::uint32_t slot_ = 0;
+  FrameDesc desc_{};
+};
+
+enum class EventType {
+  frame,         // `frame` holds a leased frame
+  format,        // `format` is the stream's new format; frames after this one use it
+  eos,           // end of stream after the last frame
+  timeout,       // nothing happened within the timeout
+  interrupted,   // interrupt() was called
+  disconnected,  // the producer went away (reason in `message`); with reconnect, keep calling next()
+};
+
+struct Event {
+  EventType type = EventType::timeout;
+  Frame frame;
+  Format format;
+  std::uint64_t generation = 0;
+  std::string message;
+};
+
+struct ConsumerCounters {
+  std::uint64_t delivered = 0;
+  std::uint64_t skipped = 0;
+  std::uint64_t producer_published = 0;
+  std::uint64_t producer_dropped = 0;
+};
+
+class Consumer {
+ public:
+  // Connects at once; throws (Errc::disconnected when nothing listens on the path, permission_denied
+  // or version_mismatch when the producer refuses us) unless reconnect is set, in which case a
+  // failed first connect is retried by next().
+  explicit Consumer(const ConsumerOptions& options);
+  ~Consumer();
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // Waits up to `timeout` for the next event. Throws Error on malformed input from the producer.
+  Event next(std::chrono::nanoseconds timeout);
+  // Wakes a next() blocked in another thread; it returns EventType::interrupted. Sticky until that
+  // next() returns.
+  void interrupt() noexcept;
+
+  bool connected() const noexcept;
+  ConsumerCounters counters() const;
+  MemoryKind memory_kind() const;
+  // The CUstream this consumer's reads are ordered on (CUDA channels).
+  void* cuda_stream() const;
+
+ private:
+  std::unique_ptr<class ConsumerImpl> impl_;
+};
+
+}  // namespace cudaipc

@@ -1,0 +1,61 @@
+// How a channel is opened: memory backend, slot count, back-pressure, access control.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cudaipc {
+
+// Values are part of the wire format: never renumber.
+enum class MemoryKind : std::uint32_t { host = 1, cuda = 2 };
+
+enum class CudaExportMode : std::uint32_t { automatic = 0, vmm = 1, legacy = 2 };
+
+// What to do when every slot is leased or unread by an every-frame consumer.
+enum class FullPolicy : std::uint32_t { block = 0, drop = 1 };
+
+enum class ConsumeMode : std::uint32_t { every_frame = 0, latest = 1 };
+
+struct CudaOptions {
+  // Producer: device ordinal to allocate on (the UUID goes on the wire). Consumer: its own device;
+  // -1 means "the producer's device", found by UUID.
+  int device = -1;
+  CudaExportMode export_mode = CudaExportMode::automatic;
+  // Caller-owned CUcontext / CUstream (as void* so this header needs no cuda.h). Null: the
+  // device's primary context and a stream the core creates.
+  void* context = nullptr;
+  void* stream = nullptr;
+  // Consumer: wait for the producer's write on the CPU at acquire instead of on the GPU stream.
+  bool cpu_wait = false;
+};
+
+struct ProducerOptions {
+  std::string path;  // empty: default_channel_path("cudaipc")
+  std::uint32_t slots = 4;
+  MemoryKind memory = MemoryKind::host;
+  CudaOptions cuda;
+  FullPolicy on_full = FullPolicy::block;
+  std::chrono::nanoseconds block_timeout = std::chrono::seconds(1);
+  // Socket file mode. 0600 by default; 0660 with allowed_gid opens the channel to a group.
+  std::uint32_t socket_mode = 0600;
+  std::optional<gid_t> allowed_gid;
+  std::uint32_t max_consumers = 16;
+};
+
+struct ConsumerOptions {
+  std::string path;  // empty: default_channel_path("cudaipc")
+  ConsumeMode mode = ConsumeMode::every_frame;
+  // After the producer goes away, keep trying to connect to a new one on the same path.
+  bool reconnect = true;
+  std::chrono::milliseconds reconnect_interval{100};
+  CudaOptions cuda;
+};
+
+// $XDG_RUNTIME_DIR/cudaipc/NAME, else /tmp/cudaipc-UID/NAME (the directory is created 0700).
+std::string default_channel_path(const std::string& name);
+
+}  // namespace cudaipc

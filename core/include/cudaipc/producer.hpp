@@ -1,0 +1,103 @@
+// The producing end of a channel: owns the slots, the control block and the socket that
+// consumers connect to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudaipc/frame.hpp"
+#include "cudaipc/options.hpp"
+
+namespace cudaipc {
+
+enum class PublishStatus { published, dropped, timeout };
+
+struct ConsumerStats {
+  std::uint32_t id;
+  pid_t pid;
+  ConsumeMode mode;
+  std::uint64_t delivered;
+  std::uint64_t skipped;
+  std::uint64_t leases;  // bit per slot held now
+};
+
+struct ProducerStats {
+  std::uint64_t published;
+  std::uint64_t dropped;
+  std::uint64_t generation;
+  std::vector<ConsumerStats> consumers;
+};
+
+// A slot borrowed for writing in place (zero-copy producers). Commit or abort it before the next
+// begin_frame; destroying it uncommitted aborts it.
+class WriteSlot {
+ public:
+  WriteSlot() = default;
+  WriteSlot(WriteSlot&& o) noexcept;
+  WriteSlot& operator=(WriteSlot&& o) noexcept;
+  WriteSlot(const WriteSlot&) = delete;
+  WriteSlot& operator=(const WriteSlot&) = delete;
+  ~WriteSlot();
+
+  explicit operator bool() const noexcept { return owner_ != nullptr; }
+  // Host pointer (host memory) or CUdeviceptr (CUDA memory) of the slot's first byte.
+  std::uintptr_t address() const noexcept { return address_; }
+  void* data() const noexcept { return reinterpret_cast<void*>(address_); }
+  std::uint64_t capacity() const noexcept { return capacity_; }
+  std::uint32_t index() const noexcept { return index_; }
+
+ private:
+  friend class ProducerImpl;
+  class ProducerImpl* owner_ = nullptr;
+  std::uintptr_t address_ = 0;
+  std::uint64_t capacity_ = 0;
+  std::uint32_t index_ = 0;
+};
+
+class Producer {
+ public:
+  // Creates the channel: binds the socket (replacing a stale one left by a crashed producer;
+  // Errc::busy when a live producer holds the path) and starts accepting consumers.
+  explicit Producer(const ProducerOptions& options);
+  ~Producer();
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Starts a new generation. Consumers see it before the first frame of the new format; slots are
+  // reallocated when the format needs more bytes than they have.
+  void set_format(const Format& format);
+  const Format& format() const;
+
+  // Zero-copy: borrow a free slot, write into it, commit. An empty WriteSlot means the frame was
+  // dropped (policy drop) or timed out (policy block); `status` says which.
+  WriteSlot begin_frame(PublishStatus* status = nullptr);
+  void commit(WriteSlot& slot, const FrameInfo& info = {});
+  void abort(WriteSlot& slot);
+
+  // Copying producers: one copy into a free slot, then publish. `data` is host memory, or for a
+  // CUDA channel either host memory (from_device=false) or a CUdeviceptr (from_device=true).
+  PublishStatus publish(const void* data, std::uint64_t bytes, const FrameInfo& info = {},
+                        bool from_device = false);
+  // CUDA channels: a pitched 2-D device (or host) source, one cuMemcpy2DAsync into the slot,
+  // laid out with the slot pitch `dst_pitch` (0: width).
+  PublishStatus publish_2d(const void* src, std::uint64_t src_pitch, std::uint64_t width,
+                           std::uint64_t height, std::uint64_t dst_pitch, const FrameInfo& info,
+                           bool from_device);
+
+  // Consumers see end-of-stream after the last frame published so far. Publishing again clears it.
+  void end_of_stream();
+
+  ProducerStats stats() const;
+  std::size_t consumer_count() const;
+  const std::string& path() const;
+  MemoryKind memory_kind() const;
+  // The CUstream writes are ordered on (CUDA channels), for producers that render in place.
+  void* cuda_stream() const;
+
+ private:
+  std::unique_ptr<class ProducerImpl> impl_;
+};
+
+}  // namespace cudaipc

@@ -1,0 +1,40 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "cudaipc/error.hpp"
+#include "cudaipc/options.hpp"
+
+namespace cudaipc {
+namespace {
+
+// Creates `dir` 0700, or accepts an existing one only if it is ours and closed to others: a
+// directory someone else made could let them swap our socket.
+void ensure_private_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("mkdir '" + dir + "'");
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) throw_errno("stat '" + dir + "'");
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+    throw Error(Errc::permission_denied,
+                "'" + dir + "' is not a private directory owned by this user");
+}
+
+}  // namespace
+
+std::string default_channel_path(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw Error(Errc::invalid_argument, "channel name '" + name + "' must be non-empty, no '/'");
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  std::string dir;
+  if (xdg && *xdg) {
+    dir = std::string(xdg) + "/cudaipc";
+  } else {
+    dir = "/tmp/cudaipc-" + std::to_string(::geteuid());
+  }
+  ensure_private_dir(dir);
+  return dir + "/" + name;
+}
+
+}  // namespace cudaipc

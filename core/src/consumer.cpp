@@ -1,0 +1,308 @@
+// The consumer's acquire loop: wait on the control block's futex, lease a frame, validate what
+// the producer wrote before handing it out. See control_block.hpp for the protocol.
+#include "cudaipc/consumer.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "clock.hpp"
+#include "consumer_connection.hpp"
+#include "futex.hpp"
+
+namespace cudaipc {
+namespace {
+
+// How often a waiting consumer checks that the producer is still there when no wake comes.
+constexpr std::chrono::milliseconds kLivenessSlice{50};
+constexpr int kAcquireRetries = 64;
+
+}  // namespace
+
+class ConsumerImpl {
+ public:
+  explicit ConsumerImpl(const ConsumerOptions& opts) : opts_(opts) {
+    try {
+      connect();
+    } catch (const Error& e) {
+      if (!opts_.reconnect || (e.code() != Errc::disconnected && e.code() != Errc::timeout)) throw;
+    }
+  }
+
+  Event next(std::chrono::nanoseconds timeout);
+
+  void interrupt() noexcept {
+    interrupted_.store(true, std::memory_order_seq_cst);
+    local_wake_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all_noexcept(local_wake_);
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    if (conn_) {
+      // Spurious for other consumers of the channel, who re-check and sleep again.
+      conn_->cb().frame_futex.fetch_add(1, std::memory_order_seq_cst);
+      futex_wake_all_noexcept(conn_->cb().frame_futex);
+    }
+  }
+
+  bool connected() const noexcept { return conn_ != nullptr; }
+  ConsumerCounters counters() const {
+    ConsumerCounters c{delivered_, skipped_, 0, 0};
+    if (conn_) {
+      c.producer_published = conn_->cb().frames_published.load(std::memory_order_relaxed);
+      c.producer_dropped = conn_->cb().frames_dropped.load(std::memory_order_relaxed);
+    }
+    return c;
+  }
+  MemoryKind memory_kind() const {
+    if (!conn_) throw Error(Errc::disconnected, "not connected to a producer");
+    return conn_->memory_kind();
+  }
+  void* stream() const { return conn_ ? conn_->memory().stream() : nullptr; }
+
+ private:
+  static void futex_wake_all_noexcept(std::atomic<std::uint32_t>& w) noexcept {
+    try {
+      futex_wake_all(w);
+    } catch (...) {
+    }
+  }
+  void connect();
+  void disconnect();
+  bool try_acquire(Event& ev);
+  bool format_event(std::uint64_t g, Event& ev);
+
+  ConsumerOptions opts_;
+  std::mutex conn_mu_;  // guards conn_ against interrupt(); only next()'s thread changes it
+  std::shared_ptr<ConsumerConnection> conn_;
+  std::atomic<bool> interrupted_{false};
+  std::atomic<std::uint32_t> local_wake_{0};
+  std::uint64_t cursor_ = 0;
+  std::uint64_t reported_gen_ = 0;
+  std::uint64_t reported_eos_ = 0;
+  std::uint64_t delivered_ = 0;
+  std::uint64_t skipped_ = 0;
+  bool lost_reported_ = true;
+  std::uint64_t next_connect_ns_ = 0;
+};
+
+void ConsumerImpl::connect() {
+  auto c = std::make_shared<ConsumerConnection>(opts_);
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  conn_ = std::move(c);
+  cursor_ = conn_->start_cursor();
+  reported_gen_ = 0;
+  reported_eos_ = 0;
+  lost_reported_ = false;
+}
+
+void ConsumerImpl::disconnect() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  conn_.reset();
+}
+
+bool ConsumerImpl::format_event(std::uint64_t g, Event& ev) {
+  const auto* gen = conn_->find_generation(g);
+  if (!gen) return false;
+  ev.type = EventType::format;
+  ev.format = gen->format;
+  ev.generation = g;
+  reported_gen_ = g;
+  return true;
+}
+
+// Leases the next frame (every-frame) or the newest (latest). True with ev filled when it produced
+// an event (a frame, or the format that must come before it).
+bool ConsumerImpl::try_acquire(Event& ev) {
+  ControlBlock& cb = conn_->cb();
+  ConsumerEntry& me = conn_->entry();
+  const bool every = opts_.mode == ConsumeMode::every_frame;
+  for (int attempt = 0; attempt < kAcquireRetries; ++attempt) {
+    const std::uint64_t published = cb.published.load(std::memory_order_acquire);
+    if (published <= cursor_) return false;
+    const std::uint64_t t = every ? cursor_ + 1 : published;
+    const std::uint64_t ring = cb.ring[t % kRing].load(std::memory_order_acquire);
+    if ((ring >> kRingSlotBits) != t) {
+      if (every) {
+        // The producer must keep every unread frame for us; only a reclaimed lease (we were
+        // dropped as dead) or a hostile producer gets here. Count it and move on.
+        ++skipped_;
+        me.skipped.store(skipped_, std::memory_order_relaxed);
+        cursor_ = t;
+      }
+      continue;
+    }
+    const auto slot = static_cast<std::uint32_t>(ring & ((1u << kRingSlotBits) - 1));
+    if (slot >= conn_->slot_count())
+      throw Error(Errc::protocol, "control block names slot " + std::to_string(slot) + " of " +
+                                      std::to_string(conn_->slot_count()));
+    const std::uint64_t bit = 1ull << slot;
+    if (me.leases.load(std::memory_order_relaxed) & bit)
+      throw Error(Errc::protocol, "producer published frame " + std::to_string(t) +
+                                      " into slot " + std::to_string(slot) + " that we still lease");
+    me.leases.fetch_or(bit, std::memory_order_seq_cst);
+    if (cb.slots[slot].seq.load(std::memory_order_seq_cst) != t) {
+      me.leases.fetch_and(~bit, std::memory_order_seq_cst);  // lost the race to a rewrite
+      continue;
+    }
+    Frame f;
+    std::memcpy(&f.desc_, &cb.slots[slot].desc, sizeof(FrameDesc));
+    const std::uint64_t g = f.desc_.generation;
+    try {
+      if (f.desc_.seq != t)
+        throw Error(Errc::protocol, "slot " + std::to_string(slot) + " describes frame " +
+                                        std::to_string(f.desc_.seq) + ", expected " +
+                                        std::to_string(t));
+      if (g > conn_->newest_generation()) conn_->sync_formats(g);
+      const auto* gen = conn_->find_generation(g);
+      if (!gen)
+        throw Error(Errc::protocol, "frame " + std::to_string(t) + " names unknown generation " +
+                                        std::to_string(g));
+      validate(f.desc_.tensor, gen->slots->slot_size());
+      if (f.desc_.user_meta_size > kMaxUserMeta)
+        throw Error(Errc::protocol, "frame user metadata size out of range");
+      if (g != reported_gen_) {
+        // The format comes before its first frame; the frame is taken again on the next call.
+        me.leases.fetch_and(~bit, std::memory_order_seq_cst);
+        return format_event(g, ev);
+      }
+      conn_->prune_before(g);
+      f.slots_ = gen->slots;
+      f.base_ = gen->slots->address(slot);
+    } catch (...) {
+      conn_->release(slot);
+      throw;
+    }
+    f.slot_ = slot;
+    f.conn_ = conn_;
+    conn_->memory().on_acquire(slot);
+    if (!every && t > cursor_ + 1) {
+      skipped_ += t - cursor_ - 1;
+      me.skipped.store(skipped_, std::memory_order_relaxed);
+    }
+    cursor_ = t;
+    me.cursor.store(t, std::memory_order_release);
+    me.delivered.store(++delivered_, std::memory_order_relaxed);
+    ev.type = EventType::frame;
+    ev.frame = std::move(f);
+    return true;
+  }
+  return false;
+}
+
+Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+  Event ev;
+  for (;;) {
+    if (interrupted_.exchange(false, std::memory_order_seq_cst)) {
+      ev.type = EventType::interrupted;
+      return ev;
+    }
+    const std::uint64_t now = monotonic_ns();
+    if (!conn_) {
+      if (!lost_reported_) {
+        lost_reported_ = true;
+        ev.type = EventType::disconnected;
+        ev.message = "producer went away";
+        return ev;
+      }
+      if (!opts_.reconnect) {
+        ev.type = EventType::disconnected;
+        ev.message = "not connected (reconnect is off)";
+        return ev;
+      }
+      if (now >= next_connect_ns_) {
+        next_connect_ns_ = now + static_cast<std::uint64_t>(
+                                     std::chrono::nanoseconds(opts_.reconnect_interval).count());
+        try {
+          connect();
+          continue;
+        } catch (const Error& e) {
+          // Refusals (credentials, version) are final for this producer, not transient.
+          if (e.code() != Errc::disconnected && e.code() != Errc::timeout) throw;
+        }
+      }
+      if (now >= deadline) return ev;  // timeout
+      std::uint32_t seen = local_wake_.load(std::memory_order_seq_cst);
+      futex_wait(local_wake_, seen,
+                 std::chrono::nanoseconds(std::min(deadline, next_connect_ns_) - now));
+      continue;
+    }
+
+    ControlBlock& cb = conn_->cb();
+    const std::uint32_t seen = cb.frame_futex.load(std::memory_order_seq_cst);
+    try {
+      if (try_acquire(ev)) return ev;
+      const std::uint64_t g = cb.generation.load(std::memory_order_acquire);
+      if (g > conn_->newest_generation()) conn_->sync_formats(g);
+      // No frame is pending: a newer format with no frame yet is news on its own.
+      if (conn_->newest_generation() > reported_gen_ &&
+          format_event(conn_->newest_generation(), ev))
+        return ev;
+    } catch (const Error& e) {
+      if (e.code() != Errc::disconnected) throw;
+      disconnect();
+      continue;
+    }
+    const std::uint64_t eos = cb.eos_after.load(std::memory_order_acquire);
+    if (eos != 0 && eos != reported_eos_ && cursor_ + 1 >= eos &&
+        cb.published.load(std::memory_order_acquire) <= cursor_) {
+      reported_eos_ = eos;
+      ev.type = EventType::eos;
+      return ev;
+    }
+    if (cb.closed.load(std::memory_order_acquire)) {
+      disconnect();
+      continue;
+    }
+    if (now >= deadline) return ev;  // timeout
+    cb.frame_waiters.fetch_add(1, std::memory_order_seq_cst);
+    WaitResult w = WaitResult::woken;
+    if (cb.frame_futex.load(std::memory_order_seq_cst) == seen && !interrupted_.load())
+      w = futex_wait(cb.frame_futex, seen,
+                     std::min<std::chrono::nanoseconds>(kLivenessSlice,
+                                                        std::chrono::nanoseconds(deadline - now)));
+    cb.frame_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (w == WaitResult::timeout && peer_hung_up(conn_->socket())) disconnect();
+  }
+}
+
+// ---- Frame ----
+
+Frame::Frame(Frame&& o) noexcept
+    : conn_(std::move(o.conn_)),
+      slots_(std::move(o.slots_)),
+      base_(o.base_),
+      slot_(o.slot_),
+      desc_(o.desc_) {}
+
+Frame& Frame::operator=(Frame&& o) noexcept {
+  if (this != &o) {
+    release();
+    conn_ = std::move(o.conn_);
+    slots_ = std::move(o.slots_);
+    base_ = o.base_;
+    slot_ = o.slot_;
+    desc_ = o.desc_;
+  }
+  return *this;
+}
+
+void Frame::release() noexcept {
+  if (!conn_) return;
+  conn_->release(slot_);
+  slots_.reset();
+  conn_.reset();
+}
+
+// ---- Consumer facade ----
+
+Consumer::Consumer(const ConsumerOptions& options)
+    : impl_(std::make_unique<ConsumerImpl>(options)) {}
+Consumer::~Consumer() = default;
+Event Consumer::next(std::chrono::nanoseconds timeout) { return impl_->next(timeout); }
+void Consumer::interrupt() noexcept { impl_->interrupt(); }
+bool Consumer::connected() const noexcept { return impl_->connected(); }
+ConsumerCounters Consumer::counters() const { return impl_->counters(); }
+MemoryKind Consumer::memory_kind() const { return impl_->memory_kind(); }
+void* Consumer::cuda_stream() const { return impl_->stream(); }
+
+}  // namespace cudaipc

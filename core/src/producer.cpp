@@ -1,0 +1,370 @@
+// The producer's publish path and lifetime. See control_block.hpp for the protocol.
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "clock.hpp"
+#include "cudaipc/log.hpp"
+#include "futex.hpp"
+#include "producer_impl.hpp"
+#include "protocol.hpp"
+#include "unix_socket.hpp"
+
+namespace cudaipc {
+
+ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
+  if (opts_.slots < 1 || opts_.slots > kMaxSlots)
+    throw Error(Errc::invalid_argument, "slot count " + std::to_string(opts_.slots) +
+                                            " out of range 1.." + std::to_string(kMaxSlots));
+  if (opts_.max_consumers < 1 || opts_.max_consumers > kMaxConsumers)
+    throw Error(Errc::invalid_argument, "max_consumers " + std::to_string(opts_.max_consumers) +
+                                            " out of range 1.." + std::to_string(kMaxConsumers));
+  if ((opts_.socket_mode & ~0770u) != 0)
+    throw Error(Errc::invalid_argument,
+                "socket mode must grant nothing to others (0600, or 0660 with a group)");
+  path_ = opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path;
+  slot_count_ = opts_.slots;
+  valid_mask_ = slot_count_ == 64 ? ~0ull : ((1ull << slot_count_) - 1);
+  memory_ = opts_.memory == MemoryKind::cuda ? make_cuda_producer_memory(opts_.cuda, slot_count_)
+                                             : make_host_producer_memory();
+  create_control_block();
+  stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd_) throw_errno("eventfd");
+  listen_fd_ = listen_unix(path_, opts_.socket_mode, opts_.allowed_gid);
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0) socket_inode_ = st.st_ino;
+  server_ = std::thread([this] { serve(); });
+}
+
+ProducerImpl::~ProducerImpl() {
+  std::uint64_t one = 1;
+  if (::write(stop_fd_.get(), &one, sizeof one) != sizeof one)
+    log(LogLevel::error, "could not stop the producer's socket thread");
+  if (server_.joinable()) server_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cb_->closed.store(1, std::memory_order_release);
+    wake_consumers();
+    conns_.clear();
+    try {
+      memory_->flush();
+    } catch (const Error& e) {
+      log(LogLevel::warning, e.what());
+    }
+  }
+  // Only remove the socket file if it is still ours: a new producer may have replaced it.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && st.st_ino == socket_inode_) ::unlink(path_.c_str());
+}
+
+void ProducerImpl::create_control_block() {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::size_t size = (sizeof(ControlBlock) + page - 1) / page * page;
+  control_fd_ = make_memfd("cudaipc-control", size);
+  control_map_ = Mapping(control_fd_.get(), size, true);
+  seal_memfd(control_fd_.get(), false);
+  cb_ = new (control_map_.data()) ControlBlock{};
+  cb_->magic = kControlMagic;
+  cb_->version = kLayoutVersion;
+  cb_->block_size = static_cast<std::uint32_t>(sizeof(ControlBlock));
+  cb_->slot_count = slot_count_;
+  cb_->max_consumers = opts_.max_consumers;
+  cb_->memory_kind = static_cast<std::uint32_t>(memory_->kind());
+}
+
+void ProducerImpl::wake_consumers() {
+  cb_->frame_futex.fetch_add(1, std::memory_order_seq_cst);
+  if (cb_->frame_waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(cb_->frame_futex);
+}
+
+void ProducerImpl::wake_producer() {
+  cb_->space_futex.fetch_add(1, std::memory_order_seq_cst);
+  if (cb_->space_waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(cb_->space_futex);
+}
+
+void ProducerImpl::set_format(const Format& f) {
+  Format checked = f;
+  validate_format(checked, Errc::invalid_argument);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (writing_) throw Error(Errc::invalid_argument, "set_format while a slot is borrowed");
+  if (!slots_ || checked.max_frame_size > slots_->slot_size()) {
+    if (slots_) retired_.push_back(Retired{std::move(slots_), set_id_});
+    slots_ = memory_->allocate(slot_count_, checked.max_frame_size);
+    ++set_id_;
+  }
+  format_ = std::move(checked);
+  ++generation_;
+  // Consumers read the format message when they see the new generation, so send it first.
+  for (auto& c : conns_) {
+    if (c.state == ConnState::awaiting_hello || !c.fd) continue;
+    try {
+      send_format_to(c);
+    } catch (const Error& e) {
+      log(LogLevel::warning, (std::string("dropping a consumer: ") + e.what()).c_str());
+      c.fd.reset();  // serve() reaps it
+    }
+  }
+  cb_->generation.store(generation_, std::memory_order_release);
+  wake_consumers();
+}
+
+void ProducerImpl::send_format_to(Conn& c) {
+  FormatMsg m;
+  m.generation = generation_;
+  m.set_id = set_id_;
+  m.slot_size = slots_->slot_size();
+  m.format = format_;
+  m.slots = slots_->export_slots();
+  send_format(c.fd.get(), m);
+}
+
+ProducerImpl::Occupancy ProducerImpl::occupancy() const {
+  Occupancy o;
+  for (std::uint32_t id = 0; id < opts_.max_consumers; ++id) {
+    if (!entry_used_[id]) continue;
+    const ConsumerEntry& e = cb_->consumers[id];
+    if (e.state.load(std::memory_order_acquire) != static_cast<std::uint32_t>(EntryState::active))
+      continue;
+    o.leased |= e.leases.load(std::memory_order_seq_cst) & valid_mask_;
+    if (entry_mode_[id] == ConsumeMode::every_frame)
+      o.min_cursor = std::min(o.min_cursor, e.cursor.load(std::memory_order_acquire));
+  }
+  return o;
+}
+
+bool ProducerImpl::slot_free(std::uint32_t i, const Occupancy& occ) const {
+  if (occ.leased & (1ull << i)) return false;
+  // An every-frame consumer that has not reached this frame yet still needs it.
+  return slot_seq_[i] == 0 || slot_seq_[i] <= occ.min_cursor;
+}
+
+// Picks a free slot and invalidates it, or returns -1. Called with mu_ held.
+int ProducerImpl::claim_slot() {
+  Occupancy occ = occupancy();
+  if (!retired_.empty()) free_retired(occ);
+  std::uint64_t refused = 0;
+  for (std::uint32_t n = 0; n < slot_count_; ++n) {
+    std::uint32_t i = (next_slot_ + n) % slot_count_;
+    if ((refused & (1ull << i)) || !slot_free(i, occ)) continue;
+    cb_->slots[i].seq.store(0, std::memory_order_seq_cst);
+    // A consumer may have leased it between occupancy() and the store above (see
+    // control_block.hpp): then it keeps the frame and we look elsewhere.
+    if (occupancy().leased & (1ull << i)) {
+      slot_seq_[i] = 0;
+      refused |= 1ull << i;
+      continue;
+    }
+    next_slot_ = (i + 1) % slot_count_;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ProducerImpl::free_retired(const Occupancy& occ) {
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                [&](const Retired& r) {
+                                  for (std::uint32_t i = 0; i < slot_count_; ++i)
+                                    if (slot_set_[i] == r.set_id && slot_seq_[i] != 0 &&
+                                        !slot_free(i, occ))
+                                      return false;
+                                  return true;
+                                }),
+                 retired_.end());
+}
+
+WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!slots_) throw Error(Errc::invalid_argument, "set_format before publishing frames");
+  if (writing_) throw Error(Errc::invalid_argument, "a borrowed slot is not committed yet");
+  const auto deadline = monotonic_ns() + static_cast<std::uint64_t>(opts_.block_timeout.count());
+  for (;;) {
+    std::uint32_t seen = cb_->space_futex.load(std::memory_order_seq_cst);
+    int slot = claim_slot();
+    if (slot >= 0) {
+      memory_->begin_write(static_cast<std::uint32_t>(slot));
+      writing_ = true;
+      writing_slot_ = static_cast<std::uint32_t>(slot);
+      if (status) *status = PublishStatus::published;
+      WriteSlot ws;
+      ws.owner_ = this;
+      ws.address_ = slots_->address(writing_slot_);
+      ws.capacity_ = slots_->slot_size();
+      ws.index_ = writing_slot_;
+      return ws;
+    }
+    std::uint64_t now = monotonic_ns();
+    if (opts_.on_full == FullPolicy::drop || now >= deadline) {
+      ++dropped_;
+      cb_->frames_dropped.store(dropped_, std::memory_order_relaxed);
+      if (status)
+        *status = opts_.on_full == FullPolicy::drop ? PublishStatus::dropped : PublishStatus::timeout;
+      return WriteSlot();
+    }
+    lock.unlock();
+    cb_->space_waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (cb_->space_futex.load(std::memory_order_seq_cst) == seen)
+      futex_wait(cb_->space_futex, seen, std::chrono::nanoseconds(deadline - now));
+    cb_->space_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    lock.lock();
+  }
+}
+
+void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
+  if (ws.owner_ != this) throw Error(Errc::invalid_argument, "commit of a slot not borrowed here");
+  std::lock_guard<std::mutex> lock(mu_);
+  const TensorDesc& tensor = info.tensor ? *info.tensor : format_.tensor;
+  if (info.tensor) {
+    try {
+      validate(tensor, slots_->slot_size());
+    } catch (const Error& e) {
+      throw Error(Errc::invalid_argument, e.what());
+    }
+  }
+  if (info.user_meta_size > kMaxUserMeta)
+    throw Error(Errc::invalid_argument, "user metadata of " + std::to_string(info.user_meta_size) +
+                                            " bytes exceeds " + std::to_string(kMaxUserMeta));
+  const std::uint32_t i = ws.index_;
+  memory_->end_write(i);
+  const std::uint64_t seq = ++seq_;
+  FrameDesc& d = cb_->slots[i].desc;
+  d.seq = seq;
+  d.generation = generation_;
+  d.pts = info.pts;
+  d.dts = info.dts;
+  d.duration = info.duration;
+  d.flags = info.flags;
+  d.tensor = tensor;
+  d.user_meta_size = info.user_meta_size;
+  if (info.user_meta_size) std::memcpy(d.user_meta, info.user_meta, info.user_meta_size);
+  d.publish_time_ns = monotonic_ns();
+  slot_seq_[i] = seq;
+  slot_set_[i] = set_id_;
+  cb_->slots[i].seq.store(seq, std::memory_order_release);
+  cb_->ring[seq % kRing].store(ring_entry(seq, i), std::memory_order_release);
+  cb_->eos_after.store(0, std::memory_order_relaxed);
+  cb_->published.store(seq, std::memory_order_release);
+  cb_->frames_published.store(seq, std::memory_order_relaxed);
+  writing_ = false;
+  ws.owner_ = nullptr;
+  wake_consumers();
+}
+
+void ProducerImpl::abort(WriteSlot& ws) {
+  if (ws.owner_ != this) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  // The slot stays invalidated (seq 0); its half-written bytes are never published.
+  memory_->end_write(ws.index_);
+  writing_ = false;
+  ws.owner_ = nullptr;
+}
+
+PublishStatus ProducerImpl::publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
+                                    SourceKind from) {
+  PublishStatus st;
+  WriteSlot ws = begin_frame(&st);
+  if (!ws) return st;
+  if (bytes > ws.capacity())
+    throw Error(Errc::invalid_argument, "frame of " + std::to_string(bytes) +
+                                            " bytes exceeds the slot size " +
+                                            std::to_string(ws.capacity()) + " (set a larger format)");
+  memory_->write(ws.address(), data, bytes, from);
+  commit(ws, info);
+  return PublishStatus::published;
+}
+
+PublishStatus ProducerImpl::publish_2d(const void* src, std::uint64_t src_pitch,
+                                       std::uint64_t width, std::uint64_t height,
+                                       std::uint64_t dst_pitch, const FrameInfo& info,
+                                       SourceKind from) {
+  if (dst_pitch == 0) dst_pitch = width;
+  if (width > dst_pitch || width > src_pitch)
+    throw Error(Errc::invalid_argument, "row width exceeds a pitch");
+  PublishStatus st;
+  WriteSlot ws = begin_frame(&st);
+  if (!ws) return st;
+  if (height != 0 && dst_pitch * (height - 1) + width > ws.capacity())
+    throw Error(Errc::invalid_argument, "2-D frame does not fit the slot (set a larger format)");
+  memory_->write_2d(ws.address(), dst_pitch, src, src_pitch, width, height, from);
+  commit(ws, info);
+  return PublishStatus::published;
+}
+
+void ProducerImpl::end_of_stream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cb_->eos_after.store(seq_ + 1, std::memory_order_release);
+  wake_consumers();
+}
+
+ProducerStats ProducerImpl::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProducerStats s{seq_, dropped_, generation_, {}};
+  for (const auto& c : conns_) {
+    if (c.state != ConnState::active) continue;
+    const ConsumerEntry& e = cb_->consumers[c.id];
+    s.consumers.push_back(ConsumerStats{c.id, c.pid, c.mode,
+                                        e.delivered.load(std::memory_order_relaxed),
+                                        e.skipped.load(std::memory_order_relaxed),
+                                        e.leases.load(std::memory_order_relaxed) & valid_mask_});
+  }
+  return s;
+}
+
+std::size_t ProducerImpl::consumer_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<std::size_t>(std::count_if(
+      conns_.begin(), conns_.end(), [](const Conn& c) { return c.state == ConnState::active; }));
+}
+
+// ---- public facade ----
+
+WriteSlot::WriteSlot(WriteSlot&& o) noexcept
+    : owner_(std::exchange(o.owner_, nullptr)),
+      address_(o.address_),
+      capacity_(o.capacity_),
+      index_(o.index_) {}
+
+WriteSlot& WriteSlot::operator=(WriteSlot&& o) noexcept {
+  if (this != &o) {
+    if (owner_) owner_->abort(*this);
+    owner_ = std::exchange(o.owner_, nullptr);
+    address_ = o.address_;
+    capacity_ = o.capacity_;
+    index_ = o.index_;
+  }
+  return *this;
+}
+
+WriteSlot::~WriteSlot() {
+  if (owner_) owner_->abort(*this);
+}
+
+Producer::Producer(const ProducerOptions& options)
+    : impl_(std::make_unique<ProducerImpl>(options)) {}
+Producer::~Producer() = default;
+void Producer::set_format(const Format& format) { impl_->set_format(format); }
+const Format& Producer::format() const { return impl_->format_; }
+WriteSlot Producer::begin_frame(PublishStatus* status) { return impl_->begin_frame(status); }
+void Producer::commit(WriteSlot& slot, const FrameInfo& info) { impl_->commit(slot, info); }
+void Producer::abort(WriteSlot& slot) { impl_->abort(slot); }
+PublishStatus Producer::publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
+                                bool from_device) {
+  return impl_->publish(data, bytes, info, from_device ? SourceKind::device : SourceKind::host);
+}
+PublishStatus Producer::publish_2d(const void* src, std::uint64_t src_pitch, std::uint64_t width,
+                                   std::uint64_t height, std::uint64_t dst_pitch,
+                                   const FrameInfo& info, bool from_device) {
+  return impl_->publish_2d(src, src_pitch, width, height, dst_pitch, info,
+                           from_device ? SourceKind::device : SourceKind::host);
+}
+void Producer::end_of_stream() { impl_->end_of_stream(); }
+ProducerStats Producer::stats() const { return impl_->stats(); }
+std::size_t Producer::consumer_count() const { return impl_->consumer_count(); }
+const std::string& Producer::path() const { return impl_->path_; }
+MemoryKind Producer::memory_kind() const { return impl_->opts_.memory; }
+void* Producer::cuda_stream() const { return impl_->stream(); }
+
+}  // namespace cudaipc

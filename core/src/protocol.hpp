@@ -1,0 +1,94 @@
+// The socket messages of the connect-time handshake and of format changes. Nothing travels on the
+// socket per frame. Every decode checks sizes, counts and ranges and throws Errc::protocol.
+//
+//   consumer -> producer  Hello   {version, mode}
+//   producer -> consumer  Welcome {consumer id, slot count, memory kind} + control-block fd
+//                                 + the producer backend's sync blob
+//   producer -> consumer  Format  {generation, slot set, caps, tensor} + slot blob   (0..n times)
+//   consumer -> producer  Ready   the consumer backend's sync blob
+//   producer -> consumer  Start   {first cursor}
+//   producer -> consumer  Refused {error code, reason}   instead of Welcome or Start
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cudaipc/error.hpp"
+#include "cudaipc/frame.hpp"
+#include "cudaipc/options.hpp"
+#include "unix_socket.hpp"
+#include "wire_blob.hpp"
+
+namespace cudaipc {
+
+inline constexpr std::uint32_t kWireMagic = 0x43504943;  // "CIPC"
+inline constexpr std::uint32_t kProtocolVersion = 1;
+
+enum class MsgType : std::uint32_t {
+  hello = 1,
+  welcome = 2,
+  format = 3,
+  ready = 4,
+  start = 5,
+  refused = 6,
+};
+
+struct HelloMsg {
+  ConsumeMode mode;
+};
+
+struct WelcomeMsg {
+  std::uint32_t consumer_id;
+  std::uint32_t slot_count;
+  MemoryKind memory;
+  std::uint32_t control_size;
+  UniqueFd control_fd;
+  WireBlob sync;
+};
+
+struct FormatMsg {
+  std::uint64_t generation;
+  std::uint64_t set_id;  // slot sets are reused across generations while big enough
+  std::uint64_t slot_size;
+  Format format;
+  WireBlob slots;
+};
+
+struct StartMsg {
+  std::uint64_t cursor;
+};
+
+struct RefusedMsg {
+  Errc code;
+  std::string reason;
+};
+
+void send_hello(int fd, const HelloMsg& m);
+void send_welcome(int fd, const WelcomeMsg& m);
+void send_format(int fd, const FormatMsg& m);
+void send_ready(int fd, const WireBlob& sync);
+void send_start(int fd, const StartMsg& m);
+// Best effort: the peer may already be gone.
+void send_refused(int fd, Errc code, const std::string& reason) noexcept;
+
+// A received message: its type is checked against the header's magic and version first.
+struct Received {
+  MsgType type;
+  RawMessage raw;
+};
+// Errc::version_mismatch for another protocol version, Errc::protocol for garbage.
+Received parse_header(RawMessage&& raw);
+
+HelloMsg decode_hello(Received& r);
+WelcomeMsg decode_welcome(Received& r);
+FormatMsg decode_format(Received& r);
+WireBlob decode_ready(Received& r);
+StartMsg decode_start(Received& r);
+// Throws the refusal as an Error with the producer's code and reason.
+[[noreturn]] void throw_refused(Received& r);
+
+// Checks a format a caller or a peer gave (caps length, tensor, slot size) and fills in
+// max_frame_size when it is 0.
+void validate_format(Format& f, Errc code);
+
+}  // namespace cudaipc

@@ -1,0 +1,193 @@
+#include "unix_socket.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cudaipc/error.hpp"
+
+namespace cudaipc {
+namespace {
+
+sockaddr_un make_address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path))
+    throw Error(Errc::invalid_argument, "socket path '" + path + "' is empty or longer than " +
+                                            std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+UniqueFd make_socket() {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno("socket(AF_UNIX, SOCK_SEQPACKET)");
+  return fd;
+}
+
+// Is something listening on `path`? Used to tell a live producer from a crashed one's leftover.
+bool someone_listens(const sockaddr_un& addr) {
+  UniqueFd probe = make_socket();
+  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0)
+    return true;
+  return errno != ECONNREFUSED && errno != ENOENT;
+}
+
+}  // namespace
+
+UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid) {
+  sockaddr_un addr = make_address(path);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      throw Error(Errc::busy, "'" + path + "' exists and is not a socket; refusing to replace it");
+    if (someone_listens(addr))
+      throw Error(Errc::busy, "a producer is already running on '" + path + "'");
+    if (st.st_uid != ::geteuid())
+      throw Error(Errc::permission_denied,
+                  "stale socket '" + path + "' belongs to uid " + std::to_string(st.st_uid));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("removing stale '" + path + "'");
+  }
+  UniqueFd fd = make_socket();
+  // Bind under a restrictive umask so the socket is never briefly open to others.
+  mode_t old = ::umask(0177);
+  int rc = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::umask(old);
+  if (rc != 0) throw_errno("bind to '" + path + "'", err);
+  if (gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0)
+    throw_errno("chown of '" + path + "' to gid " + std::to_string(*gid));
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode & 0777)) != 0)
+    throw_errno("chmod of '" + path + "'");
+  if (::listen(fd.get(), 64) != 0) throw_errno("listen on '" + path + "'");
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0)
+    throw_errno("making the listening socket non-blocking");
+  return fd;
+}
+
+UniqueFd connect_unix(const std::string& path) {
+  sockaddr_un addr = make_address(path);
+  UniqueFd fd = make_socket();
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED)
+      throw Error(Errc::disconnected, "no producer on '" + path + "' (" + std::strerror(err) + ")");
+    if (err == EACCES || err == EPERM)
+      throw Error(Errc::permission_denied, "not allowed to connect to '" + path + "'");
+    throw_errno("connect to '" + path + "'", err);
+  }
+  return fd;
+}
+
+UniqueFd accept_unix(int listen_fd) {
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR)
+      return UniqueFd();
+    throw_errno("accept");
+  }
+  return UniqueFd(fd);
+}
+
+PeerCredentials peer_credentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) throw_errno("SO_PEERCRED");
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+void send_raw(int fd, const std::uint8_t* bytes, std::size_t size, const std::vector<int>& fds) {
+  if (size > kMaxMessageBytes || fds.size() > kMaxMessageFds)
+    throw Error(Errc::invalid_argument, "message too large to send");
+  iovec iov{const_cast<std::uint8_t*>(bytes), size};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxMessageFds)];
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      throw Error(Errc::busy, "peer is not reading its socket (buffer full)");
+    if (errno == EPIPE || errno == ECONNRESET)
+      throw Error(Errc::disconnected, "peer closed the connection");
+    throw_errno("sendmsg");
+  }
+  if (static_cast<std::size_t>(n) != size)
+    throw Error(Errc::system, "sendmsg sent a partial message");
+}
+
+RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) throw_errno("poll on a socket");
+  if (rc == 0) return RecvStatus::timeout;
+
+  out.bytes.resize(kMaxMessageBytes + 1);
+  out.fds.clear();
+  iovec iov{out.bytes.data(), out.bytes.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxMessageFds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return RecvStatus::timeout;
+    if (errno == ECONNRESET) return RecvStatus::closed;
+    throw_errno("recvmsg");
+  }
+  // Take ownership of every fd first, so an error below closes them.
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      out.fds.emplace_back(received);
+    }
+  }
+  if (n == 0 && out.fds.empty()) return RecvStatus::closed;
+  if (msg.msg_flags & MSG_TRUNC)
+    throw Error(Errc::protocol, "peer sent a message larger than " +
+                                    std::to_string(kMaxMessageBytes) + " bytes");
+  if (msg.msg_flags & MSG_CTRUNC)
+    throw Error(Errc::protocol, "peer sent more than " + std::to_string(kMaxMessageFds) +
+                                    " file descriptors in one message");
+  out.bytes.resize(static_cast<std::size_t>(n));
+  return RecvStatus::ok;
+}
+
+bool peer_hung_up(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  int rc = ::poll(&p, 1, 0);
+  if (rc < 0) return errno != EINTR;
+  return (p.revents & (POLLHUP | POLLERR)) != 0 && (p.revents & POLLIN) == 0;
+}
+
+}  // namespace cudaipc

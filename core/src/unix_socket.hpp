@@ -1,0 +1,51 @@
+// Unix SOCK_SEQPACKET sockets: one recvmsg is one whole message, so a short or oversized message
+// from a peer is detected instead of being half-read. File descriptors travel as SCM_RIGHTS.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "unique_fd.hpp"
+
+namespace cudaipc {
+
+inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
+inline constexpr std::size_t kMaxMessageFds = 64;
+
+struct RawMessage {
+  std::vector<std::uint8_t> bytes;
+  std::vector<UniqueFd> fds;
+};
+
+struct PeerCredentials {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+
+// Binds and listens on `path` with file mode `mode` (and group `gid` when given). A socket file
+// left by a dead producer is replaced; a live one is Errc::busy; a non-socket file is refused.
+UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid);
+// Errc::disconnected when nothing listens at `path` (missing or stale file).
+UniqueFd connect_unix(const std::string& path);
+// Non-blocking accept; an empty fd when nobody is waiting.
+UniqueFd accept_unix(int listen_fd);
+PeerCredentials peer_credentials(int fd);
+
+// Sends one message; never blocks (a full peer buffer is Errc::busy: that peer is not reading).
+void send_raw(int fd, const std::uint8_t* bytes, std::size_t size, const std::vector<int>& fds);
+
+enum class RecvStatus { ok, closed, timeout };
+// Receives one message, waiting up to `timeout` (0: only what is already there). Oversized or
+// truncated messages and too many fds are Errc::protocol, and any fds that came are closed.
+RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout);
+
+// True when the peer closed its end (POLLHUP) and nothing is left to read.
+bool peer_hung_up(int fd);
+
+}  // namespace cudaipc
