@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Two processes joined through a cudaipc channel: a producer publishes patterned frames, a
+# consumer verifies every byte and reports throughput and latency.
+#   examples/demo.sh [BUILD_DIR] [FRAMES] [BYTES]
+set -euo pipefail
+build=${1:-build}
+frames=${2:-20000}
+bytes=${3:-65536}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$build/examples/cudaipc-demo-producer" "$dir/demo.sock" "$frames" "$bytes" &
+producer=$!
+for _ in $(seq 100); do [ -S "$dir/demo.sock" ] && break; sleep 0.05; done
+"$build/examples/cudaipc-demo-consumer" "$dir/demo.sock"
+wait "$producer"
