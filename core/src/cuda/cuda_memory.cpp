@@ -1,0 +1,695 @@
+// The CUDA memory backend: slot sets in device memory shared through VMM file descriptors or
+// legacy IPC handles, and per-slot IPC events that order the producer's writes and the consumers'
+// reads on the GPU, so neither side waits on the CPU per frame.
+//
+// Wire formats (all integers little-endian as the host writes them; both ends are one machine):
+//   slots:          magic 'CIPS', version, mode, count, producer UUID (16), slot_size, stride,
+//                   allocation size, then for legacy the 64-byte memory handle; vmm: one fd.
+//   producer sync:  magic 'CIPR', version, producer UUID (16), count, count x 64-byte event handle.
+//   consumer sync:  magic 'CIPD', version, count, count x 64-byte event handle.
+// A set is one allocation with slot i at i * stride: one export and one import per set instead of
+// one per slot (a VMM export costs ~0.7 ms), and no per-slot rounding to the 2 MiB granularity.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_handles.hpp"
+#include "cudaipc/error.hpp"
+#include "driver.hpp"
+#include "ipc_table.hpp"
+#include "memory_backend.hpp"
+
+namespace cudaipc {
+namespace {
+
+using cuda::check;
+using cuda::ContextPtr;
+using cuda::Driver;
+using cuda::driver;
+using cuda::ScopedContext;
+
+constexpr std::uint32_t kWireVersion = 1;
+constexpr std::uint32_t kSlotsMagic = 0x53504943;         // "CIPS"
+constexpr std::uint32_t kProducerSyncMagic = 0x52504943;  // "CIPR"
+constexpr std::uint32_t kConsumerSyncMagic = 0x44504943;  // "CIPD"
+// Slot starts are page aligned: enough for any vector load, texture pitch or DMA engine.
+constexpr std::uint64_t kSlotAlign = 4096;
+// Bound on untrusted sizes, far above any GPU's memory, so products below cannot overflow.
+constexpr std::uint64_t kMaxSetBytes = std::uint64_t{1} << 46;
+
+// A legacy allocation, shared by handle in the process-wide table: this process's own cuMemAlloc
+// (a producer; a consumer in the same process then uses it directly) or an import of another
+// process's handle.
+struct LegacyMemory {
+  cuda::DeviceAllocation own;
+  cuda::IpcImport imported;
+  CUdeviceptr address() const noexcept { return own ? own.get() : imported.get(); }
+};
+using LegacyTable = cuda::IpcTable<LegacyMemory>;
+using EventTable = cuda::IpcTable<cuda::Event>;
+
+std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+// ---- devices -------------------------------------------------------------------------------
+
+std::string uuid_string(const CUuuid& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char s[48];
+  std::snprintf(s, sizeof s,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return s;
+}
+
+bool same_uuid(const CUuuid& a, const CUuuid& b) {
+  return std::memcmp(a.bytes, b.bytes, sizeof a.bytes) == 0;
+}
+
+CUuuid device_uuid(CUdevice dev) {
+  CUuuid u{};
+  check(driver().cuDeviceGetUuid(&u, dev), "cuDeviceGetUuid");
+  return u;
+}
+
+// "CUDA device 0 (NVIDIA H100 80GB HBM3, GPU-...)", for messages.
+std::string describe(CUdevice dev) {
+  char name[256] = {};
+  if (driver().cuDeviceGetName(name, sizeof name - 1, dev) != CUDA_SUCCESS) name[0] = '\0';
+  return "CUDA device " + std::to_string(dev) + " (" + name + ", " + uuid_string(device_uuid(dev)) +
+         ")";
+}
+
+int device_count() {
+  int n = 0;
+  check(driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
+  return n;
+}
+
+CUdevice device_at(int ordinal) {
+  const int n = device_count();
+  if (ordinal < 0 || ordinal >= n)
+    throw Error(Errc::invalid_argument, "CUDA device " + std::to_string(ordinal) +
+                                            " does not exist (this process sees " +
+                                            std::to_string(n) + ")");
+  CUdevice dev = 0;
+  check(driver().cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  return dev;
+}
+
+// Ordinals differ between processes (CUDA_VISIBLE_DEVICES renumbers them); UUIDs do not.
+std::optional<CUdevice> device_by_uuid(const CUuuid& uuid) {
+  const int n = device_count();
+  for (int i = 0; i < n; ++i) {
+    CUdevice dev = 0;
+    check(driver().cuDeviceGet(&dev, i), "cuDeviceGet");
+    if (same_uuid(device_uuid(dev), uuid)) return dev;
+  }
+  return std::nullopt;
+}
+
+int attribute(CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  check(driver().cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+  return v;
+}
+
+CUmemAllocationProp vmm_properties(CUdevice dev) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return prop;
+}
+
+std::uint64_t vmm_granularity(CUdevice dev) {
+  const CUmemAllocationProp prop = vmm_properties(dev);
+  std::size_t g = 0;
+  check(driver().cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+        "cuMemGetAllocationGranularity");
+  return g;
+}
+
+CUmemAccessDesc read_write_access(CUdevice dev) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = dev;
+  // PROT_READ would suit a consumer better, but drivers refuse it for device memory.
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return access;
+}
+
+// ---- the context and stream one side works in ------------------------------------------------
+
+// Shared by a memory object and every slot set it made, so a set can outlive its memory object
+// (frames hold sets) and still synchronise the stream its reads or writes were ordered on.
+struct Engine {
+  ContextPtr ctx;
+  cuda::Stream owned_stream;  // empty when the caller passed its own
+  CUstream stream = nullptr;
+  CUuuid uuid{};
+
+  CUdevice device() const noexcept { return ctx->device(); }
+  void synchronize() const { check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize"); }
+  void synchronize(std::nothrow_t) const noexcept {
+    ScopedContext current(ctx->get(), std::nothrow);
+    cuda::loaded_driver().cuStreamSynchronize(stream);
+  }
+};
+
+// `device` is used when opts.context is null; a caller's context must agree with opts.device.
+std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice device) {
+  auto e = std::make_shared<Engine>();
+  if (opts.context) {
+    e->ctx = cuda::Context::borrowed(static_cast<CUcontext>(opts.context));
+    if (opts.device >= 0 && e->ctx->device() != device)
+      throw Error(Errc::invalid_argument, "CudaOptions::context is on " +
+                                              describe(e->ctx->device()) +
+                                              " but CudaOptions::device names " + describe(device));
+  } else {
+    e->ctx = cuda::Context::primary(device);
+  }
+  if (opts.stream) {
+    e->stream = static_cast<CUstream>(opts.stream);
+  } else {
+    e->owned_stream = cuda::make_stream(e->ctx);
+    e->stream = e->owned_stream.get();
+  }
+  e->uuid = device_uuid(e->device());
+  return e;
+}
+
+cuda::IpcTable<cuda::Event>::Ref export_event(const ContextPtr& ctx, CUipcEventHandle* handle) {
+  cuda::Event ev = cuda::make_ipc_event(ctx);
+  ScopedContext current(ctx->get());
+  check(driver().cuIpcGetEventHandle(handle, ev.get()), "cuIpcGetEventHandle");
+  return EventTable::instance().add(cuda::ipc_key(*handle), std::move(ev));
+}
+
+EventTable::Ref import_event(const ContextPtr& ctx, const CUipcEventHandle& handle) {
+  return EventTable::instance().get_or_open(cuda::ipc_key(handle),
+                                            [&] { return cuda::open_ipc_event(ctx, handle); });
+}
+
+// Reads `count` event handles and opens them (or finds them, when this process exported them).
+std::vector<EventTable::Ref> import_events(const ContextPtr& ctx, BlobReader& r,
+                                           std::uint32_t count) {
+  if (r.remaining() != std::uint64_t{count} * sizeof(CUipcEventHandle))
+    throw Error(Errc::protocol, "peer sent " + std::to_string(r.remaining()) +
+                                    " bytes of event handles for " + std::to_string(count) +
+                                    " slots");
+  std::vector<EventTable::Ref> events;
+  events.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i)
+    events.push_back(import_event(ctx, r.get<CUipcEventHandle>("event handle")));
+  return events;
+}
+
+void check_header(BlobReader& r, std::uint32_t magic, const char* what) {
+  if (r.get<std::uint32_t>(what) != magic)
+    throw Error(Errc::protocol, std::string("peer sent something that is not ") + what);
+  const auto version = r.get<std::uint32_t>(what);
+  if (version != kWireVersion)
+    throw Error(Errc::version_mismatch, std::string("peer sent ") + what + " version " +
+                                            std::to_string(version) + ", this build speaks " +
+                                            std::to_string(kWireVersion));
+}
+
+// ---- producer --------------------------------------------------------------------------------
+
+class CudaProducerSlots final : public ProducerSlots {
+ public:
+  CudaProducerSlots(std::shared_ptr<const Engine> engine, CudaExportMode mode, std::uint32_t count,
+                    std::uint64_t slot_size)
+      : engine_(std::move(engine)),
+        mode_(mode),
+        count_(count),
+        slot_size_(slot_size),
+        stride_(round_up(slot_size, kSlotAlign)) {
+    const Driver& d = driver();
+    const ContextPtr& ctx = engine_->ctx;
+    const std::uint64_t total = stride_ * count_;
+    ScopedContext current(ctx->get());
+    if (mode_ == CudaExportMode::vmm) {
+      size_ = round_up(total, vmm_granularity(engine_->device()));
+      const CUmemAllocationProp prop = vmm_properties(engine_->device());
+      CUmemGenericAllocationHandle h = 0;
+      check(d.cuMemCreate(&h, size_, &prop, 0), "cuMemCreate");
+      allocation_ = cuda::VmmAllocation(ctx, h);
+      mapping_ = cuda::Mapping(ctx, h, size_, read_write_access(engine_->device()));
+      int fd = -1;
+      check(d.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+            "cuMemExportToShareableHandle");
+      // Exported once per set; each consumer gets a dup of it.
+      exported_fd_.reset(fd);
+      base_ = mapping_.address();
+    } else {
+      size_ = total;
+      cuda::DeviceAllocation memory = cuda::make_device_allocation(ctx, size_);
+      check(d.cuIpcGetMemHandle(&handle_, memory.get()), "cuIpcGetMemHandle");
+      legacy_ = LegacyTable::instance().add(cuda::ipc_key(handle_), {std::move(memory), {}});
+      base_ = legacy_->address();
+    }
+  }
+
+  // Writes queued on the stream may still target this set: let them land before the memory goes.
+  ~CudaProducerSlots() override { engine_->synchronize(std::nothrow); }
+
+  std::uint32_t count() const noexcept override { return count_; }
+  std::uint64_t slot_size() const noexcept override { return slot_size_; }
+  std::uintptr_t address(std::uint32_t slot) const noexcept override {
+    return base_ + std::uint64_t{slot} * stride_;
+  }
+
+  WireBlob export_slots() const override {
+    WireBlob b;
+    b.put(kSlotsMagic);
+    b.put(kWireVersion);
+    b.put(static_cast<std::uint32_t>(mode_));
+    b.put(count_);
+    b.put(engine_->uuid);
+    b.put(slot_size_);
+    b.put(stride_);
+    b.put(size_);
+    if (mode_ == CudaExportMode::vmm)
+      b.fds.push_back(dup_fd(exported_fd_.get()));
+    else
+      b.put(handle_);
+    return b;
+  }
+
+ private:
+  std::shared_ptr<const Engine> engine_;
+  CudaExportMode mode_;
+  std::uint32_t count_;
+  std::uint64_t slot_size_;
+  std::uint64_t stride_;
+  std::uint64_t size_ = 0;
+  CUdeviceptr base_ = 0;
+  // vmm
+  cuda::VmmAllocation allocation_;
+  cuda::Mapping mapping_;
+  UniqueFd exported_fd_;
+  // legacy
+  CUipcMemHandle handle_{};
+  LegacyTable::Ref legacy_;
+};
+
+class CudaProducerMemory final : public ProducerMemory {
+ public:
+  CudaProducerMemory(const CudaOptions& opts, std::uint32_t slot_count) {
+    if (slot_count == 0)
+      throw Error(Errc::invalid_argument, "a CUDA channel needs at least 1 slot");
+    engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
+    mode_ = resolve_mode(opts.export_mode);
+    ScopedContext current(engine_->ctx->get());
+    ready_.reserve(slot_count);
+    ready_handles_.resize(slot_count);
+    for (auto& h : ready_handles_) ready_.push_back(export_event(engine_->ctx, &h));
+  }
+
+  ~CudaProducerMemory() override { engine_->synchronize(std::nothrow); }
+
+  MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
+
+  std::unique_ptr<ProducerSlots> allocate(std::uint32_t count, std::uint64_t bytes) override {
+    if (count == 0 || count > ready_.size())
+      throw Error(Errc::invalid_argument, "slot count " + std::to_string(count) +
+                                              " is outside 1.." + std::to_string(ready_.size()));
+    if (bytes == 0 || bytes > kMaxSetBytes / count)
+      throw Error(Errc::invalid_argument,
+                  "slot size " + std::to_string(bytes) + " is out of range");
+    return std::make_unique<CudaProducerSlots>(engine_, mode_, count, bytes);
+  }
+
+  WireBlob export_sync() const override {
+    WireBlob b;
+    b.put(kProducerSyncMagic);
+    b.put(kWireVersion);
+    b.put(engine_->uuid);
+    b.put(static_cast<std::uint32_t>(ready_handles_.size()));
+    for (const auto& h : ready_handles_) b.put(h);
+    return b;
+  }
+
+  // attach_consumer/detach_consumer run on the producer's socket thread and begin_write on the
+  // publishing thread; the core holds its producer mutex around all of them, which is what makes
+  // consumers_ safe to change here without a lock of its own.
+  void attach_consumer(std::uint32_t consumer, const WireBlob& sync) override {
+    BlobReader r(sync);
+    check_header(r, kConsumerSyncMagic, "CUDA consumer sync objects");
+    const auto count = r.get<std::uint32_t>("slot count");
+    if (count != ready_.size())
+      throw Error(Errc::protocol, "consumer sent events for " + std::to_string(count) +
+                                      " slots, the channel has " + std::to_string(ready_.size()));
+    if (!sync.fds.empty()) throw Error(Errc::protocol, "consumer sync objects carry no fds");
+    consumers_[consumer] = import_events(engine_->ctx, r, count);
+  }
+
+  void detach_consumer(std::uint32_t consumer) override { consumers_.erase(consumer); }
+
+  // The write into slot i must follow every consumer's last read of it. A "done" event that was
+  // never recorded reads as complete, so a fresh consumer costs nothing here.
+  void begin_write(std::uint32_t slot) override {
+    check_slot(slot);
+    const Driver& d = driver();
+    ScopedContext current(engine_->ctx->get());
+    for (const auto& [id, done] : consumers_)
+      check(d.cuStreamWaitEvent(engine_->stream, done[slot]->get(), 0), "cuStreamWaitEvent");
+  }
+
+  void end_write(std::uint32_t slot) override {
+    check_slot(slot);
+    ScopedContext current(engine_->ctx->get());
+    check(driver().cuEventRecord(ready_[slot]->get(), engine_->stream), "cuEventRecord");
+  }
+
+  // With page-locked host memory or a device source the copy is asynchronous: the source must
+  // stay unchanged until the stream has run it (flush(), or the caller's own ordering).
+  void write(std::uintptr_t dst, const void* src, std::uint64_t bytes, SourceKind from) override {
+    if (bytes == 0) return;
+    const Driver& d = driver();
+    ScopedContext current(engine_->ctx->get());
+    if (from == SourceKind::host)
+      check(d.cuMemcpyHtoDAsync(dst, src, bytes, engine_->stream), "cuMemcpyHtoDAsync");
+    else
+      check(d.cuMemcpyDtoDAsync(dst, reinterpret_cast<CUdeviceptr>(src), bytes, engine_->stream),
+            "cuMemcpyDtoDAsync");
+  }
+
+  void write_2d(std::uintptr_t dst, std::uint64_t dst_pitch, const void* src,
+                std::uint64_t src_pitch, std::uint64_t width, std::uint64_t height,
+                SourceKind from) override {
+    if (width == 0 || height == 0) return;
+    CUDA_MEMCPY2D c{};
+    if (from == SourceKind::host) {
+      c.srcMemoryType = CU_MEMORYTYPE_HOST;
+      c.srcHost = src;
+    } else {
+      c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = reinterpret_cast<CUdeviceptr>(src);
+    }
+    c.srcPitch = src_pitch;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dst;
+    c.dstPitch = dst_pitch;
+    c.WidthInBytes = width;
+    c.Height = height;
+    ScopedContext current(engine_->ctx->get());
+    check(driver().cuMemcpy2DAsync(&c, engine_->stream), "cuMemcpy2DAsync");
+  }
+
+  void flush() override {
+    ScopedContext current(engine_->ctx->get());
+    engine_->synchronize();
+  }
+
+  void* stream() const noexcept override { return engine_->stream; }
+
+ private:
+  CudaExportMode resolve_mode(CudaExportMode requested) const {
+    const CUdevice dev = engine_->device();
+    const bool vmm =
+        attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+        attribute(dev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+    switch (requested) {
+      case CudaExportMode::automatic:
+        return vmm ? CudaExportMode::vmm : CudaExportMode::legacy;
+      case CudaExportMode::vmm:
+        if (!vmm)
+          throw Error(Errc::unsupported,
+                      describe(dev) + " cannot export VMM memory as POSIX file descriptors");
+        return requested;
+      case CudaExportMode::legacy:
+        return requested;
+    }
+    throw Error(Errc::invalid_argument,
+                "unknown CudaExportMode " + std::to_string(static_cast<std::uint32_t>(requested)));
+  }
+
+  void check_slot(std::uint32_t slot) const {
+    if (slot >= ready_.size())
+      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
+  }
+
+  std::shared_ptr<const Engine> engine_;
+  CudaExportMode mode_ = CudaExportMode::vmm;
+  std::vector<EventTable::Ref> ready_;  // recorded by end_write, waited on by consumers
+  std::vector<CUipcEventHandle> ready_handles_;
+  std::map<std::uint32_t, std::vector<EventTable::Ref>> consumers_;  // their "done" events
+};
+
+// ---- consumer --------------------------------------------------------------------------------
+
+class CudaConsumerSlots final : public ConsumerSlots {
+ public:
+  CudaConsumerSlots(std::shared_ptr<const Engine> engine, std::uint32_t count,
+                    std::uint64_t slot_size, std::uint64_t stride)
+      : engine_(std::move(engine)), count_(count), slot_size_(slot_size), stride_(stride) {}
+
+  // Frames may have been released while reads queued on the consumer stream still use this set;
+  // those must finish before the memory is unmapped (once per set, never per frame).
+  ~CudaConsumerSlots() override { engine_->synchronize(std::nothrow); }
+
+  std::uint32_t count() const noexcept override { return count_; }
+  std::uint64_t slot_size() const noexcept override { return slot_size_; }
+  std::uintptr_t address(std::uint32_t slot) const noexcept override {
+    return base_ + std::uint64_t{slot} * stride_;
+  }
+
+  void import_vmm(int fd, std::uint64_t size, CUdevice memory_device) {
+    const Driver& d = driver();
+    const ContextPtr& ctx = engine_->ctx;
+    ScopedContext current(ctx->get());
+    CUmemGenericAllocationHandle h = 0;
+    check(d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle");
+    // Only needed until mapped: the mapping holds its own reference to the memory.
+    cuda::VmmAllocation allocation(ctx, h);
+    CUmemAllocationProp prop{};
+    check(d.cuMemGetAllocationPropertiesFromHandle(&prop, h),
+          "cuMemGetAllocationPropertiesFromHandle");
+    if (prop.type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != memory_device)
+      throw Error(Errc::protocol, "the producer's slot memory is not device memory of " +
+                                      describe(memory_device) + " as announced");
+    try {
+      mapping_ = cuda::Mapping(ctx, h, size, read_write_access(engine_->device()));
+    } catch (const Error& e) {
+      // The likely cause of a failure here is an allocation smaller than the producer claimed.
+      throw Error(e.code(), "mapping the producer's " + std::to_string(size) +
+                                "-byte slot memory: " + e.what());
+    }
+    base_ = mapping_.address();
+  }
+
+  void import_legacy(const CUipcMemHandle& handle, std::uint64_t size) {
+    const ContextPtr& ctx = engine_->ctx;
+    legacy_ = LegacyTable::instance().get_or_open(cuda::ipc_key(handle), [&] {
+      return LegacyMemory{{}, cuda::open_ipc_memory(ctx, handle)};
+    });
+    CUdeviceptr start = 0;
+    std::size_t bytes = 0;
+    ScopedContext current(ctx->get());
+    check(driver().cuMemGetAddressRange(&start, &bytes, legacy_->address()),
+          "cuMemGetAddressRange");
+    if (start != legacy_->address() || bytes < size)
+      throw Error(Errc::protocol, "the producer's slot memory spans " + std::to_string(bytes) +
+                                      " bytes, not the " + std::to_string(size) + " it announced");
+    base_ = legacy_->address();
+  }
+
+ private:
+  std::shared_ptr<const Engine> engine_;
+  std::uint32_t count_;
+  std::uint64_t slot_size_;
+  std::uint64_t stride_;
+  CUdeviceptr base_ = 0;
+  cuda::Mapping mapping_;
+  LegacyTable::Ref legacy_;
+};
+
+class CudaConsumerMemory final : public ConsumerMemory {
+ public:
+  CudaConsumerMemory(const CudaOptions& opts, std::uint32_t slot_count)
+      : opts_(opts), slot_count_(slot_count) {
+    if (slot_count == 0)
+      throw Error(Errc::invalid_argument, "a CUDA channel needs at least 1 slot");
+    driver();  // fail now, with the reason, where there is no CUDA
+    if (opts_.context || opts_.device >= 0) bind(nullptr);
+  }
+
+  ~CudaConsumerMemory() override {
+    if (engine_) engine_->synchronize(std::nothrow);
+  }
+
+  MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
+
+  std::shared_ptr<ConsumerSlots> import_slots(std::uint32_t count, std::uint64_t slot_size,
+                                              const WireBlob& blob) override {
+    BlobReader r(blob);
+    check_header(r, kSlotsMagic, "CUDA slot memory");
+    const auto mode = static_cast<CudaExportMode>(r.get<std::uint32_t>("export mode"));
+    const auto sent_count = r.get<std::uint32_t>("slot count");
+    const auto uuid = r.get<CUuuid>("device UUID");
+    const auto sent_size = r.get<std::uint64_t>("slot size");
+    const auto stride = r.get<std::uint64_t>("slot stride");
+    const auto size = r.get<std::uint64_t>("allocation size");
+    if (mode != CudaExportMode::vmm && mode != CudaExportMode::legacy)
+      throw Error(Errc::protocol,
+                  "unknown CUDA export mode " + std::to_string(static_cast<std::uint32_t>(mode)));
+    if (sent_count != count || count == 0 || count > slot_count_)
+      throw Error(Errc::protocol, "slot memory for " + std::to_string(sent_count) +
+                                      " slots, expected " + std::to_string(count));
+    if (sent_size != slot_size || slot_size == 0)
+      throw Error(Errc::protocol, "slot memory of " + std::to_string(sent_size) +
+                                      " bytes per slot, expected " + std::to_string(slot_size));
+    if (stride < slot_size || stride % kSlotAlign != 0 || stride > kMaxSetBytes / count ||
+        size < stride * count || size > kMaxSetBytes)
+      throw Error(Errc::protocol, "inconsistent slot layout: stride " + std::to_string(stride) +
+                                      ", allocation " + std::to_string(size));
+    CUipcMemHandle handle{};
+    if (mode == CudaExportMode::legacy) handle = r.get<CUipcMemHandle>("memory handle");
+    if (r.remaining() != 0) throw Error(Errc::protocol, "trailing bytes after the slot memory");
+    const std::size_t fds = mode == CudaExportMode::vmm ? 1 : 0;
+    if (blob.fds.size() != fds)
+      throw Error(Errc::protocol, "slot memory came with " + std::to_string(blob.fds.size()) +
+                                      " fds, expected " + std::to_string(fds));
+
+    std::lock_guard<std::mutex> lock(mu_);
+    const CUdevice memory_device = bind(&uuid);
+    auto slots = std::make_shared<CudaConsumerSlots>(engine_, count, slot_size, stride);
+    if (mode == CudaExportMode::vmm) {
+      if (size % vmm_granularity(memory_device) != 0)
+        throw Error(Errc::protocol, "VMM allocation size " + std::to_string(size) +
+                                        " is not a multiple of the device's granularity");
+      slots->import_vmm(blob.fds[0].get(), size, memory_device);
+    } else {
+      slots->import_legacy(handle, size);
+    }
+    return slots;
+  }
+
+  void import_sync(const WireBlob& sync) override {
+    BlobReader r(sync);
+    check_header(r, kProducerSyncMagic, "CUDA producer sync objects");
+    const auto uuid = r.get<CUuuid>("device UUID");
+    const auto count = r.get<std::uint32_t>("slot count");
+    if (count != slot_count_)
+      throw Error(Errc::protocol, "producer sent events for " + std::to_string(count) +
+                                      " slots, the channel has " + std::to_string(slot_count_));
+    if (!sync.fds.empty()) throw Error(Errc::protocol, "producer sync objects carry no fds");
+    std::lock_guard<std::mutex> lock(mu_);
+    bind(&uuid);
+    // A reconnect replaces the previous producer's events; a wait already queued on one of them
+    // stays valid after it is destroyed.
+    ready_ = import_events(engine_->ctx, r, count);
+  }
+
+  WireBlob export_sync() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!engine_)
+      throw Error(Errc::invalid_argument,
+                  "the consumer's CUDA device follows the producer's: import_sync comes first");
+    WireBlob b;
+    b.put(kConsumerSyncMagic);
+    b.put(kWireVersion);
+    b.put(slot_count_);
+    for (const auto& h : done_handles_) b.put(h);
+    return b;
+  }
+
+  // on_acquire runs on the thread that acquires frames, which is also the one that imports
+  // (import_sync/import_slots are never concurrent with it); on_release may run on any thread, and
+  // touches only what bind() set once before the first frame existed.
+  void on_acquire(std::uint32_t slot) override {
+    if (slot >= ready_.size())
+      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
+    const Driver& d = driver();
+    ScopedContext current(engine_->ctx->get());
+    const CUevent ready = ready_[slot]->get();
+    if (opts_.cpu_wait)
+      check(d.cuEventSynchronize(ready), "cuEventSynchronize");
+    else
+      check(d.cuStreamWaitEvent(engine_->stream, ready, 0), "cuStreamWaitEvent");
+  }
+
+  void on_release(std::uint32_t slot) override {
+    if (!engine_ || slot >= done_.size())
+      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
+    ScopedContext current(engine_->ctx->get());
+    check(driver().cuEventRecord(done_[slot]->get(), engine_->stream), "cuEventRecord");
+  }
+
+  void* stream() const noexcept override { return engine_ ? engine_->stream : nullptr; }
+
+ private:
+  // Picks this consumer's device and context the first time (from `producer` when the options
+  // leave it to the producer), then checks that the producer's device is reachable from it.
+  // Returns the producer's device; with producer == nullptr, binds only.
+  CUdevice bind(const CUuuid* producer) {
+    std::optional<CUdevice> producer_device;
+    if (producer) {
+      producer_device = device_by_uuid(*producer);
+      if (!producer_device)
+        throw Error(Errc::unsupported,
+                    "the producer's GPU " + uuid_string(*producer) +
+                        " is not visible to this process (CUDA_VISIBLE_DEVICES?)");
+    }
+    if (!engine_) {
+      const CUdevice device = opts_.device >= 0 ? device_at(opts_.device)
+                              : producer_device ? *producer_device
+                                                : 0;
+      engine_ = make_engine(opts_, device);
+      done_.reserve(slot_count_);
+      done_handles_.resize(slot_count_);
+      for (auto& h : done_handles_) done_.push_back(export_event(engine_->ctx, &h));
+    }
+    if (!producer_device) return engine_->device();
+    const CUdevice mine = engine_->device();
+    if (*producer_device != mine) {
+      int can = 0;
+      check(driver().cuDeviceCanAccessPeer(&can, mine, *producer_device), "cuDeviceCanAccessPeer");
+      if (!can)
+        throw Error(Errc::unsupported, "consumer " + describe(mine) + " cannot access producer " +
+                                           describe(*producer_device) + " (no peer access)");
+    }
+    return *producer_device;
+  }
+
+  CudaOptions opts_;
+  std::uint32_t slot_count_;
+  std::mutex mu_;  // binding and the import paths; the per-frame calls take no lock
+  std::shared_ptr<const Engine> engine_;
+  std::vector<EventTable::Ref> done_;  // recorded by on_release, waited on by the producer
+  std::vector<CUipcEventHandle> done_handles_;
+  std::vector<EventTable::Ref> ready_;  // the producer's, from import_sync
+};
+
+}  // namespace
+
+std::unique_ptr<ProducerMemory> make_cuda_producer_memory(const CudaOptions& opts,
+                                                          std::uint32_t slot_count) {
+  driver();  // Errc::no_cuda with the reason before anything else
+  return std::make_unique<CudaProducerMemory>(opts, slot_count);
+}
+
+std::unique_ptr<ConsumerMemory> make_cuda_consumer_memory(const CudaOptions& opts,
+                                                          std::uint32_t slot_count) {
+  return std::make_unique<CudaConsumerMemory>(opts, slot_count);
+}
+
+}  // namespace cudaipc
