@@ -165,6 +165,8 @@ bool ConsumerImpl::try_acquire(Event& ev) {
         return format_event(g, ev);
       }
       conn_->prune_before(g);
+      // Pruning erases from the generation list and moves `gen`'s entry: look it up again.
+      gen = conn_->find_generation(g);
       f.slots_ = gen->slots;
       f.base_ = gen->slots->address(slot);
     } catch (...) {
