@@ -154,11 +154,19 @@ RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout) 
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t n;
-  do {
+  bool reset = false;
+  for (;;) {
     n = ::recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return RecvStatus::timeout;
+    if (n >= 0) break;
+    if (errno == EINTR) continue;
+    // A peer that hung up leaving our message unread makes the kernel report ECONNRESET once,
+    // ahead of what the peer sent before it left (a refusal, say): read on to get that.
+    if (errno == ECONNRESET && !reset) {
+      reset = true;
+      continue;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return reset ? RecvStatus::closed : RecvStatus::timeout;
     if (errno == ECONNRESET) return RecvStatus::closed;
     throw_errno("recvmsg");
   }
@@ -187,7 +195,9 @@ bool peer_hung_up(int fd) {
   pollfd p{fd, POLLIN, 0};
   int rc = ::poll(&p, 1, 0);
   if (rc < 0) return errno != EINTR;
-  return (p.revents & (POLLHUP | POLLERR)) != 0 && (p.revents & POLLIN) == 0;
+  // Linux reports a closed unix peer as POLLHUP together with POLLIN (end of file reads as
+  // readable), so POLLIN must not veto it; what a dead peer left unread no longer matters.
+  return (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace cudaipc

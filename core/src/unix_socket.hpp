@@ -45,7 +45,7 @@ enum class RecvStatus { ok, closed, timeout };
 // truncated messages and too many fds are Errc::protocol, and any fds that came are closed.
 RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout);
 
-// True when the peer closed its end (POLLHUP) and nothing is left to read.
+// True when the peer closed its end (POLLHUP) or the socket failed, whatever is left to read.
 bool peer_hung_up(int fd);
 
 }  // namespace cudaipc
