@@ -15,7 +15,19 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{3000};
 ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts) {
   const std::string path = opts.path.empty() ? default_channel_path("cudaipc") : opts.path;
   sock_ = connect_unix(path);
-  send_hello(sock_.get(), HelloMsg{opts.mode});
+  try {
+    send_hello(sock_.get(), HelloMsg{opts.mode});
+  } catch (const Error& e) {
+    // A producer refusing our credentials answers at accept and hangs up, often before our hello
+    // goes out: the refusal then waits on our socket, and it, not the hang-up, is the cause.
+    if (e.code() != Errc::disconnected) throw;
+    RawMessage raw;
+    if (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
+      Received r = parse_header(std::move(raw));
+      if (r.type == MsgType::refused) throw_refused(r);
+    }
+    throw;
+  }
 
   Received r = receive(kHandshakeTimeout, "welcome");
   if (r.type != MsgType::welcome)
