@@ -68,6 +68,7 @@ namespace cudaipc::cuda {
   X(cuMemcpy2DAsync, 3020)                         \
   X(cuMemcpyDtoHAsync, 3020)                       \
   X(cuMemsetD8Async, 3020)                         \
+  X(cuStreamQuery, 2000)                           \
   X(cuModuleLoadData, 2000)                        \
   X(cuModuleUnload, 2000)                          \
   X(cuModuleGetFunction, 2000)                     \
