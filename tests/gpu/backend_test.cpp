@@ -1,0 +1,455 @@
+// The CUDA memory backend on its own, in one process: driver loading and error reporting, a
+// producer and a consumer memory joined directly (slots written and checked on the GPU), every
+// write path, the ordering both ways, a caller's context and stream, and hostile input.
+#include <sys/mman.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_handles.hpp"
+#include "cuda/driver.hpp"
+#include "cudaipc/error.hpp"
+#include "gpu_support.hpp"
+#include "memory_backend.hpp"
+#include "pattern.hpp"
+
+namespace cudaipc {
+namespace {
+
+using gputest::Kernels;
+
+constexpr std::uint64_t kSize = (1u << 20) + 13;  // odd: the byte tail is checked too
+constexpr std::uint64_t kSpinNs = 1'000'000;
+
+const char* mode_name(CudaExportMode m) {
+  return m == CudaExportMode::vmm ? "vmm" : m == CudaExportMode::legacy ? "legacy" : "auto";
+}
+
+CudaOptions with_mode(CudaExportMode m) {
+  CudaOptions o;
+  o.export_mode = m;
+  return o;
+}
+
+// A producer memory and a consumer memory in this process, joined the way the core joins them.
+struct Joined {
+  std::unique_ptr<ProducerMemory> producer;
+  std::unique_ptr<ConsumerMemory> consumer;
+  std::unique_ptr<ProducerSlots> slots;
+  std::shared_ptr<ConsumerSlots> imported;
+
+  Joined(const CudaOptions& p, const CudaOptions& c, std::uint32_t count, std::uint64_t size) {
+    producer = make_cuda_producer_memory(p, count);
+    consumer = make_cuda_consumer_memory(c, count);
+    consumer->import_sync(producer->export_sync());
+    producer->attach_consumer(0, consumer->export_sync());
+    slots = producer->allocate(count, size);
+    imported = consumer->import_slots(count, size, slots->export_slots());
+  }
+  // The consumer set goes first, as the core drops it: frames hold imports, not the reverse.
+  ~Joined() {
+    imported.reset();
+    consumer.reset();
+  }
+  CUstream pstream() const { return static_cast<CUstream>(producer->stream()); }
+  CUstream cstream() const { return static_cast<CUstream>(consumer->stream()); }
+};
+
+WireBlob copy(const WireBlob& b) {
+  WireBlob c;
+  c.bytes = b.bytes;
+  for (const auto& fd : b.fds) c.fds.push_back(dup_fd(fd.get()));
+  return c;
+}
+
+template <typename T>
+WireBlob patched(const WireBlob& b, std::size_t offset, T value) {
+  WireBlob c = copy(b);
+  std::memcpy(c.bytes.data() + offset, &value, sizeof value);
+  return c;
+}
+
+template <typename F>
+Errc error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return Errc::ok;
+}
+
+std::vector<std::uint8_t> read_back(const Kernels& k, CUdeviceptr src, std::uint64_t bytes) {
+  std::vector<std::uint8_t> host(bytes);
+  const cuda::Driver& d = cuda::driver();
+  cuda::ScopedContext current(k.context()->get());
+  cuda::check(d.cuMemcpyDtoHAsync(host.data(), src, bytes, k.own_stream()), "cuMemcpyDtoHAsync");
+  cuda::check(d.cuStreamSynchronize(k.own_stream()), "cuStreamSynchronize");
+  return host;
+}
+
+// ---- driver ------------------------------------------------------------------------------------
+
+TEST(CudaDriver, MissingDriverIsReportedWithItsReason) {
+  std::string why;
+  if (cuda::driver_available(&why))
+    GTEST_SKIP() << "a CUDA driver and device are present: nothing to report missing";
+  EXPECT_FALSE(why.empty());
+  for (int side = 0; side < 2; ++side) {
+    try {
+      if (side == 0)
+        make_cuda_producer_memory({}, 4);
+      else
+        make_cuda_consumer_memory({}, 4);
+      ADD_FAILURE() << "CUDA memory was made without a driver";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::no_cuda);
+      EXPECT_EQ(std::string(e.what()), why);
+    }
+  }
+  std::printf("reported: %s\n", why.c_str());
+}
+
+TEST(CudaDriver, EveryEntryPointIsResolved) {
+  CUDAIPC_REQUIRE_GPU();
+  const cuda::Driver& d = cuda::driver();
+  EXPECT_GE(d.version, 12000);
+#define CUDAIPC_EXPECT_RESOLVED(name, version) \
+  EXPECT_NE(reinterpret_cast<void*>(d.name), nullptr) << #name;
+  CUDAIPC_DRIVER_FUNCTIONS(CUDAIPC_EXPECT_RESOLVED)
+#undef CUDAIPC_EXPECT_RESOLVED
+  EXPECT_EQ(cuda::error_text(CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY (out of memory)");
+}
+
+TEST(CudaDriver, GpuPatternMatchesTheHostPattern) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  cuda::DeviceAllocation buf = cuda::make_device_allocation(k.context(), kSize);
+  k.fill(k.own_stream(), buf.get(), kSize, 77);
+  const auto host = read_back(k, buf.get(), kSize);
+  EXPECT_EQ(testing::check_pattern(host.data(), kSize, 77), kSize);
+  k.verify(k.own_stream(), buf.get(), kSize, 77);
+  EXPECT_EQ(k.counters(k.own_stream()).bad, 0u);
+  k.verify(k.own_stream(), buf.get(), kSize, 78);  // and the checker does notice a wrong frame
+  EXPECT_GT(k.counters(k.own_stream()).bad, 0u);
+}
+
+TEST(CudaDriver, BadArgumentsAndFailedCallsSayWhat) {
+  CUDAIPC_REQUIRE_GPU();
+  CudaOptions o;
+  o.device = 999;
+  EXPECT_EQ(error_of([&] { make_cuda_producer_memory(o, 4); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { make_cuda_consumer_memory(o, 4); }), Errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { make_cuda_producer_memory({}, 0); }), Errc::invalid_argument);
+  // An allocation far beyond any GPU: the driver's refusal comes back named.
+  for (CudaExportMode m : {CudaExportMode::vmm, CudaExportMode::legacy}) {
+    auto p = make_cuda_producer_memory(with_mode(m), 1);
+    try {
+      p->allocate(1, std::uint64_t{1} << 44);
+      ADD_FAILURE() << "a 16 TiB allocation succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::cuda);
+      const std::string call = m == CudaExportMode::vmm ? "cuMemCreate" : "cuMemAlloc";
+      EXPECT_EQ(std::string(e.what()).rfind(call + " failed: CUDA_ERROR_", 0), 0u) << e.what();
+      std::printf("%s: %s\n", mode_name(m), e.what());
+    }
+  }
+}
+
+TEST(CudaDriver, ConsumerFollowingTheProducerExportsOnlyAfterImport) {
+  CUDAIPC_REQUIRE_GPU();
+  auto c = make_cuda_consumer_memory({}, 4);
+  EXPECT_EQ(c->stream(), nullptr);
+  EXPECT_EQ(error_of([&] { c->export_sync(); }), Errc::invalid_argument);
+}
+
+// ---- one producer and one consumer memory in this process ---------------------------------------
+
+class CudaBackend : public ::testing::TestWithParam<CudaExportMode> {};
+
+TEST_P(CudaBackend, RoundTripEveryByteVerifiedOnTheGpu) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 4, kSize);
+  ASSERT_EQ(j.slots->count(), 4u);
+  ASSERT_EQ(j.imported->count(), 4u);
+  ASSERT_EQ(j.imported->slot_size(), kSize);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j.slots->address(i) % 4096, 0u);
+    EXPECT_GE(j.slots->address(i) + kSize, j.slots->address(i));
+    if (i) {
+      EXPECT_GE(j.imported->address(i) - j.imported->address(i - 1), kSize);
+    }
+  }
+  const std::uint64_t frames = gputest::frame_count(400);
+  for (std::uint64_t key = 1; key <= frames; ++key) {
+    const auto i = static_cast<std::uint32_t>(key % 4);
+    j.producer->begin_write(i);
+    k.fill(j.pstream(), j.slots->address(i), kSize, key);
+    j.producer->end_write(i);
+    j.consumer->on_acquire(i);
+    k.verify(j.cstream(), j.imported->address(i), kSize, key);
+    j.consumer->on_release(i);
+  }
+  EXPECT_EQ(k.counters(j.cstream()).bad, 0u);
+}
+
+// A producer kernel still spinning when the slot is published: the consumer's read, issued at
+// once, must wait for it on the GPU (and with cpu_wait, on the CPU).
+TEST_P(CudaBackend, ReadWaitsForASlowWrite) {
+  CUDAIPC_REQUIRE_GPU();
+  for (bool cpu_wait : {false, true}) {
+    Kernels k;
+    CudaOptions c;
+    c.cpu_wait = cpu_wait;
+    Joined j(with_mode(GetParam()), c, 2, kSize);
+    for (std::uint64_t key = 1; key <= 20; ++key) {
+      const auto i = static_cast<std::uint32_t>(key % 2);
+      j.producer->begin_write(i);
+      k.slow_fill(j.pstream(), j.slots->address(i), kSize, key, kSpinNs);
+      j.producer->end_write(i);
+      j.consumer->on_acquire(i);
+      k.verify(j.cstream(), j.imported->address(i), kSize, key);
+      j.consumer->on_release(i);
+    }
+    EXPECT_EQ(k.counters(j.cstream()).bad, 0u) << "cpu_wait " << cpu_wait;
+  }
+}
+
+// A consumer kernel still reading when it releases the slot: the producer's next write into that
+// slot, issued at once, must wait for it on the GPU.
+TEST_P(CudaBackend, WriteWaitsForASlowRead) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 1, kSize);
+  for (std::uint64_t key = 1; key <= 20; ++key) {
+    j.producer->begin_write(0);
+    k.fill(j.pstream(), j.slots->address(0), kSize, key);
+    j.producer->end_write(0);
+    j.consumer->on_acquire(0);
+    k.slow_read(j.cstream(), j.imported->address(0), kSize, key, 2 * kSpinNs);
+    j.consumer->on_release(0);
+  }
+  const gputest::Counters c = k.counters(j.cstream());
+  EXPECT_EQ(c.bad, 0u);
+  EXPECT_EQ(c.changed, 0u);
+}
+
+TEST_P(CudaBackend, HostDeviceAnd2dWritesLandIntact) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 2, kSize);
+  // write() from host memory, and from device memory filled on the producer's stream.
+  std::vector<std::uint8_t> host(kSize);
+  testing::fill_pattern(host.data(), kSize, 5);
+  j.producer->begin_write(0);
+  j.producer->write(j.slots->address(0), host.data(), kSize, SourceKind::host);
+  j.producer->end_write(0);
+  j.producer->flush();
+  EXPECT_EQ(testing::check_pattern(read_back(k, j.imported->address(0), kSize).data(), kSize, 5),
+            kSize);
+  cuda::DeviceAllocation src = cuda::make_device_allocation(k.context(), kSize);
+  k.fill(j.pstream(), src.get(), kSize, 6);
+  j.producer->begin_write(1);
+  j.producer->write(j.slots->address(1), reinterpret_cast<const void*>(src.get()), kSize,
+                    SourceKind::device);
+  j.producer->end_write(1);
+  j.producer->flush();
+  EXPECT_EQ(testing::check_pattern(read_back(k, j.imported->address(1), kSize).data(), kSize, 6),
+            kSize);
+
+  // write_2d: row r of the source holds the pattern of key r + 1; the slot gets them pitched.
+  constexpr std::uint64_t kWidth = 1000, kSrcPitch = 1200, kDstPitch = 1024, kRows = 64;
+  std::vector<std::uint8_t> rows(kSrcPitch * kRows, 0xee);
+  for (std::uint64_t r = 0; r < kRows; ++r)
+    testing::fill_pattern(rows.data() + r * kSrcPitch, kWidth, r + 1);
+  cuda::DeviceAllocation rows_dev = cuda::make_device_allocation(k.context(), rows.size());
+  for (std::uint64_t r = 0; r < kRows; ++r)
+    k.fill(j.pstream(), rows_dev.get() + r * kSrcPitch, kWidth, r + 1);
+  for (SourceKind from : {SourceKind::host, SourceKind::device}) {
+    j.producer->begin_write(0);
+    const void* src2d = from == SourceKind::host ? static_cast<const void*>(rows.data())
+                                                 : reinterpret_cast<const void*>(rows_dev.get());
+    j.producer->write_2d(j.slots->address(0), kDstPitch, src2d, kSrcPitch, kWidth, kRows, from);
+    j.producer->end_write(0);
+    j.producer->flush();
+    const auto back = read_back(k, j.imported->address(0), kDstPitch * kRows);
+    for (std::uint64_t r = 0; r < kRows; ++r)
+      ASSERT_EQ(testing::check_pattern(back.data() + r * kDstPitch, kWidth, r + 1), kWidth)
+          << "row " << r << (from == SourceKind::host ? " from host" : " from device");
+  }
+}
+
+// The driver refuses to open a legacy handle in the process that exported it, and a second time
+// in one process: both consumers here must get the producer's own memory through the table.
+TEST_P(CudaBackend, TwoConsumersInTheProducersProcessShareTheSlots) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined a(with_mode(GetParam()), {}, 2, kSize);
+  auto second = make_cuda_consumer_memory({}, 2);
+  second->import_sync(a.producer->export_sync());
+  a.producer->attach_consumer(1, second->export_sync());
+  auto imported = second->import_slots(2, kSize, a.slots->export_slots());
+  if (GetParam() == CudaExportMode::legacy) {
+    EXPECT_EQ(imported->address(0), a.slots->address(0));
+    EXPECT_EQ(a.imported->address(0), a.slots->address(0));
+  }
+  for (std::uint64_t key = 1; key <= 10; ++key) {
+    const auto i = static_cast<std::uint32_t>(key % 2);
+    a.producer->begin_write(i);
+    k.fill(a.pstream(), a.slots->address(i), kSize, key);
+    a.producer->end_write(i);
+    for (ConsumerMemory* c : {a.consumer.get(), second.get()}) {
+      c->on_acquire(i);
+      k.verify(static_cast<CUstream>(c->stream()),
+               (c == second.get() ? imported : a.imported)->address(i), kSize, key);
+      c->on_release(i);
+    }
+  }
+  EXPECT_EQ(k.counters(static_cast<CUstream>(second->stream())).bad, 0u);
+  EXPECT_EQ(k.counters(a.cstream()).bad, 0u);
+  a.producer->detach_consumer(1);
+}
+
+TEST_P(CudaBackend, CallersContextAndStreamAreUsedAndLeftAlive) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  cuda::Stream mine = cuda::make_stream(k.context());
+  CudaOptions o = with_mode(GetParam());
+  o.context = k.context()->get();
+  o.stream = mine.get();
+  {
+    Joined j(o, o, 2, kSize);
+    EXPECT_EQ(j.producer->stream(), mine.get());
+    EXPECT_EQ(j.consumer->stream(), mine.get());
+    for (std::uint64_t key = 1; key <= 10; ++key) {
+      const auto i = static_cast<std::uint32_t>(key % 2);
+      j.producer->begin_write(i);
+      k.fill(mine.get(), j.slots->address(i), kSize, key);
+      j.producer->end_write(i);
+      j.consumer->on_acquire(i);
+      k.verify(mine.get(), j.imported->address(i), kSize, key);
+      j.consumer->on_release(i);
+    }
+    EXPECT_EQ(k.counters(mine.get()).bad, 0u);
+  }
+  cuda::ScopedContext current(k.context()->get());
+  EXPECT_EQ(cuda::driver().cuStreamSynchronize(mine.get()), CUDA_SUCCESS)
+      << "the backend destroyed a stream it did not create";
+}
+
+TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
+  CUDAIPC_REQUIRE_GPU();
+  Joined j(with_mode(GetParam()), {}, 4, kSize);
+  const bool vmm = j.slots->export_slots().fds.size() == 1;
+  auto fresh = [] { return make_cuda_consumer_memory({}, 4); };
+
+  // Producer sync objects: magic, version, UUID (16), count, handles.
+  const WireBlob psync = j.producer->export_sync();
+  EXPECT_EQ(error_of([&] { fresh()->import_sync({}); }), Errc::protocol);
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 0, 1)); }),
+            Errc::protocol);
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 4, 2)); }),
+            Errc::version_mismatch);
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 24, 5)); }),
+            Errc::protocol);
+  WireBlob cut = copy(psync);
+  cut.bytes.resize(cut.bytes.size() - 1);
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(cut); }), Errc::protocol);
+  WireBlob with_fd = copy(psync);
+  with_fd.fds.push_back(dup_fd(0));
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(with_fd); }), Errc::protocol);
+  WireBlob unknown_gpu = patched<std::uint64_t>(psync, 8, 0x0123456789abcdefull);
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(unknown_gpu); }), Errc::unsupported);
+
+  // Consumer sync objects: magic, version, count, handles.
+  const WireBlob csync = j.consumer->export_sync();
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, {}); }), Errc::protocol);
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(psync)); }), Errc::protocol);
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, patched<std::uint32_t>(csync, 8, 3)); }),
+            Errc::protocol);
+  WireBlob ccut = copy(csync);
+  ccut.bytes.resize(ccut.bytes.size() - 64);
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, ccut); }), Errc::protocol);
+
+  // Slots: magic, version, mode, count, UUID (16), slot_size, stride, allocation size, [handle].
+  const WireBlob slots = j.slots->export_slots();
+  auto import = [&](const WireBlob& b) {
+    return error_of([&] { j.consumer->import_slots(4, kSize, b); });
+  };
+  EXPECT_EQ(import({}), Errc::protocol);
+  EXPECT_EQ(import(patched<std::uint32_t>(slots, 0, 7)), Errc::protocol);
+  EXPECT_EQ(import(patched<std::uint32_t>(slots, 8, 7)), Errc::protocol);            // mode
+  EXPECT_EQ(import(patched<std::uint32_t>(slots, 8, vmm ? 2 : 1)), Errc::protocol);  // fds
+  EXPECT_EQ(import(patched<std::uint32_t>(slots, 12, 3)), Errc::protocol);           // count
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 32, kSize + 1)), Errc::protocol);   // slot size
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 40, 4096)), Errc::protocol);        // stride
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 40, (2u << 20) + 1)), Errc::protocol);
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 40, ~0ull - 4095)), Errc::protocol);
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 48, kSize)), Errc::protocol);  // allocation
+  EXPECT_EQ(import(patched<std::uint64_t>(slots, 48, ~0ull)), Errc::protocol);
+  EXPECT_EQ(error_of([&] { j.consumer->import_slots(5, kSize, copy(slots)); }), Errc::protocol);
+  WireBlob longer = copy(slots);
+  longer.bytes.push_back(0);
+  EXPECT_EQ(import(longer), Errc::protocol);
+  WireBlob other_fds = copy(slots);
+  if (vmm)
+    other_fds.fds.clear();
+  else
+    other_fds.fds.push_back(dup_fd(0));
+  EXPECT_EQ(import(other_fds), Errc::protocol);
+
+  // Well-formed but not what it claims: a memfd where the VMM fd should be, or a made-up legacy
+  // handle. The driver refuses them; the refusal must surface as an Error.
+  WireBlob forged = copy(slots);
+  if (vmm) {
+    forged.fds.clear();
+    forged.fds.emplace_back(::memfd_create("not-gpu-memory", MFD_CLOEXEC));
+  } else {
+    for (std::size_t b = 56; b < forged.bytes.size(); ++b) forged.bytes[b] ^= 0x5a;
+  }
+  EXPECT_NE(import(forged), Errc::ok);
+
+  // After all that, the real thing still imports and works.
+  EXPECT_EQ(import(slots), Errc::ok);
+}
+
+TEST(CudaBackendDevices, ConsumerOnAnotherGpuUsesPeerAccessOrSaysWhyNot) {
+  CUDAIPC_REQUIRE_GPU();
+  int n = 0;
+  cuda::check(cuda::driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
+  if (n < 2) GTEST_SKIP() << "needs two GPUs, this machine has " << n;
+  int can = 0;
+  cuda::check(cuda::driver().cuDeviceCanAccessPeer(&can, 1, 0), "cuDeviceCanAccessPeer");
+  for (CudaExportMode m : {CudaExportMode::vmm, CudaExportMode::legacy}) {
+    CudaOptions p = with_mode(m), c;
+    p.device = 0;
+    c.device = 1;
+    if (!can) {
+      auto prod = make_cuda_producer_memory(p, 2);
+      auto cons = make_cuda_consumer_memory(c, 2);
+      EXPECT_EQ(error_of([&] { cons->import_sync(prod->export_sync()); }), Errc::unsupported);
+      continue;
+    }
+    Kernels k0(0), k1(1);
+    Joined j(p, c, 2, kSize);
+    for (std::uint64_t key = 1; key <= 10; ++key) {
+      const auto i = static_cast<std::uint32_t>(key % 2);
+      j.producer->begin_write(i);
+      k0.fill(j.pstream(), j.slots->address(i), kSize, key);
+      j.producer->end_write(i);
+      j.consumer->on_acquire(i);
+      k1.verify(j.cstream(), j.imported->address(i), kSize, key);
+      j.consumer->on_release(i);
+    }
+    EXPECT_EQ(k1.counters(j.cstream()).bad, 0u) << mode_name(m);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ExportModes, CudaBackend,
+                         ::testing::Values(CudaExportMode::vmm, CudaExportMode::legacy),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+}  // namespace
+}  // namespace cudaipc

@@ -1,0 +1,460 @@
+// CUDA channels between real processes (this test and cudaipc-gpu-peer): every byte of every frame
+// written and checked on the GPU, ordering races both ways, several consumers, killed peers,
+// format changes and resource leaks, each for both export modes.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+#include "gpu_support.hpp"
+#include "pattern.hpp"
+
+namespace cudaipc {
+namespace {
+
+using gputest::Kernels;
+using gputest::Peer;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kSize = (1u << 20) + 13;
+constexpr std::uint64_t kMs = 1'000'000;  // ns
+
+const char* mode_name(CudaExportMode m) {
+  return m == CudaExportMode::vmm ? "vmm" : "legacy";
+}
+
+Format format_of(std::uint64_t bytes) {
+  Format f;
+  f.caps = "application/x-cudaipc-test";
+  f.tensor = make_tensor(DType::uint8, {static_cast<std::int64_t>(bytes)});
+  return f;
+}
+
+class Channel : public ::testing::TestWithParam<CudaExportMode> {
+ protected:
+  void SetUp() override {
+    const std::string why = gputest::gpu_unavailable_reason();
+    if (!why.empty()) {
+      std::fprintf(stderr, "GPU test skipped: %s\n", why.c_str());
+      GTEST_SKIP() << "no GPU: " << why;
+    }
+    kernels_ = std::make_unique<Kernels>();
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& ch : name)
+      if (ch == '/') ch = '-';
+    path_ = gputest::channel_path(name);
+  }
+
+  std::unique_ptr<Producer> producer(std::uint32_t slots = 4, std::uint64_t bytes = kSize,
+                                     FullPolicy policy = FullPolicy::block) {
+    ProducerOptions o;
+    o.path = path_;
+    o.slots = slots;
+    o.memory = MemoryKind::cuda;
+    o.cuda.export_mode = GetParam();
+    o.on_full = policy;
+    o.block_timeout = 10s;
+    auto p = std::make_unique<Producer>(o);
+    p->set_format(format_of(bytes));
+    return p;
+  }
+
+  // A consumer peer, started and connected.
+  std::unique_ptr<Peer> consumer(std::vector<std::string> args = {}) {
+    args.insert(args.begin(), {"consume", "--path", path_});
+    auto peer = std::make_unique<Peer>(args);
+    EXPECT_TRUE(peer->wait_for_line("READY", 60s)) << peer->output();
+    return peer;
+  }
+
+  std::vector<std::string> produce_args(CudaExportMode mode) const {
+    return {
+        "produce", "--path", path_, "--export", mode_name(mode), "--size", std::to_string(kSize)};
+  }
+
+  void wait_consumers(Producer& p, std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (p.consumer_count() != n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(p.consumer_count(), n);
+  }
+
+  // Checks a peer ended well and returns its RESULT.
+  std::map<std::string, std::uint64_t> finished(Peer& peer, std::chrono::seconds timeout = 120s) {
+    const int status = peer.wait(timeout);
+    EXPECT_EQ(status, 0) << "peer output:\n" << peer.output();
+    return peer.result();
+  }
+
+  std::unique_ptr<Kernels> kernels_;
+  std::string path_;
+};
+
+// 1. Integrity: every byte of 10 000 frames, through all three write paths (zero-copy GPU fill,
+//    host copy, device copy), checked on the GPU in the consumer process.
+TEST_P(Channel, IntegrityEveryByteOfEveryFrame) {
+  auto p = producer();
+  auto c = consumer();
+  wait_consumers(*p, 1);
+  const std::uint64_t frames = gputest::frame_count(10000);
+  std::vector<std::uint8_t> host(kSize);
+  cuda::DeviceAllocation src = cuda::make_device_allocation(kernels_->context(), kSize);
+  const auto stream = static_cast<CUstream>(p->cuda_stream());
+  for (std::uint64_t key = 1; key <= frames; ++key) {
+    FrameInfo info;
+    info.pts = key;
+    PublishStatus st;
+    if (key % 16 == 1) {
+      testing::fill_pattern(host.data(), kSize, key);
+      st = p->publish(host.data(), kSize, info);
+    } else if (key % 16 == 2) {
+      kernels_->fill(stream, src.get(), kSize, key);
+      st = p->publish(reinterpret_cast<const void*>(src.get()), kSize, info, true);
+    } else {
+      st = gputest::publish_pattern(*p, *kernels_, key, kSize);
+    }
+    ASSERT_EQ(st, PublishStatus::published) << "frame " << key;
+  }
+  p->end_of_stream();
+  auto r = finished(*c);
+  EXPECT_EQ(r["frames"], frames);
+  EXPECT_EQ(r["bad"], 0u);
+  EXPECT_EQ(r["skipped"], 0u);
+}
+
+// 2a. The producer's kernel spins ~1 ms before it writes and the frame is published at once; the
+//     consumers read at once, ordered only by the GPU-side wait (or cpu_wait). Neither may see
+//     anything but the complete frame. A third consumer reads on a stream the channel does not
+//     order: a control that shows the race is real (reported, not asserted: the GPU's scheduling
+//     between processes decides how often it loses).
+TEST_P(Channel, ConsumerNeverSeesASlowWriteEarly) {
+  auto p = producer();
+  auto gpu_wait = consumer();
+  auto cpu_wait = consumer({"--cpu-wait"});
+  auto unordered = consumer({"--unordered"});
+  wait_consumers(*p, 3);
+  const std::uint64_t frames = gputest::frame_count(300);
+  for (std::uint64_t key = 1; key <= frames; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize, kMs), PublishStatus::published);
+  p->end_of_stream();
+  for (Peer* peer : {gpu_wait.get(), cpu_wait.get()}) {
+    auto r = finished(*peer);
+    EXPECT_EQ(r["frames"], frames);
+    EXPECT_EQ(r["bad"], 0u);
+  }
+  auto control = finished(*unordered);
+  std::printf("control (unordered reads): %llu wrong words over %llu frames\n",
+              static_cast<unsigned long long>(control["bad"]),
+              static_cast<unsigned long long>(control["frames"]));
+  RecordProperty("unordered_control_bad_words", std::to_string(control["bad"]));
+}
+
+// 2b. The consumer's kernel reads, spins 2 ms and reads again, and the frame is released at once;
+//     with two slots the producer rewrites that slot right away. Its write must wait on the GPU
+//     for the read to finish: the second read must see the same frame.
+TEST_P(Channel, ProducerNeverOverwritesASlowRead) {
+  auto p = producer(2);
+  auto c = consumer({"--slow-read-ns", std::to_string(2 * kMs)});
+  wait_consumers(*p, 1);
+  const std::uint64_t frames = gputest::frame_count(300);
+  for (std::uint64_t key = 1; key <= frames; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
+  p->end_of_stream();
+  auto r = finished(*c);
+  EXPECT_EQ(r["frames"], frames);
+  EXPECT_EQ(r["bad"], 0u);
+  EXPECT_EQ(r["changed"], 0u);
+}
+
+// 3. Four consumer processes, one of them slow: all get every frame intact.
+TEST_P(Channel, FourConsumersOneSlow) {
+  auto p = producer();
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (int i = 0; i < 3; ++i) peers.push_back(consumer());
+  peers.push_back(consumer({"--slow-read-ns", std::to_string(kMs)}));
+  wait_consumers(*p, 4);
+  const std::uint64_t frames = gputest::frame_count(1000);
+  for (std::uint64_t key = 1; key <= frames; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
+  p->end_of_stream();
+  for (auto& peer : peers) {
+    auto r = finished(*peer);
+    EXPECT_EQ(r["frames"], frames);
+    EXPECT_EQ(r["bad"], 0u);
+    EXPECT_EQ(r["changed"], 0u);
+  }
+}
+
+// Fails the test and ends the process (rather than hanging in the producer's destructor) when the
+// producer's stream never drains, as it would if it waited on an event of a dead process forever.
+void expect_stream_drains(CUstream s, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  CUresult r = CUDA_ERROR_NOT_READY;
+  while ((r = cuda::driver().cuStreamQuery(s)) == CUDA_ERROR_NOT_READY &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  if (r == CUDA_ERROR_NOT_READY) {
+    ADD_FAILURE() << "the producer's stream did not drain within " << limit.count() << " s";
+    std::fprintf(stderr, "FATAL: producer stream stuck; exiting to avoid a hang\n");
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  EXPECT_EQ(r, CUDA_SUCCESS) << cuda::error_text(r);
+}
+
+// 4a. kill -9 of a consumer in the middle of its reads: the producer goes on (its leases are
+//     reclaimed, its events dropped), its stream keeps draining, the other consumer is unaffected.
+TEST_P(Channel, KilledConsumerStallsNothing) {
+  auto p = producer();
+  auto steady = consumer();
+  auto victim = consumer({"--slow-read-ns", std::to_string(5 * kMs)});
+  wait_consumers(*p, 2);
+  std::uint64_t key = 0;
+  for (; key < 200; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key + 1, kSize), PublishStatus::published);
+  victim->kill(SIGKILL);
+  EXPECT_EQ(victim->wait(30s), 128 + SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  for (; key < 500; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key + 1, kSize), PublishStatus::published)
+        << "frame " << key + 1 << " after the kill";
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, 20s);
+  {
+    cuda::ScopedContext current(kernels_->context()->get());
+    expect_stream_drains(static_cast<CUstream>(p->cuda_stream()), 30s);
+  }
+  p->end_of_stream();
+  auto r = finished(*steady);
+  EXPECT_EQ(r["frames"], 500u);
+  EXPECT_EQ(r["bad"], 0u);
+}
+
+// 4b. kill -9 of the producer while this consumer holds a frame: the held frame stays readable
+//     and intact; a new producer on the same path (the other export mode) is joined again.
+TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
+  auto first = std::make_unique<Peer>([&] {
+    auto a = produce_args(GetParam());
+    a.insert(a.end(), {"--forever", "--interval-us", "200"});
+    return a;
+  }());
+  ASSERT_TRUE(first->wait_for_line("READY", 60s)) << first->output();
+  ConsumerOptions co;
+  co.path = path_;
+  co.reconnect = true;
+  co.reconnect_interval = 20ms;
+  Consumer c(co);
+  Frame held;
+  std::uint64_t frames = 0;
+  while (frames < 50) {
+    Event ev = c.next(10s);
+    ASSERT_NE(ev.type, EventType::timeout);
+    if (ev.type != EventType::frame) continue;
+    const auto stream = static_cast<CUstream>(c.cuda_stream());
+    kernels_->verify(stream, reinterpret_cast<CUdeviceptr>(ev.frame.data()), ev.frame.size(),
+                     ev.frame.desc().pts);
+    if (++frames == 50) {
+      ASSERT_EQ(kernels_->counters(stream).bad, 0u);
+      held = std::move(ev.frame);
+    }
+  }
+  first->kill(SIGKILL);
+  EXPECT_EQ(first->wait(30s), 128 + SIGKILL);
+  for (;;) {
+    Event ev = c.next(10s);
+    ASSERT_NE(ev.type, EventType::timeout) << "no disconnect after the producer died";
+    if (ev.type == EventType::disconnected) break;
+  }
+  // The producer is gone; the memory it exported is still mapped here and still holds the frame.
+  kernels_->verify(kernels_->own_stream(), reinterpret_cast<CUdeviceptr>(held.data()), held.size(),
+                   held.desc().pts);
+  EXPECT_EQ(kernels_->counters(kernels_->own_stream()).bad, 0u);
+  held.release();
+
+  const CudaExportMode other =
+      GetParam() == CudaExportMode::vmm ? CudaExportMode::legacy : CudaExportMode::vmm;
+  auto second = std::make_unique<Peer>([&] {
+    auto a = produce_args(other);
+    a.insert(a.end(), {"--frames", "50", "--consumers", "1"});
+    return a;
+  }());
+  std::uint64_t after = 0, formats = 0;
+  CUstream stream = nullptr;
+  for (;;) {
+    Event ev = c.next(30s);
+    ASSERT_NE(ev.type, EventType::timeout) << "never reconnected:\n" << second->output();
+    if (ev.type == EventType::eos) break;
+    if (ev.type == EventType::format) ++formats;
+    if (ev.type != EventType::frame) continue;
+    stream = static_cast<CUstream>(c.cuda_stream());
+    kernels_->verify(stream, reinterpret_cast<CUdeviceptr>(ev.frame.data()), ev.frame.size(),
+                     ev.frame.desc().pts);
+    ++after;
+  }
+  EXPECT_EQ(after, 50u);
+  EXPECT_GE(formats, 1u);
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(kernels_->counters(stream).bad, 0u);
+}
+
+// 5. Format changes that grow the slots (a new set) and shrink them (the set is kept).
+TEST_P(Channel, FormatChangesGrowAndShrink) {
+  const std::vector<std::uint64_t> sizes = {64 << 10, (4 << 20) + 5, (16 << 10) + 3, 8 << 20, 1000};
+  auto p = producer(4, sizes[0]);
+  auto c = consumer();
+  wait_consumers(*p, 1);
+  std::uint64_t key = 0;
+  for (std::size_t f = 0; f < sizes.size(); ++f) {
+    if (f) p->set_format(format_of(sizes[f]));
+    for (int i = 0; i < 50; ++i)
+      ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, ++key, sizes[f]), PublishStatus::published);
+  }
+  p->end_of_stream();
+  auto r = finished(*c);
+  EXPECT_EQ(r["frames"], key);
+  EXPECT_EQ(r["formats"], sizes.size());
+  EXPECT_EQ(r["bad"], 0u);
+}
+
+// Two consumers in one process import the same producer: the legacy handle and the event handles
+// can be opened once per process, so the second import must share the first.
+TEST_P(Channel, TwoConsumersInOneProcess) {
+  auto prod = std::make_unique<Peer>([&] {
+    auto a = produce_args(GetParam());
+    a.insert(a.end(), {"--frames", "200", "--consumers", "2"});
+    return a;
+  }());
+  ASSERT_TRUE(prod->wait_for_line("READY", 60s)) << prod->output();
+  ConsumerOptions co;
+  co.path = path_;
+  co.reconnect = false;
+  Consumer a(co), b(co);
+  std::uint64_t frames[2] = {0, 0};
+  bool done[2] = {false, false};
+  while (!done[0] || !done[1]) {
+    for (int i = 0; i < 2; ++i) {
+      if (done[i]) continue;
+      Consumer& c = i ? b : a;
+      Event ev = c.next(10s);
+      ASSERT_NE(ev.type, EventType::timeout);
+      ASSERT_NE(ev.type, EventType::disconnected) << ev.message;
+      if (ev.type == EventType::eos) done[i] = true;
+      if (ev.type != EventType::frame) continue;
+      kernels_->verify(static_cast<CUstream>(c.cuda_stream()),
+                       reinterpret_cast<CUdeviceptr>(ev.frame.data()), ev.frame.size(),
+                       ev.frame.desc().pts);
+      ++frames[i];
+    }
+  }
+  EXPECT_EQ(frames[0], 200u);
+  EXPECT_EQ(frames[1], 200u);
+  EXPECT_EQ(kernels_->counters(static_cast<CUstream>(a.cuda_stream())).bad, 0u);
+  EXPECT_EQ(kernels_->counters(static_cast<CUstream>(b.cuda_stream())).bad, 0u);
+}
+
+// 6. Leaks. Device memory (cuMemGetInfo) and this process's open fds after 100 connect/disconnect
+//    cycles and 10 000 frames equal their values after the first cycle, and after the producer
+//    or consumer is gone, their values before it existed. A leak per cycle would be 100 times its
+//    size; the tolerance only absorbs the driver's own pool growth.
+constexpr std::uint64_t kMemoryTolerance = 4 << 20;
+
+struct Usage {
+  int fds;
+  std::uint64_t free;
+};
+
+Usage usage(const Kernels& k) {
+  return {gputest::open_fd_count(), gputest::free_device_memory(k.context())};
+}
+
+void expect_same(const Usage& before, const Usage& after, const char* when) {
+  EXPECT_EQ(after.fds, before.fds) << when;
+  const auto diff = static_cast<long long>(before.free) - static_cast<long long>(after.free);
+  EXPECT_LE(std::llabs(diff), static_cast<long long>(kMemoryTolerance))
+      << when << ": free device memory " << before.free << " -> " << after.free;
+  std::printf("%s: fds %d -> %d, free device memory %llu -> %llu\n", when, before.fds, after.fds,
+              static_cast<unsigned long long>(before.free),
+              static_cast<unsigned long long>(after.free));
+}
+
+TEST_P(Channel, ProducerSideLeaksNothing) {
+  constexpr int kRounds = 25, kPeersPerRound = 4;  // 100 connections
+  constexpr std::uint64_t kFramesPerRound = 400;   // 10 000 frames
+  auto round = [&](Producer& p, std::uint64_t& key) {
+    std::vector<std::unique_ptr<Peer>> peers;
+    for (int i = 0; i < kPeersPerRound; ++i)
+      peers.push_back(consumer({"--frames", std::to_string(kFramesPerRound)}));
+    wait_consumers(p, kPeersPerRound);
+    for (std::uint64_t i = 0; i < kFramesPerRound; ++i)
+      ASSERT_EQ(gputest::publish_pattern(p, *kernels_, ++key, kSize), PublishStatus::published);
+    for (auto& peer : peers) {
+      auto r = finished(*peer);
+      EXPECT_EQ(r["frames"], kFramesPerRound);
+      EXPECT_EQ(r["bad"], 0u);
+    }
+    wait_consumers(p, 0);
+  };
+  std::uint64_t key = 0;
+  {  // warm-up: the driver's one-time state (IPC pools, fds) is not a leak
+    auto p = producer();
+    round(*p, key);
+  }
+  const Usage before = usage(*kernels_);
+  {
+    auto p = producer();
+    round(*p, key);
+    const Usage first = usage(*kernels_);
+    for (int i = 1; i < kRounds && !HasFatalFailure(); ++i) round(*p, key);
+    expect_same(first, usage(*kernels_), "producer, after 100 consumer connections");
+  }
+  expect_same(before, usage(*kernels_), "after the producer is gone");
+}
+
+TEST_P(Channel, ConsumerSideLeaksNothing) {
+  constexpr int kCycles = 100;
+  constexpr std::uint64_t kFramesPerCycle = 100;
+  auto prod = std::make_unique<Peer>([&] {
+    auto a = produce_args(GetParam());
+    a.insert(a.end(), {"--forever", "--interval-us", "50"});
+    return a;
+  }());
+  ASSERT_TRUE(prod->wait_for_line("READY", 60s)) << prod->output();
+  ConsumerOptions co;
+  co.path = path_;
+  co.reconnect = false;
+  std::uint64_t bad = 0;
+  auto cycle = [&] {
+    Consumer c(co);
+    std::uint64_t frames = 0;
+    while (frames < kFramesPerCycle) {
+      Event ev = c.next(10s);
+      ASSERT_NE(ev.type, EventType::timeout);
+      ASSERT_NE(ev.type, EventType::disconnected) << ev.message;
+      if (ev.type != EventType::frame) continue;
+      kernels_->verify(static_cast<CUstream>(c.cuda_stream()),
+                       reinterpret_cast<CUdeviceptr>(ev.frame.data()), ev.frame.size(),
+                       ev.frame.desc().pts);
+      ++frames;
+    }
+    bad += kernels_->counters(static_cast<CUstream>(c.cuda_stream())).bad;
+  };
+  cycle();  // warm-up
+  const Usage before = usage(*kernels_);
+  for (int i = 0; i < kCycles && !HasFatalFailure(); ++i) cycle();
+  expect_same(before, usage(*kernels_), "consumer, after 100 connections");
+  EXPECT_EQ(bad, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ExportModes, Channel,
+                         ::testing::Values(CudaExportMode::vmm, CudaExportMode::legacy),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+}  // namespace
+}  // namespace cudaipc
