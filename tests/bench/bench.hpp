@@ -52,7 +52,8 @@ class ProducerSide {
   virtual cudaipc::PublishStatus produce(cudaipc::Producer& p, std::uint64_t seq) = 0;
 };
 
-// Checks a leased frame (verify mode) or only its description (control mode).
+// Checks a leased frame (verify mode) or only its description (control mode). Runs after the
+// acquire timestamp and before release, so a check never lands in the latency it would distort.
 class ConsumerSide {
  public:
   virtual ~ConsumerSide() = default;
@@ -68,7 +69,9 @@ class Backend {
   virtual void configure(const Scenario& s, cudaipc::ProducerOptions& o) const = 0;
   virtual void configure(const Scenario& s, cudaipc::ConsumerOptions& o) const = 0;
   virtual std::unique_ptr<ProducerSide> producer_side(const Scenario& s) const = 0;
-  virtual std::unique_ptr<ConsumerSide> consumer_side(const Scenario& s) const = 0;
+  // Gets the consumer because a device-memory check must be ordered on the consumer's own stream.
+  virtual std::unique_ptr<ConsumerSide> consumer_side(const Scenario& s,
+                                                      cudaipc::Consumer& c) const = 0;
 };
 
 // Backends register themselves from their own translation unit (see BackendRegistrar), so a new
@@ -103,6 +106,30 @@ void pin_to(unsigned cpu);
 
 // ---- what main() composes ----
 
+// The command line, for main's generic table and for sections that build their own scenarios.
+struct RunOptions {
+  std::vector<std::uint64_t> sizes = {64ull << 10, 8ull << 20, 33ull << 20};
+  std::vector<std::uint32_t> consumers = {1, 4};
+  std::vector<Payload> payloads = {Payload::control, Payload::verify};
+  std::vector<ProducerMode> modes = {ProducerMode::borrowed};
+  std::vector<std::string> backends = {"host"};
+  std::uint64_t samples = 0, frames = 0, warmup = 0;  // 0: by frame size
+  std::uint64_t floor_samples = 20000;
+  std::uint64_t gap_us = 100;
+  std::uint32_t slots = 4;
+  bool quick = false;
+  bool floor = true;
+  bool pin = false;
+  bool keep = false;
+  bool host_section = true;  // the generic table (--backend list); off with --gpu-only
+  bool gpu_section = true;   // the GPU section; off with --host-only
+  // GPU section only; empty: its own defaults (1080p RGBA u8 and 4K RGBA f32; vmm and legacy).
+  std::vector<std::uint64_t> gpu_sizes;
+  std::vector<std::string> exports;
+  // The GPU section's modes default to both; --producer-mode narrows both tables.
+  bool modes_set = false;
+};
+
 struct ScenarioResult {
   Scenario s;
   bool ok = false;
@@ -131,5 +158,19 @@ struct FloorResult {
 FloorResult run_futex_floor(std::uint64_t samples, std::uint64_t warmup, std::uint64_t gap_us,
                             bool pin, const std::string& dir);
 int futex_pong_role(const std::vector<std::string>& args);
+
+// A part of the report with its own scenarios, floors and targets (the GPU section), registered
+// from its own translation unit like a Backend. run() returns false when a frame was lost or bad.
+class Section {
+ public:
+  virtual ~Section() = default;
+  virtual const char* name() const = 0;
+  virtual bool run(const RunOptions& o, const FloorResult& futex, const std::string& dir,
+                   int& index) const = 0;
+};
+const Section* find_section(const std::string& name);
+struct SectionRegistrar {
+  explicit SectionRegistrar(const Section* s);
+};
 
 }  // namespace bench

@@ -56,7 +56,8 @@ class HostBackend final : public Backend {
   std::unique_ptr<ProducerSide> producer_side(const Scenario& s) const override {
     return std::make_unique<HostProducer>(s);
   }
-  std::unique_ptr<ConsumerSide> consumer_side(const Scenario& s) const override {
+  std::unique_ptr<ConsumerSide> consumer_side(const Scenario& s,
+                                              cudaipc::Consumer&) const override {
     return std::make_unique<HostConsumer>(s);
   }
 };

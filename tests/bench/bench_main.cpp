@@ -2,6 +2,7 @@
 // and consumer processes, beside the floor of a bare cross-process futex ping-pong. Prints tables
 // and the targets; it never fails on a timing, only on a lost or corrupted frame.
 //   cudaipc-bench [--quick] [--sizes=64K,8M,33M] [--consumers=1,4] [--payload=control,verify] ...
+//   cudaipc-bench --gpu-only     (the CUDA section alone; skipped with the reason without a GPU)
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -25,21 +26,7 @@ namespace {
 constexpr double kLatencyTarget = 1.5;  // publish->acquire p50 <= this x futex one-way p50
 constexpr double kFpsTarget = 100'000;  // 64 KiB, one consumer, control path
 
-struct Options {
-  std::vector<std::uint64_t> sizes = {64ull << 10, 8ull << 20, 33ull << 20};
-  std::vector<std::uint32_t> consumers = {1, 4};
-  std::vector<Payload> payloads = {Payload::control, Payload::verify};
-  std::vector<ProducerMode> modes = {ProducerMode::borrowed};
-  std::vector<std::string> backends = {"host"};
-  std::uint64_t samples = 0, frames = 0, warmup = 0;  // 0: by frame size
-  std::uint64_t floor_samples = 20000;
-  std::uint64_t gap_us = 100;
-  std::uint32_t slots = 4;
-  bool quick = false;
-  bool floor = true;
-  bool pin = false;
-  bool keep = false;
-};
+using Options = RunOptions;
 
 void usage() {
   std::printf(
@@ -58,7 +45,13 @@ void usage() {
       "  --floor-samples=N       futex ping-pong rounds: 20000\n"
       "  --no-floor              skip the futex floor\n"
       "  --keep                  keep the raw samples (ns, u64) and result files; prints where\n"
-      "  --pin                   producer/ping on CPU 0, consumers/pong on the others\n");
+      "  --pin                   producer/ping on CPU 0, consumers/pong on the others\n"
+      "  --host-only             only the generic (--backend) table, no GPU section\n"
+      "  --gpu-only              only the GPU section (with the futex floor unless --no-floor)\n"
+      "  --gpu-sizes=LIST        GPU frame sizes: 8294400,132710400 (1080p RGBA u8, 4K f32)\n"
+      "  --export=LIST           GPU export modes: vmm,legacy\n"
+      "  (--consumers, --producer-mode, --slots and the counts apply to the GPU section too;\n"
+      "   its producer modes default to borrowed,copy-in)\n");
 }
 
 std::uint64_t parse_size(const std::string& t) {
@@ -106,7 +99,20 @@ Options parse(int argc, char** argv) {
       o.pin = true;
     else if (k == "--no-floor")
       o.floor = false;
-    else if (k == "--sizes") {
+    else if (k == "--host-only")
+      o.gpu_section = false;
+    else if (k == "--gpu-only")
+      o.host_section = false;
+    else if (k == "--gpu-sizes") {
+      o.gpu_sizes.clear();
+      for (auto& x : split(v)) o.gpu_sizes.push_back(parse_size(x));
+    } else if (k == "--export") {
+      o.exports.clear();
+      for (auto& x : split(v)) {
+        if (x != "vmm" && x != "legacy") throw std::runtime_error("unknown export mode " + x);
+        o.exports.push_back(x);
+      }
+    } else if (k == "--sizes") {
       o.sizes.clear();
       for (auto& x : split(v)) o.sizes.push_back(parse_size(x));
     } else if (k == "--consumers") {
@@ -119,6 +125,7 @@ Options parse(int argc, char** argv) {
         o.payloads.push_back(x == "verify" ? Payload::verify : Payload::control);
       }
     } else if (k == "--producer-mode") {
+      o.modes_set = true;
       o.modes.clear();
       for (auto& x : split(v)) {
         if (x != "borrowed" && x != "copy-in") throw std::runtime_error("unknown mode " + x);
@@ -146,6 +153,8 @@ Options parse(int argc, char** argv) {
       throw std::runtime_error("unknown option " + a + " (--help lists them)");
   }
   if (o.quick && !samples_set) o.floor_samples /= 10;
+  if (!o.host_section && !o.gpu_section)
+    throw std::runtime_error("--host-only and --gpu-only together leave nothing to run");
   return o;
 }
 
@@ -216,7 +225,7 @@ int run(const Options& o) {
 
   std::vector<ScenarioResult> results;
   int index = 0;
-  for (const auto& bname : o.backends) {
+  for (const auto& bname : o.host_section ? o.backends : std::vector<std::string>{}) {
     const Backend* b = find_backend(bname);
     std::string why = "not built";
     if (!b || !b->available(&why)) {
@@ -266,8 +275,8 @@ int run(const Options& o) {
           }
   }
 
-  std::printf("\ntargets (reported, not asserted)\n");
-  if (o.floor && floor.oneway_p50_us > 0) {
+  if (o.host_section) std::printf("\ntargets (reported, not asserted)\n");
+  if (o.host_section && o.floor && floor.oneway_p50_us > 0) {
     int met = 0, total = 0;
     for (const auto& r : results) {
       ++total;
@@ -289,6 +298,14 @@ int run(const Options& o) {
       std::printf("- >= %.0f frames/s, 64 KiB, 1 consumer, control, %s: %.0f frames/s: %s\n",
                   kFpsTarget, producer_mode_name(r.s.producer_mode), r.fps,
                   r.fps >= kFpsTarget ? "MET" : "MISSED");
+
+  if (o.gpu_section) {
+    // Registered by bench_cuda.cpp, which the build has only where cuda.h was found.
+    if (const Section* gpu = find_section("cuda"))
+      ok = gpu->run(o, floor, dir, index) && ok;
+    else
+      std::printf("\nGPU section skipped: this build has no CUDA backend (cuda.h not found)\n");
+  }
 
   // Leftovers are only result files and sockets of finished runs.
   std::string cmd = "rm -rf '" + dir + "'";

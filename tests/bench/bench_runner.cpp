@@ -130,7 +130,7 @@ int consumer_role(const std::vector<std::string>& args) {
   o.reconnect = false;
   b->configure(s, o);
   cudaipc::Consumer c(o);
-  auto side = b->consumer_side(s);
+  auto side = b->consumer_side(s, c);
 
   const std::uint64_t lat_first = s.warmup + 1, lat_last = s.warmup + s.samples;
   const std::uint64_t tp_first = lat_last + 1, last = s.total();

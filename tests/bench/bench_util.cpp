@@ -88,6 +88,10 @@ std::vector<const Backend*>& registry() {
   static std::vector<const Backend*> r;
   return r;
 }
+std::vector<const Section*>& section_registry() {
+  static std::vector<const Section*> r;
+  return r;
+}
 std::string& self_exe() {
   static std::string p;
   return p;
@@ -103,6 +107,15 @@ std::vector<const Backend*> backends() {
 const Backend* find_backend(const std::string& name) {
   for (const Backend* b : registry())
     if (name == b->name()) return b;
+  return nullptr;
+}
+
+SectionRegistrar::SectionRegistrar(const Section* s) {
+  section_registry().push_back(s);
+}
+const Section* find_section(const std::string& name) {
+  for (const Section* s : section_registry())
+    if (name == s->name()) return s;
   return nullptr;
 }
 
