@@ -77,6 +77,7 @@ class Reader {
   void take(void* out, std::size_t n) {
     if (raw_.bytes.size() - pos_ < n)
       throw Error(Errc::protocol, std::string("truncated ") + what_ + " message from peer");
+    if (n == 0) return;  // `out` may be an empty string's or vector's null data()
     std::memcpy(out, raw_.bytes.data() + pos_, n);
     pos_ += n;
   }
