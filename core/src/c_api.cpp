@@ -73,6 +73,16 @@ cudaipc_publish to_c(cudaipc::PublishStatus s) {
   return CUDAIPC_DROPPED;
 }
 
+// The enum fields of option structs as the integers a C caller (or ctypes) really put there:
+// loading an out-of-range value through the C++ view of the enum type is undefined behaviour.
+template <typename E>
+long long enum_value(const E& field) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
 void require(const void* p, const char* what) {
   if (!p) throw cudaipc::Error(cudaipc::Errc::invalid_argument, std::string(what) + " is NULL");
 }
@@ -98,10 +108,13 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
     cudaipc::ProducerOptions opts;
     if (o->path) opts.path = o->path;
     if (o->slots) opts.slots = o->slots;
-    opts.memory = static_cast<cudaipc::MemoryKind>(o->memory);
-    if (o->memory != CUDAIPC_MEMORY_HOST && o->memory != CUDAIPC_MEMORY_CUDA)
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "unknown memory kind");
-    opts.on_full = o->on_full == CUDAIPC_DROP ? cudaipc::FullPolicy::drop : cudaipc::FullPolicy::block;
+    const long long memory = enum_value(o->memory);
+    if (memory != CUDAIPC_MEMORY_HOST && memory != CUDAIPC_MEMORY_CUDA)
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument,
+                           "unknown memory kind " + std::to_string(memory));
+    opts.memory = static_cast<cudaipc::MemoryKind>(memory);
+    opts.on_full = enum_value(o->on_full) == CUDAIPC_DROP ? cudaipc::FullPolicy::drop
+                                                          : cudaipc::FullPolicy::block;
     if (o->block_timeout_ns) opts.block_timeout = std::chrono::nanoseconds(o->block_timeout_ns);
     opts.cuda.device = o->cuda_device;
     auto h = std::make_unique<cudaipc_producer>();
@@ -189,8 +202,8 @@ int cudaipc_consumer_new(const cudaipc_consumer_options* o, cudaipc_consumer** o
     require(out, "out");
     cudaipc::ConsumerOptions opts;
     if (o->path) opts.path = o->path;
-    opts.mode = o->mode == CUDAIPC_LATEST ? cudaipc::ConsumeMode::latest
-                                          : cudaipc::ConsumeMode::every_frame;
+    opts.mode = enum_value(o->mode) == CUDAIPC_LATEST ? cudaipc::ConsumeMode::latest
+                                                      : cudaipc::ConsumeMode::every_frame;
     opts.reconnect = o->reconnect != 0;
     opts.cuda.device = o->cuda_device;
     opts.cuda.cpu_wait = o->cuda_cpu_wait != 0;
