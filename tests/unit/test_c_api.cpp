@@ -1,0 +1,234 @@
+// The C API: a producer/consumer round trip through cudaipc.h only, and its error reporting
+// (codes that match Errc, and a per-thread message naming the cause).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/cudaipc.h"
+#include "pattern.hpp"
+#include "temp_dir.hpp"
+
+using cudaipc::testing::check_pattern;
+using cudaipc::testing::fill_pattern;
+using cudaipc::testing::TempDir;
+
+namespace {
+
+constexpr std::uint64_t kSecond = 1'000'000'000;
+
+cudaipc_tensor bytes_tensor(std::uint64_t n) {
+  cudaipc_tensor t{};
+  t.dtype = 5;  // uint8
+  t.rank = 1;
+  t.shape[0] = static_cast<std::int64_t>(n);
+  t.strides[0] = 1;
+  t.size = n;
+  return t;
+}
+
+bool mentions(const char* text) {
+  return std::strstr(cudaipc_last_error(), text) != nullptr;
+}
+
+}  // namespace
+
+TEST(CApi, RoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  EXPECT_EQ(po.slots, 4u);
+  EXPECT_EQ(po.memory, CUDAIPC_MEMORY_HOST);
+  po.path = path.c_str();
+  cudaipc_producer* p = nullptr;
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+  EXPECT_STREQ(cudaipc_last_error(), "");
+  cudaipc_tensor t = bytes_tensor(1000);
+  ASSERT_EQ(cudaipc_producer_set_format(p, "test/c", &t, 0), CUDAIPC_OK) << cudaipc_last_error();
+
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  EXPECT_EQ(co.mode, CUDAIPC_EVERY_FRAME);
+  co.path = path.c_str();
+  co.reconnect = 0;
+  cudaipc_consumer* c = nullptr;
+  ASSERT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
+
+  // Copying publish with times, flags and user metadata.
+  std::vector<std::uint8_t> buf(1000);
+  fill_pattern(buf.data(), buf.size(), 1);
+  const char meta[] = "hello";
+  cudaipc_frame_info info{100, 90, 33, 2, nullptr, meta, sizeof meta};
+  cudaipc_publish result = CUDAIPC_DROPPED;
+  ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), buf.size(), &info, 0, &result), CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_EQ(result, CUDAIPC_PUBLISHED);
+
+  // Zero-copy publish.
+  uintptr_t addr = 0;
+  uint64_t capacity = 0;
+  ASSERT_EQ(cudaipc_producer_begin(p, &addr, &capacity, &result), CUDAIPC_OK);
+  ASSERT_NE(addr, 0u);
+  EXPECT_GE(capacity, 1000u);
+  fill_pattern(reinterpret_cast<void*>(addr), 1000, 2);
+  ASSERT_EQ(cudaipc_producer_commit(p, nullptr), CUDAIPC_OK) << cudaipc_last_error();
+  ASSERT_EQ(cudaipc_producer_end_of_stream(p), CUDAIPC_OK);
+
+  cudaipc_event ev;
+  ASSERT_EQ(cudaipc_consumer_next(c, 5 * kSecond, &ev), CUDAIPC_OK);
+  ASSERT_EQ(ev.type, CUDAIPC_EVENT_FORMAT);
+  EXPECT_STREQ(ev.caps, "test/c");
+  EXPECT_EQ(ev.tensor.size, 1000u);
+  EXPECT_EQ(ev.tensor.dtype, 5u);
+  EXPECT_EQ(ev.generation, 1u);
+
+  for (uint64_t seq = 1; seq <= 2; ++seq) {
+    ASSERT_EQ(cudaipc_consumer_next(c, 5 * kSecond, &ev), CUDAIPC_OK);
+    ASSERT_EQ(ev.type, CUDAIPC_EVENT_FRAME);
+    cudaipc_frame* f = ev.frame;
+    EXPECT_EQ(cudaipc_frame_seq(f), seq);
+    ASSERT_EQ(cudaipc_frame_size(f), 1000u);
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(f)), 1000, seq),
+              1000u);
+    EXPECT_EQ(cudaipc_frame_tensor(f)->shape[0], 1000);
+    uint64_t pts, dts, dur;
+    uint32_t flags, meta_size = 0;
+    cudaipc_frame_times(f, &pts, &dts, &dur, &flags);
+    const void* m = cudaipc_frame_user_meta(f, &meta_size);
+    if (seq == 1) {
+      EXPECT_EQ(pts, 100u);
+      EXPECT_EQ(dts, 90u);
+      EXPECT_EQ(dur, 33u);
+      EXPECT_EQ(flags, 2u);
+      ASSERT_EQ(meta_size, sizeof meta);
+      EXPECT_STREQ(static_cast<const char*>(m), "hello");
+    } else {
+      EXPECT_EQ(pts, CUDAIPC_NO_TIME);
+      EXPECT_EQ(meta_size, 0u);
+    }
+    cudaipc_frame_release(f);
+  }
+  ASSERT_EQ(cudaipc_consumer_next(c, 5 * kSecond, &ev), CUDAIPC_OK);
+  EXPECT_EQ(ev.type, CUDAIPC_EVENT_EOS);
+  ASSERT_EQ(cudaipc_consumer_next(c, 1000000, &ev), CUDAIPC_OK);
+  EXPECT_EQ(ev.type, CUDAIPC_EVENT_TIMEOUT);
+
+  uint64_t published = 0, dropped = 9;
+  uint32_t consumers = 0;
+  ASSERT_EQ(cudaipc_producer_counters(p, &published, &dropped, &consumers), CUDAIPC_OK);
+  EXPECT_EQ(published, 2u);
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(consumers, 1u);
+  EXPECT_EQ(cudaipc_consumer_cuda_stream(c), nullptr);
+
+  cudaipc_consumer_interrupt(c);
+  ASSERT_EQ(cudaipc_consumer_next(c, 30 * kSecond, &ev), CUDAIPC_OK);
+  EXPECT_EQ(ev.type, CUDAIPC_EVENT_INTERRUPTED);
+
+  cudaipc_consumer_free(c);
+  cudaipc_producer_free(p);
+}
+
+TEST(CApi, ErrorsCarryCodeAndMessage) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  cudaipc_producer* p = nullptr;
+  EXPECT_EQ(cudaipc_producer_new(nullptr, &p), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("options is NULL")) << cudaipc_last_error();
+
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  po.path = path.c_str();
+  po.memory = static_cast<cudaipc_memory>(7);
+  EXPECT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("memory kind")) << cudaipc_last_error();
+  po.memory = CUDAIPC_MEMORY_HOST;
+  po.slots = 99;
+  EXPECT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("slot count 99")) << cudaipc_last_error();
+  po.slots = 0;  // the default
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+
+  cudaipc_producer* second = nullptr;
+  EXPECT_EQ(cudaipc_producer_new(&po, &second), CUDAIPC_ERR_BUSY);
+  EXPECT_TRUE(mentions("already running")) << cudaipc_last_error();
+
+  std::uint8_t data[16] = {};
+  EXPECT_EQ(cudaipc_producer_publish(p, data, sizeof data, nullptr, 0, nullptr),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("set_format")) << cudaipc_last_error();
+  cudaipc_tensor bad = bytes_tensor(16);
+  bad.dtype = 200;
+  EXPECT_EQ(cudaipc_producer_set_format(p, "x", &bad, 0), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("unknown dtype 200")) << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_producer_set_format(p, "x", nullptr, 0), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("tensor is NULL")) << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_producer_commit(p, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions("without a borrowed slot")) << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_producer_end_of_stream(nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
+
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  const std::string nowhere = dir.file("nowhere");
+  co.path = nowhere.c_str();
+  co.reconnect = 0;
+  cudaipc_consumer* c = nullptr;
+  EXPECT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_ERR_DISCONNECTED);
+  EXPECT_TRUE(mentions("no producer")) << cudaipc_last_error();
+  EXPECT_EQ(c, nullptr);
+
+  // The message is per thread: another thread's failure does not overwrite ours.
+  std::thread([&] {
+    cudaipc_producer* q = nullptr;
+    EXPECT_EQ(cudaipc_producer_new(nullptr, &q), CUDAIPC_ERR_INVALID_ARGUMENT);
+  }).join();
+  EXPECT_TRUE(mentions("no producer")) << cudaipc_last_error();
+
+  // Success clears it.
+  cudaipc_tensor good = bytes_tensor(16);
+  EXPECT_EQ(cudaipc_producer_set_format(p, "x", &good, 0), CUDAIPC_OK);
+  EXPECT_STREQ(cudaipc_last_error(), "");
+  // NULL handles are harmless where the API says so.
+  EXPECT_EQ(cudaipc_frame_seq(nullptr), 0u);
+  cudaipc_frame_release(nullptr);
+  cudaipc_consumer_free(nullptr);
+  cudaipc_producer_free(p);
+}
+
+TEST(CApi, DropPolicyAndCountersThroughC) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  po.path = path.c_str();
+  po.slots = 1;
+  po.on_full = CUDAIPC_DROP;
+  cudaipc_producer* p = nullptr;
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_tensor t = bytes_tensor(64);
+  ASSERT_EQ(cudaipc_producer_set_format(p, "x", &t, 0), CUDAIPC_OK);
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  co.path = path.c_str();
+  cudaipc_consumer* c = nullptr;
+  ASSERT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
+  std::uint8_t data[64] = {};
+  cudaipc_publish r;
+  ASSERT_EQ(cudaipc_producer_publish(p, data, 64, nullptr, 0, &r), CUDAIPC_OK);
+  EXPECT_EQ(r, CUDAIPC_PUBLISHED);
+  ASSERT_EQ(cudaipc_producer_publish(p, data, 64, nullptr, 0, &r), CUDAIPC_OK);
+  EXPECT_EQ(r, CUDAIPC_DROPPED);
+  uintptr_t addr = 1;
+  ASSERT_EQ(cudaipc_producer_begin(p, &addr, nullptr, &r), CUDAIPC_OK);
+  EXPECT_EQ(addr, 0u);
+  EXPECT_EQ(r, CUDAIPC_DROPPED);
+  uint64_t published = 0, dropped = 0;
+  ASSERT_EQ(cudaipc_producer_counters(p, &published, &dropped, nullptr), CUDAIPC_OK);
+  EXPECT_EQ(published, 1u);
+  EXPECT_EQ(dropped, 2u);
+  cudaipc_consumer_free(c);
+  cudaipc_producer_free(p);
+}

@@ -1,0 +1,106 @@
+// default_channel_path: sockets live in a directory only this user can enter, created 0700, and a
+// directory that is not private is refused rather than used.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cudaipc/error.hpp"
+#include "cudaipc/options.hpp"
+#include "temp_dir.hpp"
+
+using namespace cudaipc;
+using cudaipc::testing::TempDir;
+
+namespace {
+
+// Sets XDG_RUNTIME_DIR for one test and restores it after.
+class RuntimeDir {
+ public:
+  explicit RuntimeDir(const char* value) {
+    if (const char* old = ::getenv("XDG_RUNTIME_DIR")) old_ = old, had_ = true;
+    if (value)
+      ::setenv("XDG_RUNTIME_DIR", value, 1);
+    else
+      ::unsetenv("XDG_RUNTIME_DIR");
+  }
+  ~RuntimeDir() {
+    if (had_)
+      ::setenv("XDG_RUNTIME_DIR", old_.c_str(), 1);
+    else
+      ::unsetenv("XDG_RUNTIME_DIR");
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode;
+}
+
+}  // namespace
+
+TEST(ChannelPath, UnderXdgRuntimeDirInAPrivateDirectory) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  EXPECT_EQ(default_channel_path("cam0"), dir.path() + "/cudaipc/cam0");
+  const mode_t m = mode_of(dir.path() + "/cudaipc");
+  EXPECT_TRUE(S_ISDIR(m));
+  EXPECT_EQ(m & 0777, 0700u);
+  // A second call accepts the directory it made.
+  EXPECT_EQ(default_channel_path("cam1"), dir.path() + "/cudaipc/cam1");
+}
+
+TEST(ChannelPath, FallsBackToTmpPerUser) {
+  RuntimeDir env(nullptr);
+  const std::string dir = "/tmp/cudaipc-" + std::to_string(::geteuid());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    GTEST_SKIP() << dir << " exists and is not private; not touching it";
+  EXPECT_EQ(default_channel_path("x"), dir + "/x");
+  EXPECT_EQ(mode_of(dir) & 0777, 0700u);
+}
+
+TEST(ChannelPath, RefusesADirectoryOthersCanEnter) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  ASSERT_EQ(::mkdir((dir.path() + "/cudaipc").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir.path() + "/cudaipc").c_str(), 0755), 0);
+  try {
+    default_channel_path("cam0");
+    ADD_FAILURE() << "a world-readable directory was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::permission_denied);
+    EXPECT_NE(std::string(e.what()).find("not a private directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChannelPath, RefusesASymlinkInPlaceOfTheDirectory) {
+  TempDir dir, target;
+  RuntimeDir env(dir.path().c_str());
+  ASSERT_EQ(::chmod(target.path().c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(target.path().c_str(), (dir.path() + "/cudaipc").c_str()), 0);
+  try {
+    default_channel_path("cam0");
+    ADD_FAILURE() << "a symlink was accepted as the private directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::permission_denied) << e.what();
+  }
+}
+
+TEST(ChannelPath, RejectsBadNames) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  for (const char* name : {"", "a/b", "../x"}) {
+    try {
+      default_channel_path(name);
+      ADD_FAILURE() << "accepted '" << name << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    }
+  }
+}

@@ -1,0 +1,193 @@
+// What a producer does when no slot is free: drop counts the frame and moves on, block waits up to
+// block_timeout; neither consumes a seq. Also the producer's own argument checks.
+#include <gtest/gtest.h>
+
+#include "channel_helpers.hpp"
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "temp_dir.hpp"
+
+using namespace cudaipc;
+using namespace cudaipc::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+ConsumerOptions consumer_at(const std::string& path, ConsumeMode mode = ConsumeMode::every_frame) {
+  ConsumerOptions co;
+  co.path = path;
+  co.mode = mode;
+  co.reconnect = false;
+  return co;
+}
+
+Frame next_frame(Consumer& c) {
+  for (int i = 0; i < 3; ++i) {
+    Event ev = c.next(5s);
+    if (ev.type == EventType::frame) return std::move(ev.frame);
+    if (ev.type != EventType::format) break;
+  }
+  ADD_FAILURE() << "no frame";
+  return Frame();
+}
+
+}  // namespace
+
+TEST(Policy, DropCountsEveryDroppedFrameAndKeepsSeqsDense) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 2;
+  o.on_full = FullPolicy::drop;
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path));  // every-frame, not reading yet
+  ASSERT_TRUE(wait_consumers(p, 1));
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(publish_next(p), PublishStatus::dropped);
+  auto s = p.stats();
+  EXPECT_EQ(s.published, 2u);
+  EXPECT_EQ(s.dropped, 6u);
+  // The consumer sees the producer's count, and gets the frames that were kept, intact.
+  for (std::uint64_t seq = 1; seq <= 2; ++seq) {
+    Frame f = next_frame(c);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f.seq(), seq);
+    EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+  }
+  EXPECT_EQ(c.counters().producer_dropped, 6u);
+  EXPECT_EQ(c.counters().delivered, 2u);
+  // Room again: the next frame gets the next seq, drops used none.
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  Frame f = next_frame(c);
+  EXPECT_EQ(f.seq(), 3u);
+  EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+}
+
+TEST(Policy, BlockTimesOutAfterBlockTimeout) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 1;
+  o.block_timeout = 100ms;
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(publish_next(p), PublishStatus::timeout);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(p.stats().dropped, 1u);
+  EXPECT_EQ(p.stats().published, 1u);
+}
+
+TEST(Policy, BlockedProducerResumesWhenTheConsumerReads) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 1;
+  o.block_timeout = 20s;
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  std::thread reader([&] { next_frame(c).release(); });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  reader.join();
+}
+
+TEST(Policy, LatestConsumerLeaseOnlyPinsItsSlot) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 2;
+  o.on_full = FullPolicy::drop;
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path, ConsumeMode::latest));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  Frame held = next_frame(c);
+  ASSERT_TRUE(held);
+  // A latest consumer never holds back frames it has not read: only the leased slot is taken.
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(publish_next(p), PublishStatus::published);
+  EXPECT_EQ(check_pattern(held.data(), held.size(), held.seq()), held.size());
+  Frame newest = next_frame(c);
+  EXPECT_EQ(newest.seq(), 11u);
+  EXPECT_EQ(check_pattern(newest.data(), newest.size(), newest.seq()), newest.size());
+}
+
+TEST(Policy, EndOfStreamIsClearedByTheNextFrame) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  p.end_of_stream();
+  EXPECT_EQ(next_frame(c).seq(), 1u);
+  EXPECT_EQ(c.next(5s).type, EventType::eos);
+  EXPECT_EQ(c.next(20ms).type, EventType::timeout);  // reported once
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  EXPECT_EQ(next_frame(c).seq(), 2u);
+}
+
+TEST(ProducerArguments, AreChecked) {
+  TempDir dir;
+  auto error_code = [&](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return Errc::ok;
+  };
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 0;
+  EXPECT_EQ(error_code([&] { Producer p(o); }), Errc::invalid_argument);
+  o.slots = 33;
+  EXPECT_EQ(error_code([&] { Producer p(o); }), Errc::invalid_argument);
+  o.slots = 2;
+  o.max_consumers = 0;
+  EXPECT_EQ(error_code([&] { Producer p(o); }), Errc::invalid_argument);
+  o.max_consumers = 4;
+  o.memory = MemoryKind::cuda;
+  const Errc cuda = error_code([&] { Producer p(o); });
+  EXPECT_TRUE(cuda == Errc::no_cuda || cuda == Errc::ok) << errc_name(cuda);
+  o.memory = MemoryKind::host;
+
+  Producer p(o);
+  std::uint8_t buf[1024] = {};
+  EXPECT_EQ(error_code([&] { p.publish(buf, 16); }), Errc::invalid_argument);  // no format yet
+  p.set_format(pattern_format(512));
+  EXPECT_EQ(error_code([&] { p.publish(buf, 8192); }), Errc::invalid_argument);  // > slot
+  FrameInfo meta;
+  meta.user_meta = buf;
+  meta.user_meta_size = kMaxUserMeta + 1;
+  EXPECT_EQ(error_code([&] { p.publish(buf, 16, meta); }), Errc::invalid_argument);
+  TensorDesc too_big = make_tensor(DType::uint8, {1 << 20});
+  FrameInfo big;
+  big.tensor = &too_big;
+  EXPECT_EQ(error_code([&] { p.publish(buf, 16, big); }), Errc::invalid_argument);
+  EXPECT_EQ(error_code([&] { p.publish(buf, 16, {}, true); }), Errc::invalid_argument);
+  Format bad = pattern_format(16);
+  bad.max_frame_size = 8;
+  EXPECT_EQ(error_code([&] { p.set_format(bad); }), Errc::invalid_argument);
+  WriteSlot ws = p.begin_frame();
+  ASSERT_TRUE(ws);
+  EXPECT_EQ(error_code([&] { p.begin_frame(); }), Errc::invalid_argument);  // one at a time
+  p.abort(ws);
+  EXPECT_FALSE(ws);
+  // The aborted slot published nothing.
+  EXPECT_EQ(p.stats().published, 0u);
+}

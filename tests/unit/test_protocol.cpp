@@ -1,0 +1,239 @@
+// The handshake messages: each round-trips through a real seqpacket socket pair, and malformed
+// ones fail to decode with Errc::protocol (or version_mismatch) naming the cause.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "mapping.hpp"
+#include "protocol.hpp"
+
+using namespace cudaipc;
+using namespace std::chrono_literals;
+
+namespace {
+
+class Protocol : public ::testing::Test {
+ protected:
+  Protocol() {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) std::abort();
+    a_ = UniqueFd(sv[0]);
+    b_ = UniqueFd(sv[1]);
+  }
+  Received receive() {
+    RawMessage raw;
+    EXPECT_EQ(recv_raw(b_.get(), raw, 1000ms), RecvStatus::ok);
+    return parse_header(std::move(raw));
+  }
+  // Sends raw bytes as one message and returns the decode error for `decode`.
+  template <typename Decode>
+  Error decode_error(const std::vector<std::uint8_t>& bytes, Decode decode) {
+    send_raw(a_.get(), bytes.data(), bytes.size(), {});
+    try {
+      Received r = receive();
+      decode(r);
+    } catch (const Error& e) {
+      return e;
+    }
+    return Error(Errc::ok, "decoded");
+  }
+  static std::vector<std::uint8_t> msg(std::uint32_t type, std::vector<std::uint8_t> body,
+                                       std::uint32_t version = kProtocolVersion) {
+    std::uint32_t h[4] = {kWireMagic, version, type, static_cast<std::uint32_t>(body.size())};
+    std::vector<std::uint8_t> out(16);
+    std::memcpy(out.data(), h, 16);
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  }
+  UniqueFd a_, b_;
+};
+
+void expect_error(const Error& e, Errc code, const std::string& text) {
+  EXPECT_EQ(e.code(), code) << e.what();
+  EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+}
+
+}  // namespace
+
+TEST_F(Protocol, HelloRoundTrip) {
+  send_hello(a_.get(), HelloMsg{ConsumeMode::latest});
+  Received r = receive();
+  ASSERT_EQ(r.type, MsgType::hello);
+  EXPECT_EQ(decode_hello(r).mode, ConsumeMode::latest);
+}
+
+TEST_F(Protocol, WelcomeRoundTripCarriesFds) {
+  WelcomeMsg w;
+  w.consumer_id = 3;
+  w.slot_count = 7;
+  w.memory = MemoryKind::host;
+  w.control_size = 8192;
+  w.control_fd = make_memfd("t", 8192);
+  w.sync.bytes = {1, 2, 3};
+  w.sync.fds.push_back(make_memfd("s", 4096));
+  send_welcome(a_.get(), w);
+  Received r = receive();
+  ASSERT_EQ(r.type, MsgType::welcome);
+  WelcomeMsg got = decode_welcome(r);
+  EXPECT_EQ(got.consumer_id, 3u);
+  EXPECT_EQ(got.slot_count, 7u);
+  EXPECT_EQ(got.memory, MemoryKind::host);
+  EXPECT_EQ(got.control_size, 8192u);
+  EXPECT_TRUE(got.control_fd);
+  EXPECT_EQ(got.sync.bytes, (std::vector<std::uint8_t>{1, 2, 3}));
+  EXPECT_EQ(got.sync.fds.size(), 1u);
+}
+
+TEST_F(Protocol, FormatRoundTrip) {
+  FormatMsg m;
+  m.generation = 5;
+  m.set_id = 2;
+  m.slot_size = 65536;
+  m.format.caps = "video/x-raw,format=RGBA,width=64,height=64";
+  m.format.tensor = make_tensor(DType::uint8, {64, 64, 4});
+  m.slots.bytes = {9, 9};
+  send_format(a_.get(), m);
+  Received r = receive();
+  ASSERT_EQ(r.type, MsgType::format);
+  FormatMsg got = decode_format(r);
+  EXPECT_EQ(got.generation, 5u);
+  EXPECT_EQ(got.set_id, 2u);
+  EXPECT_EQ(got.slot_size, 65536u);
+  EXPECT_EQ(got.format.caps, m.format.caps);
+  EXPECT_EQ(got.format.tensor, m.format.tensor);
+  EXPECT_EQ(got.format.max_frame_size, 16384u);  // filled in from the tensor
+  EXPECT_EQ(got.slots.bytes, m.slots.bytes);
+}
+
+TEST_F(Protocol, ReadyStartRefusedRoundTrip) {
+  WireBlob sync;
+  sync.bytes = {4, 5};
+  send_ready(a_.get(), sync);
+  Received r = receive();
+  ASSERT_EQ(r.type, MsgType::ready);
+  EXPECT_EQ(decode_ready(r).bytes, sync.bytes);
+
+  send_start(a_.get(), StartMsg{123456789});
+  r = receive();
+  ASSERT_EQ(r.type, MsgType::start);
+  EXPECT_EQ(decode_start(r).cursor, 123456789u);
+
+  send_refused(a_.get(), Errc::permission_denied, "go away");
+  r = receive();
+  ASSERT_EQ(r.type, MsgType::refused);
+  try {
+    throw_refused(r);
+  } catch (const Error& e) {
+    expect_error(e, Errc::permission_denied, "refused the connection: go away");
+  }
+}
+
+TEST_F(Protocol, RefusalWithUnknownCodeBecomesProtocol) {
+  std::vector<std::uint8_t> body(8 + 3);
+  std::uint32_t fields[2] = {999, 3};
+  std::memcpy(body.data(), fields, 8);
+  std::memcpy(body.data() + 8, "why", 3);
+  expect_error(decode_error(msg(6, body), [](Received& r) { throw_refused(r); }), Errc::protocol,
+               "why");
+}
+
+TEST_F(Protocol, MalformedHeaders) {
+  auto noop = [](Received&) {};
+  expect_error(decode_error({1, 2, 3}, noop), Errc::protocol, "shorter than a header");
+  auto bad_magic = msg(1, {0, 0, 0, 0});
+  bad_magic[0] ^= 0xff;
+  expect_error(decode_error(bad_magic, noop), Errc::protocol, "bad message magic");
+  expect_error(decode_error(msg(1, {0, 0, 0, 0}, 2), noop), Errc::version_mismatch,
+               "protocol version 2");
+  auto lying = msg(1, {0, 0, 0, 0});
+  lying[12] = 9;
+  expect_error(decode_error(lying, noop), Errc::protocol, "does not match");
+  expect_error(decode_error(msg(0, {}), noop), Errc::protocol, "unknown message type 0");
+  expect_error(decode_error(msg(7, {}), noop), Errc::protocol, "unknown message type 7");
+}
+
+TEST_F(Protocol, MalformedBodies) {
+  expect_error(decode_error(msg(1, {0, 0}), [](Received& r) { decode_hello(r); }), Errc::protocol,
+               "truncated hello");
+  expect_error(decode_error(msg(1, {0, 0, 0, 0, 0}), [](Received& r) { decode_hello(r); }),
+               Errc::protocol, "1 stray bytes");
+  expect_error(decode_error(msg(1, {2, 0, 0, 0}), [](Received& r) { decode_hello(r); }),
+               Errc::protocol, "unknown consume mode 2");
+  expect_error(decode_error(msg(5, {1, 2, 3}), [](Received& r) { decode_start(r); }),
+               Errc::protocol, "truncated start");
+  // A format whose caps length field runs past the message.
+  std::vector<std::uint8_t> fmt(sizeof(std::uint64_t) * 4 + sizeof(TensorDesc) + 8, 0);
+  std::uint32_t caps = 100;
+  std::memcpy(fmt.data() + fmt.size() - 8, &caps, 4);
+  expect_error(decode_error(msg(3, fmt), [](Received& r) { decode_format(r); }), Errc::protocol,
+               "truncated format");
+  caps = kMaxCapsLength + 1;
+  std::memcpy(fmt.data() + fmt.size() - 8, &caps, 4);
+  expect_error(decode_error(msg(3, fmt), [](Received& r) { decode_format(r); }), Errc::protocol,
+               "exceed the limit");
+  std::uint32_t ready_len = 1u << 30;
+  std::vector<std::uint8_t> ready(4);
+  std::memcpy(ready.data(), &ready_len, 4);
+  expect_error(decode_error(msg(4, ready), [](Received& r) { decode_ready(r); }), Errc::protocol,
+               "out of range");
+}
+
+TEST_F(Protocol, FormatWithBadTensorOrSlotSize) {
+  FormatMsg m;
+  m.generation = 1;
+  m.set_id = 1;
+  m.slot_size = 100;
+  m.format.tensor = make_tensor(DType::uint8, {200});
+  send_format(a_.get(), m);
+  Received r = receive();
+  try {
+    decode_format(r);
+    ADD_FAILURE() << "a format larger than its slots decoded";
+  } catch (const Error& e) {
+    expect_error(e, Errc::protocol, "slots hold 100");
+  }
+  m.format.tensor.dtype = static_cast<DType>(50);
+  send_format(a_.get(), m);
+  r = receive();
+  try {
+    decode_format(r);
+    ADD_FAILURE() << "a format with an unknown dtype decoded";
+  } catch (const Error& e) {
+    expect_error(e, Errc::protocol, "unknown dtype 50");
+  }
+}
+
+TEST_F(Protocol, ValidateFormatFillsAndChecks) {
+  Format f;
+  f.tensor = make_tensor(DType::uint16, {10});
+  validate_format(f, Errc::invalid_argument);
+  EXPECT_EQ(f.max_frame_size, 20u);
+  f.max_frame_size = 10;
+  EXPECT_THROW(validate_format(f, Errc::invalid_argument), Error);
+  Format empty;
+  empty.tensor = make_tensor(DType::uint8, {0});
+  try {
+    validate_format(empty, Errc::invalid_argument);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    expect_error(e, Errc::invalid_argument, "empty frame");
+  }
+  Format long_caps;
+  long_caps.tensor = make_tensor(DType::uint8, {1});
+  long_caps.caps.assign(kMaxCapsLength + 1, 'x');
+  EXPECT_THROW(validate_format(long_caps, Errc::invalid_argument), Error);
+}
+
+TEST_F(Protocol, HangUpReadsAsClosed) {
+  a_.reset();
+  RawMessage raw;
+  EXPECT_EQ(recv_raw(b_.get(), raw, 1000ms), RecvStatus::closed);
+  EXPECT_TRUE(peer_hung_up(b_.get()));
+}
+
+TEST_F(Protocol, NothingSentIsATimeout) {
+  RawMessage raw;
+  EXPECT_EQ(recv_raw(b_.get(), raw, 10ms), RecvStatus::timeout);
+  EXPECT_FALSE(peer_hung_up(b_.get()));
+}
