@@ -1,0 +1,319 @@
+// A hostile producer: bad control blocks, malformed handshake messages, and out-of-range values
+// written into shared memory. The consumer must fail with a clear Error naming the cause: no
+// crash, no hang, no read outside its mappings.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "cudaipc/consumer.hpp"
+#include "fake_producer.hpp"
+#include "raw_messages.hpp"
+#include "temp_dir.hpp"
+
+using namespace cudaipc;
+using namespace cudaipc::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+class HostileProducer : public ::testing::Test {
+ protected:
+  ConsumerOptions options() const {
+    ConsumerOptions o;
+    o.path = path_;
+    o.reconnect = false;
+    return o;
+  }
+  // The Error the consumer's constructor throws while `fake` runs `script`.
+  Error connect_error(std::function<void(FakeProducer&, int)> script) {
+    FakeProducer fake(path_);
+    fake.run([&](int fd) { script(fake, fd); });
+    try {
+      Consumer c(options());
+    } catch (const Error& e) {
+      return e;
+    }
+    return Error(Errc::ok, "the consumer accepted it");
+  }
+  // The Error next() throws after an honest handshake and `lie` written into the control block.
+  Error next_error(std::function<void(FakeProducer&)> lie) {
+    FakeProducer fake(path_);
+    fake.run_honest_handshake();
+    Consumer c(options());
+    lie(fake);
+    try {
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        Event ev = c.next(100ms);
+        if (ev.type == EventType::disconnected) return Error(Errc::ok, "disconnected");
+      }
+    } catch (const Error& e) {
+      return e;
+    }
+    return Error(Errc::ok, "no error within 10 s");
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.file("ch");
+};
+
+#define EXPECT_ERROR(err, want, text)                                         \
+  do {                                                                        \
+    Error e_ = (err);                                                         \
+    EXPECT_EQ(e_.code(), want) << e_.what();                                  \
+    EXPECT_NE(std::string(e_.what()).find(text), std::string::npos)           \
+        << "message '" << e_.what() << "' does not mention '" << text << "'"; \
+  } while (0)
+
+}  // namespace
+
+TEST_F(HostileProducer, ControlBlockWithBadMagic) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().magic = 0x1122334455667788ull;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "bad magic");
+}
+
+TEST_F(HostileProducer, ControlBlockWithOtherLayoutVersion) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().version = 99;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::version_mismatch, "layout version 99");
+}
+
+TEST_F(HostileProducer, ControlBlockHeaderDisagreesWithWelcome) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().slot_count = 7;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "disagrees");
+}
+
+TEST_F(HostileProducer, ControlBlockTooSmall) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.control_size = 64;
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "smaller than");
+}
+
+TEST_F(HostileProducer, ControlBlockNotASealedMemfd) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.control_fd = make_memfd("unsealed", w.control_size);
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "unsealed");
+}
+
+TEST_F(HostileProducer, WelcomeAnnouncesTooManySlots) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.slot_count = 200;
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "200 slots");
+}
+
+TEST_F(HostileProducer, WelcomeAssignsOutOfRangeConsumerEntry) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.consumer_id = 1000;
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "consumer entry 1000");
+}
+
+TEST_F(HostileProducer, MessageWithWrongMagic) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_message(fd, message(2, std::vector<std::uint8_t>(24), 0xdeadbeef));
+               }),
+               Errc::protocol, "bad message magic");
+}
+
+TEST_F(HostileProducer, MessageWithOtherProtocolVersion) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_message(fd, message(2, std::vector<std::uint8_t>(24), kWireMagic, 2));
+               }),
+               Errc::version_mismatch, "protocol version 2");
+}
+
+TEST_F(HostileProducer, TruncatedWelcome) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 UniqueFd control = f.welcome().control_fd;
+                 send_message(fd, message(2, u32_body(0)), {control.get()});
+               }),
+               Errc::protocol, "truncated welcome");
+}
+
+TEST_F(HostileProducer, OversizedMessage) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_message(fd, message(2, std::vector<std::uint8_t>(70000)));
+               }),
+               Errc::protocol, "larger than 65536");
+}
+
+TEST_F(HostileProducer, TooManyFileDescriptors) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 UniqueFd control = f.welcome().control_fd;
+                 send_message(fd, message(2, std::vector<std::uint8_t>(24)),
+                              std::vector<int>(70, control.get()));
+               }),
+               Errc::protocol, "more than 64 file descriptors");
+}
+
+TEST_F(HostileProducer, WelcomeWithoutControlBlockFd) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 // consumer id, slots, memory kind host, control size, no sync bytes, no sync fds
+                 const std::uint32_t body[6] = {0, FakeProducer::kSlots, 1, 4096, 0, 0};
+                 std::vector<std::uint8_t> b(sizeof body);
+                 std::memcpy(b.data(), body, sizeof body);
+                 send_message(fd, message(2, b));
+               }),
+               Errc::protocol, "carried 0 file descriptors");
+}
+
+TEST_F(HostileProducer, StartInsteadOfWelcome) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_start(fd, StartMsg{0});
+               }),
+               Errc::protocol, "instead of a welcome");
+}
+
+TEST_F(HostileProducer, FormatLargerThanItsSlots) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+                 FormatMsg m = f.format();
+                 m.format.tensor = make_tensor(DType::uint8, {8192});
+                 m.format.max_frame_size = 0;
+                 send_format(fd, m);
+               }),
+               Errc::protocol, "slots hold 4096");
+}
+
+TEST_F(HostileProducer, FormatSlotBlobForTooFewSlots) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+                 FormatMsg m = f.format();
+                 m.slots.fds.pop_back();
+                 send_format(fd, m);
+               }),
+               Errc::protocol, "host slot blob");
+}
+
+TEST_F(HostileProducer, ProducerVanishesDuringHandshake) {
+  EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
+                 FakeProducer::expect_message(fd);
+                 ::shutdown(fd, SHUT_RDWR);
+               }),
+               Errc::disconnected, "closed the connection");
+}
+
+TEST_F(HostileProducer, RingNamesSlot200) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) { f.publish_raw(1, 200, 0, f.good_desc(1)); }),
+               Errc::protocol, "names slot 200");
+}
+
+TEST_F(HostileProducer, TensorLargerThanSlot) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.tensor = make_tensor(DType::uint8, {FakeProducer::kSlotBytes + 1});
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "exceeds the slot");
+}
+
+TEST_F(HostileProducer, TensorOffsetPastSlot) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.tensor.byte_offset = ~std::uint64_t{0} - 10;
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "byte_offset");
+}
+
+TEST_F(HostileProducer, UnknownDtype) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.tensor.dtype = static_cast<DType>(77);
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "unknown dtype 77");
+}
+
+TEST_F(HostileProducer, RankOutOfRange) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.tensor.rank = 1000;
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "rank 1000");
+}
+
+TEST_F(HostileProducer, UserMetaSize9999) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.user_meta_size = 9999;
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "user metadata");
+}
+
+TEST_F(HostileProducer, DescriptorOfAnotherFrame) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) { f.publish_raw(1, 0, 0, f.good_desc(7)); }),
+               Errc::protocol, "describes frame 7");
+}
+
+TEST_F(HostileProducer, RepublishesIntoALeasedSlot) {
+  FakeProducer fake(path_);
+  fake.run_honest_handshake();
+  Consumer c(options());
+  fake.publish_raw(1, 0, 0, fake.good_desc(1));
+  Event ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::format);
+  ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::frame);
+  Frame held = std::move(ev.frame);
+  fake.publish_raw(2, 0, 0, fake.good_desc(2));
+  try {
+    c.next(5s);
+    ADD_FAILURE() << "a frame in a slot we lease was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::protocol);
+    EXPECT_NE(std::string(e.what()).find("still lease"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HostileProducer, HonestFakeIsAccepted) {
+  // The fake itself is sound: without lies, its frame is delivered.
+  FakeProducer fake(path_);
+  fake.run_honest_handshake();
+  Consumer c(options());
+  fake.publish_raw(1, 0, 0, fake.good_desc(1));
+  Event ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::format);
+  EXPECT_EQ(ev.format.caps, "test/fake");
+  ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::frame);
+  EXPECT_EQ(ev.frame.seq(), 1u);
+  EXPECT_EQ(ev.frame.size(), 1024u);
+}
