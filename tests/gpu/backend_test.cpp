@@ -4,11 +4,13 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuda/cuda_handles.hpp"
 #include "cuda/driver.hpp"
+#include "cuda/ipc_table.hpp"
 #include "cudaipc/error.hpp"
 #include "gpu_support.hpp"
 #include "memory_backend.hpp"
@@ -87,6 +89,80 @@ std::vector<std::uint8_t> read_back(const Kernels& k, CUdeviceptr src, std::uint
   cuda::check(d.cuMemcpyDtoHAsync(host.data(), src, bytes, k.own_stream()), "cuMemcpyDtoHAsync");
   cuda::check(d.cuStreamSynchronize(k.own_stream()), "cuStreamSynchronize");
   return host;
+}
+
+// ---- the process-wide IPC table (no GPU needed) ----------------------------------------------
+
+// Counts how many values are alive, so the tests see exactly when the table frees one.
+struct Probe {
+  int id;
+  std::shared_ptr<int> alive;
+  Probe(int i, std::shared_ptr<int> a) : id(i), alive(std::move(a)) { ++*alive; }
+  Probe(Probe&& o) noexcept : id(o.id), alive(std::move(o.alive)) {}
+  Probe(const Probe&) = delete;
+  ~Probe() {
+    if (alive) --*alive;
+  }
+};
+
+cuda::IpcKey key(unsigned char b) {
+  cuda::IpcKey k{};
+  k.fill(b);
+  return k;
+}
+
+TEST(IpcTable, ImportsOfOneHandleShareOneOpenUntilTheLastReferenceGoes) {
+  cuda::IpcTable<Probe> table;
+  auto alive = std::make_shared<int>(0);
+  int opens = 0;
+  auto open = [&] { return Probe(++opens, alive); };
+  auto a = table.get_or_open(key(1), open);
+  auto b = table.get_or_open(key(1), open);
+  EXPECT_EQ(opens, 1);
+  EXPECT_EQ(b->id, 1);
+  auto moved = std::move(a);
+  EXPECT_FALSE(a);
+  moved.reset();
+  EXPECT_EQ(*alive, 1);
+  b.reset();
+  EXPECT_EQ(*alive, 0);
+  auto c = table.get_or_open(key(1), open);  // closed, so opened again
+  EXPECT_EQ(opens, 2);
+  auto d = table.get_or_open(key(2), open);  // another handle, another open
+  EXPECT_EQ(opens, 3);
+  EXPECT_EQ(*alive, 2);
+}
+
+TEST(IpcTable, AnImporterInTheExportingProcessGetsTheExport) {
+  cuda::IpcTable<Probe> table;
+  auto alive = std::make_shared<int>(0);
+  auto never = [&]() -> Probe { throw std::logic_error("opened a handle this process exported"); };
+  auto exported = table.add(key(3), Probe(30, alive));
+  auto imported = table.get_or_open(key(3), never);
+  EXPECT_EQ(imported->id, 30);
+  exported.reset();
+  EXPECT_EQ(*alive, 1);  // the importer still uses it
+  imported.reset();
+  EXPECT_EQ(*alive, 0);
+}
+
+TEST(IpcTable, AHandleExportedAgainNamesTheNewObject) {
+  cuda::IpcTable<Probe> table;
+  auto alive = std::make_shared<int>(0);
+  auto never = [&]() -> Probe { throw std::logic_error("opened a handle this process exported"); };
+  auto old_export = table.add(key(4), Probe(40, alive));
+  auto old_import = table.get_or_open(key(4), never);
+  auto new_export = table.add(key(4), Probe(41, alive));
+  auto new_import = table.get_or_open(key(4), never);
+  EXPECT_EQ(old_import->id, 40);
+  EXPECT_EQ(new_import->id, 41);
+  old_export.reset();
+  old_import.reset();
+  EXPECT_EQ(*alive, 1);
+  EXPECT_EQ(table.get_or_open(key(4), never)->id, 41);
+  new_export.reset();
+  new_import.reset();
+  EXPECT_EQ(*alive, 0);
 }
 
 // ---- driver ------------------------------------------------------------------------------------

@@ -34,19 +34,21 @@ class IpcTable {
     T value;
     std::size_t refs;
   };
-  using Map = std::map<IpcKey, Entry>;
+  using Map = std::map<IpcKey, std::shared_ptr<Entry>>;
 
  public:
   // A counted reference to one entry; the entry's value dies with the last one.
   class Ref {
    public:
     Ref() = default;
-    Ref(Ref&& o) noexcept : table_(std::exchange(o.table_, nullptr)), it_(o.it_) {}
+    Ref(Ref&& o) noexcept
+        : table_(std::exchange(o.table_, nullptr)), key_(o.key_), entry_(std::move(o.entry_)) {}
     Ref& operator=(Ref&& o) noexcept {
       if (this != &o) {
         reset();
         table_ = std::exchange(o.table_, nullptr);
-        it_ = o.it_;
+        key_ = o.key_;
+        entry_ = std::move(o.entry_);
       }
       return *this;
     }
@@ -54,29 +56,32 @@ class IpcTable {
     Ref& operator=(const Ref&) = delete;
     ~Ref() { reset(); }
 
-    // std::map nodes never move, so the value stays put while any reference lives.
-    const T& operator*() const noexcept { return it_->second.value; }
-    const T* operator->() const noexcept { return &it_->second.value; }
+    const T& operator*() const noexcept { return entry_->value; }
+    const T* operator->() const noexcept { return &entry_->value; }
     explicit operator bool() const noexcept { return table_ != nullptr; }
 
     void reset() noexcept {
-      if (table_) table_->release(it_);
+      if (table_) table_->release(key_, entry_);
       table_ = nullptr;
     }
 
    private:
     friend class IpcTable;
-    Ref(IpcTable* table, typename Map::iterator it) noexcept : table_(table), it_(it) {}
+    Ref(IpcTable* table, const IpcKey& key, std::shared_ptr<Entry> entry) noexcept
+        : table_(table), key_(key), entry_(std::move(entry)) {}
     IpcTable* table_ = nullptr;
-    typename Map::iterator it_{};
+    IpcKey key_{};
+    std::shared_ptr<Entry> entry_;
   };
 
-  // Records an object this process exported under `key`.
+  // Records an object this process exported under `key`. Should the driver hand out the bytes of
+  // a handle that an older, still referenced entry was found by, the new export takes the key:
+  // the older entry lives on for its holders but is found no more.
   Ref add(const IpcKey& key, T value) {
+    auto entry = std::make_shared<Entry>(Entry{std::move(value), 1});
     std::lock_guard<std::mutex> lock(mu_);
-    auto [it, fresh] = entries_.try_emplace(key, Entry{std::move(value), 1});
-    if (!fresh) ++it->second.refs;  // cannot happen: the driver hands out unique handles
-    return Ref(this, it);
+    entries_[key] = entry;
+    return Ref(this, key, std::move(entry));
   }
 
   // The object for `key`: this process's own export or an earlier import, else what open()
@@ -85,12 +90,10 @@ class IpcTable {
   Ref get_or_open(const IpcKey& key, Open&& open) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
-    if (it != entries_.end()) {
-      ++it->second.refs;
-      return Ref(this, it);
-    }
-    it = entries_.emplace(key, Entry{open(), 1}).first;
-    return Ref(this, it);
+    if (it == entries_.end())
+      it = entries_.emplace(key, std::make_shared<Entry>(Entry{open(), 0})).first;
+    ++it->second->refs;
+    return Ref(this, key, it->second);
   }
 
   // Never destroyed: objects with static storage may drop references while the process exits.
@@ -102,9 +105,15 @@ class IpcTable {
  private:
   // The value is destroyed (handle closed, memory freed) under the lock, so a later get_or_open
   // of the same key cannot run before the driver has let go of it.
-  void release(typename Map::iterator it) noexcept {
+  void release(const IpcKey& key, std::shared_ptr<Entry>& entry) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
-    if (--it->second.refs == 0) entries_.erase(it);
+    if (--entry->refs != 0) {
+      entry.reset();
+      return;
+    }
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second == entry) entries_.erase(it);
+    entry.reset();
   }
 
   std::mutex mu_;
