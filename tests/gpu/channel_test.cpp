@@ -2,6 +2,7 @@
 // written and checked on the GPU, ordering races both ways, several consumers, killed peers,
 // format changes and resource leaks, each for both export modes.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -10,17 +11,21 @@
 #include <thread>
 #include <vector>
 
+#include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 #include "gpu_support.hpp"
 #include "pattern.hpp"
+#include "peer_process.hpp"
+#include "proc_stats.hpp"
+#include "temp_dir.hpp"
 
 namespace cudaipc {
 namespace {
 
 using gputest::Kernels;
-using gputest::Peer;
+using Peer = testing::PeerProcess;
 using namespace std::chrono_literals;
 
 constexpr std::uint64_t kSize = (1u << 20) + 13;
@@ -30,11 +35,14 @@ const char* mode_name(CudaExportMode m) {
   return m == CudaExportMode::vmm ? "vmm" : "legacy";
 }
 
-Format format_of(std::uint64_t bytes) {
-  Format f;
-  f.caps = "application/x-cudaipc-test";
-  f.tensor = make_tensor(DType::uint8, {static_cast<std::int64_t>(bytes)});
-  return f;
+// A peer's "RESULT k=v ..." line, read by key.
+struct Result {
+  std::string line;
+  long long operator[](const char* key) const { return testing::field(line, key); }
+};
+
+bool killed_by(const std::optional<int>& status, int sig) {
+  return status && WIFSIGNALED(*status) && WTERMSIG(*status) == sig;
 }
 
 class Channel : public ::testing::TestWithParam<CudaExportMode> {
@@ -46,23 +54,18 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
       GTEST_SKIP() << "no GPU: " << why;
     }
     kernels_ = std::make_unique<Kernels>();
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& ch : name)
-      if (ch == '/') ch = '-';
-    path_ = gputest::channel_path(name);
+    path_ = dir_.file("channel");
   }
 
-  std::unique_ptr<Producer> producer(std::uint32_t slots = 4, std::uint64_t bytes = kSize,
-                                     FullPolicy policy = FullPolicy::block) {
+  std::unique_ptr<Producer> producer(std::uint32_t slots = 4, std::uint64_t bytes = kSize) {
     ProducerOptions o;
     o.path = path_;
     o.slots = slots;
     o.memory = MemoryKind::cuda;
     o.cuda.export_mode = GetParam();
-    o.on_full = policy;
     o.block_timeout = 10s;
     auto p = std::make_unique<Producer>(o);
-    p->set_format(format_of(bytes));
+    p->set_format(testing::pattern_format(bytes));
     return p;
   }
 
@@ -70,7 +73,7 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
   std::unique_ptr<Peer> consumer(std::vector<std::string> args = {}) {
     args.insert(args.begin(), {"consume", "--path", path_});
     auto peer = std::make_unique<Peer>(args);
-    EXPECT_TRUE(peer->wait_for_line("READY", 60s)) << peer->output();
+    EXPECT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
     return peer;
   }
 
@@ -79,20 +82,22 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
         "produce", "--path", path_, "--export", mode_name(mode), "--size", std::to_string(kSize)};
   }
 
-  void wait_consumers(Producer& p, std::size_t n) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (p.consumer_count() != n && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(1ms);
-    ASSERT_EQ(p.consumer_count(), n);
+  void wait_consumers(const Producer& p, std::size_t n) {
+    ASSERT_TRUE(testing::wait_consumers(p, n, 60s))
+        << p.consumer_count() << " consumers, expected " << n;
   }
 
   // Checks a peer ended well and returns its RESULT.
-  std::map<std::string, std::uint64_t> finished(Peer& peer, std::chrono::seconds timeout = 120s) {
-    const int status = peer.wait(timeout);
-    EXPECT_EQ(status, 0) << "peer output:\n" << peer.output();
-    return peer.result();
+  Result finished(Peer& peer, std::chrono::seconds timeout = 120s) {
+    const auto line = peer.wait_for("RESULT", timeout);
+    const auto status = peer.wait_exit(30s);
+    EXPECT_TRUE(line && status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << "peer output:\n"
+        << peer.transcript();
+    return Result{line.value_or("")};
   }
 
+  testing::TempDir dir_;
   std::unique_ptr<Kernels> kernels_;
   std::string path_;
 };
@@ -124,9 +129,9 @@ TEST_P(Channel, IntegrityEveryByteOfEveryFrame) {
   }
   p->end_of_stream();
   auto r = finished(*c);
-  EXPECT_EQ(r["frames"], frames);
-  EXPECT_EQ(r["bad"], 0u);
-  EXPECT_EQ(r["skipped"], 0u);
+  EXPECT_EQ(r["frames"], static_cast<long long>(frames));
+  EXPECT_EQ(r["bad"], 0);
+  EXPECT_EQ(r["skipped"], 0);
 }
 
 // 2a. The producer's kernel spins ~1 ms before it writes and the frame is published at once; the
@@ -146,8 +151,8 @@ TEST_P(Channel, ConsumerNeverSeesASlowWriteEarly) {
   p->end_of_stream();
   for (Peer* peer : {gpu_wait.get(), cpu_wait.get()}) {
     auto r = finished(*peer);
-    EXPECT_EQ(r["frames"], frames);
-    EXPECT_EQ(r["bad"], 0u);
+    EXPECT_EQ(r["frames"], static_cast<long long>(frames));
+    EXPECT_EQ(r["bad"], 0);
   }
   auto control = finished(*unordered);
   std::printf("control (unordered reads): %llu wrong words over %llu frames\n",
@@ -168,9 +173,9 @@ TEST_P(Channel, ProducerNeverOverwritesASlowRead) {
     ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
   p->end_of_stream();
   auto r = finished(*c);
-  EXPECT_EQ(r["frames"], frames);
-  EXPECT_EQ(r["bad"], 0u);
-  EXPECT_EQ(r["changed"], 0u);
+  EXPECT_EQ(r["frames"], static_cast<long long>(frames));
+  EXPECT_EQ(r["bad"], 0);
+  EXPECT_EQ(r["changed"], 0);
 }
 
 // 3. Four consumer processes, one of them slow: all get every frame intact.
@@ -186,9 +191,9 @@ TEST_P(Channel, FourConsumersOneSlow) {
   p->end_of_stream();
   for (auto& peer : peers) {
     auto r = finished(*peer);
-    EXPECT_EQ(r["frames"], frames);
-    EXPECT_EQ(r["bad"], 0u);
-    EXPECT_EQ(r["changed"], 0u);
+    EXPECT_EQ(r["frames"], static_cast<long long>(frames));
+    EXPECT_EQ(r["bad"], 0);
+    EXPECT_EQ(r["changed"], 0);
   }
 }
 
@@ -219,8 +224,8 @@ TEST_P(Channel, KilledConsumerStallsNothing) {
   std::uint64_t key = 0;
   for (; key < 200; ++key)
     ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key + 1, kSize), PublishStatus::published);
-  victim->kill(SIGKILL);
-  EXPECT_EQ(victim->wait(30s), 128 + SIGKILL);
+  victim->kill_hard();
+  EXPECT_TRUE(killed_by(victim->wait_exit(30s), SIGKILL));
   const auto start = std::chrono::steady_clock::now();
   for (; key < 500; ++key)
     ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key + 1, kSize), PublishStatus::published)
@@ -233,8 +238,8 @@ TEST_P(Channel, KilledConsumerStallsNothing) {
   }
   p->end_of_stream();
   auto r = finished(*steady);
-  EXPECT_EQ(r["frames"], 500u);
-  EXPECT_EQ(r["bad"], 0u);
+  EXPECT_EQ(r["frames"], 500);
+  EXPECT_EQ(r["bad"], 0);
 }
 
 // 4b. kill -9 of the producer while this consumer holds a frame: the held frame stays readable
@@ -245,7 +250,7 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
     a.insert(a.end(), {"--forever", "--interval-us", "200"});
     return a;
   }());
-  ASSERT_TRUE(first->wait_for_line("READY", 60s)) << first->output();
+  ASSERT_TRUE(first->wait_for("READY", 60s)) << first->transcript();
   ConsumerOptions co;
   co.path = path_;
   co.reconnect = true;
@@ -265,8 +270,8 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
       held = std::move(ev.frame);
     }
   }
-  first->kill(SIGKILL);
-  EXPECT_EQ(first->wait(30s), 128 + SIGKILL);
+  first->kill_hard();
+  EXPECT_TRUE(killed_by(first->wait_exit(30s), SIGKILL));
   for (;;) {
     Event ev = c.next(10s);
     ASSERT_NE(ev.type, EventType::timeout) << "no disconnect after the producer died";
@@ -289,7 +294,7 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
   CUstream stream = nullptr;
   for (;;) {
     Event ev = c.next(30s);
-    ASSERT_NE(ev.type, EventType::timeout) << "never reconnected:\n" << second->output();
+    ASSERT_NE(ev.type, EventType::timeout) << "never reconnected:\n" << second->transcript();
     if (ev.type == EventType::eos) break;
     if (ev.type == EventType::format) ++formats;
     if (ev.type != EventType::frame) continue;
@@ -312,15 +317,15 @@ TEST_P(Channel, FormatChangesGrowAndShrink) {
   wait_consumers(*p, 1);
   std::uint64_t key = 0;
   for (std::size_t f = 0; f < sizes.size(); ++f) {
-    if (f) p->set_format(format_of(sizes[f]));
+    if (f) p->set_format(testing::pattern_format(sizes[f]));
     for (int i = 0; i < 50; ++i)
       ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, ++key, sizes[f]), PublishStatus::published);
   }
   p->end_of_stream();
   auto r = finished(*c);
-  EXPECT_EQ(r["frames"], key);
-  EXPECT_EQ(r["formats"], sizes.size());
-  EXPECT_EQ(r["bad"], 0u);
+  EXPECT_EQ(r["frames"], static_cast<long long>(key));
+  EXPECT_EQ(r["formats"], static_cast<long long>(sizes.size()));
+  EXPECT_EQ(r["bad"], 0);
 }
 
 // Two consumers in one process import the same producer: the legacy handle and the event handles
@@ -331,7 +336,7 @@ TEST_P(Channel, TwoConsumersInOneProcess) {
     a.insert(a.end(), {"--frames", "200", "--consumers", "2"});
     return a;
   }());
-  ASSERT_TRUE(prod->wait_for_line("READY", 60s)) << prod->output();
+  ASSERT_TRUE(prod->wait_for("READY", 60s)) << prod->transcript();
   ConsumerOptions co;
   co.path = path_;
   co.reconnect = false;
@@ -366,7 +371,7 @@ TEST_P(Channel, TwoConsumersInOneProcess) {
 constexpr std::uint64_t kMemoryTolerance = 4 << 20;
 
 struct Usage {
-  int fds;
+  std::size_t fds;
   std::uint64_t free;
 };
 
@@ -377,10 +382,10 @@ long long memory_change(const Usage& a, const Usage& b) {
 // What this process holds and the device has free, once settled: a peer's device memory returns
 // when the driver tears its context down, which can trail the peer's exit a little.
 Usage usage(const Kernels& k) {
-  Usage u{gputest::open_fd_count(), gputest::free_device_memory(k.context())};
+  Usage u{testing::open_fd_count(), gputest::free_device_memory(k.context())};
   for (int i = 0; i < 50; ++i) {
     std::this_thread::sleep_for(100ms);
-    const Usage again{gputest::open_fd_count(), gputest::free_device_memory(k.context())};
+    const Usage again{testing::open_fd_count(), gputest::free_device_memory(k.context())};
     if (again.free == u.free && again.fds == u.fds) break;
     u = again;
   }
@@ -391,7 +396,7 @@ void expect_same(const Usage& before, const Usage& after, const char* when) {
   EXPECT_EQ(after.fds, before.fds) << when;
   EXPECT_LE(std::llabs(memory_change(before, after)), static_cast<long long>(kMemoryTolerance))
       << when << ": free device memory " << before.free << " -> " << after.free;
-  std::printf("%s: fds %d -> %d, free device memory %llu -> %llu\n", when, before.fds, after.fds,
+  std::printf("%s: fds %zu -> %zu, free device memory %llu -> %llu\n", when, before.fds, after.fds,
               static_cast<unsigned long long>(before.free),
               static_cast<unsigned long long>(after.free));
 }
@@ -408,8 +413,8 @@ TEST_P(Channel, ProducerSideLeaksNothing) {
       ASSERT_EQ(gputest::publish_pattern(p, *kernels_, ++key, kSize), PublishStatus::published);
     for (auto& peer : peers) {
       auto r = finished(*peer);
-      EXPECT_EQ(r["frames"], kFramesPerRound);
-      EXPECT_EQ(r["bad"], 0u);
+      EXPECT_EQ(r["frames"], static_cast<long long>(kFramesPerRound));
+      EXPECT_EQ(r["bad"], 0);
     }
     wait_consumers(p, 0);
   };
@@ -437,7 +442,7 @@ TEST_P(Channel, ConsumerSideLeaksNothing) {
     a.insert(a.end(), {"--forever", "--interval-us", "50"});
     return a;
   }());
-  ASSERT_TRUE(prod->wait_for_line("READY", 60s)) << prod->output();
+  ASSERT_TRUE(prod->wait_for("READY", 60s)) << prod->transcript();
   ConsumerOptions co;
   co.path = path_;
   co.reconnect = false;

@@ -1,8 +1,21 @@
-// main() of the GPU test binaries: gtest's, except that a run in which every test skipped (no
-// driver or no GPU) exits with 77, which meson reports as SKIP rather than as a pass.
+// main() of the GPU test binaries: gtest's, plus two things. The peer program defaults to the
+// cudaipc-gpu-peer beside this binary (tests/common's PeerProcess reads CUDAIPC_TEST_PEER), so
+// the binaries also run from a copied directory without meson. And a run in which every test
+// skipped (no driver or no GPU) exits with 77, which meson reports as SKIP rather than a pass.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
 
 int main(int argc, char** argv) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir.erase(dir.rfind('/') + 1);
+    ::setenv("CUDAIPC_TEST_PEER", (dir + "cudaipc-gpu-peer").c_str(), 0);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   const int rc = RUN_ALL_TESTS();
   const auto* unit = ::testing::UnitTest::GetInstance();

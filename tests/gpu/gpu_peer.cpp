@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
@@ -118,10 +119,7 @@ int produce(const Args& a) {
   opts.block_timeout = std::chrono::seconds(10);
   const std::uint64_t size = a.num("size", 1 << 20);
   Producer producer(opts);
-  Format format;
-  format.caps = "application/x-cudaipc-test";
-  format.tensor = make_tensor(DType::uint8, {static_cast<std::int64_t>(size)});
-  producer.set_format(format);
+  producer.set_format(testing::pattern_format(size));
   say("READY");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (producer.consumer_count() < a.num("consumers")) {
