@@ -3,6 +3,7 @@
 // write path, the ordering both ways, a caller's context and stream, and hostile input.
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -521,6 +522,46 @@ TEST(CudaBackendDevices, ConsumerOnAnotherGpuUsesPeerAccessOrSaysWhyNot) {
     }
     EXPECT_EQ(k1.counters(j.cstream()).bad, 0u) << mode_name(m);
   }
+}
+
+// Not a check: what each per-frame driver call costs on the CPU here, printed, so a per-frame cost
+// in the CUDA path can be pinned on a call (IPC events against plain ones, queries, context
+// switches). Idle stream and completed events: the paced case.
+TEST(CudaCallCosts, PrintPerCallCpuCost) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  const cuda::Driver& d = cuda::driver();
+  cuda::ScopedContext current(k.context()->get());
+  cuda::Event ipc = cuda::make_ipc_event(k.context());
+  CUevent plain_raw = nullptr;
+  cuda::check(d.cuEventCreate(&plain_raw, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  cuda::Event plain(k.context(), plain_raw);
+  const CUstream s = k.own_stream();
+  constexpr int kCalls = 2000;
+  auto time = [&](const char* what, auto&& call) {
+    call();  // warm
+    cuda::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    const auto ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    cuda::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    std::printf("%-44s %8.2f us/call\n", what, ns / kCalls / 1000.0);
+  };
+  time("cuCtxPushCurrent+cuCtxPopCurrent", [&] { cuda::ScopedContext again(k.context()->get()); });
+  time("cuEventRecord (IPC event)", [&] { d.cuEventRecord(ipc.get(), s); });
+  time("cuEventRecord (plain event)", [&] { d.cuEventRecord(plain.get(), s); });
+  cuda::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+  time("cuStreamWaitEvent (IPC event, complete)", [&] { d.cuStreamWaitEvent(s, ipc.get(), 0); });
+  time("cuStreamWaitEvent (plain event, complete)",
+       [&] { d.cuStreamWaitEvent(s, plain.get(), 0); });
+  time("cuEventQuery (IPC event, complete)", [&] { d.cuEventQuery(ipc.get()); });
+  time("cuEventSynchronize (IPC event, complete)", [&] { d.cuEventSynchronize(ipc.get()); });
+  time("cuStreamQuery (idle stream)", [&] { d.cuStreamQuery(s); });
+  time("record + wait (IPC event, one frame's pair)", [&] {
+    d.cuEventRecord(ipc.get(), s);
+    d.cuStreamWaitEvent(s, ipc.get(), 0);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(ExportModes, CudaBackend,
