@@ -174,7 +174,11 @@ void ProducerImpl::drop(Conn& c, const std::string& why) {
     ConsumerEntry& e = cb_->consumers[c.id];
     e.state.store(static_cast<std::uint32_t>(EntryState::free), std::memory_order_seq_cst);
     e.leases.store(0, std::memory_order_seq_cst);
-    memory_->detach_consumer(c.id);
+    try {
+      memory_->detach_consumer(c.id);
+    } catch (const Error& e) {
+      log(LogLevel::error, (std::string("reaping a consumer: ") + e.what()).c_str());
+    }
     entry_used_[c.id] = false;
     c.state = ConnState::awaiting_hello;
     wake_producer();
