@@ -69,6 +69,7 @@ cudaipc_publish to_c(cudaipc::PublishStatus s) {
     case cudaipc::PublishStatus::published: return CUDAIPC_PUBLISHED;
     case cudaipc::PublishStatus::dropped: return CUDAIPC_DROPPED;
     case cudaipc::PublishStatus::timeout: return CUDAIPC_TIMED_OUT;
+    case cudaipc::PublishStatus::interrupted: return CUDAIPC_INTERRUPTED_PUBLISH;
   }
   return CUDAIPC_DROPPED;
 }
@@ -242,6 +243,10 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
       case cudaipc::EventType::disconnected: ev->type = CUDAIPC_EVENT_DISCONNECTED; break;
     }
   });
+}
+
+void cudaipc_producer_interrupt(cudaipc_producer* p) {
+  if (p) p->p->interrupt();
 }
 
 void cudaipc_consumer_interrupt(cudaipc_consumer* c) {

@@ -196,6 +196,10 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       ws.index_ = writing_slot_;
       return ws;
     }
+    if (interrupted_.exchange(false, std::memory_order_seq_cst)) {
+      if (status) *status = PublishStatus::interrupted;
+      return WriteSlot();
+    }
     std::uint64_t now = monotonic_ns();
     if (opts_.on_full == FullPolicy::drop || now >= deadline) {
       ++dropped_;
@@ -293,6 +297,17 @@ PublishStatus ProducerImpl::publish_2d(const void* src, std::uint64_t src_pitch,
   return PublishStatus::published;
 }
 
+void ProducerImpl::interrupt() noexcept {
+  interrupted_.store(true, std::memory_order_seq_cst);
+  // The waiter re-checks after any change of space_futex, so a bump plus a wake reaches it.
+  cb_->space_futex.fetch_add(1, std::memory_order_seq_cst);
+  try {
+    futex_wake_all(cb_->space_futex);
+  } catch (const Error&) {
+    // FUTEX_WAKE fails only on a bad address; the waiter still sees the flag at its deadline.
+  }
+}
+
 void ProducerImpl::end_of_stream() {
   std::lock_guard<std::mutex> lock(mu_);
   cb_->eos_after.store(seq_ + 1, std::memory_order_release);
@@ -361,6 +376,10 @@ PublishStatus Producer::publish_2d(const void* src, std::uint64_t src_pitch, std
                            from_device ? SourceKind::device : SourceKind::host);
 }
 void Producer::end_of_stream() { impl_->end_of_stream(); }
+void Producer::interrupt() noexcept { impl_->interrupt(); }
+void Producer::clear_interrupt() noexcept {
+  impl_->interrupted_.store(false, std::memory_order_seq_cst);
+}
 ProducerStats Producer::stats() const { return impl_->stats(); }
 std::size_t Producer::consumer_count() const { return impl_->consumer_count(); }
 const std::string& Producer::path() const { return impl_->path_; }

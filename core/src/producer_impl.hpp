@@ -3,6 +3,8 @@
 // uncontended on the per-frame path, so taking it costs no syscall.
 #pragma once
 
+#include <atomic>
+
 #include <sys/types.h>
 
 #include <array>
@@ -33,6 +35,8 @@ class ProducerImpl {
                            std::uint64_t height, std::uint64_t dst_pitch, const FrameInfo& info,
                            SourceKind from);
   void end_of_stream();
+  void interrupt() noexcept;
+  std::atomic<bool> interrupted_{false};
   ProducerStats stats() const;
   std::size_t consumer_count() const;
   void* stream() const noexcept { return memory_->stream(); }

@@ -31,7 +31,12 @@ typedef enum {
 typedef enum { CUDAIPC_MEMORY_HOST = 1, CUDAIPC_MEMORY_CUDA = 2 } cudaipc_memory;
 typedef enum { CUDAIPC_EVERY_FRAME = 0, CUDAIPC_LATEST = 1 } cudaipc_mode;
 typedef enum { CUDAIPC_BLOCK = 0, CUDAIPC_DROP = 1 } cudaipc_full_policy;
-typedef enum { CUDAIPC_PUBLISHED = 0, CUDAIPC_DROPPED = 1, CUDAIPC_TIMED_OUT = 2 } cudaipc_publish;
+typedef enum {
+  CUDAIPC_PUBLISHED = 0,
+  CUDAIPC_DROPPED = 1,
+  CUDAIPC_TIMED_OUT = 2,
+  CUDAIPC_INTERRUPTED_PUBLISH = 3, /* cudaipc_producer_interrupt() woke the wait for a slot */
+} cudaipc_publish;
 typedef enum {
   CUDAIPC_EVENT_FRAME = 0,
   CUDAIPC_EVENT_FORMAT = 1,
@@ -119,6 +124,8 @@ int cudaipc_producer_begin(cudaipc_producer* p, uintptr_t* address, uint64_t* ca
 int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info);
 int cudaipc_producer_abort(cudaipc_producer* p);
 int cudaipc_producer_end_of_stream(cudaipc_producer* p);
+/* Wakes a publish or begin blocked on a full ring from another thread (CUDAIPC_INTERRUPTED_PUBLISH). */
+void cudaipc_producer_interrupt(cudaipc_producer* p);
 int cudaipc_producer_counters(cudaipc_producer* p, uint64_t* published, uint64_t* dropped,
                               uint32_t* consumers);
 

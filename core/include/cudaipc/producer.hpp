@@ -12,7 +12,8 @@
 
 namespace cudaipc {
 
-enum class PublishStatus { published, dropped, timeout };
+// interrupted: Producer::interrupt() woke a wait for a free slot; the frame was not published.
+enum class PublishStatus { published, dropped, timeout, interrupted };
 
 struct ConsumerStats {
   std::uint32_t id;
@@ -85,6 +86,11 @@ class Producer {
   PublishStatus publish_2d(const void* src, std::uint64_t src_pitch, std::uint64_t width,
                            std::uint64_t height, std::uint64_t dst_pitch, const FrameInfo& info,
                            bool from_device);
+
+  // Wakes a begin_frame()/publish() blocked waiting for a free slot (another thread): it returns
+  // PublishStatus::interrupted. Sticky until one of them returns it, or until clear_interrupt().
+  void interrupt() noexcept;
+  void clear_interrupt() noexcept;
 
   // Consumers see end-of-stream after the last frame published so far. Publishing again clears it.
   void end_of_stream();
