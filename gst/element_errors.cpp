@@ -1,0 +1,64 @@
+#include "element_errors.h"
+
+
+namespace cudaipc::gst {
+
+void post_core_error(GstElement* element, const Error& e, const char* path) {
+  const char* what = e.what();
+  switch (e.code()) {
+    case Errc::busy:
+      GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
+                        ("Another cudaipc producer is live on %s (or it admits no more consumers). "
+                         "Stop it or choose another socket-path.",
+                         path),
+                        ("%s", what));
+      break;
+    case Errc::no_cuda:
+      GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND,
+                        ("CUDA is not usable: %s. Use ipc-mode=host on the sink for host memory.",
+                         what),
+                        (nullptr));
+      break;
+    case Errc::cuda:
+      GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("A CUDA call failed: %s", what), (nullptr));
+      break;
+    case Errc::permission_denied:
+      GST_ELEMENT_ERROR(element, RESOURCE, OPEN_READ_WRITE,
+                        ("Permission denied on %s: %s. The producer admits its own user and, with "
+                         "allowed-group, that group.",
+                         path, what),
+                        (nullptr));
+      break;
+    case Errc::system:
+      GST_ELEMENT_ERROR(element, RESOURCE, OPEN_READ_WRITE,
+                        ("Cannot use socket path %s: %s. Check that its directory exists and is "
+                         "writable, and that the path is shorter than 108 bytes.",
+                         path, what),
+                        (nullptr));
+      break;
+    case Errc::version_mismatch:
+      GST_ELEMENT_ERROR(element, RESOURCE, OPEN_READ,
+                        ("The peer on %s speaks another cudaipc version: %s. Update both ends.",
+                         path, what),
+                        (nullptr));
+      break;
+    case Errc::protocol:
+      GST_ELEMENT_ERROR(element, STREAM, DECODE,
+                        ("The peer on %s sent malformed data: %s", path, what), (nullptr));
+      break;
+    case Errc::invalid_argument:
+    case Errc::unsupported:
+      GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("%s", what), (nullptr));
+      break;
+    case Errc::disconnected:
+      GST_ELEMENT_ERROR(element, RESOURCE, READ,
+                        ("The producer on %s went away: %s", path, what), (nullptr));
+      break;
+    default:
+      GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("%s", what), ("cudaipc error %s",
+                                                                   errc_name(e.code())));
+      break;
+  }
+}
+
+}  // namespace cudaipc::gst

@@ -1,0 +1,794 @@
+/**
+ * SECTION:element-cudaipcsink
+ * @title: cudaipcsink
+ *
+ * Publishes frames into a cudaipc channel: a ring of GPU (or host) slots that cudaipcsrc
+ * elements and cudaipc applications in other processes read without copies. Accepts CUDA
+ * memory from nvcodec elements (one device-to-device copy into a slot, ordered on the GPU) and
+ * system memory (one host-to-device copy), as raw video or NNStreamer-style tensors. The caps,
+ * the tensor description (shape, dtype, strides, plane offsets and pitches) and tags travel with
+ * the stream; EOS reaches every consumer when it reaches the sink.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 videotestsrc ! video/x-raw,format=NV12 ! cudaupload ! \
+ *     cudaipcsink socket-path=/tmp/cam0
+ * gst-launch-1.0 videotestsrc ! video/x-raw,format=RGBA ! cudaipcsink ipc-mode=host \
+ *     socket-path=/tmp/cam0
+ * ]|
+ */
+#include "gstcudaipcsink.h"
+
+#include <grp.h>
+#include <gst/video/video.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "caps_tensor.h"
+#include "cuda_glue.h"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+#include "element_errors.h"
+#include "enums.h"
+#include "stream_header.h"
+#include "time_sync.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_sink_debug);
+#define GST_CAT_DEFAULT gst_cuda_ipc_ring_sink_debug
+
+using namespace cudaipc;
+using namespace cudaipc::gst;
+
+namespace {
+
+enum {
+  PROP_0,
+  PROP_SOCKET_PATH,
+  PROP_NUM_SLOTS,
+  PROP_DEVICE_ID,
+  PROP_IPC_MODE,
+  PROP_POLICY,
+  PROP_BLOCK_TIMEOUT,
+  PROP_WAIT_FOR_CONSUMER,
+  PROP_SOCKET_MODE,
+  PROP_ALLOWED_GROUP,
+  PROP_MAX_CONSUMERS,
+  PROP_STATS,
+};
+
+constexpr guint kDefaultSlots = 4;
+constexpr gint kDefaultDeviceId = -1;
+constexpr guint64 kDefaultBlockTimeout = GST_SECOND;
+constexpr guint kDefaultSocketMode = 0600;
+constexpr guint kDefaultMaxConsumers = 16;
+
+struct Settings {
+  std::string socket_path;
+  guint num_slots = kDefaultSlots;
+  gint device_id = kDefaultDeviceId;
+  GstCudaIpcRingMode ipc_mode = GST_CUDA_IPC_RING_MODE_AUTO;
+  GstCudaIpcRingPolicy policy = GST_CUDA_IPC_RING_POLICY_BLOCK;
+  guint64 block_timeout = kDefaultBlockTimeout;
+  bool wait_for_consumer = false;
+  guint socket_mode = kDefaultSocketMode;
+  std::string allowed_group;
+  guint max_consumers = kDefaultMaxConsumers;
+};
+
+struct SinkState {
+  Settings settings;  // under the object lock
+
+  // Streaming-thread state, set up in start(), gone in stop().
+  std::unique_ptr<Producer> producer;
+  GstCudaContext* context = nullptr;
+  StreamOrder order;
+  StreamCaps caps;
+  std::string wire_caps;
+  GstTagList* tags = nullptr;
+  bool format_dirty = true;  // caps or tags changed since the last set_format
+  TensorDesc sent_tensor{};
+  std::uint64_t sent_size = 0;
+  bool has_format = false;
+  std::uint64_t dropped = 0;
+
+  // unlock()/unlock_stop() against a render() waiting for a consumer.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool flushing = false;
+};
+
+}  // namespace
+
+struct _GstCudaIpcRingSink {
+  GstBaseSink parent;
+  SinkState* st;
+};
+
+#define gst_cuda_ipc_ring_sink_parent_class parent_class
+G_DEFINE_TYPE(GstCudaIpcRingSink, gst_cuda_ipc_ring_sink, GST_TYPE_BASE_SINK)
+GST_ELEMENT_REGISTER_DEFINE(cudaipcsink, "cudaipcsink", GST_RANK_NONE,
+                            GST_TYPE_CUDA_IPC_RING_SINK)
+
+static bool uses_cuda(const Settings& s) { return s.ipc_mode != GST_CUDA_IPC_RING_MODE_HOST; }
+
+static GstStructure* make_stats(const ProducerStats& ps) {
+  GstStructure* s = gst_structure_new("cudaipcsink-stats", "published", G_TYPE_UINT64,
+                                      static_cast<guint64>(ps.published), "dropped", G_TYPE_UINT64,
+                                      static_cast<guint64>(ps.dropped), "consumers", G_TYPE_UINT,
+                                      static_cast<guint>(ps.consumers.size()), nullptr);
+  GValue list = G_VALUE_INIT;
+  g_value_init(&list, GST_TYPE_ARRAY);
+  for (const auto& c : ps.consumers) {
+    GstStructure* cs = gst_structure_new(
+        "consumer", "pid", G_TYPE_INT, static_cast<gint>(c.pid), "mode", G_TYPE_STRING,
+        c.mode == ConsumeMode::latest ? "latest" : "every-frame", "delivered", G_TYPE_UINT64,
+        static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64,
+        static_cast<guint64>(c.skipped), nullptr);
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    gst_value_set_structure(&v, cs);
+    gst_structure_free(cs);
+    gst_value_array_append_and_take_value(&list, &v);
+  }
+  gst_structure_take_value(s, "consumer-stats", &list);
+  return s;
+}
+
+static void gst_cuda_ipc_ring_sink_set_property(GObject* object, guint prop_id,
+                                                const GValue* value, GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_RING_SINK(object);
+  Settings& s = self->st->settings;
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_SOCKET_PATH: {
+      const gchar* p = g_value_get_string(value);
+      s.socket_path = p ? p : "";
+      break;
+    }
+    case PROP_NUM_SLOTS:
+      s.num_slots = g_value_get_uint(value);
+      break;
+    case PROP_DEVICE_ID:
+      s.device_id = g_value_get_int(value);
+      break;
+    case PROP_IPC_MODE:
+      s.ipc_mode = static_cast<GstCudaIpcRingMode>(g_value_get_enum(value));
+      break;
+    case PROP_POLICY:
+      s.policy = static_cast<GstCudaIpcRingPolicy>(g_value_get_enum(value));
+      break;
+    case PROP_BLOCK_TIMEOUT:
+      s.block_timeout = g_value_get_uint64(value);
+      break;
+    case PROP_WAIT_FOR_CONSUMER:
+      s.wait_for_consumer = g_value_get_boolean(value);
+      break;
+    case PROP_SOCKET_MODE:
+      s.socket_mode = g_value_get_uint(value);
+      break;
+    case PROP_ALLOWED_GROUP: {
+      const gchar* g = g_value_get_string(value);
+      s.allowed_group = g ? g : "";
+      break;
+    }
+    case PROP_MAX_CONSUMERS:
+      s.max_consumers = g_value_get_uint(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cuda_ipc_ring_sink_get_property(GObject* object, guint prop_id, GValue* value,
+                                                GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_RING_SINK(object);
+  SinkState* st = self->st;
+  if (prop_id == PROP_STATS) {
+    // The producer lives from start() to stop(), both under the state lock.
+    GST_OBJECT_LOCK(self);
+    ProducerStats ps{};
+    if (st->producer) ps = st->producer->stats();
+    GST_OBJECT_UNLOCK(self);
+    g_value_take_boxed(value, make_stats(ps));
+    return;
+  }
+  const Settings& s = st->settings;
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_SOCKET_PATH:
+      g_value_set_string(value, s.socket_path.empty() ? nullptr : s.socket_path.c_str());
+      break;
+    case PROP_NUM_SLOTS:
+      g_value_set_uint(value, s.num_slots);
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, s.device_id);
+      break;
+    case PROP_IPC_MODE:
+      g_value_set_enum(value, s.ipc_mode);
+      break;
+    case PROP_POLICY:
+      g_value_set_enum(value, s.policy);
+      break;
+    case PROP_BLOCK_TIMEOUT:
+      g_value_set_uint64(value, s.block_timeout);
+      break;
+    case PROP_WAIT_FOR_CONSUMER:
+      g_value_set_boolean(value, s.wait_for_consumer);
+      break;
+    case PROP_SOCKET_MODE:
+      g_value_set_uint(value, s.socket_mode);
+      break;
+    case PROP_ALLOWED_GROUP:
+      g_value_set_string(value, s.allowed_group.empty() ? nullptr : s.allowed_group.c_str());
+      break;
+    case PROP_MAX_CONSUMERS:
+      g_value_set_uint(value, s.max_consumers);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cuda_ipc_ring_sink_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_CUDA_IPC_RING_SINK(element);
+  GST_OBJECT_LOCK(self);
+  gint device_id = self->st->settings.device_id;
+  GST_OBJECT_UNLOCK(self);
+  gst_cuda_handle_set_context(element, context, device_id, &self->st->context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
+// "group" or a numeric gid; false when no such group exists.
+static bool resolve_group(const std::string& name, gid_t* gid) {
+  char* end = nullptr;
+  unsigned long n = std::strtoul(name.c_str(), &end, 10);
+  if (!name.empty() && end && *end == '\0') {
+    *gid = static_cast<gid_t>(n);
+    return true;
+  }
+  group grp{};
+  group* found = nullptr;
+  char buf[4096];
+  if (getgrnam_r(name.c_str(), &grp, buf, sizeof buf, &found) != 0 || !found) return false;
+  *gid = found->gr_gid;
+  return true;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  Settings s = st->settings;
+  GST_OBJECT_UNLOCK(self);
+
+  ProducerOptions po;
+  po.path = s.socket_path;
+  po.slots = s.num_slots;
+  po.on_full = s.policy == GST_CUDA_IPC_RING_POLICY_DROP ? FullPolicy::drop : FullPolicy::block;
+  po.block_timeout = std::chrono::nanoseconds(s.block_timeout);
+  po.socket_mode = s.socket_mode;
+  po.max_consumers = s.max_consumers;
+  if (!s.allowed_group.empty()) {
+    gid_t gid;
+    if (!resolve_group(s.allowed_group, &gid)) {
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                        ("No group named \"%s\" exists; set allowed-group to a group or gid.",
+                         s.allowed_group.c_str()),
+                        (nullptr));
+      return FALSE;
+    }
+    po.allowed_gid = gid;
+  }
+
+  if (uses_cuda(s)) {
+    if (!gst_cuda_load_library() ||
+        !gst_cuda_ensure_element_context(GST_ELEMENT(self), s.device_id, &st->context)) {
+      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                        ("No usable CUDA device (device %d): the NVIDIA driver or GPU is missing. "
+                         "Set ipc-mode=host to share frames in host memory instead.",
+                         s.device_id),
+                        ("gst_cuda_ensure_element_context failed"));
+      return FALSE;
+    }
+    po.memory = MemoryKind::cuda;
+    po.cuda.device = context_device_id(st->context);
+    po.cuda.context = gst_cuda_context_get_handle(st->context);
+    po.cuda.export_mode = s.ipc_mode == GST_CUDA_IPC_RING_MODE_VMM      ? CudaExportMode::vmm
+                          : s.ipc_mode == GST_CUDA_IPC_RING_MODE_LEGACY ? CudaExportMode::legacy
+                                                                        : CudaExportMode::automatic;
+  } else {
+    po.memory = MemoryKind::host;
+  }
+
+  try {
+    ContextScope scope(st->context);
+    auto producer = std::make_unique<Producer>(po);
+    GST_OBJECT_LOCK(self);
+    st->producer = std::move(producer);
+    GST_OBJECT_UNLOCK(self);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, po.path.empty() ? "(default path)" : po.path.c_str());
+    gst_clear_object(&st->context);
+    return FALSE;
+  }
+  GST_INFO_OBJECT(self, "publishing on %s (%s memory, %u slots)",
+                  st->producer->path().c_str(), uses_cuda(s) ? "CUDA" : "host", s.num_slots);
+  st->format_dirty = true;
+  st->has_format = false;
+  st->dropped = 0;
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  std::unique_ptr<Producer> producer;
+  GST_OBJECT_LOCK(self);
+  producer = std::move(st->producer);
+  GST_OBJECT_UNLOCK(self);
+  {
+    ContextScope scope(st->context);
+    producer.reset();  // consumers see the channel close; the socket file goes
+  }
+  gst_clear_object(&st->context);
+  if (st->tags) gst_tag_list_unref(st->tags);
+  st->tags = nullptr;
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_set_caps(GstBaseSink* sink, GstCaps* caps) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  std::string error;
+  StreamCaps parsed;
+  if (!parse_caps(caps, &parsed, &error)) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Unsupported caps: %s", error.c_str()),
+                      ("caps: %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  st->caps = parsed;
+  st->wire_caps = wire_caps(caps);
+  st->format_dirty = true;
+  GST_DEBUG_OBJECT(self, "caps %s", st->wire_caps.c_str());
+  return TRUE;
+}
+
+static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filter) {
+  GstCaps* caps = template_caps();
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  GST_OBJECT_LOCK(self);
+  bool host = !uses_cuda(self->st->settings);
+  GST_OBJECT_UNLOCK(self);
+  if (host) {
+    // Host slots take system memory; CUDA memory would only be downloaded here.
+    GstCaps* sys = gst_caps_new_empty();
+    for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+      GstCapsFeatures* f = gst_caps_get_features(caps, i);
+      if (f && gst_caps_features_contains(f, kCudaMemoryFeature)) continue;
+      sys = gst_caps_merge_structure_full(sys, gst_structure_copy(gst_caps_get_structure(caps, i)),
+                                          f ? gst_caps_features_copy(f) : nullptr);
+    }
+    gst_caps_unref(caps);
+    caps = sys;
+  }
+  if (filter) {
+    GstCaps* both = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(caps);
+    caps = both;
+  }
+  return caps;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, GstQuery* query) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  GstCaps* caps = nullptr;
+  gboolean need_pool = FALSE;
+  gst_query_parse_allocation(query, &caps, &need_pool);
+  if (!caps) return FALSE;
+  // Any layout is fine: the tensor description is taken from each buffer's GstVideoMeta.
+  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  StreamCaps parsed;
+  std::string error;
+  if (!need_pool || !parse_caps(caps, &parsed, &error) || !parsed.cuda_memory || !st->context)
+    return TRUE;
+  // CUDA upstream allocates on our device and context, so the copy into a slot stays on it.
+  GstBufferPool* pool = gst_cuda_buffer_pool_new(st->context);
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  guint size = parsed.kind == MediaKind::video ? GST_VIDEO_INFO_SIZE(&parsed.video)
+                                               : static_cast<guint>(parsed.tensor.size);
+  gst_buffer_pool_config_set_params(config, caps, size, 0, 0);
+  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    GST_WARNING_OBJECT(self, "CUDA buffer pool refused its config");
+    gst_object_unref(pool);
+    return TRUE;
+  }
+  config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
+  gst_structure_free(config);
+  gst_query_add_allocation_pool(query, pool, size, 0, 0);
+  gst_object_unref(pool);
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_query(GstBaseSink* sink, GstQuery* query) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
+      gst_cuda_handle_context_query(GST_ELEMENT(self), query, self->st->context))
+    return TRUE;
+  return GST_BASE_SINK_CLASS(parent_class)->query(sink, query);
+}
+
+// Publishes the stream header (caps, tags) and the buffer's layout as a new format generation.
+static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std::uint64_t bytes) {
+  SinkState* st = self->st;
+  Format f;
+  f.caps = encode_stream_header(st->wire_caps, st->tags);
+  f.tensor = tensor;
+  f.max_frame_size = bytes;
+  try {
+    ContextScope scope(st->context);
+    st->producer->set_format(f);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
+    return false;
+  }
+  st->sent_tensor = tensor;
+  st->sent_size = bytes;
+  st->has_format = true;
+  st->format_dirty = false;
+  GST_INFO_OBJECT(self, "new format: %s, %s, %" G_GUINT64_FORMAT " bytes", st->wire_caps.c_str(),
+                  to_string(tensor).c_str(), bytes);
+  return true;
+}
+
+// Returns false when flushing.
+static bool wait_for_consumer(GstCudaIpcRingSink* self) {
+  SinkState* st = self->st;
+  std::unique_lock<std::mutex> lock(st->mu);
+  bool announced = false;
+  while (!st->flushing && st->producer->consumer_count() == 0) {
+    if (!announced) GST_INFO_OBJECT(self, "waiting for a consumer");
+    announced = true;
+    st->cv.wait_for(lock, std::chrono::milliseconds(10));
+  }
+  return !st->flushing;
+}
+
+static std::uint32_t frame_flags(GstBuffer* buf) {
+  std::uint32_t f = 0;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT)) f |= kFlagDiscont;
+  if (!GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT)) f |= kFlagKeyframe;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_GAP)) f |= kFlagGap;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_CORRUPTED)) f |= kFlagCorrupted;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER)) f |= kFlagHeader;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DROPPABLE)) f |= kFlagDroppable;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_MARKER)) f |= kFlagMarker;
+  return f;
+}
+
+static TimingRecord timing_of(GstCudaIpcRingSink* self, GstBuffer* buf, std::uint64_t entry) {
+  GstBaseSink* sink = GST_BASE_SINK(self);
+  TimingRecord t{kTimingMagic, 1, GST_CLOCK_TIME_NONE, 0, entry};
+  if (!GST_BUFFER_PTS_IS_VALID(buf)) return t;
+  GstSegment* seg = &sink->segment;
+  t.running_time = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(buf));
+  if (!GST_CLOCK_TIME_IS_VALID(t.running_time)) return t;
+  GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
+  if (!clock) return t;
+  GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
+  std::int64_t offset = clock_to_monotonic_offset(clock);
+  gst_object_unref(clock);
+  std::int64_t mono = static_cast<std::int64_t>(base + t.running_time +
+                                                gst_base_sink_get_latency(sink)) +
+                      offset;
+  t.render_mono_ns = mono > 0 ? static_cast<std::uint64_t>(mono) : 0;
+  return t;
+}
+
+// Copies the buffer's bytes [0, bytes) into the slot; the layout (plane offsets, pitches) is kept.
+static bool copy_into_slot(GstCudaIpcRingSink* self, GstBuffer* buf, const WriteSlot& slot,
+                           std::uint64_t bytes, std::string* error) {
+  SinkState* st = self->st;
+  const bool cuda_channel = st->producer->memory_kind() == MemoryKind::cuda;
+  GstMemory* mem0 = gst_buffer_n_memory(buf) == 1 ? gst_buffer_peek_memory(buf, 0) : nullptr;
+  const bool device_src = cuda_channel && mem0 && gst_is_cuda_memory(mem0);
+  GstMapInfo map;
+  if (!gst_buffer_map(buf, &map,
+                      device_src ? static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA)
+                                 : GST_MAP_READ)) {
+    *error = "could not map the input buffer";
+    return false;
+  }
+  bool ok = true;
+  if (map.size < bytes) {
+    *error = "buffer of " + std::to_string(map.size) + " bytes is smaller than its layout (" +
+             std::to_string(bytes) + ")";
+    ok = false;
+  } else if (!cuda_channel) {
+    std::memcpy(slot.data(), map.data, bytes);
+  } else {
+    auto stream = static_cast<CUstream>(st->producer->cuda_stream());
+    ContextScope scope(st->context);
+    ok = (!device_src || st->order.order_after(mem0, stream, error)) &&
+         copy_2d(Copy2D{slot.address(), true, bytes, reinterpret_cast<std::uintptr_t>(map.data),
+                        device_src, bytes, bytes, 1},
+                 stream, error);
+  }
+  gst_buffer_unmap(buf, &map);
+  return ok;
+}
+
+static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer* buf) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  const std::uint64_t entry = monotonic_now_ns();
+  std::string error;
+
+  GST_OBJECT_LOCK(self);
+  const bool wait = st->settings.wait_for_consumer;
+  GST_OBJECT_UNLOCK(self);
+  if (wait && !wait_for_consumer(self)) return GST_FLOW_FLUSHING;
+
+  TensorDesc tensor;
+  std::uint64_t bytes;
+  if (st->caps.kind == MediaKind::video) {
+    if (!video_tensor(st->caps.video, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf),
+                      &tensor, &error)) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Buffer layout does not match the caps: %s",
+                                               error.c_str()),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+  } else {
+    tensor = st->caps.tensor;
+    if (gst_buffer_get_size(buf) != tensor.size) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                        ("Tensor buffer of %" G_GSIZE_FORMAT " bytes, but the caps (%s) need %"
+                         G_GUINT64_FORMAT,
+                         gst_buffer_get_size(buf), st->wire_caps.c_str(), tensor.size),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+  }
+  bytes = tensor.byte_offset + tensor.size;
+  if (st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size) {
+    if (!send_format(self, tensor, bytes)) return GST_FLOW_ERROR;
+  }
+
+  PublishStatus status = PublishStatus::published;
+  WriteSlot slot;
+  try {
+    slot = st->producer->begin_frame(&status);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
+    return GST_FLOW_ERROR;
+  }
+  if (!slot) {
+    if (status == PublishStatus::interrupted) return GST_FLOW_FLUSHING;
+    ++st->dropped;
+    GST_LOG_OBJECT(self, "frame dropped (%s)",
+                   status == PublishStatus::timeout ? "no free slot within block-timeout"
+                                                    : "no free slot");
+    return GST_FLOW_OK;
+  }
+  if (bytes > slot.capacity()) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                      ("Frame of %" G_GUINT64_FORMAT " bytes is larger than a slot (%" G_GUINT64_FORMAT
+                       " bytes).",
+                       bytes, slot.capacity()),
+                      ("the format announced %" G_GUINT64_FORMAT " bytes", st->sent_size));
+    return GST_FLOW_ERROR;
+  }
+  if (!copy_into_slot(self, buf, slot, bytes, &error)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not copy the frame into a slot: %s",
+                                              error.c_str()),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  const TimingRecord timing = timing_of(self, buf, entry);
+  FrameInfo info;
+  info.pts = GST_BUFFER_PTS_IS_VALID(buf) ? GST_BUFFER_PTS(buf) : kNoTime;
+  info.dts = GST_BUFFER_DTS_IS_VALID(buf) ? GST_BUFFER_DTS(buf) : kNoTime;
+  info.duration = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : kNoTime;
+  info.flags = frame_flags(buf);
+  info.user_meta = &timing;
+  info.user_meta_size = sizeof timing;
+  try {
+    ContextScope scope(st->context);
+    st->producer->commit(slot, info);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_event(GstBaseSink* sink, GstEvent* event) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_EOS:
+      if (st->producer) {
+        st->producer->end_of_stream();
+        GST_INFO_OBJECT(self, "end of stream sent to %zu consumer(s)",
+                        st->producer->consumer_count());
+      }
+      break;
+    case GST_EVENT_TAG: {
+      GstTagList* tags = nullptr;
+      gst_event_parse_tag(event, &tags);
+      if (tags && gst_tag_list_get_scope(tags) == GST_TAG_SCOPE_STREAM) {
+        GstTagList* merged =
+            st->tags ? gst_tag_list_merge(st->tags, tags, GST_TAG_MERGE_REPLACE)
+                     : gst_tag_list_copy(tags);
+        if (st->tags) gst_tag_list_unref(st->tags);
+        st->tags = merged;
+        st->format_dirty = true;  // the next frame carries them
+      }
+      break;
+    }
+    case GST_EVENT_STREAM_START:
+      if (st->tags) gst_tag_list_unref(st->tags);
+      st->tags = nullptr;
+      st->format_dirty = true;
+      break;
+    default:
+      break;
+  }
+  return GST_BASE_SINK_CLASS(parent_class)->event(sink, event);
+}
+
+static gboolean gst_cuda_ipc_ring_sink_unlock(GstBaseSink* sink) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->flushing = true;
+  }
+  st->cv.notify_all();
+  GST_OBJECT_LOCK(self);
+  if (st->producer) st->producer->interrupt();
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_sink_unlock_stop(GstBaseSink* sink) {
+  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+  SinkState* st = self->st;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->flushing = false;
+  }
+  GST_OBJECT_LOCK(self);
+  if (st->producer) st->producer->clear_interrupt();
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
+static void gst_cuda_ipc_ring_sink_finalize(GObject* object) {
+  auto* self = GST_CUDA_IPC_RING_SINK(object);
+  std::unique_ptr<SinkState> reclaim(self->st);
+  self->st = nullptr;
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void gst_cuda_ipc_ring_sink_init(GstCudaIpcRingSink* self) {
+  self->st = std::make_unique<SinkState>().release();  // reclaimed in finalize
+}
+
+static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
+  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseSinkClass* basesink_class = GST_BASE_SINK_CLASS(klass);
+
+  gobject_class->set_property = gst_cuda_ipc_ring_sink_set_property;
+  gobject_class->get_property = gst_cuda_ipc_ring_sink_get_property;
+  gobject_class->finalize = gst_cuda_ipc_ring_sink_finalize;
+
+  const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                           GST_PARAM_MUTABLE_READY);
+  g_object_class_install_property(
+      gobject_class, PROP_SOCKET_PATH,
+      g_param_spec_string("socket-path", "Socket path",
+                          "Unix socket consumers connect to (default: "
+                          "$XDG_RUNTIME_DIR/cudaipc/cudaipc, else /tmp/cudaipc-UID/cudaipc). A "
+                          "stale socket left by a crashed producer is replaced.",
+                          nullptr, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_NUM_SLOTS,
+      g_param_spec_uint("num-slots", "Number of slots",
+                        "Frames the ring holds; more slots let consumers fall further behind "
+                        "before the policy applies",
+                        1, 64, kDefaultSlots, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE_ID,
+      g_param_spec_int("cuda-device-id", "CUDA device id",
+                       "CUDA device the slots live on (-1: the device of a neighbour's CUDA "
+                       "context, else device 0)",
+                       -1, G_MAXINT, kDefaultDeviceId, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_IPC_MODE,
+      g_param_spec_enum("ipc-mode", "IPC mode", "Which memory the slots live in and how it is shared",
+                        GST_TYPE_CUDA_IPC_RING_MODE, GST_CUDA_IPC_RING_MODE_AUTO, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_POLICY,
+      g_param_spec_enum("policy", "Policy",
+                        "What to do when every slot is held or unread by an every-frame consumer",
+                        GST_TYPE_CUDA_IPC_RING_POLICY, GST_CUDA_IPC_RING_POLICY_BLOCK, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_BLOCK_TIMEOUT,
+      g_param_spec_uint64("block-timeout", "Block timeout",
+                          "With policy=block, how long to wait for a free slot before dropping "
+                          "the frame (ns)",
+                          0, G_MAXUINT64, kDefaultBlockTimeout,
+                          static_cast<GParamFlags>(rw)));
+  g_object_class_install_property(
+      gobject_class, PROP_WAIT_FOR_CONSUMER,
+      g_param_spec_boolean("wait-for-consumer", "Wait for consumer",
+                           "Hold upstream until at least one consumer is connected", FALSE,
+                           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                                    GST_PARAM_MUTABLE_PLAYING)));
+  g_object_class_install_property(
+      gobject_class, PROP_SOCKET_MODE,
+      g_param_spec_uint("socket-mode", "Socket mode",
+                        "Permission bits of the socket file: 0600 (owner only) or 0660 with "
+                        "allowed-group; others are never granted access",
+                        0, 0770, kDefaultSocketMode, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_ALLOWED_GROUP,
+      g_param_spec_string("allowed-group", "Allowed group",
+                          "Group (name or gid) whose members may also connect; use with "
+                          "socket-mode=0660",
+                          nullptr, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_CONSUMERS,
+      g_param_spec_uint("max-consumers", "Max consumers", "Consumers admitted at once", 1, 64,
+                        kDefaultMaxConsumers, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "published, dropped, consumers, and consumer-stats: per consumer pid, "
+                         "mode, delivered, skipped",
+                         GST_TYPE_STRUCTURE,
+                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA IPC ring sink", "Sink/Video",
+      "Publishes CUDA or system-memory frames, video or tensors, to other processes through a "
+      "shared ring of GPU slots",
+      "cudaipc developers");
+  GstCaps* caps = template_caps();
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
+  gst_caps_unref(caps);
+  element_class->set_context = gst_cuda_ipc_ring_sink_set_context;
+
+  basesink_class->start = gst_cuda_ipc_ring_sink_start;
+  basesink_class->stop = gst_cuda_ipc_ring_sink_stop;
+  basesink_class->set_caps = gst_cuda_ipc_ring_sink_set_caps;
+  basesink_class->get_caps = gst_cuda_ipc_ring_sink_get_caps;
+  basesink_class->propose_allocation = gst_cuda_ipc_ring_sink_propose_allocation;
+  basesink_class->query = gst_cuda_ipc_ring_sink_query;
+  basesink_class->render = gst_cuda_ipc_ring_sink_render;
+  basesink_class->event = gst_cuda_ipc_ring_sink_event;
+  basesink_class->unlock = gst_cuda_ipc_ring_sink_unlock;
+  basesink_class->unlock_stop = gst_cuda_ipc_ring_sink_unlock_stop;
+
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_ipc_ring_sink_debug, "cudaipcsink", 0, "cudaipcsink");
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_RING_MODE, static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_RING_POLICY, static_cast<GstPluginAPIFlags>(0));
+}

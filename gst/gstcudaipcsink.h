@@ -1,0 +1,16 @@
+// cudaipcsink: publishes a pipeline's frames (CUDA or system memory, video or tensors) into a
+// cudaipc channel that other processes read with cudaipcsrc or the core library.
+#pragma once
+
+#include <gst/base/gstbasesink.h>
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_CUDA_IPC_RING_SINK (gst_cuda_ipc_ring_sink_get_type())
+G_DECLARE_FINAL_TYPE(GstCudaIpcRingSink, gst_cuda_ipc_ring_sink, GST, CUDA_IPC_RING_SINK,
+                     GstBaseSink)
+
+GST_ELEMENT_REGISTER_DECLARE(cudaipcsink);
+
+G_END_DECLS

@@ -1,0 +1,867 @@
+/**
+ * SECTION:element-cudaipcsrc
+ * @title: cudaipcsrc
+ *
+ * Plays a cudaipc channel published by cudaipcsink (or any cudaipc producer) in another process.
+ * Its caps say exactly what the producer sent (media type, format or dtype, shape), in CUDA
+ * memory where downstream accepts it, else in system memory. In import mode every buffer
+ * references its slot and holds the slot's lease until freed: no copy. Each buffer carries a
+ * GstVideoMeta (video) and a GstCudaIpcTensorMeta (see gst/cudaipc/gstcudaipcmeta.h). A format
+ * change at the producer arrives as new caps before the first buffer in it; when the producer
+ * goes away the source waits for a new one on the same path (reconnect=true) and resumes with
+ * a DISCONT buffer.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 cudaipcsrc socket-path=/tmp/cam0 ! cudadownload ! videoconvert ! autovideosink
+ * gst-launch-1.0 cudaipcsrc socket-path=/tmp/cam0 mode=every-frame ! fakesink
+ * ]|
+ */
+#include "gstcudaipcsrc.h"
+
+#include <gst/video/video.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "caps_tensor.h"
+#include "cuda_glue.h"
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "element_errors.h"
+#include "enums.h"
+#include "stream_header.h"
+#include "tensor_meta.h"
+#include "time_sync.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_src_debug);
+#define GST_CAT_DEFAULT gst_cuda_ipc_ring_src_debug
+
+using namespace cudaipc;
+using namespace cudaipc::gst;
+
+namespace {
+
+enum {
+  PROP_0,
+  PROP_SOCKET_PATH,
+  PROP_DEVICE_ID,
+  PROP_MODE,
+  PROP_IO_MODE,
+  PROP_CONNECT_TIMEOUT,
+  PROP_RECONNECT,
+  PROP_IS_LIVE,
+  PROP_STATS,
+};
+
+constexpr gint kDefaultDeviceId = -1;
+constexpr guint64 kDefaultConnectTimeout = 0;
+// How long one wait in create() lasts; unlock() interrupts it at once anyway.
+constexpr auto kWaitSlice = std::chrono::milliseconds(100);
+
+struct Settings {
+  std::string socket_path;
+  gint device_id = kDefaultDeviceId;
+  GstCudaIpcRingConsumeMode mode = GST_CUDA_IPC_RING_CONSUME_LATEST;
+  GstCudaIpcRingIOMode io_mode = GST_CUDA_IPC_RING_IO_AUTO;
+  guint64 connect_timeout = kDefaultConnectTimeout;
+  bool reconnect = true;
+  bool is_live = true;
+};
+
+// The producer's current stream, as validated from its format message.
+struct StreamFormat {
+  bool valid = false;
+  std::string caps_text;
+  std::string tags;
+  TensorDesc tensor{};
+  bool is_video = false;
+  GstVideoInfo video{};
+};
+
+struct SrcState {
+  Settings settings;  // under the object lock
+
+  std::unique_ptr<Consumer> consumer;  // set in start(), reset in stop(); object lock for stats
+  GstCudaContext* context = nullptr;
+  SourceStream stream;
+  bool import = false;  // zero-copy from CUDA slots (io-mode and GStreamer version)
+
+  StreamFormat format;
+  bool need_negotiate = false;
+  bool out_cuda = false;         // negotiated caps carry memory:CUDAMemory
+  GstVideoInfo out_video{};      // negotiated video info (copy pools)
+  GstBufferPool* pool = nullptr;  // CUDA copies (io-mode=copy, or 1.22)
+  bool discont = true;
+  std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
+  std::uint64_t connect_started = 0;
+  bool ever_connected = false;
+};
+
+// What a buffer's memory owns: the leased frame, released when GStreamer frees the memory.
+struct FrameHolder {
+  Frame frame;
+};
+
+void release_holder(gpointer data) {
+  std::unique_ptr<FrameHolder> reclaim(static_cast<FrameHolder*>(data));
+}
+
+}  // namespace
+
+struct _GstCudaIpcRingSrc {
+  GstPushSrc parent;
+  SrcState* st;
+};
+
+#define gst_cuda_ipc_ring_src_parent_class parent_class
+G_DEFINE_TYPE(GstCudaIpcRingSrc, gst_cuda_ipc_ring_src, GST_TYPE_PUSH_SRC)
+GST_ELEMENT_REGISTER_DEFINE(cudaipcsrc, "cudaipcsrc", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SRC)
+
+static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id,
+                                               const GValue* value, GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_RING_SRC(object);
+  Settings& s = self->st->settings;
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_SOCKET_PATH: {
+      const gchar* p = g_value_get_string(value);
+      s.socket_path = p ? p : "";
+      break;
+    }
+    case PROP_DEVICE_ID:
+      s.device_id = g_value_get_int(value);
+      break;
+    case PROP_MODE:
+      s.mode = static_cast<GstCudaIpcRingConsumeMode>(g_value_get_enum(value));
+      break;
+    case PROP_IO_MODE:
+      s.io_mode = static_cast<GstCudaIpcRingIOMode>(g_value_get_enum(value));
+      break;
+    case PROP_CONNECT_TIMEOUT:
+      s.connect_timeout = g_value_get_uint64(value);
+      break;
+    case PROP_RECONNECT:
+      s.reconnect = g_value_get_boolean(value);
+      break;
+    case PROP_IS_LIVE:
+      s.is_live = g_value_get_boolean(value);
+      gst_base_src_set_live(GST_BASE_SRC(self), s.is_live);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static GstStructure* make_stats(SrcState* st) {
+  ConsumerCounters c{};
+  bool connected = false;
+  if (st->consumer) {
+    c = st->consumer->counters();
+    connected = st->consumer->connected();
+  }
+  return gst_structure_new("cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected,
+                           "delivered", G_TYPE_UINT64, static_cast<guint64>(c.delivered),
+                           "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
+                           "producer-published", G_TYPE_UINT64,
+                           static_cast<guint64>(c.producer_published), "producer-dropped",
+                           G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
+}
+
+static void gst_cuda_ipc_ring_src_get_property(GObject* object, guint prop_id, GValue* value,
+                                               GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_RING_SRC(object);
+  const Settings& s = self->st->settings;
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_SOCKET_PATH:
+      g_value_set_string(value, s.socket_path.empty() ? nullptr : s.socket_path.c_str());
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, s.device_id);
+      break;
+    case PROP_MODE:
+      g_value_set_enum(value, s.mode);
+      break;
+    case PROP_IO_MODE:
+      g_value_set_enum(value, s.io_mode);
+      break;
+    case PROP_CONNECT_TIMEOUT:
+      g_value_set_uint64(value, s.connect_timeout);
+      break;
+    case PROP_RECONNECT:
+      g_value_set_boolean(value, s.reconnect);
+      break;
+    case PROP_IS_LIVE:
+      g_value_set_boolean(value, s.is_live);
+      break;
+    case PROP_STATS:
+      g_value_take_boxed(value, make_stats(self->st));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cuda_ipc_ring_src_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_CUDA_IPC_RING_SRC(element);
+  GST_OBJECT_LOCK(self);
+  gint device_id = self->st->settings.device_id;
+  GST_OBJECT_UNLOCK(self);
+  gst_cuda_handle_set_context(element, context, device_id, &self->st->context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
+static void clear_pool(SrcState* st) {
+  if (!st->pool) return;
+  gst_buffer_pool_set_active(st->pool, FALSE);
+  gst_clear_object(&st->pool);
+}
+
+static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  SrcState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  Settings s = st->settings;
+  GST_OBJECT_UNLOCK(self);
+
+  if (s.io_mode == GST_CUDA_IPC_RING_IO_IMPORT && !kCanWrapCudaMemory) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("io-mode=import needs GStreamer 1.24 or newer to wrap CUDA slots; this "
+                       "plugin was built for 1.%d. Use io-mode=auto or copy.",
+                       GST_VERSION_MINOR),
+                      (nullptr));
+    return FALSE;
+  }
+  st->import = s.io_mode == GST_CUDA_IPC_RING_IO_IMPORT ||
+               (s.io_mode == GST_CUDA_IPC_RING_IO_AUTO && kCanWrapCudaMemory);
+
+  // CUDA is optional here: a host-memory channel plays on a machine without a GPU.
+  if (gst_cuda_load_library() &&
+      gst_cuda_ensure_element_context(GST_ELEMENT(self), s.device_id, &st->context)) {
+    st->stream.create(st->context);
+  } else {
+    GST_INFO_OBJECT(self, "no CUDA context: only host-memory channels can be played");
+  }
+
+  ConsumerOptions co;
+  co.path = s.socket_path;
+  co.mode = s.mode == GST_CUDA_IPC_RING_CONSUME_EVERY_FRAME ? ConsumeMode::every_frame
+                                                           : ConsumeMode::latest;
+  // The core keeps retrying; reconnect=false is enforced here, when a connection is lost.
+  co.reconnect = true;
+  if (st->context) {
+    co.cuda.device = context_device_id(st->context);
+    co.cuda.context = gst_cuda_context_get_handle(st->context);
+    co.cuda.stream = st->stream.handle();
+  } else {
+    co.cuda.device = s.device_id;
+  }
+  try {
+    ContextScope scope(st->context);
+    auto consumer = std::make_unique<Consumer>(co);
+    GST_OBJECT_LOCK(self);
+    st->consumer = std::move(consumer);
+    GST_OBJECT_UNLOCK(self);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, s.socket_path.c_str());
+    st->stream.reset();
+    gst_clear_object(&st->context);
+    return FALSE;
+  }
+  st->format = StreamFormat{};
+  st->need_negotiate = false;
+  st->discont = true;
+  st->connect_started = monotonic_now_ns();
+  st->ever_connected = false;
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_src_stop(GstBaseSrc* src) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  SrcState* st = self->st;
+  std::unique_ptr<Consumer> consumer;
+  GST_OBJECT_LOCK(self);
+  consumer = std::move(st->consumer);
+  GST_OBJECT_UNLOCK(self);
+  clear_pool(st);
+  {
+    ContextScope scope(st->context);
+    consumer.reset();  // buffers still downstream keep their own imports alive
+  }
+  st->stream.reset();
+  gst_clear_object(&st->context);
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_src_unlock(GstBaseSrc* src) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  self->st->flushing.store(true);
+  GST_OBJECT_LOCK(self);
+  if (self->st->consumer) self->st->consumer->interrupt();
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
+static gboolean gst_cuda_ipc_ring_src_unlock_stop(GstBaseSrc* src) {
+  // A leftover interrupt makes one next() return early; create() then simply waits again.
+  GST_CUDA_IPC_RING_SRC(src)->st->flushing.store(false);
+  return TRUE;
+}
+
+static bool cuda_channel(SrcState* st) {
+  return st->consumer && st->consumer->connected() &&
+         st->consumer->memory_kind() == MemoryKind::cuda;
+}
+
+// The caps we can produce for the current stream: CUDA memory first where we can, then system.
+static GstCaps* offered_caps(GstCudaIpcRingSrc* self) {
+  SrcState* st = self->st;
+  std::string error;
+  GstVideoInfo vinfo;
+  GstCaps* caps = gst_caps_new_empty();
+  if (cuda_channel(st) && st->context) {
+    if (GstCaps* c = caps_from_wire(st->format.caps_text, st->format.tensor, true, &vinfo, &error))
+      gst_caps_append(caps, c);
+  }
+  if (GstCaps* c = caps_from_wire(st->format.caps_text, st->format.tensor, false, &vinfo, &error))
+    gst_caps_append(caps, c);
+  return caps;
+}
+
+static GstCaps* gst_cuda_ipc_ring_src_get_caps(GstBaseSrc* src, GstCaps* filter) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  GstCaps* caps = self->st->format.valid ? offered_caps(self) : template_caps();
+  if (filter) {
+    GstCaps* both = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(caps);
+    caps = both;
+  }
+  return caps;
+}
+
+// A pool of GstCudaMemory for copies. Tensors ride in a one-row GRAY8 "image" of their bytes,
+// since GstCudaBufferPool only takes video caps.
+static bool setup_copy_pool(GstCudaIpcRingSrc* self, GstCaps* caps) {
+  SrcState* st = self->st;
+  clear_pool(st);
+  GstCaps* pool_caps;
+  if (st->format.is_video) {
+    pool_caps = gst_caps_copy(caps);
+  } else {
+    pool_caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "GRAY8", "width",
+                                    G_TYPE_INT, static_cast<gint>(st->format.tensor.size),
+                                    "height", G_TYPE_INT, 1, nullptr);
+    gst_caps_set_features(pool_caps, 0, gst_caps_features_new(kCudaMemoryFeature, nullptr));
+  }
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, pool_caps)) {
+    gst_caps_unref(pool_caps);
+    return false;
+  }
+  st->pool = gst_cuda_buffer_pool_new(st->context);
+  GstStructure* config = gst_buffer_pool_get_config(st->pool);
+  gst_buffer_pool_config_set_params(config, pool_caps, GST_VIDEO_INFO_SIZE(&info), 2, 0);
+  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (st->stream.gst_stream()) gst_buffer_pool_config_set_cuda_stream(config, st->stream.gst_stream());
+#endif
+  gst_caps_unref(pool_caps);
+  if (!gst_buffer_pool_set_config(st->pool, config) ||
+      !gst_buffer_pool_set_active(st->pool, TRUE)) {
+    clear_pool(st);
+    return false;
+  }
+  return true;
+}
+
+static gboolean gst_cuda_ipc_ring_src_negotiate(GstBaseSrc* src) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  SrcState* st = self->st;
+  if (!st->format.valid) return TRUE;  // caps come with the producer's first format
+  GstCaps* ours = offered_caps(self);
+  GstCaps* peer = gst_pad_peer_query_caps(GST_BASE_SRC_PAD(src), ours);
+  gst_caps_unref(ours);
+  if (gst_caps_is_empty(peer)) {
+    gst_caps_unref(peer);
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                      ("Downstream accepts none of the producer's formats (%s).",
+                       st->format.caps_text.c_str()),
+                      (nullptr));
+    return FALSE;
+  }
+  GstCaps* caps = gst_caps_fixate(peer);
+  GstCapsFeatures* f = gst_caps_get_features(caps, 0);
+  st->out_cuda = f && gst_caps_features_contains(f, kCudaMemoryFeature);
+  if (st->format.is_video) gst_video_info_from_caps(&st->out_video, caps);
+  bool ok = true;
+  if (st->out_cuda && !st->import && !setup_copy_pool(self, caps)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not allocate CUDA buffers for copies."),
+                      ("caps %" GST_PTR_FORMAT, caps));
+    ok = false;
+  }
+  GST_INFO_OBJECT(self, "negotiated %" GST_PTR_FORMAT, caps);
+  ok = ok && gst_base_src_set_caps(src, caps);
+  gst_caps_unref(caps);
+  return ok;
+}
+
+static gboolean gst_cuda_ipc_ring_src_query(GstBaseSrc* src, GstQuery* query) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  SrcState* st = self->st;
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CONTEXT:
+      if (gst_cuda_handle_context_query(GST_ELEMENT(self), query, st->context)) return TRUE;
+      break;
+    case GST_QUERY_LATENCY: {
+      GST_OBJECT_LOCK(self);
+      const bool live = st->settings.is_live;
+      GST_OBJECT_UNLOCK(self);
+      // A frame can be shown one frame duration after it was meant to be, at most.
+      GstClockTime min = 0;
+      if (st->format.is_video && GST_VIDEO_INFO_FPS_N(&st->format.video) > 0)
+        min = gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(&st->format.video),
+                                        GST_VIDEO_INFO_FPS_N(&st->format.video));
+      gst_query_set_latency(query, live, min, GST_CLOCK_TIME_NONE);
+      return TRUE;
+    }
+    default:
+      break;
+  }
+  return GST_BASE_SRC_CLASS(parent_class)->query(src, query);
+}
+
+// Validates the producer's new format (untrusted) and notes what changed.
+static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
+  SrcState* st = self->st;
+  StreamHeader header;
+  std::string error;
+  StreamFormat f;
+  GstVideoInfo vinfo;
+  GstCaps* check = nullptr;
+  if (decode_stream_header(ev.format.caps, &header, &error))
+    check = caps_from_wire(header.caps, ev.format.tensor, false, &vinfo, &error);
+  if (!check) {
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("The producer's stream format is unusable: %s",
+                                             error.c_str()),
+                      ("caps text: %s", ev.format.caps.c_str()));
+    return false;
+  }
+  f.valid = true;
+  f.caps_text = header.caps;
+  f.tags = header.tags;
+  f.tensor = ev.format.tensor;
+  f.is_video = gst_structure_has_name(gst_caps_get_structure(check, 0), "video/x-raw");
+  if (f.is_video) f.video = vinfo;
+  gst_caps_unref(check);
+
+  const bool caps_changed = !st->format.valid || f.caps_text != st->format.caps_text ||
+                            f.tensor != st->format.tensor;
+  const bool tags_changed = f.tags != st->format.tags;
+  st->format = f;
+  if (caps_changed) st->need_negotiate = true;
+  if (tags_changed && !f.tags.empty()) {
+    if (GstTagList* tags = gst_tag_list_new_from_string(f.tags.c_str()))
+      gst_pad_push_event(GST_BASE_SRC_PAD(self), gst_event_new_tag(tags));
+  }
+  GST_INFO_OBJECT(self, "producer format (generation %" G_GUINT64_FORMAT "): %s, %s",
+                  static_cast<guint64>(ev.generation), f.caps_text.c_str(),
+                  to_string(f.tensor).c_str());
+  return true;
+}
+
+static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameDesc& d) {
+  SrcState* st = self->st;
+  TimingRecord t{};
+  const bool has = read_timing(d.user_meta, d.user_meta_size, &t);
+  GstClockTime pts = GST_CLOCK_TIME_NONE;
+  if (gst_base_src_is_live(GST_BASE_SRC(self))) {
+    if (GstClock* clock = gst_element_get_clock(GST_ELEMENT(self))) {
+      const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
+      const std::int64_t offset = clock_to_monotonic_offset(clock);
+      const GstClockTime now = gst_clock_get_time(clock);
+      gst_object_unref(clock);
+      // The clock time the producer meant, in our clock; frames that are late show now.
+      std::int64_t when = has && t.render_mono_ns
+                              ? static_cast<std::int64_t>(t.render_mono_ns) - offset
+                              : static_cast<std::int64_t>(now);
+      if (when < static_cast<std::int64_t>(base)) when = static_cast<std::int64_t>(base);
+      pts = static_cast<GstClockTime>(when) - base;
+    }
+  } else if (has && GST_CLOCK_TIME_IS_VALID(t.running_time)) {
+    pts = t.running_time;
+  } else if (d.pts != kNoTime) {
+    pts = d.pts;
+  }
+  GST_BUFFER_PTS(buf) = pts;
+  GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DURATION(buf) = d.duration != kNoTime ? d.duration : GST_CLOCK_TIME_NONE;
+  GST_BUFFER_OFFSET(buf) = d.seq;
+  if (d.pts != kNoTime)
+    gst_buffer_add_reference_timestamp_meta(buf, pts_reference_caps(), d.pts, GST_CLOCK_TIME_NONE);
+  gst_buffer_add_reference_timestamp_meta(buf, publish_reference_caps(), d.publish_time_ns,
+                                          GST_CLOCK_TIME_NONE);
+  if (has)
+    gst_buffer_add_reference_timestamp_meta(buf, chain_reference_caps(), t.chain_mono_ns,
+                                            GST_CLOCK_TIME_NONE);
+  if (!(d.flags & kFlagKeyframe)) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (d.flags & kFlagGap) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_GAP);
+  if (d.flags & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
+  if (d.flags & kFlagDroppable) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DROPPABLE);
+  if (d.flags & kFlagMarker) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_MARKER);
+  if ((d.flags & kFlagDiscont) || st->discont) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+  st->discont = false;
+}
+
+// Adds a GstVideoMeta for the slot's layout (planes as the producer wrote them).
+static void add_slot_video_meta(SrcState* st, GstBuffer* buf, const TensorDesc& t) {
+  if (!st->format.is_video) return;
+  gsize offsets[GST_VIDEO_MAX_PLANES] = {};
+  gint strides[GST_VIDEO_MAX_PLANES] = {};
+  for (std::uint32_t p = 0; p < t.num_planes && p < GST_VIDEO_MAX_PLANES; ++p) {
+    offsets[p] = t.planes[p].offset;
+    strides[p] = static_cast<gint>(t.planes[p].pitch);
+  }
+  const GstVideoInfo& v = st->format.video;
+  gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&v),
+                                 GST_VIDEO_INFO_WIDTH(&v), GST_VIDEO_INFO_HEIGHT(&v),
+                                 t.num_planes, offsets, strides);
+}
+
+#if GST_CHECK_VERSION(1, 24, 0)
+// The GstVideoInfo that describes a slot's bytes for gst_cuda_allocator_alloc_wrapped.
+static GstVideoInfo slot_video_info(SrcState* st, const TensorDesc& t, std::uint64_t span) {
+  GstVideoInfo info;
+  if (st->format.is_video) {
+    info = st->format.video;
+    for (std::uint32_t p = 0; p < t.num_planes && p < GST_VIDEO_MAX_PLANES; ++p) {
+      GST_VIDEO_INFO_PLANE_OFFSET(&info, p) = t.planes[p].offset;
+      GST_VIDEO_INFO_PLANE_STRIDE(&info, p) = static_cast<gint>(t.planes[p].pitch);
+    }
+  } else {
+    gst_video_info_set_format(&info, GST_VIDEO_FORMAT_GRAY8, static_cast<guint>(span), 1);
+    GST_VIDEO_INFO_PLANE_STRIDE(&info, 0) = static_cast<gint>(span);
+  }
+  GST_VIDEO_INFO_SIZE(&info) = span;
+  return info;
+}
+#endif
+
+static bool copy_planes_to_pool(GstCudaIpcRingSrc* self, const Frame& frame, GstBuffer* out,
+                                std::string* error) {
+  SrcState* st = self->st;
+  const TensorDesc& t = frame.desc().tensor;
+  GstMemory* mem = gst_buffer_peek_memory(out, 0);
+  const GstVideoInfo& dst = reinterpret_cast<GstCudaMemory*>(mem)->info;
+  GstMapInfo map;
+  if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_WRITE | GST_MAP_CUDA))) {
+    *error = "could not map a CUDA buffer for writing";
+    return false;
+  }
+  auto stream = static_cast<CUstream>(st->consumer->cuda_stream());
+  const auto base = reinterpret_cast<std::uintptr_t>(map.data);
+  bool ok = true;
+  if (st->format.is_video) {
+    const GstVideoFormatInfo* finfo = st->format.video.finfo;
+    for (std::uint32_t p = 0; ok && p < t.num_planes; ++p) {
+      gint comp[GST_VIDEO_MAX_COMPONENTS];
+      gst_video_format_info_component(finfo, p, comp);
+      const auto rows = static_cast<std::uint64_t>(GST_VIDEO_INFO_COMP_HEIGHT(&st->format.video,
+                                                                              comp[0]));
+      const auto dpitch = static_cast<std::uint64_t>(GST_VIDEO_INFO_PLANE_STRIDE(&dst, p));
+      const std::uint64_t width = std::min<std::uint64_t>(t.planes[p].pitch, dpitch);
+      ok = copy_2d(Copy2D{base + GST_VIDEO_INFO_PLANE_OFFSET(&dst, p), true, dpitch,
+                          frame.slot_address() + t.planes[p].offset, true, t.planes[p].pitch,
+                          width, rows},
+                   stream, error);
+    }
+  } else {
+    ok = copy_2d(Copy2D{base, true, t.size, frame.slot_address() + t.byte_offset, true, t.size,
+                        t.size, 1},
+                 stream, error);
+  }
+#if !GST_CHECK_VERSION(1, 24, 0)
+  // 1.22 memory has no stream: it must be complete when pushed.
+  ok = ok && cuda_check(CuStreamSynchronize(stream), "cuStreamSynchronize", error);
+#else
+  if (ok) GST_MEMORY_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+#endif
+  gst_memory_unmap(mem, &map);
+  return ok;
+}
+
+// Builds the output buffer for a leased frame, consuming the lease (kept in the buffer, or
+// released after a copy).
+static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer** out) {
+  SrcState* st = self->st;
+  const FrameDesc d = frame.desc();
+  const TensorDesc& t = d.tensor;
+  const std::uint64_t span = t.byte_offset + t.size;
+  const bool cuda = cuda_channel(st);
+  std::string error;
+  GstBuffer* buf = nullptr;
+  std::uintptr_t data = 0;
+  int device = -1;
+  TensorDesc out_tensor = t;
+
+  ContextScope scope(cuda ? st->context : nullptr);
+  if (!cuda) {
+    // Host slots: the mapping is read-only and stays valid while the frame is held.
+    buf = gst_buffer_new();
+    auto holder = std::make_unique<FrameHolder>();
+    const std::uintptr_t addr = frame.slot_address();
+    holder->frame = std::move(frame);
+    gst_buffer_append_memory(buf, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
+                                                         reinterpret_cast<gpointer>(addr), span, 0,
+                                                         span, holder.release(), release_holder));
+    data = addr + t.byte_offset;
+    add_slot_video_meta(st, buf, t);
+  } else if (st->out_cuda && st->import) {
+#if GST_CHECK_VERSION(1, 24, 0)
+    GstVideoInfo info = slot_video_info(st, t, span);
+    auto holder = std::make_unique<FrameHolder>();
+    const std::uintptr_t addr = frame.slot_address();
+    holder->frame = std::move(frame);
+    GstMemory* mem = gst_cuda_allocator_alloc_wrapped(
+        nullptr, st->context, st->stream.gst_stream(), &info, static_cast<CUdeviceptr>(addr),
+        holder.get(), release_holder);
+    if (!mem) {
+      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not wrap a CUDA slot as GstCudaMemory."),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    holder.release();  // the memory owns it now
+    // The consumer's stream waits for the producer's write; readers order after that stream.
+    GST_MEMORY_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+    GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
+    buf = gst_buffer_new();
+    gst_buffer_append_memory(buf, mem);
+    data = addr + t.byte_offset;
+    device = context_device_id(st->context);
+    add_slot_video_meta(st, buf, t);
+#else
+    g_assert_not_reached();
+#endif
+  } else if (st->out_cuda) {
+    if (gst_buffer_pool_acquire_buffer(st->pool, &buf, nullptr) != GST_FLOW_OK) {
+      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("No CUDA buffer available for a copy."),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    if (!copy_planes_to_pool(self, frame, buf, &error)) {
+      gst_buffer_unref(buf);
+      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame: %s", error.c_str()),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    frame.release();  // ordered after the copy on the GPU
+    GstMapInfo map;
+    GstMemory* mem = gst_buffer_peek_memory(buf, 0);
+    if (gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA))) {
+      data = reinterpret_cast<std::uintptr_t>(map.data);
+      gst_memory_unmap(mem, &map);
+    }
+    if (st->format.is_video) {
+      GstVideoInfo dst = reinterpret_cast<GstCudaMemory*>(mem)->info;
+      if (!gst_buffer_get_video_meta(buf))
+        gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&dst),
+                                       GST_VIDEO_INFO_WIDTH(&dst), GST_VIDEO_INFO_HEIGHT(&dst),
+                                       GST_VIDEO_INFO_N_PLANES(&dst), dst.offset, dst.stride);
+      video_tensor(dst, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf), &out_tensor,
+                   &error);
+      data += out_tensor.byte_offset;
+    } else {
+      out_tensor.byte_offset = 0;
+    }
+    device = context_device_id(st->context);
+  } else {
+    // Download: system memory with the slot's layout.
+    buf = gst_buffer_new_allocate(nullptr, span, nullptr);
+    GstMapInfo map;
+    gst_buffer_map(buf, &map, GST_MAP_WRITE);
+    auto stream = static_cast<CUstream>(st->consumer->cuda_stream());
+    const bool ok = copy_2d(Copy2D{reinterpret_cast<std::uintptr_t>(map.data), false, span,
+                                   frame.slot_address(), true, span, span, 1},
+                            stream, &error) &&
+                    cuda_check(CuStreamSynchronize(stream), "cuStreamSynchronize", &error);
+    data = reinterpret_cast<std::uintptr_t>(map.data) + t.byte_offset;
+    gst_buffer_unmap(buf, &map);
+    if (!ok) {
+      gst_buffer_unref(buf);
+      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not download a frame: %s", error.c_str()),
+                        (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    frame.release();
+    add_slot_video_meta(st, buf, t);
+  }
+  add_tensor_meta(buf, out_tensor, data, device, d.seq);
+  set_timestamps(self, buf, d);
+  *out = buf;
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** out) {
+  auto* self = GST_CUDA_IPC_RING_SRC(psrc);
+  SrcState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  const Settings s = st->settings;
+  GST_OBJECT_UNLOCK(self);
+  for (;;) {
+    Event ev;
+    try {
+      ContextScope scope(st->context);
+      ev = st->consumer->next(kWaitSlice);
+    } catch (const Error& e) {
+      post_core_error(GST_ELEMENT(self), e, s.socket_path.c_str());
+      return GST_FLOW_ERROR;
+    }
+    switch (ev.type) {
+      case EventType::frame:
+        st->ever_connected = true;
+        if (!st->format.valid) continue;  // cannot happen: the core sends the format first
+        if (st->need_negotiate) {
+          st->need_negotiate = false;
+          if (!gst_base_src_negotiate(GST_BASE_SRC(self))) return GST_FLOW_NOT_NEGOTIATED;
+        }
+        return make_buffer(self, std::move(ev.frame), out);
+      case EventType::format:
+        st->ever_connected = true;
+        if (!take_format(self, ev)) return GST_FLOW_ERROR;
+        continue;
+      case EventType::eos:
+        GST_INFO_OBJECT(self, "end of stream from the producer");
+        return GST_FLOW_EOS;
+      case EventType::interrupted:
+        if (st->flushing.load()) return GST_FLOW_FLUSHING;
+        continue;  // a stale wake-up from an earlier unlock()
+      case EventType::disconnected:
+        if (!s.reconnect) {
+          GST_ELEMENT_ERROR(self, RESOURCE, READ,
+                            ("The producer on %s went away (%s) and reconnect is off.",
+                             s.socket_path.c_str(), ev.message.c_str()),
+                            (nullptr));
+          return GST_FLOW_ERROR;
+        }
+        GST_WARNING_OBJECT(self, "producer lost (%s); waiting for a new one", ev.message.c_str());
+        st->discont = true;
+        st->connect_started = monotonic_now_ns();
+        st->ever_connected = false;
+        continue;
+      case EventType::timeout:
+        if (!st->consumer->connected() && s.connect_timeout > 0 &&
+            monotonic_now_ns() - st->connect_started > s.connect_timeout) {
+          GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                            ("No cudaipc producer on %s within %" GST_TIME_FORMAT
+                             ". Start the producing pipeline or raise connect-timeout.",
+                             s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout)),
+                            (nullptr));
+          return GST_FLOW_ERROR;
+        }
+        continue;
+    }
+  }
+}
+
+static void gst_cuda_ipc_ring_src_finalize(GObject* object) {
+  auto* self = GST_CUDA_IPC_RING_SRC(object);
+  std::unique_ptr<SrcState> reclaim(self->st);
+  self->st = nullptr;
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void gst_cuda_ipc_ring_src_init(GstCudaIpcRingSrc* self) {
+  self->st = std::make_unique<SrcState>().release();  // reclaimed in finalize
+  gst_base_src_set_format(GST_BASE_SRC(self), GST_FORMAT_TIME);
+  gst_base_src_set_live(GST_BASE_SRC(self), TRUE);
+}
+
+static void gst_cuda_ipc_ring_src_class_init(GstCudaIpcRingSrcClass* klass) {
+  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseSrcClass* basesrc_class = GST_BASE_SRC_CLASS(klass);
+  GstPushSrcClass* pushsrc_class = GST_PUSH_SRC_CLASS(klass);
+
+  gobject_class->set_property = gst_cuda_ipc_ring_src_set_property;
+  gobject_class->get_property = gst_cuda_ipc_ring_src_get_property;
+  gobject_class->finalize = gst_cuda_ipc_ring_src_finalize;
+
+  const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                           GST_PARAM_MUTABLE_READY);
+  g_object_class_install_property(
+      gobject_class, PROP_SOCKET_PATH,
+      g_param_spec_string("socket-path", "Socket path",
+                          "Unix socket of the producer (default: $XDG_RUNTIME_DIR/cudaipc/cudaipc, "
+                          "else /tmp/cudaipc-UID/cudaipc)",
+                          nullptr, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE_ID,
+      g_param_spec_int("cuda-device-id", "CUDA device id",
+                       "CUDA device to read on (-1: a neighbour's CUDA context, else device 0); "
+                       "another device than the producer's needs peer access",
+                       -1, G_MAXINT, kDefaultDeviceId, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_MODE,
+      g_param_spec_enum("mode", "Mode", "Which frames to take", GST_TYPE_CUDA_IPC_RING_CONSUME_MODE,
+                        GST_CUDA_IPC_RING_CONSUME_LATEST, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_IO_MODE,
+      g_param_spec_enum("io-mode", "IO mode",
+                        "Zero-copy import of CUDA slots (GStreamer 1.24+) or a copy per frame",
+                        GST_TYPE_CUDA_IPC_RING_IO_MODE, GST_CUDA_IPC_RING_IO_AUTO, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_CONNECT_TIMEOUT,
+      g_param_spec_uint64("connect-timeout", "Connect timeout",
+                          "How long to wait for a producer before posting an error (ns, 0: wait "
+                          "for ever)",
+                          0, G_MAXUINT64, kDefaultConnectTimeout, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_RECONNECT,
+      g_param_spec_boolean("reconnect", "Reconnect",
+                           "When the producer goes away, wait for a new one on the same path "
+                           "(else post an error)",
+                           TRUE, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_IS_LIVE,
+      g_param_spec_boolean("is-live", "Is live",
+                           "Act as a live source: timestamps in this pipeline's running time, "
+                           "converted from the producer's",
+                           TRUE, rw));
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "connected, delivered, skipped, producer-published, producer-dropped",
+                         GST_TYPE_STRUCTURE,
+                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA IPC ring source", "Source/Video",
+      "Receives CUDA or host frames, video or tensors, from a cudaipc producer in another "
+      "process, zero-copy where possible",
+      "cudaipc developers");
+  GstCaps* caps = template_caps();
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+  gst_caps_unref(caps);
+  element_class->set_context = gst_cuda_ipc_ring_src_set_context;
+
+  basesrc_class->start = gst_cuda_ipc_ring_src_start;
+  basesrc_class->stop = gst_cuda_ipc_ring_src_stop;
+  basesrc_class->unlock = gst_cuda_ipc_ring_src_unlock;
+  basesrc_class->unlock_stop = gst_cuda_ipc_ring_src_unlock_stop;
+  basesrc_class->get_caps = gst_cuda_ipc_ring_src_get_caps;
+  basesrc_class->negotiate = gst_cuda_ipc_ring_src_negotiate;
+  basesrc_class->query = gst_cuda_ipc_ring_src_query;
+  pushsrc_class->create = gst_cuda_ipc_ring_src_create;
+
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_ipc_ring_src_debug, "cudaipcsrc", 0, "cudaipcsrc");
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_RING_CONSUME_MODE,
+                              static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_RING_IO_MODE, static_cast<GstPluginAPIFlags>(0));
+}

@@ -1,0 +1,31 @@
+// The cudaipc plugin: registers cudaipcsink and cudaipcsrc, after checking that the libgstcuda
+// loaded in this process is the minor version the plugin was built against (its API changed
+// between 1.22 and 1.24 under one soname, so a mismatch would crash instead of failing).
+#include <gst/gst.h>
+
+#include "cuda_glue.h"
+#include "gstcudaipcsink.h"
+#include "gstcudaipcsrc.h"
+#include "log_bridge.h"
+#include "tensor_meta.h"
+
+static gboolean plugin_init(GstPlugin* plugin) {
+  const int loaded = cudaipc::gst::loaded_gstcuda_minor();
+  if (loaded >= 0 && loaded != CUDAIPC_GST_BUILT_MINOR) {
+    g_warning(
+        "cudaipc: this plugin was built for GStreamer 1.%d but libgstcuda 1.%d is loaded; "
+        "rebuild cudaipc against the GStreamer you run (meson setup with its pkg-config). "
+        "The cudaipc elements are not registered.",
+        CUDAIPC_GST_BUILT_MINOR, loaded);
+    return FALSE;
+  }
+  cudaipc::gst::install_log_bridge();
+  cudaipc::gst::tensor_meta_info();
+  gboolean ok = GST_ELEMENT_REGISTER(cudaipcsink, plugin);
+  ok &= GST_ELEMENT_REGISTER(cudaipcsrc, plugin);
+  return ok;
+}
+
+GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, cudaipc,
+                  "Zero-copy GPU frame channels between processes: cudaipcsink and cudaipcsrc",
+                  plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

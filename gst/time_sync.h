@@ -1,0 +1,36 @@
+// How a frame's timing crosses processes. The sink stores a TimingRecord in the frame's user
+// metadata; the source turns it into its own running time. Both pipelines' clocks are mapped to
+// CLOCK_MONOTONIC (the system clock's default), so a live source shows a frame at the moment the
+// sink's pipeline meant it to be shown.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <cstdint>
+
+namespace cudaipc::gst {
+
+struct TimingRecord {
+  std::uint32_t magic;            // kTimingMagic
+  std::uint32_t version;          // 1
+  std::uint64_t running_time;     // sink's running time of the buffer's PTS, or NONE
+  std::uint64_t render_mono_ns;   // CLOCK_MONOTONIC ns at which that running time falls, or 0
+  std::uint64_t chain_mono_ns;    // CLOCK_MONOTONIC ns at the sink's render() entry
+};
+inline constexpr std::uint32_t kTimingMagic = 0x43495054;  // "TPIC"
+
+std::uint64_t monotonic_now_ns();
+
+// CLOCK_MONOTONIC ns minus `clock`'s time now: add it to a clock time to get monotonic time.
+// Reads two clocks, no syscall (vDSO).
+std::int64_t clock_to_monotonic_offset(GstClock* clock);
+
+// Untrusted bytes from shared memory: true only for a whole record of our version.
+bool read_timing(const void* data, std::uint32_t size, TimingRecord* out);
+
+// Reference-timestamp caps the source tags buffers with (static, never freed).
+GstCaps* pts_reference_caps();      // timestamp/x-cudaipc-pts: the producer's own PTS
+GstCaps* publish_reference_caps();  // timestamp/x-cudaipc-publish: CLOCK_MONOTONIC at publish
+GstCaps* chain_reference_caps();    // timestamp/x-cudaipc-sink-chain: the sink's render() entry
+
+}  // namespace cudaipc::gst
