@@ -148,13 +148,15 @@ static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id,
       break;
     case PROP_IS_LIVE:
       s.is_live = g_value_get_boolean(value);
-      gst_base_src_set_live(GST_BASE_SRC(self), s.is_live);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;
   }
+  const bool live = s.is_live;
   GST_OBJECT_UNLOCK(self);
+  // Takes the object lock itself.
+  if (prop_id == PROP_IS_LIVE) gst_base_src_set_live(GST_BASE_SRC(self), live);
 }
 
 static GstStructure* make_stats(SrcState* st) {
@@ -590,7 +592,7 @@ static bool copy_planes_to_pool(GstCudaIpcRingSrc* self, const Frame& frame, Gst
   // 1.22 memory has no stream: it must be complete when pushed.
   ok = ok && cuda_check(CuStreamSynchronize(stream), "cuStreamSynchronize", error);
 #else
-  if (ok) GST_MEMORY_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+  if (ok) GST_MINI_OBJECT_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
 #endif
   gst_memory_unmap(mem, &map);
   return ok;
@@ -638,7 +640,7 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
     }
     holder.release();  // the memory owns it now
     // The consumer's stream waits for the producer's write; readers order after that stream.
-    GST_MEMORY_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+    GST_MINI_OBJECT_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
     GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
     buf = gst_buffer_new();
     gst_buffer_append_memory(buf, mem);

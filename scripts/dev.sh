@@ -8,7 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev)
+packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
+  # the GStreamer plugin, its tests and the demo (Debian 12: 1.22, Ubuntu 24.04: 1.24)
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad)
 
 install_deps() {
   local missing=()
@@ -40,7 +43,7 @@ case "$cmd" in
   demo)
     install_deps
     configure build
-    examples/demo.sh build ;;
+    examples/gst-demo.sh build ;;
   test)
     install_deps
     if [ "${2:-}" = "--sanitize" ]; then
