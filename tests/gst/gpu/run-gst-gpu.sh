@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GStreamer suite across two processes, every frame compared with a reference made in one
+# process (cudaipc-gst-verify):
+#   run-gst-gpu.sh --host BUILD_DIR   host memory, on any machine (a CI test proves the script)
+#   run-gst-gpu.sh --device DIR       on the GPU machine, from a directory made by collect.sh:
+#                                     GStreamer 1.22 (Debian's nvcodec bundle) and 1.28
+# Each case has its own time limit; logs go to $OUT (or DIR/logs). Ends with "N passed, N failed".
+set -u
+mode=${1:?usage: run-gst-gpu.sh --host BUILD_DIR | --device DIR}
+root=$(cd "${2:?usage: run-gst-gpu.sh --host BUILD_DIR | --device DIR}" && pwd)
+frames=${CUDAIPC_GST_FRAMES:-120}
+out=${OUT:-$root/logs}
+[ "$mode" = --host ] && out=$(mktemp -d)
+mkdir -p "$out"
+summary=$out/gst-summary.txt
+: >"$summary"
+passed=0
+failed=0
+skipped=0
+work=$(mktemp -d /tmp/cudaipc-gst-gpu-XXXXXX)
+trap 'rm -rf "$work"; [ "$mode" = --host ] && rm -rf "$out"' EXIT
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# case NAME PRODUCER_PIPELINE -- VERIFY_ARGS...: the producer runs as gst-launch-1.0 (or, when
+# the pipeline starts with "@", as `cudaipc-gst-verify ARGS`), the checker in the foreground.
+run_case() {
+  local name=$1 producer=$2
+  shift 3
+  local log=$out/$name.log sock=$work/$name.sock start=$SECONDS
+  rm -f "$sock"
+  {
+    if [ "${producer:0:1}" = @ ]; then
+      # shellcheck disable=SC2086
+      timeout -k 5 90 "$verify" ${producer:1} --socket "$sock" &
+    else
+      # shellcheck disable=SC2086
+      timeout -k 5 90 gst-launch-1.0 -q $producer socket-path="$sock" wait-for-consumer=true \
+        sync=false &
+    fi
+  } >"$log.producer" 2>&1
+  local ppid=$!
+  for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+  timeout -k 5 120 "$verify" "$@" >"$log" 2>&1
+  local rc=$?
+  wait "$ppid"
+  local prc=$?
+  if [ "$rc" -eq 0 ] && [ "$prc" -eq 0 ]; then
+    passed=$((passed + 1))
+    note "PASS $name ($((SECONDS - start))s) $(grep -m1 '^verify:' "$log")"
+  else
+    failed=$((failed + 1))
+    note "FAIL $name (checker rc=$rc, producer rc=$prc) $(grep -m1 '^verify:' "$log")"
+    tail -n 5 "$log.producer" "$log" | sed 's/^/    /' | tee -a "$summary"
+  fi
+}
+
+ref() {  # the reference for a videotestsrc producer of format $1
+  echo "videotestsrc pattern=ball animation-mode=frames num-buffers=$frames ! $(caps "$1") ! appsink name=out"
+}
+caps() { echo "video/x-raw,format=$1,width=${W:-320},height=${H:-240},framerate=30/1"; }
+producer() { echo "videotestsrc pattern=ball animation-mode=frames num-buffers=$frames ! $(caps "$1")"; }
+
+host_cases() {
+  for fmt in NV12 RGBA I420 GRAY16_LE; do
+    run_case "host-$fmt" "$(producer "$fmt") ! cudaipcsink ipc-mode=host" -- compare \
+      --frames "$frames" --reference "$(ref "$fmt")" \
+      --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/host-$fmt.sock ! appsink name=out"
+  done
+  run_case host-tensors "@produce-tensors --frames $frames --ipc-mode host --dims 3:64:48 --type float32" \
+    -- check-tensors --frames "$frames" --dims 3:64:48 --type float32 \
+    --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
+}
+
+# GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports.
+gpu_cases() {
+  local tag=$1 iomodes=$2
+  for fmt in NV12 RGBA; do
+    for ipc in vmm legacy; do
+      for io in $iomodes; do
+        local n=$tag-$fmt-$ipc-$io
+        run_case "$n" "$(producer "$fmt") ! cudaupload ! cudaipcsink ipc-mode=$ipc" -- compare \
+          --frames "$frames" --expect-device --reference "$(ref "$fmt")" \
+          --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$n.sock ! cudadownload ! appsink name=out"
+      done
+    done
+  done
+  local io=${iomodes%% *}
+  run_case "$tag-tensors" "@produce-tensors --frames $frames --ipc-mode auto --dims 3:224:224 --type float32" \
+    -- check-tensors --frames "$frames" --dims 3:224:224 --type float32 --expect-device \
+    --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-tensors.sock ! cudadownload ! appsink name=out"
+  # A consumer without CUDA downstream gets system memory (the source downloads).
+  run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcsink" -- compare \
+    --frames "$frames" --reference "$(ref NV12)" \
+    --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
+  if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1; then
+    local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
+    local nclip
+    nclip=$(cat "$root/clip.frames")
+    run_case "$tag-nvh264dec" "$dec ! cudaipcsink" -- compare --frames "$nclip" --expect-device \
+      --reference "$dec ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out" \
+      --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
+  else
+    skipped=$((skipped + 1))
+    note "SKIP $tag-nvh264dec: no clip.h264 or no nvh264dec in this GStreamer"
+  fi
+}
+
+if [ "$mode" = --host ]; then
+  verify=$root/tests/gst/gpu/cudaipc-gst-verify
+  host_cases
+else
+  export XDG_RUNTIME_DIR=$work
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64"
+  { nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; } 2>&1 | tee -a "$summary"
+  if [ -d "$root/g122" ]; then
+    (
+      # shellcheck disable=SC1091
+      source "$root/g122/env.sh"
+      verify=$root/g122/bin/cudaipc-gst-verify
+      note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1) (Debian nvcodec)"
+      gpu_cases g122 "auto"
+      # io-mode=import cannot work on 1.22: the source must refuse it clearly.
+      if gst-launch-1.0 cudaipcsrc io-mode=import socket-path=$work/none ! fakesink 2>&1 \
+        | grep -q 'io-mode=import needs GStreamer 1.24'; then
+        passed=$((passed + 1)); note "PASS g122-import-refused"
+      else
+        failed=$((failed + 1)); note "FAIL g122-import-refused"
+      fi
+      echo "$passed $failed $skipped" >"$work/counts122"
+    )
+    read -r passed failed skipped <"$work/counts122"
+  fi
+  if [ -d "$root/g128" ]; then
+    g=$work/gst128
+    mkdir -p "$g"
+    tar -xf "$root/g128/gst-1.28-prefix.tar.gz" -C "$g"
+    (
+      # shellcheck disable=SC1091
+      source "$g/gst-1.28/env.sh"
+      export GST_PLUGIN_PATH_1_0=$root/g128/plugins GST_REGISTRY_1_0=$work/registry128.bin
+      verify=$root/g128/bin/cudaipc-gst-verify
+      note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1)"
+      gpu_cases g128 "import copy"
+      echo "$passed $failed $skipped" >"$work/counts128"
+    )
+    read -r passed failed skipped <"$work/counts128"
+  fi
+fi
+note "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,35 @@
+// cudaipc-gst-mp-peer: a GStreamer process of the multi-process suites whose frames are known.
+// It reports on stdout, one fact per line, so the test waits for facts with a deadline:
+//   produce --socket P [--format GRAY8] [--width 64] [--height 48] [--count N] [--fps F]
+//           [--first-id I] [--policy block|drop] [--block-timeout-ms T] [--slots S]
+//           [--wait-for-consumer] [--wait-consumers C] [--verbose] [--timeout-s T]
+//     appsrc ! cudaipcsink ipc-mode=host; frame i carries id first-id+i (frame_pattern.hpp).
+//     Prints "listening", "pushed ID" (--verbose), then
+//     produced {"pushed":N,"published":P,"dropped":D,"max_gap_ms":G}.
+//   consume --socket P [--mode every-frame|latest] [--reconnect true|false] [--max-frames N]
+//           [--delay-ms D] [--stall-after K] [--reference PIPELINE] [--verbose] [--timeout-s T]
+//     cudaipcsrc ! appsink; checks every frame (its id pattern, or with --reference the same
+//     frame of a local reference pipeline, by the GstCudaIpcTensorMeta seq). Prints
+//     "frame seq=S id=I discont=D ok=O" (--verbose), "stalled" (--stall-after), then
+//     summary {"frames":..,"bad":..,"first_seq":..,"last_seq":..,"gaps":..,"backwards":..,
+//              "discont_count":..,"eos":..,"first_id":..,"last_id":..,"id_gaps":..,"segments":".."}
+// Exit codes: 0 done, 2 pipeline error (printed as "error: ..."), 3 timeout, 77 plugin missing.
+#include <cstdio>
+#include <cstring>
+
+#include "mp_peer_args.hpp"
+
+int main(int argc, char** argv) {
+  // Lines must reach the test as they happen, not when a buffer fills.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  gst_init(&argc, &argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s produce|consume --socket P ...\n", argv[0]);
+    return 1;
+  }
+  gstmp_peer::Args args(argc, argv, 2);
+  if (!std::strcmp(argv[1], "produce")) return gstmp_peer::produce(args);
+  if (!std::strcmp(argv[1], "consume")) return gstmp_peer::consume(args);
+  std::fprintf(stderr, "unknown role %s\n", argv[1]);
+  return 1;
+}
