@@ -87,7 +87,8 @@ struct SrcState {
   std::unique_ptr<Consumer> consumer;  // set in start(), reset in stop(); object lock for stats
   GstCudaContext* context = nullptr;
   SourceStream stream;
-  bool import = false;  // zero-copy from CUDA slots (io-mode and GStreamer version)
+  bool import = false;     // zero-copy from CUDA slots (io-mode and GStreamer version)
+  bool copy_host = false;  // io-mode=copy: host slots are copied too, so buffers hold no slot
 
   StreamFormat format;
   bool need_negotiate = false;
@@ -243,6 +244,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   }
   st->import = s.io_mode == GST_CUDA_IPC_RING_IO_IMPORT ||
                (s.io_mode == GST_CUDA_IPC_RING_IO_AUTO && kCanWrapCudaMemory);
+  st->copy_host = s.io_mode == GST_CUDA_IPC_RING_IO_COPY;
 
   // CUDA is optional here: a host-memory channel plays on a machine without a GPU.
   if (gst_cuda_load_library() &&
@@ -613,7 +615,17 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
   TensorDesc out_tensor = t;
 
   ContextScope scope(cuda ? st->context : nullptr);
-  if (!cuda) {
+  if (!cuda && st->copy_host) {
+    // Downstream may keep buffers as long as it likes without holding up the ring.
+    buf = gst_buffer_new_allocate(nullptr, span, nullptr);
+    gst_buffer_fill(buf, 0, reinterpret_cast<const void*>(frame.slot_address()), span);
+    frame.release();
+    GstMapInfo map;
+    gst_buffer_map(buf, &map, GST_MAP_READ);
+    data = reinterpret_cast<std::uintptr_t>(map.data) + t.byte_offset;
+    gst_buffer_unmap(buf, &map);
+    add_slot_video_meta(st, buf, t);
+  } else if (!cuda) {
     // Host slots: the mapping is read-only and stays valid while the frame is held.
     buf = gst_buffer_new();
     auto holder = std::make_unique<FrameHolder>();
