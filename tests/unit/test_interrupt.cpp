@@ -91,3 +91,57 @@ TEST(Interrupt, BeforeNextMakesItReturnAtOnce) {
   EXPECT_EQ(c.next(30s).type, EventType::interrupted);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
+
+// Producer::interrupt() wakes a begin_frame() blocked on a full ring (a sink's unlock on flush):
+// the frame is not published, the consumer's held frame stays intact, and publishing goes on.
+TEST(Interrupt, WakesAProducerBlockedOnAFullRing) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 1;
+  o.block_timeout = 30s;
+  Producer p(o);
+  p.set_format(pattern_format(64));
+  ConsumerOptions co;
+  co.path = o.path;
+  Consumer c(co);
+  ASSERT_EQ(c.next(5s).type, EventType::format);
+  ASSERT_EQ(publish_next(p), PublishStatus::published);
+  Event held = c.next(5s);  // leases the only slot
+  ASSERT_EQ(held.type, EventType::frame);
+
+  std::atomic<pid_t> tid{0};
+  std::atomic<int> status{-1};
+  std::thread t([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    status = static_cast<int>(publish_next(p));
+  });
+  ASSERT_TRUE(poll_until([&] { return tid != 0 && in_futex_wait(tid); }, 10s));
+  const auto start = std::chrono::steady_clock::now();
+  p.interrupt();
+  ASSERT_TRUE(poll_until([&] { return status != -1; }, 10s)) << "interrupt() did not wake it";
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(static_cast<PublishStatus>(status.load()), PublishStatus::interrupted);
+  EXPECT_EQ(p.stats().published, 1u);
+  EXPECT_EQ(check_pattern(held.frame.data(), held.frame.size(), held.frame.seq()),
+            held.frame.size());
+
+  // Consumed by that return: the next publish waits for space again, and gets it.
+  held.frame.release();
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+  Event ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::frame);
+  EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
+}
+
+TEST(Interrupt, ClearedProducerInterruptDoesNotFireLater) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  Producer p(o);
+  p.set_format(pattern_format(64));
+  p.interrupt();
+  p.clear_interrupt();
+  EXPECT_EQ(publish_next(p), PublishStatus::published);
+}
