@@ -90,7 +90,7 @@ struct Pipeline {
   explicit Pipeline(const std::string& desc) {
     GError* err = nullptr;
     pipe = gst_parse_launch(desc.c_str(), &err);
-    if (!pipe) {
+    if (!pipe || err) {  // a missing element still returns a partial pipeline
       error = std::string("cannot build '") + desc + "': " + (err ? err->message : "?");
       g_clear_error(&err);
       return;

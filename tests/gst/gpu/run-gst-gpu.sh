@@ -139,6 +139,7 @@ else
       # shellcheck disable=SC1091
       source "$g/gst-1.28/env.sh"
       export GST_PLUGIN_PATH_1_0=$root/g128/plugins GST_REGISTRY_1_0=$work/registry128.bin
+      export LD_LIBRARY_PATH=$root/g128/lib:$LD_LIBRARY_PATH
       verify=$root/g128/bin/cudaipc-gst-verify
       note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1)"
       gpu_cases g128 "import copy"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Gathers what the GStreamer GPU suite and benchmark need on the device machine (which has no
+# GStreamer and no meson) into DEST:
+#   DEST/g122   a GStreamer 1.22 runtime bundle (Debian's nvcodec) with the plugin built here
+#   DEST/g128   the GStreamer 1.28 prefix tarball plus the plugin built against it
+#   DEST/clip.h264, clip.frames   a short H.264 clip for the NVDEC case (needs x264enc here)
+#   bash tests/gst/gpu/collect.sh BUILD_122 BUILD_128 DEST
+set -euo pipefail
+b122=$(cd "${1:?usage: collect.sh BUILD_122 BUILD_128 DEST}" && pwd)
+b128=$(cd "${2:?usage: collect.sh BUILD_122 BUILD_128 DEST}" && pwd)
+dest=${3:?usage: collect.sh BUILD_122 BUILD_128 DEST}
+here=$(cd "$(dirname "$0")" && pwd)
+shared=$(cd "$here/../../../../shared" && pwd)
+rm -rf "$dest/g122" "$dest/g128"
+mkdir -p "$dest/g128/plugins" "$dest/g128/bin" "$dest/g128/lib"
+cp -f "$here/run-gst-gpu.sh" "$dest/"
+
+# libcudaipc by its soname: the plugin finds it through an $ORIGIN run path that a copy loses.
+soname=$(readelf -d "$b122/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+progs=("$b122/tests/gst/gpu/cudaipc-gst-verify" "$b122/core/$soname")
+[ -x "$b122/tests/bench/gst/cudaipc-gst-bench" ] && progs+=("$b122/tests/bench/gst/cudaipc-gst-bench")
+GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale app shm nvcodec videoparsersbad" \
+  "$shared/tools/gst-bundle.sh" "$dest/g122" -p "$b122/gst/libgstcudaipc.so" "${progs[@]}"
+
+cp -f "$shared/gst-1.28/gst-1.28-prefix.tar.gz" "$dest/g128/"
+cp -f "$b128/gst/libgstcudaipc.so" "$dest/g128/plugins/"
+cp -f "$b128/tests/gst/gpu/cudaipc-gst-verify" "$dest/g128/bin/"
+[ -x "$b128/tests/bench/gst/cudaipc-gst-bench" ] && cp -f "$b128/tests/bench/gst/cudaipc-gst-bench" "$dest/g128/bin/"
+soname=$(readelf -d "$b128/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+cp -fL "$b128/core/$soname" "$dest/g128/lib/"
+
+if gst-inspect-1.0 x264enc >/dev/null 2>&1; then
+  gst-launch-1.0 -q videotestsrc pattern=ball animation-mode=frames num-buffers=60 \
+    ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 ! x264enc \
+    ! video/x-h264,profile=high,stream-format=byte-stream ! filesink location="$dest/clip.h264"
+  echo 60 >"$dest/clip.frames"
+else
+  echo "no x264enc here (gstreamer1.0-plugins-ugly): the NVDEC case will be skipped" >&2
+fi
+du -sh "$dest"
