@@ -37,6 +37,7 @@
 #include "cudaipc/producer.hpp"
 #include "element_errors.h"
 #include "enums.h"
+#include "slot_pool.h"
 #include "stream_header.h"
 #include "time_sync.h"
 
@@ -86,7 +87,8 @@ struct SinkState {
   Settings settings;  // under the object lock
 
   // Streaming-thread state, set up in start(), gone in stop().
-  std::unique_ptr<Producer> producer;
+  // Shared with slot-pool buffers upstream, which may outlive stop(): a lent slot keeps it.
+  std::shared_ptr<Producer> producer;
   GstCudaContext* context = nullptr;
   StreamOrder order;
   StreamCaps caps;
@@ -97,6 +99,7 @@ struct SinkState {
   std::uint64_t sent_size = 0;
   bool has_format = false;
   std::uint64_t dropped = 0;
+  bool warned_lent = false;
 
   // unlock()/unlock_stop() against a render() waiting for a consumer.
   std::mutex mu;
@@ -314,7 +317,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
 
   try {
     ContextScope scope(st->context);
-    auto producer = std::make_unique<Producer>(po);
+    auto producer = std::make_shared<Producer>(po);
     GST_OBJECT_LOCK(self);
     st->producer = std::move(producer);
     GST_OBJECT_UNLOCK(self);
@@ -334,7 +337,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
 static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
-  std::unique_ptr<Producer> producer;
+  std::shared_ptr<Producer> producer;
   GST_OBJECT_LOCK(self);
   producer = std::move(st->producer);
   GST_OBJECT_UNLOCK(self);
@@ -391,6 +394,37 @@ static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filt
   return caps;
 }
 
+static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std::uint64_t bytes);
+
+// Host channels: upstream writes straight into ring slots. The format (with the caps' default
+// layout, which the pool's buffers use) must exist before the first slot is lent.
+static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, GstCaps* caps,
+                                  const StreamCaps& parsed) {
+  SinkState* st = self->st;
+  TensorDesc tensor = parsed.tensor;
+  std::string error;
+  if (parsed.kind == MediaKind::video &&
+      !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), &tensor, &error))
+    return TRUE;
+  const std::uint64_t bytes = tensor.byte_offset + tensor.size;
+  st->caps = parsed;
+  st->wire_caps = wire_caps(caps);
+  if ((st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
+       bytes != st->sent_size) &&
+      !send_format(self, tensor, bytes))
+    return FALSE;
+  GstBufferPool* pool = slot_pool_new(st->producer);
+  GstStructure* config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, static_cast<guint>(bytes), 0, 0);
+  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (gst_buffer_pool_set_config(pool, config))
+    gst_query_add_allocation_pool(query, pool, static_cast<guint>(bytes), 0, 0);
+  else
+    GST_WARNING_OBJECT(self, "slot pool refused its config; upstream buffers will be copied");
+  gst_object_unref(pool);
+  return TRUE;
+}
+
 static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
@@ -402,8 +436,10 @@ static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, Gst
   gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   StreamCaps parsed;
   std::string error;
-  if (!need_pool || !parse_caps(caps, &parsed, &error) || !parsed.cuda_memory || !st->context)
-    return TRUE;
+  if (!need_pool || !st->producer || !parse_caps(caps, &parsed, &error)) return TRUE;
+  if (!parsed.cuda_memory && st->producer->memory_kind() == MemoryKind::host)
+    return propose_slot_pool(self, query, caps, parsed);
+  if (!parsed.cuda_memory || !st->context) return TRUE;
   // CUDA upstream allocates on our device and context, so the copy into a slot stays on it.
   GstBufferPool* pool = gst_cuda_buffer_pool_new(st->context);
   GstStructure* config = gst_buffer_pool_get_config(pool);
@@ -532,6 +568,36 @@ static bool copy_into_slot(GstCudaIpcRingSink* self, GstBuffer* buf, const Write
   return ok;
 }
 
+static FrameInfo frame_info(GstBuffer* buf, const TimingRecord& timing) {
+  FrameInfo info;
+  info.pts = GST_BUFFER_PTS_IS_VALID(buf) ? GST_BUFFER_PTS(buf) : kNoTime;
+  info.dts = GST_BUFFER_DTS_IS_VALID(buf) ? GST_BUFFER_DTS(buf) : kNoTime;
+  info.duration = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : kNoTime;
+  info.flags = frame_flags(buf);
+  info.user_meta = &timing;
+  info.user_meta_size = sizeof timing;
+  return info;
+}
+
+// A slot-pool buffer: upstream already wrote the frame into the slot, so publishing is a commit.
+// Tags that arrived meanwhile go out as a new format after it (no format change while lent).
+static GstFlowReturn commit_lent_slot(GstCudaIpcRingSink* self, GstBuffer* buf, WriteSlot& slot,
+                                      const TensorDesc& tensor, std::uint64_t entry) {
+  SinkState* st = self->st;
+  const TimingRecord timing = timing_of(self, buf, entry);
+  FrameInfo info = frame_info(buf, timing);
+  if (tensor != st->sent_tensor) info.tensor = &tensor;
+  try {
+    st->producer->commit(slot, info);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
+    return GST_FLOW_ERROR;
+  }
+  if (st->format_dirty && !send_format(self, st->sent_tensor, st->sent_size))
+    return GST_FLOW_ERROR;
+  return GST_FLOW_OK;
+}
+
 static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer* buf) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
@@ -565,6 +631,8 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     }
   }
   bytes = tensor.byte_offset + tensor.size;
+  if (WriteSlot* lent = slot_of(buf, st->producer.get()))
+    return commit_lent_slot(self, buf, *lent, tensor, entry);
   if (st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size) {
     if (!send_format(self, tensor, bytes)) return GST_FLOW_ERROR;
   }
@@ -574,6 +642,16 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   try {
     slot = st->producer->begin_frame(&status);
   } catch (const Error& e) {
+    if (e.code() == Errc::invalid_argument && !st->warned_lent) {
+      // Upstream still holds a slot-pool buffer it has not pushed (the core lends one slot at a
+      // time) and pushed another buffer first: this one cannot be published before it.
+      st->warned_lent = true;
+      GST_WARNING_OBJECT(self, "frame dropped: upstream holds a lent slot (%s)", e.what());
+    }
+    if (e.code() == Errc::invalid_argument) {
+      ++st->dropped;
+      return GST_FLOW_OK;
+    }
     post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
     return GST_FLOW_ERROR;
   }
@@ -600,13 +678,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     return GST_FLOW_ERROR;
   }
   const TimingRecord timing = timing_of(self, buf, entry);
-  FrameInfo info;
-  info.pts = GST_BUFFER_PTS_IS_VALID(buf) ? GST_BUFFER_PTS(buf) : kNoTime;
-  info.dts = GST_BUFFER_DTS_IS_VALID(buf) ? GST_BUFFER_DTS(buf) : kNoTime;
-  info.duration = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : kNoTime;
-  info.flags = frame_flags(buf);
-  info.user_meta = &timing;
-  info.user_meta_size = sizeof timing;
+  const FrameInfo info = frame_info(buf, timing);
   try {
     ContextScope scope(st->context);
     st->producer->commit(slot, info);

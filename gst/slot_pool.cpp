@@ -1,0 +1,173 @@
+#include "slot_pool.h"
+
+#include <mutex>
+#include <string>
+
+#include "caps_tensor.h"
+#include "cudaipc/error.hpp"
+
+namespace cudaipc::gst {
+namespace {
+
+GQuark slot_quark() {
+  static GQuark q = g_quark_from_static_string("cudaipc-write-slot");
+  return q;
+}
+
+// What a slot buffer's memory owns. The producer outlives every slot lent from it (members are
+// destroyed in reverse order: the slot first, aborted if never committed).
+struct SlotHolder {
+  std::shared_ptr<Producer> producer;
+  WriteSlot slot;
+};
+
+void free_holder(gpointer data) { std::unique_ptr<SlotHolder> reclaim(static_cast<SlotHolder*>(data)); }
+
+}  // namespace
+}  // namespace cudaipc::gst
+
+using namespace cudaipc;
+using namespace cudaipc::gst;
+
+// The C side of the pool: GObject boilerplate around the C++ state.
+struct SlotPoolState {
+  std::shared_ptr<Producer> producer;
+  std::mutex mu;
+  bool is_video = false;
+  GstVideoInfo video{};
+  guint size = 0;
+};
+
+typedef struct {
+  GstBufferPool parent;
+  SlotPoolState* st;
+} GstCudaIpcSlotPool;
+
+typedef struct {
+  GstBufferPoolClass parent_class;
+} GstCudaIpcSlotPoolClass;
+
+G_DEFINE_TYPE(GstCudaIpcSlotPool, gst_cuda_ipc_slot_pool, GST_TYPE_BUFFER_POOL)
+
+static const gchar** slot_pool_get_options(GstBufferPool*) {
+  static const gchar* options[] = {GST_BUFFER_POOL_OPTION_VIDEO_META, nullptr};
+  return options;
+}
+
+static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) {
+  auto* self = reinterpret_cast<GstCudaIpcSlotPool*>(pool);
+  GstCaps* caps = nullptr;
+  guint size = 0, min = 0, max = 0;
+  (void)min;
+  if (!gst_buffer_pool_config_get_params(config, &caps, &size, &min, &max) || !caps) return FALSE;
+  StreamCaps parsed;
+  std::string error;
+  if (!parse_caps(caps, &parsed, &error)) return FALSE;
+  std::lock_guard<std::mutex> lock(self->st->mu);
+  self->st->is_video = parsed.kind == MediaKind::video;
+  self->st->video = parsed.video;
+  self->st->size = self->st->is_video ? static_cast<guint>(GST_VIDEO_INFO_SIZE(&parsed.video))
+                                      : static_cast<guint>(parsed.tensor.size);
+  // Nothing to preallocate: every buffer is a fresh lease of a ring slot.
+  gst_buffer_pool_config_set_params(config, caps, self->st->size, 0, max);
+  return GST_BUFFER_POOL_CLASS(gst_cuda_ipc_slot_pool_parent_class)->set_config(pool, config);
+}
+
+static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
+                                       GstBufferPoolAcquireParams* params) {
+  auto* self = reinterpret_cast<GstCudaIpcSlotPool*>(pool);
+  SlotPoolState* st = self->st;
+  PublishStatus status = PublishStatus::published;
+  auto holder = std::make_unique<SlotHolder>();
+  holder->producer = st->producer;
+  try {
+    holder->slot = st->producer->begin_frame(&status);
+  } catch (const Error&) {
+    // A slot is already lent (upstream holds two buffers at once) or no format yet: copy instead.
+  }
+  if (status == PublishStatus::interrupted) return GST_FLOW_FLUSHING;
+  if (!holder->slot || holder->slot.capacity() < st->size) {
+    // Ordinary memory; render() copies it (and applies the drop policy) as for any buffer.
+    holder.reset();
+    GstFlowReturn ret = GST_BUFFER_POOL_CLASS(gst_cuda_ipc_slot_pool_parent_class)
+                            ->alloc_buffer(pool, out, params);
+    if (ret == GST_FLOW_OK && st->is_video)
+      gst_buffer_add_video_meta_full(*out, GST_VIDEO_FRAME_FLAG_NONE,
+                                     GST_VIDEO_INFO_FORMAT(&st->video),
+                                     GST_VIDEO_INFO_WIDTH(&st->video),
+                                     GST_VIDEO_INFO_HEIGHT(&st->video),
+                                     GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
+                                     st->video.stride);
+    return ret;
+  }
+  const std::uintptr_t addr = holder->slot.address();
+  GstBuffer* buf = gst_buffer_new();
+  GstMemory* mem = gst_memory_new_wrapped(static_cast<GstMemoryFlags>(0),
+                                          reinterpret_cast<gpointer>(addr), st->size, 0, st->size,
+                                          holder.get(), free_holder);
+  gst_mini_object_set_qdata(GST_MINI_OBJECT(mem), slot_quark(), holder.get(), nullptr);
+  holder.release();  // the memory owns it
+  gst_buffer_append_memory(buf, mem);
+  if (st->is_video)
+    gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE,
+                                   GST_VIDEO_INFO_FORMAT(&st->video),
+                                   GST_VIDEO_INFO_WIDTH(&st->video),
+                                   GST_VIDEO_INFO_HEIGHT(&st->video),
+                                   GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
+                                   st->video.stride);
+  *out = buf;
+  return GST_FLOW_OK;
+}
+
+// Slot buffers are never recycled (each is a new lease); plain ones are simply freed too.
+static void slot_pool_release(GstBufferPool*, GstBuffer* buffer) { gst_buffer_unref(buffer); }
+
+static void slot_pool_flush_start(GstBufferPool* pool) {
+  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->producer->interrupt();
+}
+
+static void slot_pool_flush_stop(GstBufferPool* pool) {
+  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->producer->clear_interrupt();
+}
+
+static void slot_pool_finalize(GObject* object) {
+  auto* self = reinterpret_cast<GstCudaIpcSlotPool*>(object);
+  std::unique_ptr<SlotPoolState> reclaim(self->st);
+  self->st = nullptr;
+  G_OBJECT_CLASS(gst_cuda_ipc_slot_pool_parent_class)->finalize(object);
+}
+
+static void gst_cuda_ipc_slot_pool_init(GstCudaIpcSlotPool* self) {
+  self->st = std::make_unique<SlotPoolState>().release();  // reclaimed in finalize
+}
+
+static void gst_cuda_ipc_slot_pool_class_init(GstCudaIpcSlotPoolClass* klass) {
+  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GstBufferPoolClass* pool_class = GST_BUFFER_POOL_CLASS(klass);
+  gobject_class->finalize = slot_pool_finalize;
+  pool_class->get_options = slot_pool_get_options;
+  pool_class->set_config = slot_pool_set_config;
+  pool_class->acquire_buffer = slot_pool_acquire;
+  pool_class->release_buffer = slot_pool_release;
+  pool_class->flush_start = slot_pool_flush_start;
+  pool_class->flush_stop = slot_pool_flush_stop;
+}
+
+namespace cudaipc::gst {
+
+GstBufferPool* slot_pool_new(std::shared_ptr<Producer> producer) {
+  auto* pool = static_cast<GstCudaIpcSlotPool*>(g_object_new(gst_cuda_ipc_slot_pool_get_type(),
+                                                             nullptr));
+  gst_object_ref_sink(pool);
+  pool->st->producer = std::move(producer);
+  return GST_BUFFER_POOL(pool);
+}
+
+WriteSlot* slot_of(GstBuffer* buf, const Producer* producer) {
+  if (gst_buffer_n_memory(buf) != 1) return nullptr;
+  auto* h = static_cast<SlotHolder*>(
+      gst_mini_object_get_qdata(GST_MINI_OBJECT(gst_buffer_peek_memory(buf, 0)), slot_quark()));
+  return h && h->producer.get() == producer && h->slot ? &h->slot : nullptr;
+}
+
+}  // namespace cudaipc::gst
