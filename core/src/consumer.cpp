@@ -29,6 +29,12 @@ class ConsumerImpl {
     }
   }
 
+  // Frames still held keep the connection and their leases alive, but a Consumer that is gone
+  // reads no more frames: stop holding the producer back as an every-frame reader.
+  ~ConsumerImpl() {
+    if (conn_) conn_->entry().cursor.store(~std::uint64_t{0}, std::memory_order_release);
+  }
+
   Event next(std::chrono::nanoseconds timeout);
 
   void interrupt() noexcept {

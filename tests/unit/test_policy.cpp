@@ -191,3 +191,24 @@ TEST(ProducerArguments, AreChecked) {
   // The aborted slot published nothing.
   EXPECT_EQ(p.stats().published, 0u);
 }
+
+// A Consumer destroyed while a frame it handed out is still held (an application's last sample)
+// keeps that frame's lease, but no longer holds the producer back as an every-frame reader.
+TEST(Policy, DestroyedEveryFrameConsumerHoldingAFrameDoesNotBlock) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 3;
+  o.on_full = FullPolicy::drop;
+  Producer p(o);
+  p.set_format(pattern_format(64));
+  auto c = std::make_unique<Consumer>(consumer_at(o.path));
+  ASSERT_EQ(publish_next(p), PublishStatus::published);
+  Frame held = next_frame(*c);
+  ASSERT_TRUE(held);
+  c.reset();
+  // Without the retirement, the unread frames 2..3 would fill the ring and 4.. would be dropped.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(publish_next(p), PublishStatus::published) << i;
+  EXPECT_EQ(p.stats().dropped, 0u);
+  EXPECT_EQ(check_pattern(held.data(), held.size(), held.seq()), held.size());
+}
