@@ -47,7 +47,9 @@ case "$cmd" in
   test)
     install_deps
     if [ "${2:-}" = "--sanitize" ]; then
-      configure build-asan -Db_sanitize=address,undefined -Db_lundef=false
+      # The plugin is left out here: gst-launch-1.0 and the plugin scanner are not instrumented,
+      # and an ASan-built plugin cannot be dlopen'ed into them.
+      configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dgst=disabled
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C build-asan --print-errorlogs --num-processes 2
     else
