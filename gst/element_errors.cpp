@@ -1,5 +1,7 @@
 #include "element_errors.h"
 
+#include <gst/base/gstbasesrc.h>
+
 
 namespace cudaipc::gst {
 
@@ -7,6 +9,13 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
   const char* what = e.what();
   switch (e.code()) {
     case Errc::busy:
+      if (GST_IS_BASE_SRC(element)) {
+        GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
+                          ("The producer on %s admits no more consumers (its max-consumers).",
+                           path),
+                          ("%s", what));
+        break;
+      }
       GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
                         ("Another cudaipc producer is live on %s (or it admits no more consumers). "
                          "Stop it or choose another socket-path.",

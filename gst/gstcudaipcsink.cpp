@@ -69,6 +69,9 @@ constexpr gint kDefaultDeviceId = -1;
 constexpr guint64 kDefaultBlockTimeout = GST_SECOND;
 constexpr guint kDefaultSocketMode = 0600;
 constexpr guint kDefaultMaxConsumers = 16;
+// The core's limits (its control block has room for this many slots and consumers).
+constexpr guint kMaxSlots = 32;
+constexpr guint kMaxConsumers = 32;
 
 struct Settings {
   std::string socket_path;
@@ -280,7 +283,9 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
   po.path = s.socket_path;
   po.slots = s.num_slots;
   po.on_full = s.policy == GST_CUDA_IPC_RING_POLICY_DROP ? FullPolicy::drop : FullPolicy::block;
-  po.block_timeout = std::chrono::nanoseconds(s.block_timeout);
+  // The core takes signed nanoseconds; anything past ~292 years means "for ever" anyway.
+  po.block_timeout = std::chrono::nanoseconds(
+      std::min<guint64>(s.block_timeout, static_cast<guint64>(G_MAXINT64)));
   po.socket_mode = s.socket_mode;
   po.max_consumers = s.max_consumers;
   if (!s.allowed_group.empty()) {
@@ -305,6 +310,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
                         ("gst_cuda_ensure_element_context failed"));
       return FALSE;
     }
+    gst_cuda_memory_init_once();  // CUDA buffer pools need the allocator registered
     po.memory = MemoryKind::cuda;
     po.cuda.device = context_device_id(st->context);
     po.cuda.context = gst_cuda_context_get_handle(st->context);
@@ -785,7 +791,7 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
       g_param_spec_uint("num-slots", "Number of slots",
                         "Frames the ring holds; more slots let consumers fall further behind "
                         "before the policy applies",
-                        1, 64, kDefaultSlots, rw));
+                        1, kMaxSlots, kDefaultSlots, rw));
   g_object_class_install_property(
       gobject_class, PROP_DEVICE_ID,
       g_param_spec_int("cuda-device-id", "CUDA device id",
@@ -828,8 +834,8 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
                           nullptr, rw));
   g_object_class_install_property(
       gobject_class, PROP_MAX_CONSUMERS,
-      g_param_spec_uint("max-consumers", "Max consumers", "Consumers admitted at once", 1, 64,
-                        kDefaultMaxConsumers, rw));
+      g_param_spec_uint("max-consumers", "Max consumers", "Consumers admitted at once", 1,
+                        kMaxConsumers, kDefaultMaxConsumers, rw));
   g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",

@@ -247,7 +247,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->copy_host = s.io_mode == GST_CUDA_IPC_RING_IO_COPY;
 
   // CUDA is optional here: a host-memory channel plays on a machine without a GPU.
-  if (gst_cuda_load_library() &&
+  if (gst_cuda_load_library() && (gst_cuda_memory_init_once(), true) &&
       gst_cuda_ensure_element_context(GST_ELEMENT(self), s.device_id, &st->context)) {
     st->stream.create(st->context);
   } else {
@@ -519,6 +519,7 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   if (d.flags & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
   if (d.flags & kFlagDroppable) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DROPPABLE);
   if (d.flags & kFlagMarker) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_MARKER);
+  if (d.flags & kFlagHeader) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
   if ((d.flags & kFlagDiscont) || st->discont) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   st->discont = false;
 }

@@ -2,6 +2,7 @@
 // loaded in this process is the minor version the plugin was built against (its API changed
 // between 1.22 and 1.24 under one soname, so a mismatch would crash instead of failing).
 #include <gst/gst.h>
+#include <gst/video/video.h>
 
 #include "cuda_glue.h"
 #include "gstcudaipcsink.h"
@@ -20,6 +21,9 @@ static gboolean plugin_init(GstPlugin* plugin) {
     return FALSE;
   }
   cudaipc::gst::install_log_bridge();
+  // Caps from a producer may carry multiview flags (decoders set them); their type must exist in
+  // this process for the caps text to parse, even where no other video element is loaded.
+  gst_video_multiview_flagset_get_type();
   cudaipc::gst::tensor_meta_info();
   gboolean ok = GST_ELEMENT_REGISTER(cudaipcsink, plugin);
   ok &= GST_ELEMENT_REGISTER(cudaipcsrc, plugin);

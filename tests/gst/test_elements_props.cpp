@@ -180,7 +180,7 @@ TEST_F(ElementTest, SinkInterface) {
       "Sink/Video");
 
   expect_string(sink.get(), "socket-path");
-  expect_uint(sink.get(), "num-slots", 1, 64, 4);
+  expect_uint(sink.get(), "num-slots", 1, 32, 4);  // the core holds 32 slots at most
   expect_int(sink.get(), "cuda-device-id", -1, G_MAXINT, -1);
   expect_enum(sink.get(), "ipc-mode", "GstCudaIpcRingMode", {"auto", "vmm", "legacy", "host"},
               "auto");
@@ -189,7 +189,7 @@ TEST_F(ElementTest, SinkInterface) {
   expect_bool(sink.get(), "wait-for-consumer", false);
   expect_uint(sink.get(), "socket-mode", 0, 0770, 0600);
   expect_string(sink.get(), "allowed-group");
-  expect_uint(sink.get(), "max-consumers", 1, 64, 16);
+  expect_uint(sink.get(), "max-consumers", 1, 32, 16);
   expect_stats(sink.get());
   expect_template(sink.get(), "sink", GST_PAD_SINK);
 
