@@ -256,7 +256,7 @@ gsize tensor_bytes(const Options& o) {
 
 int produce_tensors(const Options& o) {
   const std::string desc = "appsrc name=in format=time caps=\"" + tensor_caps(o) +
-                           "\" ! cudaipcsink name=sink wait-for-consumer=true sync=false "
+                           "\" ! cudaipcringsink name=sink wait-for-consumer=true sync=false "
                            "ipc-mode=" + o.ipc_mode + " socket-path=" + o.socket;
   GError* err = nullptr;
   GstElement* pipe = gst_parse_launch(desc.c_str(), &err);

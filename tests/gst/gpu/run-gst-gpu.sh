@@ -63,13 +63,13 @@ producer() { echo "videotestsrc pattern=ball animation-mode=frames num-buffers=$
 
 host_cases() {
   for fmt in NV12 RGBA I420 GRAY16_LE; do
-    run_case "host-$fmt" "$(producer "$fmt") ! cudaipcsink ipc-mode=host" -- compare \
+    run_case "host-$fmt" "$(producer "$fmt") ! cudaipcringsink ipc-mode=host" -- compare \
       --frames "$frames" --reference "$(ref "$fmt")" \
-      --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/host-$fmt.sock ! appsink name=out"
+      --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-$fmt.sock ! appsink name=out"
   done
   run_case host-tensors "@produce-tensors --frames $frames --ipc-mode host --dims 3:64:48 --type float32" \
     -- check-tensors --frames "$frames" --dims 3:64:48 --type float32 \
-    --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
+    --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
 }
 
 # GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports.
@@ -79,27 +79,27 @@ gpu_cases() {
     for ipc in vmm legacy; do
       for io in $iomodes; do
         local n=$tag-$fmt-$ipc-$io
-        run_case "$n" "$(producer "$fmt") ! cudaupload ! cudaipcsink ipc-mode=$ipc" -- compare \
+        run_case "$n" "$(producer "$fmt") ! cudaupload ! cudaipcringsink ipc-mode=$ipc" -- compare \
           --frames "$frames" --expect-device --reference "$(ref "$fmt")" \
-          --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$n.sock ! cudadownload ! appsink name=out"
+          --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$n.sock ! cudadownload ! appsink name=out"
       done
     done
   done
   local io=${iomodes%% *}
   run_case "$tag-tensors" "@produce-tensors --frames $frames --ipc-mode auto --dims 3:224:224 --type float32" \
     -- check-tensors --frames "$frames" --dims 3:224:224 --type float32 --expect-device \
-    --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-tensors.sock ! cudadownload ! appsink name=out"
+    --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-tensors.sock ! cudadownload ! appsink name=out"
   # A consumer without CUDA downstream gets system memory (the source downloads).
-  run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcsink" -- compare \
+  run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
     --frames "$frames" --reference "$(ref NV12)" \
-    --consumer "cudaipcsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
+    --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
     local nclip
     nclip=$(cat "$root/clip.frames")
-    run_case "$tag-nvh264dec" "$dec ! cudaipcsink" -- compare --frames "$nclip" --expect-device \
+    run_case "$tag-nvh264dec" "$dec ! cudaipcringsink" -- compare --frames "$nclip" --expect-device \
       --reference "$dec ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out" \
-      --consumer "cudaipcsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
+      --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
   else
     skipped=$((skipped + 1))
     note "SKIP $tag-nvh264dec: no clip.h264 or no nvh264dec in this GStreamer"
@@ -121,7 +121,7 @@ else
       note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1) (Debian nvcodec)"
       gpu_cases g122 "auto"
       # io-mode=import cannot work on 1.22: the source must refuse it clearly.
-      if gst-launch-1.0 cudaipcsrc io-mode=import socket-path=$work/none ! fakesink 2>&1 \
+      if gst-launch-1.0 cudaipcringsrc io-mode=import socket-path=$work/none ! fakesink 2>&1 \
         | grep -q 'io-mode=import needs GStreamer 1.24'; then
         passed=$((passed + 1)); note "PASS g122-import-refused"
       else
