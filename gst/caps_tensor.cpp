@@ -698,4 +698,15 @@ bool same_dimensions(const TensorDesc& a, const TensorDesc& b) {
   return true;
 }
 
+std::uint64_t video_rows_end(const GstVideoInfo& info, const TensorDesc& tensor) {
+  std::uint64_t end = tensor.byte_offset + tensor.size;
+  for (std::uint32_t p = 0; p < tensor.num_planes && p < GST_VIDEO_MAX_PLANES; ++p) {
+    gint comp[GST_VIDEO_MAX_COMPONENTS];
+    gst_video_format_info_component(info.finfo, p, comp);
+    const auto rows = static_cast<std::uint64_t>(GST_VIDEO_INFO_COMP_HEIGHT(&info, comp[0]));
+    end = std::max(end, tensor.planes[p].offset + tensor.planes[p].pitch * rows);
+  }
+  return end;
+}
+
 }  // namespace cudaipc::gst

@@ -47,6 +47,10 @@ bool parse_caps(const GstCaps* caps, StreamCaps* out, std::string* error);
 bool video_tensor(const GstVideoInfo& info, const GstVideoMeta* meta, gsize buffer_size,
                   TensorDesc* out, std::string* error);
 
+// Bytes from the slot's start to the end of the last plane's last row, padding included: what a
+// GstVideoInfo describing the slot must count as its size (GStreamer derives row counts from it).
+std::uint64_t video_rows_end(const GstVideoInfo& info, const TensorDesc& tensor);
+
 // The caps text that travels with the stream: `caps` without caps features, fixed. Untrusted on
 // the other side, so it is parsed again there (caps_from_wire).
 std::string wire_caps(const GstCaps* caps);

@@ -412,7 +412,9 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   if (parsed.kind == MediaKind::video &&
       !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), &tensor, &error))
     return TRUE;
-  const std::uint64_t bytes = tensor.byte_offset + tensor.size;
+  std::uint64_t bytes = tensor.byte_offset + tensor.size;
+  if (parsed.kind == MediaKind::video)
+    bytes = std::max<std::uint64_t>(bytes, video_rows_end(parsed.video, tensor));
   st->caps = parsed;
   st->wire_caps = wire_caps(caps);
   if ((st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
@@ -637,6 +639,12 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     }
   }
   bytes = tensor.byte_offset + tensor.size;
+  // Slots hold whole rows (the last row's padding too) so the source can describe them to
+  // GStreamer, which counts rows from a size.
+  if (st->caps.kind == MediaKind::video)
+    bytes = std::max<std::uint64_t>(
+        bytes, std::min<std::uint64_t>(video_rows_end(st->caps.video, tensor),
+                                       gst_buffer_get_size(buf)));
   if (WriteSlot* lent = slot_of(buf, st->producer.get()))
     return commit_lent_slot(self, buf, *lent, tensor, entry);
   if (st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size) {

@@ -79,6 +79,7 @@ struct StreamFormat {
   TensorDesc tensor{};
   bool is_video = false;
   GstVideoInfo video{};
+  std::uint64_t max_frame_size = 0;  // validated by the core against the slot size
 };
 
 struct SrcState {
@@ -461,6 +462,7 @@ static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
   f.caps_text = header.caps;
   f.tags = header.tags;
   f.tensor = ev.format.tensor;
+  f.max_frame_size = ev.format.max_frame_size;
   f.is_video = gst_structure_has_name(gst_caps_get_structure(check, 0), "video/x-raw");
   if (f.is_video) f.video = vinfo;
   gst_caps_unref(check);
@@ -553,7 +555,13 @@ static GstVideoInfo slot_video_info(SrcState* st, const TensorDesc& t, std::uint
     gst_video_info_set_format(&info, GST_VIDEO_FORMAT_GRAY8, static_cast<guint>(span), 1);
     GST_VIDEO_INFO_PLANE_STRIDE(&info, 0) = static_cast<gint>(span);
   }
-  GST_VIDEO_INFO_SIZE(&info) = span;
+  // GStreamer counts rows as size / stride: cover the last row's padding where the slot has it.
+  std::uint64_t size = span;
+  if (st->format.is_video) {
+    const std::uint64_t rows_end = video_rows_end(st->format.video, t);
+    if (rows_end <= st->format.max_frame_size) size = std::max(size, rows_end);
+  }
+  GST_VIDEO_INFO_SIZE(&info) = size;
   return info;
 }
 #endif

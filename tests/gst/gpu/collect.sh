@@ -13,19 +13,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 shared=$(cd "$here/../../../../shared" && pwd)
 rm -rf "$dest/g122" "$dest/g128"
 mkdir -p "$dest/g128/plugins" "$dest/g128/bin" "$dest/g128/lib"
-cp -f "$here/run-gst-gpu.sh" "$dest/"
+cp -f "$here/run-gst-gpu.sh" "$here/device-all.sh" "$dest/"
 
 # libcudaipc by its soname: the plugin finds it through an $ORIGIN run path that a copy loses.
 soname=$(readelf -d "$b122/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 progs=("$b122/tests/gst/gpu/cudaipc-gst-verify" "$b122/core/$soname")
-[ -x "$b122/tests/bench/gst/cudaipc-gst-bench" ] && progs+=("$b122/tests/bench/gst/cudaipc-gst-bench")
+[ -x "$b122/tests/gst/bench/cudaipc-gst-bench" ] && progs+=("$b122/tests/gst/bench/cudaipc-gst-bench")
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale app shm nvcodec videoparsersbad" \
   "$shared/tools/gst-bundle.sh" "$dest/g122" -p "$b122/gst/libgstcudaipc.so" "${progs[@]}"
 
 cp -f "$shared/gst-1.28/gst-1.28-prefix.tar.gz" "$dest/g128/"
 cp -f "$b128/gst/libgstcudaipc.so" "$dest/g128/plugins/"
 cp -f "$b128/tests/gst/gpu/cudaipc-gst-verify" "$dest/g128/bin/"
-[ -x "$b128/tests/bench/gst/cudaipc-gst-bench" ] && cp -f "$b128/tests/bench/gst/cudaipc-gst-bench" "$dest/g128/bin/"
+[ -x "$b128/tests/gst/bench/cudaipc-gst-bench" ] && cp -f "$b128/tests/gst/bench/cudaipc-gst-bench" "$dest/g128/bin/"
 soname=$(readelf -d "$b128/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$b128/core/$soname" "$dest/g128/lib/"
 

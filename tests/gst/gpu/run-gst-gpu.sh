@@ -41,7 +41,7 @@ run_case() {
   } >"$log.producer" 2>&1
   local ppid=$!
   for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
-  timeout -k 5 120 "$verify" "$@" >"$log" 2>&1
+  GST_DEBUG=${GST_DEBUG:-cudaipcsrc:4,cudaipcsink:4} timeout -k 5 120 "$verify" "$@" >"$log" 2>&1
   local rc=$?
   wait "$ppid"
   local prc=$?
@@ -51,7 +51,8 @@ run_case() {
   else
     failed=$((failed + 1))
     note "FAIL $name (checker rc=$rc, producer rc=$prc) $(grep -m1 '^verify:' "$log")"
-    tail -n 5 "$log.producer" "$log" | sed 's/^/    /' | tee -a "$summary"
+    { grep -ahE 'negotiated|ERROR|WARN' "$log" "$log.producer" | cut -c1-400 | tail -n 8
+      tail -n 3 "$log.producer" "$log"; } | sed 's/^/    /' | tee -a "$summary"
   fi
 }
 
@@ -86,14 +87,16 @@ gpu_cases() {
     done
   done
   local io=${iomodes%% *}
+  # cudadownload takes video only: the checker maps the CUDA tensors itself (a download).
   run_case "$tag-tensors" "@produce-tensors --frames $frames --ipc-mode auto --dims 3:224:224 --type float32" \
     -- check-tensors --frames "$frames" --dims 3:224:224 --type float32 --expect-device \
-    --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-tensors.sock ! cudadownload ! appsink name=out"
+    --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-tensors.sock ! appsink name=out"
   # A consumer without CUDA downstream gets system memory (the source downloads).
   run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
     --frames "$frames" --reference "$(ref NV12)" \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
-  if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1; then
+  if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
+    gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
     local nclip
     nclip=$(cat "$root/clip.frames")
@@ -102,7 +105,7 @@ gpu_cases() {
       --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
   else
     skipped=$((skipped + 1))
-    note "SKIP $tag-nvh264dec: no clip.h264 or no nvh264dec in this GStreamer"
+    note "SKIP $tag-nvh264dec: no clip.h264, nvh264dec or h264parse in this GStreamer"
   fi
 }
 

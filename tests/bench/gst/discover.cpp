@@ -1,0 +1,128 @@
+// Which transports this GStreamer has, told apart by the plugin their factories come from, and
+// why the others cannot run.
+#include <cstring>
+
+#include "gst_bench.hpp"
+
+namespace gstbench {
+namespace {
+
+Transport make(std::string id, std::string label, std::string sink, std::string src) {
+  Transport t;
+  t.id = std::move(id);
+  t.label = std::move(label);
+  t.sink_factory = std::move(sink);
+  t.src_factory = std::move(src);
+  return t;
+}
+
+// The plugin a factory comes from ("" when there is no such element).
+std::string plugin_of(const char* factory) {
+  GstElementFactory* f = gst_element_factory_find(factory);
+  if (!f) return "";
+  const gchar* name = gst_plugin_feature_get_plugin_name(GST_PLUGIN_FEATURE(f));
+  std::string s = name ? name : "";
+  gst_object_unref(f);
+  return s;
+}
+
+bool has_factories(const char* sink, const char* src) {
+  return !plugin_of(sink).empty() && !plugin_of(src).empty();
+}
+
+// nvcodec (1.24+) registers cudaipcsink/cudaipcsrc too, and the plugin loaded last owns the
+// names: ours have aliases, nvcodec's have none.
+std::string nvcodec_unavailable(guint minor) {
+  const std::string sink = plugin_of("cudaipcsink"), src = plugin_of("cudaipcsrc");
+  if (sink == "nvcodec" && src == "nvcodec") return "";
+  if (plugin_file("nvcodec").empty()) return "not available: no nvcodec plugin";
+  if (minor < 24)
+    return "not available: nvcodec has cudaipcsink/cudaipcsrc from GStreamer 1.24 (running 1." +
+           std::to_string(minor) + ")";
+  if (plugin_of("cudaupload") != "nvcodec")
+    return "not available: nvcodec registered no elements (no CUDA device when the registry "
+           "was built)";
+  if (sink == "cudaipc" || src == "cudaipc")
+    return "not available: the cudaipc plugin, loaded after nvcodec, owns the names "
+           "cudaipcsink/cudaipcsrc";
+  return "not available: nvcodec registers no cudaipcsink/cudaipcsrc";
+}
+
+}  // namespace
+
+std::string plugin_file(const char* plugin) {
+  GstPlugin* p = gst_registry_find_plugin(gst_registry_get(), plugin);
+  if (!p) return "";
+  const gchar* f = gst_plugin_get_filename(p);
+  std::string s = f ? f : "";
+  gst_object_unref(p);
+  return s;
+}
+
+std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
+                                std::string* ours_missing) {
+  std::vector<Transport> ts;
+  // Ours, by plugin name: the aliases where this build has them, else the plain names.
+  std::string sink, src;
+  for (auto [s, r] :
+       {std::pair{"cudaipcringsink", "cudaipcringsrc"}, std::pair{"cudaipcsink", "cudaipcsrc"}})
+    if (plugin_of(s) == "cudaipc" && plugin_of(r) == "cudaipc") {
+      sink = s;
+      src = r;
+      break;
+    }
+  if (sink.empty())
+    *ours_missing =
+        "not available: no cudaipc plugin (set GST_PLUGIN_PATH to the build's gst/, "
+        "built for this GStreamer version)";
+  Transport host = make("cudaipc-host", "cudaipc host (ipc-mode=host, every-frame)", sink, src);
+  host.unavailable = *ours_missing;
+  ts.push_back(host);
+
+  Transport shm =
+      make("shm", "shmsink/shmsrc (copy into shm-size = 4 frames)", "shmsink", "shmsrc");
+  if (!has_factories("shmsink", "shmsrc")) shm.unavailable = "not available: no shm plugin";
+  ts.push_back(shm);
+
+  Transport fd = make("unixfd", "unixfdsink/unixfdsrc", "unixfdsink", "unixfdsrc");
+  if (!has_factories("unixfdsink", "unixfdsrc"))
+    fd.unavailable = "not available: no unixfdsink/unixfdsrc (GStreamer < 1.24)";
+  ts.push_back(fd);
+
+  guint major = 0, minor = 0, micro = 0, nano = 0;
+  gst_version(&major, &minor, &micro, &nano);
+  std::string gpu_why;
+  if (!gpu)
+    gpu_why = "skipped: CUDA row, run with --gpu";
+  else if (std::string why = gpu_unavailable_reason(); !why.empty())
+    gpu_why = "skipped: no GPU (" + why + ")";
+  for (const char* mode : {"import", "copy"}) {
+    Transport t =
+        make(std::string("cudaipc-cuda-") + mode,
+             std::string("cudaipc CUDA (ipc-mode=auto, io-mode=") + mode + ")", sink, src);
+    t.io_mode = mode;
+    t.cuda = true;
+    t.unavailable = !ours_missing->empty() ? *ours_missing : gpu_why;
+    if (t.unavailable.empty() && std::strcmp(mode, "import") == 0 && minor < 24)
+      t.unavailable = "not available: io-mode=import needs GStreamer 1.24+ (running 1." +
+                      std::to_string(minor) + ")";
+    ts.push_back(t);
+  }
+  Transport nv = make("nvcodec", "nvcodec cudaipcsink/cudaipcsrc", "cudaipcsink", "cudaipcsrc");
+  nv.cuda = true;
+  nv.every_frame = false;  // its server hands each client the newest frame
+  nv.unavailable = nvcodec_unavailable(minor);
+  if (nv.unavailable.empty()) nv.unavailable = gpu_why;
+  ts.push_back(nv);
+
+  if (!only.empty()) {
+    std::vector<Transport> kept;
+    for (auto& t : ts)
+      for (const auto& id : only)
+        if (t.id == id) kept.push_back(t);
+    ts = kept;
+  }
+  return ts;
+}
+
+}  // namespace gstbench

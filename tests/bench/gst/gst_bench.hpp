@@ -1,0 +1,158 @@
+// cudaipc-gst-bench: shared declarations. The parent process decides which transports exist,
+// then runs each one as a producer process and a consumer process (this program again, with
+// --role=), both GStreamer pipelines; the children report through files in a private directory.
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gstbench {
+
+using Kv = std::map<std::string, std::string>;  // a child's report: one "key value" per line
+
+// What one run does, passed to the child processes as key=value arguments.
+struct RunSpec {
+  std::string transport;  // a Transport id ("cudaipc-host", "shm", ...) or "baseline"
+  std::string format = "RGBA";
+  int width = 1920, height = 1080;
+  std::uint64_t warmup = 50, frames = 500;
+  std::string sink_factory, src_factory;  // resolved by the parent (ours by plugin name)
+  std::string io_mode;                    // cudaipcsrc io-mode for the CUDA rows
+  bool cuda = false;                      // frames travel in CUDA memory
+  std::string dir;                        // this run's socket, handshake and result files
+  int timeout_s = 60;
+  std::string ref0, ref1;  // expected bytes of one pixel group of plane 0 / 1 (hex); empty: none
+
+  std::uint64_t total() const { return warmup + frames; }
+  std::string path(const char* name) const { return dir + "/" + name; }
+  std::vector<std::string> to_args() const;
+  static RunSpec from_args(const std::vector<std::string>& args);
+};
+
+// One line of the report: a transport (or the baseline, or a row that did not run) at a format.
+struct Row {
+  std::string id;     // transport id, "baseline" or "baseline-cuda"
+  std::string label;  // what the table shows
+  std::string format;
+  std::string note;  // why it did not run, what failed, remarks
+  bool ran = false;
+  bool ok = true;
+  std::uint64_t sent = 0, received = 0, lost = 0, bad = 0, checked = 0;
+  double fps = 0;             // consumer side (baseline: the sink), frames / window
+  double over_source_us = 0;  // per-frame time above the baseline's (1e6/fps difference)
+  double prod_cpu_us = 0, cons_cpu_us = 0;
+  std::vector<std::uint64_t> lat, meta;  // ns: stamp-based, and our sink-chain meta
+  Kv producer, consumer;                 // the children's raw reports
+};
+
+struct ReportInfo {
+  std::string gst_version, plugin_file, machine, size;
+  std::uint64_t frames = 0, warmup = 0;
+};
+// The Markdown table (stdout) and the raw numbers (JSON file).
+void print_table(const ReportInfo& info, const std::vector<Row>& rows);
+void write_json(const std::string& path, const ReportInfo& info, const std::vector<Row>& rows);
+
+// ---- which transports exist (discover.cpp) ----
+struct Transport {
+  std::string id;  // what the roles and pipelines key on
+  std::string label;
+  std::string sink_factory, src_factory, io_mode;
+  bool cuda = false;
+  bool every_frame = true;  // promises every frame, so a lost one is a failure
+  std::string unavailable;  // why it does not run; empty: it runs
+};
+// Every transport, runnable or with the reason it is not; `only` (ids) narrows the list.
+// `*ours_missing` says why the cudaipc plugin's elements were not found ("" when they were).
+std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
+                                std::string* ours_missing);
+std::string plugin_file(const char* plugin);  // "" when the registry has no such plugin
+
+// ---- runs in fresh processes (runs.cpp) ----
+// `s.dir` must exist; `base_fps` is the matching baseline's, for the overhead column.
+Row run_baseline(const RunSpec& s, const std::string& label);
+Row run_pair(const Transport& t, const RunSpec& s, double base_fps);
+std::string make_dir(const std::string& root, int index, const std::string& id);
+void add_note(Row& r, const std::string& note);
+std::uint64_t kv_u64(const Kv& kv, const char* key);  // 0 when absent
+std::string kv_get(const Kv& kv, const char* key);    // "" when absent
+
+// ---- pipelines (transports.cpp) ----
+std::string producer_launch(const RunSpec& s);
+std::string consumer_launch(const RunSpec& s);
+std::string baseline_launch(const RunSpec& s);
+// The colour videotestsrc paints (ARGB), so a zeroed or foreign frame cannot pass the check.
+inline constexpr std::uint32_t kForeground = 0xff3c78b4;
+
+// ---- child roles (roles.cpp); each returns the process exit status ----
+int producer_role(const RunSpec& s);
+int consumer_role(const RunSpec& s);
+int baseline_role(const RunSpec& s);
+
+// ---- frame stamps and content checks (frame_check.cpp) ----
+// Bytes 0..15 of plane 0 carry {CLOCK_MONOTONIC ns, frame index, magic}, written by the
+// producer just before its sink's chain and read by the consumer after its source's push.
+struct Stamp {
+  std::uint64_t mono_ns = 0;
+  std::uint32_t index = 0;
+  std::uint32_t magic = 0;
+};
+inline constexpr std::uint32_t kStampMagic = 0x424d5453;  // "STMB"
+inline constexpr std::size_t kStampBytes = sizeof(Stamp);
+
+struct FrameCheck {
+  GstVideoInfo info;                         // the frame's caps; a GstVideoMeta overrides layout
+  std::vector<std::uint8_t> ref[2];          // one pixel group of plane 0 / plane 1; empty: any
+  static FrameCheck from(const RunSpec& s);  // caps from the spec, references from ref0/ref1
+};
+// Writes `st` at plane 0's first byte, in system or CUDA memory. Makes `*buf` writable first;
+// `*copied` tells whether that took a copy (it should not: the source's buffers are its own).
+bool write_stamp(GstBuffer** buf, const FrameCheck& fc, const Stamp& st, bool* copied);
+bool read_stamp(GstBuffer* buf, const FrameCheck& fc, Stamp* out);
+// Compares sampled rows of every plane with the expected pixel group (past the stamp); CUDA
+// memory is downloaded through a host map. False on a mismatch, with the first one in `why`.
+bool check_solid(GstBuffer* buf, const FrameCheck& fc, std::string* why);
+// Plane 0's and plane 1's pixel group at the frame's last pixel, hex (the stamp sits at the
+// first), for the consumer's expected colour.
+bool pixel_groups(GstBuffer* buf, const FrameCheck& fc, std::string* p0, std::string* p1);
+
+// ---- CUDA (cuda_probe.cpp) ----
+// Empty when a CUDA device and nvcodec's cudaupload are usable; else why not.
+std::string gpu_unavailable_reason();
+// 16-byte copies into / out of GstCudaMemory (a synchronous CuMemcpy2D).
+bool is_cuda_memory(GstMemory* mem);
+bool cuda_write(GstMemory* mem, std::size_t offset, const void* src, std::size_t n);
+bool cuda_read(GstMemory* mem, std::size_t offset, void* dst, std::size_t n);
+
+// ---- process and file helpers (util.cpp) ----
+std::uint64_t mono_ns();
+std::uint64_t cpu_rusage_ns();  // RUSAGE_SELF user + system
+std::uint64_t thread_cpu_ns();  // CLOCK_THREAD_CPUTIME_ID
+double percentile(std::vector<std::uint64_t> v, double q);
+void write_kv(const std::string& path, const Kv& kv);  // atomic: written aside, then renamed
+Kv read_kv(const std::string& path);
+void write_samples(const std::string& path, const std::vector<std::uint64_t>& v);
+std::vector<std::uint64_t> read_samples(const std::string& path);
+bool file_exists(const std::string& path);
+void touch(const std::string& path);
+// Polls for `path` until the deadline (CLOCK_MONOTONIC ns); true when it appeared.
+bool wait_for_file(const std::string& path, std::uint64_t deadline_ns);
+void set_self_exe(const char* argv0);
+pid_t spawn_self(const std::vector<std::string>& args);
+// Children die with the parent, so a killed benchmark leaves no pipelines behind.
+void die_with_parent();
+// Waits for every pid until the deadline, killing the rest (SIGKILL) once it passes or once one
+// failed and `grace_ns` passed after that. Returns per pid: exit status, or -signal, or -1000
+// for "killed on timeout".
+std::vector<int> wait_all(const std::vector<pid_t>& pids, std::uint64_t deadline_ns,
+                          std::uint64_t grace_ns);
+std::string hex(const std::uint8_t* p, std::size_t n);
+std::vector<std::uint8_t> unhex(const std::string& s);
+
+}  // namespace gstbench

@@ -1,0 +1,448 @@
+// The child processes: producer, consumer and the one-process baseline. Each builds its pipeline
+// with gst_parse_launch, measures in pad probes and reports through files in the run's
+// directory. The two processes meet through files too: the producer prerolls (its sink has
+// created the socket), the consumer connects and says "ready", then the producer plays. Every
+// wait ends at the run's deadline.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "gst_bench.hpp"
+
+namespace gstbench {
+namespace {
+
+constexpr const char* kDoneMessage = "gst-bench-done";
+// After the producer has finished, a consumer that has had no frame for this long has had
+// every frame it will get (nvcodec's source, for one, has no every-frame mode).
+constexpr std::uint64_t kIdleAfterProducerNs = 1'000'000'000;
+
+struct PipelineDeleter {
+  void operator()(GstElement* p) const {
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(p);
+  }
+};
+using Pipeline = std::unique_ptr<GstElement, PipelineDeleter>;
+
+struct ObjectDeleter {
+  void operator()(gpointer p) const { gst_object_unref(p); }
+};
+template <typename T>
+using Ref = std::unique_ptr<T, ObjectDeleter>;
+
+Pipeline launch(const std::string& desc) {
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(desc.c_str(), &err);
+  if (err) {
+    const std::string msg = err->message;
+    g_error_free(err);
+    if (p) gst_object_unref(p);
+    throw std::runtime_error("gst_parse_launch(" + desc + "): " + msg);
+  }
+  return Pipeline(p);
+}
+
+Ref<GstPad> pad_of(GstElement* pipe, const char* element, const char* pad) {
+  Ref<GstElement> e(gst_bin_get_by_name(GST_BIN(pipe), element));
+  if (!e) throw std::runtime_error(std::string("no element named ") + element);
+  GstPad* p = gst_element_get_static_pad(e.get(), pad);
+  if (!p) throw std::runtime_error(std::string("no pad ") + element + ":" + pad);
+  return Ref<GstPad>(p);
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+std::string describe_error(GstMessage* msg) {
+  GError* err = nullptr;
+  gchar* dbg = nullptr;
+  gst_message_parse_error(msg, &err, &dbg);
+  std::string s = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(msg))) + ": " +
+                  (err ? err->message : "?") + (dbg ? std::string(" (") + dbg + ")" : "");
+  if (err) g_error_free(err);
+  g_free(dbg);
+  return one_line(s);
+}
+
+enum class BusEnd { eos, done, error, deadline, idle };
+
+// Pops the bus until EOS, our "done" message, an error, the deadline, or `idle()` says stop.
+template <typename Idle>
+BusEnd run_bus(GstElement* pipe, std::uint64_t deadline, std::string* error, Idle idle) {
+  Ref<GstBus> bus(gst_element_get_bus(pipe));
+  for (;;) {
+    GstMessage* msg = gst_bus_timed_pop_filtered(
+        bus.get(), 20 * GST_MSECOND,
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_APPLICATION));
+    if (msg) {
+      BusEnd end = BusEnd::eos;
+      bool stop = true;
+      if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+        *error = describe_error(msg);
+        end = BusEnd::error;
+      } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_APPLICATION) {
+        stop = gst_structure_has_name(gst_message_get_structure(msg), kDoneMessage);
+        end = BusEnd::done;
+      }
+      gst_message_unref(msg);
+      if (stop) return end;
+      continue;
+    }
+    if (idle()) return BusEnd::idle;
+    if (mono_ns() >= deadline) {
+      *error = "timed out";
+      return BusEnd::deadline;
+    }
+  }
+}
+
+// Sets a state; on failure the reason is the bus's error message.
+bool set_state(GstElement* pipe, GstState state, std::string* error) {
+  if (gst_element_set_state(pipe, state) != GST_STATE_CHANGE_FAILURE) return true;
+  Ref<GstBus> bus(gst_element_get_bus(pipe));
+  GstMessage* msg = gst_bus_timed_pop_filtered(bus.get(), 0, GST_MESSAGE_ERROR);
+  *error = msg ? describe_error(msg)
+               : std::string("state change to ") + gst_element_state_get_name(state) + " failed";
+  if (msg) gst_message_unref(msg);
+  return false;
+}
+
+std::uint64_t deadline_of(const RunSpec& s) {
+  return mono_ns() + static_cast<std::uint64_t>(s.timeout_s) * 1'000'000'000u;
+}
+
+// Stamps every frame at the probed pad (a sink's sink pad) and measures from frame `warmup`
+// (producer) to EOS, or from frame warmup-1 to the last frame (baseline). `probe_cpu` is this
+// probe's own CPU time inside that window, which the report takes out of the process's.
+struct SenderProbe {
+  explicit SenderProbe(const RunSpec& s) : spec(&s), fc(FrameCheck::from(s)) {}
+  const RunSpec* spec;
+  FrameCheck fc;
+  bool baseline = false;
+  std::uint32_t next = 0;
+  std::uint64_t t0 = 0, t1 = 0, cpu0 = 0, cpu1 = 0, probe_cpu = 0;
+  std::uint64_t copies = 0, stamp_failures = 0, bad = 0;
+  std::string ref0, ref1, bad_why;
+};
+
+GstPadProbeReturn sender_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  auto* p = static_cast<SenderProbe*>(data);
+  const std::uint64_t total = p->spec->total();
+  if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM) {
+    if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS && !p->baseline) {
+      p->t1 = mono_ns();
+      p->cpu1 = cpu_rusage_ns();
+    }
+    return GST_PAD_PROBE_OK;
+  }
+  const std::uint32_t index = p->next++;
+  if (!p->baseline && index == p->spec->warmup) {
+    p->t0 = mono_ns();
+    p->cpu0 = cpu_rusage_ns();
+  }
+  const std::uint64_t tc0 = thread_cpu_ns();
+  GstBuffer* buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (p->baseline && index == 0) {
+    // The colour consumers expect, read at the last pixel (the stamp takes the first).
+    if (!pixel_groups(buf, p->fc, &p->ref0, &p->ref1)) ++p->bad;
+    p->fc.ref[0] = unhex(p->ref0);
+    p->fc.ref[1] = unhex(p->ref1);
+    std::string why;
+    if (!check_solid(buf, p->fc, &why)) {
+      ++p->bad;
+      p->bad_why = why;
+    }
+  }
+  bool copied = false;
+  if (!write_stamp(&buf, p->fc, Stamp{mono_ns(), index, kStampMagic}, &copied)) ++p->stamp_failures;
+  if (copied) ++p->copies;
+  GST_PAD_PROBE_INFO_DATA(info) = buf;
+  if (index >= p->spec->warmup) p->probe_cpu += thread_cpu_ns() - tc0;
+  if (p->baseline && index + 1 == p->spec->warmup) {
+    p->t0 = mono_ns();
+    p->cpu0 = cpu_rusage_ns();
+  } else if (p->baseline && index + 1 == total) {
+    p->t1 = mono_ns();
+    p->cpu1 = cpu_rusage_ns();
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+// Reads the stamp (and our sink's chain-time meta) of every frame at the source's src pad and
+// checks the content. The window runs from the end of frame warmup-1's probe to the end of the
+// last frame's; `probe_cpu` is the probe's own CPU time inside it.
+struct ReceiverProbe {
+  explicit ReceiverProbe(const RunSpec& s) : spec(&s), fc(FrameCheck::from(s)) {}
+  const RunSpec* spec;
+  FrameCheck fc;
+  GstElement* src = nullptr;
+  GstCaps* chain_caps = nullptr;
+  std::vector<std::uint64_t> lat, meta;
+  std::uint64_t received = 0, counted = 0, checked = 0, bad = 0;
+  std::int64_t last_index = -1;
+  bool started = false, finished = false;
+  std::uint64_t t0 = 0, t_last = 0, cpu0 = 0, cpu1 = 0, probe_cpu = 0;
+  std::string bad_why;
+  std::atomic<std::uint64_t> last_arrival{0};
+};
+
+void note_bad(ReceiverProbe* p, const std::string& why) {
+  if (p->bad++ == 0) p->bad_why = why;
+}
+
+// Reading a CUDA frame's stamp waits for the frame on the GPU and copies 16 bytes back: done on
+// every frame it would pace the consumer to the GPU's round trip. CUDA frames are read during
+// warm-up, then every 16th arrival and the last; our source's meta times every frame anyway.
+constexpr std::uint64_t kCudaStampEvery = 16;
+
+bool reads_stamp(const RunSpec& s, std::uint64_t arrival) {
+  return !s.cuda || arrival < s.warmup || arrival % kCudaStampEvery == 0 ||
+         arrival + 1 == s.total();
+}
+
+// Whether frame `index`'s pixels are compared. CUDA frames are downloaded for that, which takes
+// milliseconds and would hold back the frames behind: only warm-up frames and the last one.
+bool checks_content(const RunSpec& s, std::uint64_t index) {
+  return !s.cuda || index < s.warmup || index + 1 == s.total();
+}
+
+GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  const std::uint64_t now = mono_ns();
+  const std::uint64_t tc0 = thread_cpu_ns();
+  auto* p = static_cast<ReceiverProbe*>(data);
+  GstBuffer* buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  const std::uint64_t total = p->spec->total();
+  const std::uint64_t arrival = p->received++;
+  p->last_arrival.store(now, std::memory_order_relaxed);
+  // Without a stamp read the arrival count stands in for the index: every-frame transports
+  // deliver frame n as arrival n, and a lossy one only ends up with fewer frames.
+  std::uint64_t index = arrival;
+  if (reads_stamp(*p->spec, arrival)) {
+    Stamp st;
+    if (!read_stamp(buf, p->fc, &st) || st.magic != kStampMagic || st.index >= total) {
+      note_bad(p, "frame " + std::to_string(arrival) + " has no valid stamp");
+      return GST_PAD_PROBE_OK;
+    }
+    if (static_cast<std::int64_t>(st.index) <= p->last_index)
+      note_bad(
+          p, "frame " + std::to_string(st.index) + " after frame " + std::to_string(p->last_index));
+    p->last_index = st.index;
+    index = st.index;
+    if (index >= p->spec->warmup) p->lat.push_back(now - st.mono_ns);
+  }
+  if (index >= p->spec->warmup)
+    if (GstReferenceTimestampMeta* m = gst_buffer_get_reference_timestamp_meta(buf, p->chain_caps))
+      p->meta.push_back(now - m->timestamp);
+  if (checks_content(*p->spec, index)) {
+    ++p->checked;
+    std::string why;
+    if (!check_solid(buf, p->fc, &why)) note_bad(p, "frame " + std::to_string(index) + ": " + why);
+  }
+  const bool last = index + 1 == total;
+  if (!p->started && (index + 1 >= p->spec->warmup || last)) {
+    p->started = true;
+    p->t0 = now;
+    p->cpu0 = cpu_rusage_ns();
+  } else if (p->started) {
+    ++p->counted;
+    p->t_last = now;
+    p->probe_cpu += thread_cpu_ns() - tc0;
+  }
+  if (last && !p->finished) {
+    p->finished = true;
+    p->cpu1 = cpu_rusage_ns();
+    gst_element_post_message(
+        p->src,
+        gst_message_new_application(GST_OBJECT(p->src), gst_structure_new_empty(kDoneMessage)));
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+// Answers the allocation query with nothing, so upstream allocates in its own (system) memory.
+// shmsink would offer an allocator in its shm area, and videotestsrc's pool, which never
+// shrinks, would then keep the whole area to itself as soon as the consumer lags: shmsink's next
+// copy waits for space that never comes (a deadlock, seen with GStreamer 1.22).
+GstPadProbeReturn hide_allocator(GstPad*, GstPadProbeInfo* info, gpointer) {
+  GstQuery* q = GST_PAD_PROBE_INFO_QUERY(info);
+  return GST_QUERY_TYPE(q) == GST_QUERY_ALLOCATION ? GST_PAD_PROBE_HANDLED : GST_PAD_PROBE_OK;
+}
+
+const char* end_name(BusEnd e) {
+  switch (e) {
+    case BusEnd::eos:
+      return "eos";
+    case BusEnd::done:
+      return "last-frame";
+    case BusEnd::error:
+      return "error";
+    case BusEnd::deadline:
+      return "timeout";
+    case BusEnd::idle:
+      return "idle-after-producer";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int producer_role(const RunSpec& s) {
+  die_with_parent();
+  const std::uint64_t deadline = deadline_of(s);
+  SenderProbe probe(s);
+  Kv kv;
+  std::string error;
+  BusEnd end = BusEnd::error;
+  Pipeline pipe = launch(producer_launch(s));
+  {
+    Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
+    gst_pad_add_probe(pad.get(),
+                      static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
+                                                   GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                      sender_probe, &probe, nullptr);
+    if (s.transport == "shm")
+      gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM, hide_allocator, nullptr,
+                        nullptr);
+  }
+  // PAUSED starts the sink (its start() runs before set_state returns), so it listens on its
+  // socket once "producer.ready" is there; the socket file alone can come before the listen().
+  if (set_state(pipe.get(), GST_STATE_PAUSED, &error)) {
+    touch(s.path("producer.ready"));
+    if (!wait_for_file(s.path("consumer.ready"), deadline))
+      error = "the consumer never became ready";
+    else if (set_state(pipe.get(), GST_STATE_PLAYING, &error))
+      end = run_bus(pipe.get(), deadline, &error, [] { return false; });
+  }
+  const bool ok = end == BusEnd::eos && probe.t1 > probe.t0;
+  kv["ok"] = ok ? "1" : "0";
+  kv["error"] = error;
+  kv["pushed"] = std::to_string(probe.next);
+  kv["elapsed_ns"] = std::to_string(ok ? probe.t1 - probe.t0 : 0);
+  kv["cpu_ns"] = std::to_string(ok ? probe.cpu1 - probe.cpu0 : 0);
+  kv["probe_cpu_ns"] = std::to_string(probe.probe_cpu);
+  kv["window_frames"] = std::to_string(probe.next > s.warmup ? probe.next - s.warmup : 0);
+  kv["stamp_copies"] = std::to_string(probe.copies);
+  kv["stamp_failures"] = std::to_string(probe.stamp_failures);
+  {
+    Ref<GstElement> sink(gst_bin_get_by_name(GST_BIN(pipe.get()), "sink"));
+    if (g_object_class_find_property(G_OBJECT_GET_CLASS(sink.get()), "stats")) {
+      GstStructure* stats = nullptr;
+      g_object_get(sink.get(), "stats", &stats, nullptr);
+      guint64 v = 0;
+      if (stats && gst_structure_get_uint64(stats, "dropped", &v))
+        kv["sink_dropped"] = std::to_string(v);
+      if (stats && gst_structure_get_uint64(stats, "published", &v))
+        kv["sink_published"] = std::to_string(v);
+      if (stats) gst_structure_free(stats);
+    }
+  }
+  write_kv(s.path("producer.kv"), kv);
+  // The sink stays up until the consumer has all it will get: some transports lose what is
+  // still in flight when the sink goes away.
+  if (ok) wait_for_file(s.path("consumer.kv"), deadline);
+  pipe.reset();
+  if (!ok)
+    std::fprintf(stderr, "gst-bench producer (%s): %s\n", s.transport.c_str(), error.c_str());
+  return ok ? 0 : 1;
+}
+
+int consumer_role(const RunSpec& s) {
+  die_with_parent();
+  const std::uint64_t deadline = deadline_of(s);
+  ReceiverProbe probe(s);
+  probe.chain_caps = gst_caps_from_string("timestamp/x-cudaipc-sink-chain");
+  probe.lat.reserve(s.frames);
+  probe.meta.reserve(s.frames);
+  std::string error;
+  BusEnd end = BusEnd::error;
+  Pipeline pipe;
+  if (!wait_for_file(s.path("producer.ready"), deadline)) {
+    error = "the producer never started its sink";
+  } else {
+    pipe = launch(consumer_launch(s));
+    probe.src = gst_bin_get_by_name(GST_BIN(pipe.get()), "src");
+    {
+      Ref<GstPad> pad = pad_of(pipe.get(), "src", "src");
+      gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, receiver_probe, &probe, nullptr);
+    }
+    if (set_state(pipe.get(), GST_STATE_PLAYING, &error)) {
+      touch(s.path("consumer.ready"));
+      std::uint64_t producer_done = 0;
+      end = run_bus(pipe.get(), deadline, &error, [&] {
+        if (!producer_done && file_exists(s.path("producer.kv"))) producer_done = mono_ns();
+        if (!producer_done) return false;
+        const std::uint64_t last =
+            std::max(probe.last_arrival.load(std::memory_order_relaxed), producer_done);
+        return mono_ns() - last > kIdleAfterProducerNs;
+      });
+    }
+    // Where the last frame never came, the window ends here, before the teardown's own work.
+    const std::uint64_t end_cpu = cpu_rusage_ns();
+    pipe.reset();  // joins the streaming thread: the probe's state is ours from here
+    gst_object_unref(probe.src);
+    if (probe.started && !probe.finished) probe.cpu1 = end_cpu;
+  }
+  // An error after the last frame is the producer going away (shmsrc reports it as one).
+  const bool ok = probe.finished || end == BusEnd::eos || end == BusEnd::idle;
+  Kv kv;
+  kv["ok"] = ok ? "1" : "0";
+  kv["end"] = end_name(end);
+  kv["error"] = error;
+  kv["received"] = std::to_string(probe.received);
+  kv["window_frames"] = std::to_string(probe.counted);
+  kv["elapsed_ns"] = std::to_string(probe.t_last > probe.t0 ? probe.t_last - probe.t0 : 0);
+  kv["cpu_ns"] = std::to_string(probe.cpu1 - probe.cpu0);
+  kv["probe_cpu_ns"] = std::to_string(probe.probe_cpu);
+  kv["checked"] = std::to_string(probe.checked);
+  kv["bad"] = std::to_string(probe.bad);
+  kv["bad_why"] = one_line(probe.bad_why);
+  write_samples(s.path("lat.u64"), probe.lat);
+  write_samples(s.path("meta.u64"), probe.meta);
+  gst_caps_unref(probe.chain_caps);
+  write_kv(s.path("consumer.kv"), kv);
+  if (!ok)
+    std::fprintf(stderr, "gst-bench consumer (%s): %s\n", s.transport.c_str(), error.c_str());
+  return ok ? 0 : 1;
+}
+
+int baseline_role(const RunSpec& s) {
+  die_with_parent();
+  const std::uint64_t deadline = deadline_of(s);
+  SenderProbe probe(s);
+  probe.baseline = true;
+  std::string error;
+  BusEnd end = BusEnd::error;
+  Pipeline pipe = launch(baseline_launch(s));
+  {
+    Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
+    gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, sender_probe, &probe, nullptr);
+  }
+  if (set_state(pipe.get(), GST_STATE_PLAYING, &error))
+    end = run_bus(pipe.get(), deadline, &error, [] { return false; });
+  pipe.reset();
+  const bool ok = end == BusEnd::eos && probe.next == s.total() && probe.t1 > probe.t0;
+  Kv kv;
+  kv["ok"] = ok ? "1" : "0";
+  kv["error"] = error;
+  kv["received"] = std::to_string(probe.next);
+  kv["window_frames"] = std::to_string(s.frames);
+  kv["elapsed_ns"] = std::to_string(ok ? probe.t1 - probe.t0 : 0);
+  kv["cpu_ns"] = std::to_string(ok ? probe.cpu1 - probe.cpu0 : 0);
+  kv["probe_cpu_ns"] = std::to_string(probe.probe_cpu);
+  kv["ref0"] = probe.ref0;
+  kv["ref1"] = probe.ref1;
+  kv["bad"] = std::to_string(probe.bad);
+  kv["bad_why"] = one_line(probe.bad_why);
+  kv["stamp_copies"] = std::to_string(probe.copies);
+  kv["stamp_failures"] = std::to_string(probe.stamp_failures);
+  write_kv(s.path("baseline.kv"), kv);
+  if (!ok) std::fprintf(stderr, "gst-bench baseline: %s\n", error.c_str());
+  return ok ? 0 : 1;
+}
+
+}  // namespace gstbench
