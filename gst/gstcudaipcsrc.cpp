@@ -351,8 +351,8 @@ static GstCaps* gst_cuda_ipc_ring_src_get_caps(GstBaseSrc* src, GstCaps* filter)
   return caps;
 }
 
-// A pool of GstCudaMemory for copies. Tensors ride in a one-row GRAY8 "image" of their bytes,
-// since GstCudaBufferPool only takes video caps.
+// A pool of GstCudaMemory for copies. Tensors ride in a one-row RGBA "image" of their bytes,
+// since GstCudaBufferPool only takes video caps (and 1.22's allocator knows no GRAY8).
 static bool setup_copy_pool(GstCudaIpcRingSrc* self, GstCaps* caps) {
   SrcState* st = self->st;
   clear_pool(st);
@@ -360,9 +360,9 @@ static bool setup_copy_pool(GstCudaIpcRingSrc* self, GstCaps* caps) {
   if (st->format.is_video) {
     pool_caps = gst_caps_copy(caps);
   } else {
-    pool_caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "GRAY8", "width",
-                                    G_TYPE_INT, static_cast<gint>(st->format.tensor.size),
-                                    "height", G_TYPE_INT, 1, nullptr);
+    const auto pixels = static_cast<gint>((st->format.tensor.size + 3) / 4);
+    pool_caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "RGBA", "width",
+                                    G_TYPE_INT, pixels, "height", G_TYPE_INT, 1, nullptr);
     gst_caps_set_features(pool_caps, 0, gst_caps_features_new(kCudaMemoryFeature, nullptr));
   }
   GstVideoInfo info;
@@ -391,7 +391,11 @@ static gboolean gst_cuda_ipc_ring_src_negotiate(GstBaseSrc* src) {
   SrcState* st = self->st;
   if (!st->format.valid) return TRUE;  // caps come with the producer's first format
   GstCaps* ours = offered_caps(self);
-  GstCaps* peer = gst_pad_peer_query_caps(GST_BASE_SRC_PAD(src), ours);
+  GstCaps* answer = gst_pad_peer_query_caps(GST_BASE_SRC_PAD(src), ours);
+  // Our order, not the peer's: CUDA memory wherever downstream takes it (cudadownload lists
+  // system memory first once a capsfilter follows it).
+  GstCaps* peer = gst_caps_intersect_full(ours, answer, GST_CAPS_INTERSECT_FIRST);
+  gst_caps_unref(answer);
   gst_caps_unref(ours);
   if (gst_caps_is_empty(peer)) {
     gst_caps_unref(peer);
@@ -701,6 +705,8 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
       data += out_tensor.byte_offset;
     } else {
       out_tensor.byte_offset = 0;
+      // The pool's row may be padded past the tensor: downstream sees exactly its bytes.
+      gst_buffer_resize(buf, 0, static_cast<gssize>(t.size));
     }
     device = context_device_id(st->context);
   } else {
