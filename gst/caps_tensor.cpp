@@ -619,6 +619,16 @@ GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, 
                     " bytes) but the tensor's size is " + std::to_string(tensor.size));
     return nullptr;
   }
+  // other/tensors buffers are dense and start at the tensor (NNStreamer's convention).
+  TensorDesc dense;
+  std::string why;
+  if (tensor.byte_offset != 0 ||
+      !dense_tensor(tensor.dtype, tensor.rank, tensor.shape, &dense, &why) ||
+      !std::equal(tensor.strides, tensor.strides + tensor.rank, dense.strides)) {
+    fail(error, "the producer's tensor " + to_string(tensor) + " is not dense at offset 0 " +
+                    "(strides " + strides_text(tensor) + "); other/tensors carries dense data only");
+    return nullptr;
+  }
 
   // Downstream filters spell dimensions either way; offer each spelling so any of them intersects.
   std::vector<std::string> spellings = {dimensions};
@@ -696,6 +706,20 @@ bool same_dimensions(const TensorDesc& a, const TensorDesc& b) {
   for (; i < a.rank; ++i, ++j)
     if (a.shape[i] != b.shape[j]) return false;
   return true;
+}
+
+bool check_frame_tensor(const GstVideoInfo* video, const TensorDesc& format_tensor,
+                        std::uint64_t max_frame_size, const TensorDesc& frame, std::string* error) {
+  if (frame.byte_offset + frame.size > max_frame_size)  // both validated: no overflow
+    return fail(error, "a frame's tensor spans " + std::to_string(frame.byte_offset + frame.size) +
+                           " bytes, more than the format's " + std::to_string(max_frame_size));
+  if (!video) {
+    if (frame == format_tensor) return true;
+    return fail(error, "a frame's tensor " + to_string(frame) + " differs from the format's " +
+                           to_string(format_tensor));
+  }
+  if (frame == format_tensor) return true;
+  return check_video_tensor(*video, frame, error);
 }
 
 std::uint64_t video_rows_end(const GstVideoInfo& info, const TensorDesc& tensor) {

@@ -64,6 +64,13 @@ std::string wire_caps(const GstCaps* caps);
 GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, bool cuda_memory,
                         GstVideoInfo* video, std::string* error);
 
+// Source side, every frame: a frame's own tensor description (untrusted; it may differ from the
+// format's, e.g. a sink that publishes a lent slot's layout) must describe the stream the caps
+// announced, within `max_frame_size` bytes (the core checked that against the slot). Video: the
+// caps' format, size and plane count, planes inside the frame; tensors: the format's tensor.
+bool check_frame_tensor(const GstVideoInfo* video, const TensorDesc& format_tensor,
+                        std::uint64_t max_frame_size, const TensorDesc& frame, std::string* error);
+
 // NNStreamer dimension strings, innermost first, ':' (or '.') separated: "3:640:480" is shape
 // {480, 640, 3}. Outermost dimensions of 1 beyond kMaxRank are dropped; a 0, a negative or a
 // non-number is refused. format_dimensions writes the canonical spelling (no trailing 1s, at

@@ -78,7 +78,27 @@ int context_device_id(GstCudaContext* ctx) {
 StreamOrder::~StreamOrder() {
 #if GST_CHECK_VERSION(1, 24, 0)
   if (event_) CuEventDestroy(event_);
+  if (done_) CuEventDestroy(done_);
 #endif
+}
+
+bool StreamOrder::release_to(GstMemory* mem, CUstream ours, std::string* error) {
+#if GST_CHECK_VERSION(1, 24, 0)
+  GstCudaStream* theirs = gst_cuda_memory_get_stream(reinterpret_cast<GstCudaMemory*>(mem));
+  CUstream handle = theirs ? gst_cuda_stream_get_handle(theirs) : nullptr;
+  StreamWaitEventFn wait = stream_wait_event();
+  if (handle && handle == ours) return true;
+  if (handle && wait) {
+    if (!done_ &&
+        !cuda_check(CuEventCreate(&done_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", error))
+      return false;
+    return cuda_check(CuEventRecord(done_, ours), "cuEventRecord", error) &&
+           cuda_check(wait(handle, done_, 0), "cuStreamWaitEvent", error);
+  }
+#else
+  (void)mem;
+#endif
+  return cuda_check(CuStreamSynchronize(ours), "cuStreamSynchronize", error);
 }
 
 bool StreamOrder::order_after(GstMemory* mem, CUstream ours, std::string* error) {

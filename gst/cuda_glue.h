@@ -67,9 +67,14 @@ class StreamOrder {
   StreamOrder& operator=(const StreamOrder&) = delete;
   // Call with the memory's context current.
   bool order_after(GstMemory* mem, CUstream ours, std::string* error);
+  // The other direction, after our reads of `mem` are queued on `ours`: its owner may reuse it
+  // once we return, so its stream waits for ours on the GPU (1.24+), or, where the memory has
+  // no stream (1.22), our stream is finished on the CPU.
+  bool release_to(GstMemory* mem, CUstream ours, std::string* error);
 
  private:
   CUevent event_ = nullptr;
+  CUevent done_ = nullptr;
 };
 
 // The stream a source's consumer orders its reads on. 1.24+: a GstCudaStream, so wrapped memory

@@ -23,6 +23,7 @@
 #include <gst/video/video.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,7 @@ struct SinkState {
   // Streaming-thread state, set up in start(), gone in stop().
   // Shared with slot-pool buffers upstream, which may outlive stop(): a lent slot keeps it.
   std::shared_ptr<Producer> producer;
+  std::shared_ptr<SlotLender> lender;  // the same producer, as the slot pool borrows from it
   GstCudaContext* context = nullptr;
   StreamOrder order;
   StreamCaps caps;
@@ -102,6 +104,7 @@ struct SinkState {
   std::uint64_t sent_size = 0;
   bool has_format = false;
   std::uint64_t dropped = 0;
+  std::atomic<std::uint64_t> lent_drops{0};  // frames the core never saw (stats add them)
   bool warned_lent = false;
 
   // unlock()/unlock_stop() against a render() waiting for a consumer.
@@ -203,6 +206,7 @@ static void gst_cuda_ipc_ring_sink_get_property(GObject* object, guint prop_id, 
     GST_OBJECT_LOCK(self);
     ProducerStats ps{};
     if (st->producer) ps = st->producer->stats();
+    ps.dropped += st->lent_drops.load();
     GST_OBJECT_UNLOCK(self);
     g_value_take_boxed(value, make_stats(ps));
     return;
@@ -325,6 +329,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
     ContextScope scope(st->context);
     auto producer = std::make_shared<Producer>(po);
     GST_OBJECT_LOCK(self);
+    st->lender = std::make_shared<SlotLender>(producer);
     st->producer = std::move(producer);
     GST_OBJECT_UNLOCK(self);
   } catch (const Error& e) {
@@ -337,6 +342,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
   st->format_dirty = true;
   st->has_format = false;
   st->dropped = 0;
+  st->lent_drops.store(0);
   return TRUE;
 }
 
@@ -345,6 +351,8 @@ static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   SinkState* st = self->st;
   std::shared_ptr<Producer> producer;
   GST_OBJECT_LOCK(self);
+  if (st->lender) st->lender->close();
+  st->lender.reset();
   producer = std::move(st->producer);
   GST_OBJECT_UNLOCK(self);
   {
@@ -415,13 +423,17 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   std::uint64_t bytes = tensor.byte_offset + tensor.size;
   if (parsed.kind == MediaKind::video)
     bytes = std::max<std::uint64_t>(bytes, video_rows_end(parsed.video, tensor));
+  if (bytes > G_MAXUINT) return TRUE;  // a buffer pool's sizes are guint: upstream's own memory
   st->caps = parsed;
   st->wire_caps = wire_caps(caps);
   if ((st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
        bytes != st->sent_size) &&
       !send_format(self, tensor, bytes))
     return FALSE;
-  GstBufferPool* pool = slot_pool_new(st->producer);
+  // basesink's last-sample would keep a committed slot buffer, pointing into a slot the ring
+  // reuses and may retire: that stays off while upstream writes into slots.
+  gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
+  GstBufferPool* pool = slot_pool_new(st->lender);
   GstStructure* config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_set_params(config, caps, static_cast<guint>(bytes), 0, 0);
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
@@ -451,6 +463,7 @@ static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, Gst
   // CUDA upstream allocates on our device and context, so the copy into a slot stays on it.
   GstBufferPool* pool = gst_cuda_buffer_pool_new(st->context);
   GstStructure* config = gst_buffer_pool_get_config(pool);
+  if (parsed.kind != MediaKind::video && parsed.tensor.size > G_MAXUINT) return TRUE;
   guint size = parsed.kind == MediaKind::video ? GST_VIDEO_INFO_SIZE(&parsed.video)
                                                : static_cast<guint>(parsed.tensor.size);
   gst_buffer_pool_config_set_params(config, caps, size, 0, 0);
@@ -570,7 +583,8 @@ static bool copy_into_slot(GstCudaIpcRingSink* self, GstBuffer* buf, const Write
     ok = (!device_src || st->order.order_after(mem0, stream, error)) &&
          copy_2d(Copy2D{slot.address(), true, bytes, reinterpret_cast<std::uintptr_t>(map.data),
                         device_src, bytes, bytes, 1},
-                 stream, error);
+                 stream, error) &&
+         (!device_src || st->order.release_to(mem0, stream, error));
   }
   gst_buffer_unmap(buf, &map);
   return ok;
@@ -610,6 +624,11 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
   const std::uint64_t entry = monotonic_now_ns();
+  // However render() ends, the slot pool may lend again once this buffer is through.
+  struct Rendered {
+    GstBuffer* buf;
+    ~Rendered() { mark_rendered(buf); }
+  } rendered{buf};
   std::string error;
 
   GST_OBJECT_LOCK(self);
@@ -654,7 +673,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   PublishStatus status = PublishStatus::published;
   WriteSlot slot;
   try {
-    slot = st->producer->begin_frame(&status);
+    slot = st->lender->begin(&status);
   } catch (const Error& e) {
     if (e.code() == Errc::invalid_argument && !st->warned_lent) {
       // Upstream still holds a slot-pool buffer it has not pushed (the core lends one slot at a
@@ -663,7 +682,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
       GST_WARNING_OBJECT(self, "frame dropped: upstream holds a lent slot (%s)", e.what());
     }
     if (e.code() == Errc::invalid_argument) {
-      ++st->dropped;
+      st->lent_drops.fetch_add(1);
       return GST_FLOW_OK;
     }
     post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());

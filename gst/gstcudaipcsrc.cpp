@@ -21,6 +21,7 @@
 
 #include <gst/video/video.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -80,6 +81,7 @@ struct StreamFormat {
   bool is_video = false;
   GstVideoInfo video{};
   std::uint64_t max_frame_size = 0;  // validated by the core against the slot size
+  bool cuda = false;                 // the producer's slots are CUDA memory
 };
 
 struct SrcState {
@@ -91,7 +93,7 @@ struct SrcState {
   bool import = false;     // zero-copy from CUDA slots (io-mode and GStreamer version)
   bool copy_host = false;  // io-mode=copy: host slots are copied too, so buffers hold no slot
 
-  StreamFormat format;
+  StreamFormat format;  // written by the streaming thread under the object lock
   bool need_negotiate = false;
   bool out_cuda = false;         // negotiated caps carry memory:CUDAMemory
   GstVideoInfo out_video{};      // negotiated video info (copy pools)
@@ -320,29 +322,32 @@ static gboolean gst_cuda_ipc_ring_src_unlock_stop(GstBaseSrc* src) {
   return TRUE;
 }
 
-static bool cuda_channel(SrcState* st) {
-  return st->consumer && st->consumer->connected() &&
-         st->consumer->memory_kind() == MemoryKind::cuda;
-}
-
-// The caps we can produce for the current stream: CUDA memory first where we can, then system.
-static GstCaps* offered_caps(GstCudaIpcRingSrc* self) {
-  SrcState* st = self->st;
+// The caps we can produce for a stream: CUDA memory first where we can, then system memory.
+static GstCaps* offered_caps(const StreamFormat& f) {
   std::string error;
   GstVideoInfo vinfo;
   GstCaps* caps = gst_caps_new_empty();
-  if (cuda_channel(st) && st->context) {
-    if (GstCaps* c = caps_from_wire(st->format.caps_text, st->format.tensor, true, &vinfo, &error))
+  if (f.cuda) {
+    if (GstCaps* c = caps_from_wire(f.caps_text, f.tensor, true, &vinfo, &error))
       gst_caps_append(caps, c);
   }
-  if (GstCaps* c = caps_from_wire(st->format.caps_text, st->format.tensor, false, &vinfo, &error))
+  if (GstCaps* c = caps_from_wire(f.caps_text, f.tensor, false, &vinfo, &error))
     gst_caps_append(caps, c);
   return caps;
 }
 
+// Caps and latency queries come from any thread: read the stream format under the lock.
+static StreamFormat current_format(GstCudaIpcRingSrc* self) {
+  GST_OBJECT_LOCK(self);
+  StreamFormat f = self->st->format;
+  GST_OBJECT_UNLOCK(self);
+  return f;
+}
+
 static GstCaps* gst_cuda_ipc_ring_src_get_caps(GstBaseSrc* src, GstCaps* filter) {
   auto* self = GST_CUDA_IPC_RING_SRC(src);
-  GstCaps* caps = self->st->format.valid ? offered_caps(self) : template_caps();
+  const StreamFormat f = current_format(self);
+  GstCaps* caps = f.valid ? offered_caps(f) : template_caps();
   if (filter) {
     GstCaps* both = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
@@ -390,7 +395,7 @@ static gboolean gst_cuda_ipc_ring_src_negotiate(GstBaseSrc* src) {
   auto* self = GST_CUDA_IPC_RING_SRC(src);
   SrcState* st = self->st;
   if (!st->format.valid) return TRUE;  // caps come with the producer's first format
-  GstCaps* ours = offered_caps(self);
+  GstCaps* ours = offered_caps(st->format);
   GstCaps* answer = gst_pad_peer_query_caps(GST_BASE_SRC_PAD(src), ours);
   // Our order, not the peer's: CUDA memory wherever downstream takes it (cudadownload lists
   // system memory first once a capsfilter follows it).
@@ -433,10 +438,11 @@ static gboolean gst_cuda_ipc_ring_src_query(GstBaseSrc* src, GstQuery* query) {
       const bool live = st->settings.is_live;
       GST_OBJECT_UNLOCK(self);
       // A frame can be shown one frame duration after it was meant to be, at most.
+      const StreamFormat f = current_format(self);
       GstClockTime min = 0;
-      if (st->format.is_video && GST_VIDEO_INFO_FPS_N(&st->format.video) > 0)
-        min = gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(&st->format.video),
-                                        GST_VIDEO_INFO_FPS_N(&st->format.video));
+      if (f.is_video && GST_VIDEO_INFO_FPS_N(&f.video) > 0)
+        min = gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(&f.video),
+                                        GST_VIDEO_INFO_FPS_N(&f.video));
       gst_query_set_latency(query, live, min, GST_CLOCK_TIME_NONE);
       return TRUE;
     }
@@ -467,14 +473,35 @@ static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
   f.tags = header.tags;
   f.tensor = ev.format.tensor;
   f.max_frame_size = ev.format.max_frame_size;
+  f.cuda = st->consumer->memory_kind() == MemoryKind::cuda;
+  if (f.cuda && !st->context) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                      ("The producer shares CUDA memory, but this process has no usable CUDA "
+                       "device. Run the consumer where the GPU is visible, or publish with "
+                       "ipc-mode=host."),
+                      (nullptr));
+    gst_caps_unref(check);
+    return false;
+  }
+  if (f.max_frame_size > static_cast<std::uint64_t>(G_MAXINT)) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                      ("Frames of %" G_GUINT64_FORMAT " bytes are larger than cudaipcsrc "
+                       "handles (2 GiB).",
+                       static_cast<guint64>(f.max_frame_size)),
+                      (nullptr));
+    gst_caps_unref(check);
+    return false;
+  }
   f.is_video = gst_structure_has_name(gst_caps_get_structure(check, 0), "video/x-raw");
   if (f.is_video) f.video = vinfo;
   gst_caps_unref(check);
 
   const bool caps_changed = !st->format.valid || f.caps_text != st->format.caps_text ||
-                            f.tensor != st->format.tensor;
+                            f.tensor != st->format.tensor || f.cuda != st->format.cuda;
   const bool tags_changed = f.tags != st->format.tags;
+  GST_OBJECT_LOCK(self);
   st->format = f;
+  GST_OBJECT_UNLOCK(self);
   if (caps_changed) st->need_negotiate = true;
   if (tags_changed && !f.tags.empty()) {
     if (GstTagList* tags = gst_tag_list_new_from_string(f.tags.c_str()))
@@ -497,10 +524,13 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
       const std::int64_t offset = clock_to_monotonic_offset(clock);
       const GstClockTime now = gst_clock_get_time(clock);
       gst_object_unref(clock);
-      // The clock time the producer meant, in our clock; frames that are late show now.
+      // The clock time the producer meant, in our clock. A frame that is already late shows
+      // now; one claimed more than a second ahead (an untrusted clock) shows now too.
+      const auto now_i = static_cast<std::int64_t>(now);
       std::int64_t when = has && t.render_mono_ns
                               ? static_cast<std::int64_t>(t.render_mono_ns) - offset
-                              : static_cast<std::int64_t>(now);
+                              : now_i;
+      if (when < now_i || when > now_i + static_cast<std::int64_t>(GST_SECOND)) when = now_i;
       if (when < static_cast<std::int64_t>(base)) when = static_cast<std::int64_t>(base);
       pts = static_cast<GstClockTime>(when) - base;
     }
@@ -559,13 +589,7 @@ static GstVideoInfo slot_video_info(SrcState* st, const TensorDesc& t, std::uint
     gst_video_info_set_format(&info, GST_VIDEO_FORMAT_GRAY8, static_cast<guint>(span), 1);
     GST_VIDEO_INFO_PLANE_STRIDE(&info, 0) = static_cast<gint>(span);
   }
-  // GStreamer counts rows as size / stride: cover the last row's padding where the slot has it.
-  std::uint64_t size = span;
-  if (st->format.is_video) {
-    const std::uint64_t rows_end = video_rows_end(st->format.video, t);
-    if (rows_end <= st->format.max_frame_size) size = std::max(size, rows_end);
-  }
-  GST_VIDEO_INFO_SIZE(&info) = size;
+  GST_VIDEO_INFO_SIZE(&info) = span;
   return info;
 }
 #endif
@@ -619,9 +643,22 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
   SrcState* st = self->st;
   const FrameDesc d = frame.desc();
   const TensorDesc& t = d.tensor;
-  const std::uint64_t span = t.byte_offset + t.size;
-  const bool cuda = cuda_channel(st);
+  const bool cuda = st->format.cuda;
   std::string error;
+  if (!check_frame_tensor(st->format.is_video ? &st->format.video : nullptr, st->format.tensor,
+                          st->format.max_frame_size, t, &error)) {
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("The producer sent a malformed frame: %s",
+                                             error.c_str()),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  // What a buffer covers: the tensor's span, and for video the last row's padding where the
+  // slot has it (GStreamer derives row counts from sizes).
+  std::uint64_t span = t.byte_offset + t.size;
+  if (st->format.is_video) {
+    const std::uint64_t rows_end = video_rows_end(st->format.video, t);
+    if (rows_end <= st->format.max_frame_size) span = std::max(span, rows_end);
+  }
   GstBuffer* buf = nullptr;
   std::uintptr_t data = 0;
   int device = -1;
@@ -700,8 +737,14 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
         gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&dst),
                                        GST_VIDEO_INFO_WIDTH(&dst), GST_VIDEO_INFO_HEIGHT(&dst),
                                        GST_VIDEO_INFO_N_PLANES(&dst), dst.offset, dst.stride);
-      video_tensor(dst, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf), &out_tensor,
-                   &error);
+      if (!video_tensor(dst, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf),
+                        &out_tensor, &error)) {
+        gst_buffer_unref(buf);
+        GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("A CUDA copy buffer has an unusable layout: %s",
+                                                   error.c_str()),
+                          (nullptr));
+        return GST_FLOW_ERROR;
+      }
       data += out_tensor.byte_offset;
     } else {
       out_tensor.byte_offset = 0;

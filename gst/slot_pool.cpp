@@ -23,6 +23,33 @@ struct SlotHolder {
 
 void free_holder(gpointer data) { std::unique_ptr<SlotHolder> reclaim(static_cast<SlotHolder*>(data)); }
 
+GQuark in_flight_quark() {
+  static GQuark q = g_quark_from_static_string("cudaipc-in-flight");
+  return q;
+}
+
+// Counts a pool buffer in flight until render() is done with it or it is freed unrendered.
+struct InFlight {
+  std::shared_ptr<SlotLender> lender;
+  std::atomic<bool> finished{false};
+  void finish() {
+    if (!finished.exchange(true)) lender->done();
+  }
+};
+
+void free_in_flight(gpointer data) {
+  std::unique_ptr<InFlight> token(static_cast<InFlight*>(data));
+  token->finish();
+}
+
+void track(GstBuffer* buf, const std::shared_ptr<SlotLender>& lender) {
+  auto token = std::make_unique<InFlight>();
+  token->lender = lender;
+  lender->sent();
+  gst_mini_object_set_qdata(GST_MINI_OBJECT(buf), in_flight_quark(), token.release(),
+                            free_in_flight);
+}
+
 }  // namespace
 }  // namespace cudaipc::gst
 
@@ -31,7 +58,7 @@ using namespace cudaipc::gst;
 
 // The C side of the pool: GObject boilerplate around the C++ state.
 struct SlotPoolState {
-  std::shared_ptr<Producer> producer;
+  std::shared_ptr<SlotLender> lender;
   std::mutex mu;
   bool is_video = false;
   GstVideoInfo video{};
@@ -79,9 +106,9 @@ static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
   SlotPoolState* st = self->st;
   PublishStatus status = PublishStatus::published;
   auto holder = std::make_unique<SlotHolder>();
-  holder->producer = st->producer;
+  holder->producer = st->lender->shared();
   try {
-    holder->slot = st->producer->begin_frame(&status);
+    if (!st->lender->closed() && st->lender->idle()) holder->slot = st->lender->begin(&status);
   } catch (const Error&) {
     // A slot is already lent (upstream holds two buffers at once) or no format yet: copy instead.
   }
@@ -98,6 +125,7 @@ static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
                                      GST_VIDEO_INFO_HEIGHT(&st->video),
                                      GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
                                      st->video.stride);
+    if (ret == GST_FLOW_OK) track(*out, st->lender);
     return ret;
   }
   const std::uintptr_t addr = holder->slot.address();
@@ -115,6 +143,7 @@ static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
                                    GST_VIDEO_INFO_HEIGHT(&st->video),
                                    GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
                                    st->video.stride);
+  track(buf, st->lender);
   *out = buf;
   return GST_FLOW_OK;
 }
@@ -123,11 +152,11 @@ static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
 static void slot_pool_release(GstBufferPool*, GstBuffer* buffer) { gst_buffer_unref(buffer); }
 
 static void slot_pool_flush_start(GstBufferPool* pool) {
-  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->producer->interrupt();
+  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->lender->producer().interrupt();
 }
 
 static void slot_pool_flush_stop(GstBufferPool* pool) {
-  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->producer->clear_interrupt();
+  reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->lender->producer().clear_interrupt();
 }
 
 static void slot_pool_finalize(GObject* object) {
@@ -155,12 +184,18 @@ static void gst_cuda_ipc_slot_pool_class_init(GstCudaIpcSlotPoolClass* klass) {
 
 namespace cudaipc::gst {
 
-GstBufferPool* slot_pool_new(std::shared_ptr<Producer> producer) {
+GstBufferPool* slot_pool_new(std::shared_ptr<SlotLender> lender) {
   auto* pool = static_cast<GstCudaIpcSlotPool*>(g_object_new(gst_cuda_ipc_slot_pool_get_type(),
                                                              nullptr));
   gst_object_ref_sink(pool);
-  pool->st->producer = std::move(producer);
+  pool->st->lender = std::move(lender);
   return GST_BUFFER_POOL(pool);
+}
+
+void mark_rendered(GstBuffer* buf) {
+  if (auto* token = static_cast<InFlight*>(
+          gst_mini_object_get_qdata(GST_MINI_OBJECT(buf), in_flight_quark())))
+    token->finish();
 }
 
 WriteSlot* slot_of(GstBuffer* buf, const Producer* producer) {

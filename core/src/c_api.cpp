@@ -249,6 +249,10 @@ void cudaipc_producer_interrupt(cudaipc_producer* p) {
   if (p) p->p->interrupt();
 }
 
+void cudaipc_producer_clear_interrupt(cudaipc_producer* p) {
+  if (p) p->p->clear_interrupt();
+}
+
 void cudaipc_consumer_interrupt(cudaipc_consumer* c) {
   if (c) c->c->interrupt();
 }

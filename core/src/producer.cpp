@@ -196,7 +196,7 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       ws.index_ = writing_slot_;
       return ws;
     }
-    if (interrupted_.exchange(false, std::memory_order_seq_cst)) {
+    if (interrupted_.load(std::memory_order_seq_cst)) {
       if (status) *status = PublishStatus::interrupted;
       return WriteSlot();
     }
@@ -214,6 +214,8 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       futex_wait(cb_->space_futex, seen, std::chrono::nanoseconds(deadline - now));
     cb_->space_waiters.fetch_sub(1, std::memory_order_seq_cst);
     lock.lock();
+    // Another thread may have borrowed a slot while we slept: one slot is lent at a time.
+    if (writing_) throw Error(Errc::invalid_argument, "a borrowed slot is not committed yet");
   }
 }
 

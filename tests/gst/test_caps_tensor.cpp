@@ -1106,5 +1106,56 @@ TEST(WireCaps, DropsFeaturesAndFixates) {
   EXPECT_EQ(text.find('{'), std::string::npos) << text;
 }
 
+// Every frame's own tensor (untrusted) is held to the format the caps announced.
+TEST(FrameTensor, MustDescribeTheAnnouncedStream) {
+  GstVideoInfo info;
+  ASSERT_TRUE(gst_video_info_set_format(&info, GST_VIDEO_FORMAT_NV12, 64, 48));
+  const TensorDesc format = video_tensor_of("NV12", 64, 48);
+  const std::uint64_t max = format.byte_offset + format.size + 4096;
+  std::string error;
+  EXPECT_TRUE(check_frame_tensor(&info, format, max, format, &error)) << error;
+
+  TensorDesc wide = format;  // a pitch that reaches past the slot
+  wide.planes[0].pitch = max;
+  EXPECT_FALSE(check_frame_tensor(&info, format, max, wide, &error));
+  EXPECT_FALSE(error.empty());
+
+  TensorDesc far = format;  // a chroma plane that starts at the slot's last byte
+  far.planes[1].offset = max - 1;
+  error.clear();
+  EXPECT_FALSE(check_frame_tensor(&info, format, max, far, &error));
+  EXPECT_FALSE(error.empty());
+
+  TensorDesc one_plane = format;
+  one_plane.num_planes = 1;
+  error.clear();
+  EXPECT_FALSE(check_frame_tensor(&info, format, max, one_plane, &error));
+  EXPECT_NE(error.find("plane"), std::string::npos) << error;
+
+  TensorDesc long_span = format;
+  long_span.size = max + 1 - long_span.byte_offset;
+  error.clear();
+  EXPECT_FALSE(check_frame_tensor(&info, format, max, long_span, &error));
+  EXPECT_NE(error.find("more than the format"), std::string::npos) << error;
+
+  const TensorDesc tensor = tensor_of(DType::float32, {3, 4});
+  EXPECT_TRUE(check_frame_tensor(nullptr, tensor, 48, tensor, &error));
+  TensorDesc other = tensor_of(DType::float32, {4, 3});
+  error.clear();
+  EXPECT_FALSE(check_frame_tensor(nullptr, tensor, 48, other, &error));
+  EXPECT_NE(error.find("differs"), std::string::npos) << error;
+}
+
+TEST(CapsFromWire, RefusesStridedOrOffsetTensors) {
+  const std::string text = tensor_caps_text("float32", "4:3", false);
+  TensorDesc offset = tensor_of(DType::float32, {3, 4});
+  offset.byte_offset = 16;
+  expect_wire_refused(text, offset, "not dense at offset 0");
+  TensorDesc transposed = tensor_of(DType::float32, {3, 4});
+  transposed.strides[0] = 4;
+  transposed.strides[1] = 12;
+  expect_wire_refused(text, transposed, "not dense");
+}
+
 }  // namespace
 }  // namespace cudaipc::gst

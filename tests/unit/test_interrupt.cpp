@@ -127,7 +127,9 @@ TEST(Interrupt, WakesAProducerBlockedOnAFullRing) {
   EXPECT_EQ(check_pattern(held.frame.data(), held.frame.size(), held.frame.seq()),
             held.frame.size());
 
-  // Consumed by that return: the next publish waits for space again, and gets it.
+  // Sticky: a publish that would wait returns at once, until clear_interrupt().
+  EXPECT_EQ(publish_next(p), PublishStatus::interrupted);
+  p.clear_interrupt();
   held.frame.release();
   EXPECT_EQ(publish_next(p), PublishStatus::published);
   Event ev = c.next(5s);

@@ -124,8 +124,10 @@ int cudaipc_producer_begin(cudaipc_producer* p, uintptr_t* address, uint64_t* ca
 int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info);
 int cudaipc_producer_abort(cudaipc_producer* p);
 int cudaipc_producer_end_of_stream(cudaipc_producer* p);
-/* Wakes a publish or begin blocked on a full ring from another thread (CUDAIPC_INTERRUPTED_PUBLISH). */
+/* Wakes publishes and begins blocked on a full ring (they return CUDAIPC_INTERRUPTED_PUBLISH), and
+ * makes later ones that would block return it too, until cudaipc_producer_clear_interrupt(). */
 void cudaipc_producer_interrupt(cudaipc_producer* p);
+void cudaipc_producer_clear_interrupt(cudaipc_producer* p);
 int cudaipc_producer_counters(cudaipc_producer* p, uint64_t* published, uint64_t* dropped,
                               uint32_t* consumers);
 

@@ -87,8 +87,8 @@ class Producer {
                            std::uint64_t height, std::uint64_t dst_pitch, const FrameInfo& info,
                            bool from_device);
 
-  // Wakes a begin_frame()/publish() blocked waiting for a free slot (another thread): it returns
-  // PublishStatus::interrupted. Sticky until one of them returns it, or until clear_interrupt().
+  // Wakes every begin_frame()/publish() blocked waiting for a free slot (other threads): they
+  // return PublishStatus::interrupted, and so does any that would wait, until clear_interrupt().
   void interrupt() noexcept;
   void clear_interrupt() noexcept;
 

@@ -68,6 +68,10 @@ host_cases() {
       --frames "$frames" --reference "$(ref "$fmt")" \
       --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-$fmt.sock ! appsink name=out"
   done
+  # A queue before the sink: upstream's thread borrows slots while render() publishes.
+  run_case host-NV12-queue "$(producer NV12) ! queue ! cudaipcringsink ipc-mode=host" -- compare \
+    --frames "$frames" --reference "$(ref NV12)" \
+    --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-NV12-queue.sock ! appsink name=out"
   run_case host-tensors "@produce-tensors --frames $frames --ipc-mode host --dims 3:64:48 --type float32" \
     -- check-tensors --frames "$frames" --dims 3:64:48 --type float32 \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
