@@ -99,6 +99,14 @@ gpu_cases() {
   run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
     --frames "$frames" --reference "$(ref NV12)" \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
+  # nvcodec's CUDA elements work on our buffers in place (the 1.22 bundle has no NVRTC for it).
+  if [ "$tag" = g128 ] && gst-inspect-1.0 cudaconvert >/dev/null 2>&1; then
+    local conv="cudaconvert ! video/x-raw(memory:CUDAMemory),format=I420 ! cudadownload"
+    run_case "$tag-cudaconvert" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
+      --frames "$frames" --expect-device \
+      --reference "$(producer NV12) ! cudaupload ! $conv ! appsink name=out" \
+      --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert.sock ! $conv ! appsink name=out"
+  fi
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
