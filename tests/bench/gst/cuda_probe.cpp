@@ -6,6 +6,7 @@
 #include <gst/cuda/gstcudacontext.h>
 #include <gst/cuda/gstcudaloader.h>
 #include <gst/cuda/gstcudamemory.h>
+#include <gst/cuda/gstcudautils.h>
 
 #include "gst_bench.hpp"
 
@@ -82,6 +83,12 @@ bool cuda_write(GstMemory* mem, std::size_t offset, const void* src, std::size_t
 
 bool cuda_read(GstMemory* mem, std::size_t offset, void* dst, std::size_t n) {
   return copy(mem, GST_MAP_READ, offset, nullptr, dst, n);
+}
+
+GstContext* cuda_context_of(GstBuffer* buf) {
+  GstMemory* mem = gst_buffer_peek_memory(buf, 0);
+  if (!is_cuda_memory(mem)) return nullptr;
+  return gst_context_new_cuda_context(GST_CUDA_MEMORY_CAST(mem)->context);
 }
 
 }  // namespace gstbench

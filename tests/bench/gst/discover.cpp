@@ -96,24 +96,51 @@ std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
     gpu_why = "skipped: CUDA row, run with --gpu";
   else if (std::string why = gpu_unavailable_reason(); !why.empty())
     gpu_why = "skipped: no GPU (" + why + ")";
-  for (const char* mode : {"import", "copy"}) {
-    Transport t =
-        make(std::string("cudaipc-cuda-") + mode,
-             std::string("cudaipc CUDA (ipc-mode=auto, io-mode=") + mode + ")", sink, src);
+  auto cuda_row = [&](std::string id, std::string label, const char* mode) {
+    Transport t = make(std::move(id), std::move(label), sink, src);
     t.io_mode = mode;
     t.cuda = true;
     t.unavailable = !ours_missing->empty() ? *ours_missing : gpu_why;
     if (t.unavailable.empty() && std::strcmp(mode, "import") == 0 && minor < 24)
       t.unavailable = "not available: io-mode=import needs GStreamer 1.24+ (running 1." +
                       std::to_string(minor) + ")";
-    ts.push_back(t);
-  }
+    return t;
+  };
+  for (const char* mode : {"import", "copy"})
+    ts.push_back(cuda_row(std::string("cudaipc-cuda-") + mode,
+                          std::string("cudaipc CUDA (ipc-mode=auto, io-mode=") + mode + ")", mode));
   Transport nv = make("nvcodec", "nvcodec cudaipcsink/cudaipcsrc", "cudaipcsink", "cudaipcsrc");
   nv.cuda = true;
   nv.every_frame = false;  // its server hands each client the newest frame
   nv.unavailable = nvcodec_unavailable(minor);
   if (nv.unavailable.empty()) nv.unavailable = gpu_why;
   ts.push_back(nv);
+
+  // Past videotestsrc's ceiling: producers pushing pre-made frames through an appsrc.
+  Transport feed_host = make("cudaipc-host-appsrc",
+                             "cudaipc host, pre-made appsrc producer (every-frame)", sink, src);
+  feed_host.feed = true;
+  feed_host.unavailable = *ours_missing;
+  ts.push_back(feed_host);
+  for (const char* mode : {"import", "copy"}) {
+    Transport t = cuda_row(
+        std::string("cudaipc-cuda-appsrc-") + mode,
+        std::string("cudaipc CUDA, pre-uploaded appsrc producer (io-mode=") + mode + ")", mode);
+    t.feed = true;
+    ts.push_back(t);
+  }
+  // An application as the consumer: cudaipcsrc ! appsink, pulling samples, reading tensor metas.
+  Transport app_host = make("cudaipc-host-appsink",
+                            "cudaipc host, app consumer: appsink pull + tensor meta", sink, src);
+  app_host.appsink = true;
+  app_host.unavailable = *ours_missing;
+  ts.push_back(app_host);
+  Transport app_cuda = cuda_row("cudaipc-cuda-appsink-import",
+                                "cudaipc CUDA (io-mode=import), app consumer: appsink pull + "
+                                "tensor meta",
+                                "import");
+  app_cuda.appsink = true;
+  ts.push_back(app_cuda);
 
   if (!only.empty()) {
     std::vector<Transport> kept;

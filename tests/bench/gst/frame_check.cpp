@@ -103,6 +103,39 @@ bool check_solid(GstBuffer* buf, const FrameCheck& fc, std::string* why) {
   return ok;
 }
 
+bool check_same(GstBuffer* buf, GstBuffer* ref, const FrameCheck& fc, std::string* why) {
+  GstVideoFrame f, r;
+  GstVideoInfo info = fc.info, ref_info = fc.info;
+  if (!gst_video_frame_map(&f, &info, buf, GST_MAP_READ)) {
+    *why = "could not map the frame";
+    return false;
+  }
+  if (!gst_video_frame_map(&r, &ref_info, ref, GST_MAP_READ)) {
+    gst_video_frame_unmap(&f);
+    *why = "could not map the reference frame";
+    return false;
+  }
+  bool ok = true;
+  for (guint p = 0; ok && p < GST_VIDEO_FRAME_N_PLANES(&f); ++p) {
+    const PlaneRows a = plane_rows(&f, p), b = plane_rows(&r, p);
+    const gint rows[] = {0, a.rows / 2, a.rows - 1};
+    for (gint row : rows) {
+      const guint8* x = a.data + static_cast<gsize>(row) * static_cast<gsize>(a.stride);
+      const guint8* y = b.data + static_cast<gsize>(row) * static_cast<gsize>(b.stride);
+      const auto diff = std::mismatch(x, x + a.row_bytes, y);
+      if (diff.first == x + a.row_bytes) continue;
+      *why = "plane " + std::to_string(p) + " row " + std::to_string(row) + " byte " +
+             std::to_string(diff.first - x) + ": " + hex(diff.first, 1) + ", expected " +
+             hex(diff.second, 1);
+      ok = false;
+      break;
+    }
+  }
+  gst_video_frame_unmap(&r);
+  gst_video_frame_unmap(&f);
+  return ok;
+}
+
 bool pixel_groups(GstBuffer* buf, const FrameCheck& fc, std::string* p0, std::string* p1) {
   GstVideoFrame f;
   GstVideoInfo info = fc.info;

@@ -25,7 +25,12 @@ struct RunSpec {
   std::string sink_factory, src_factory;  // resolved by the parent (ours by plugin name)
   std::string io_mode;                    // cudaipcsrc io-mode for the CUDA rows
   bool cuda = false;                      // frames travel in CUDA memory
-  std::string dir;                        // this run's socket, handshake and result files
+  // The producer pushes kFeedFrames buffers made once (uploaded once for CUDA) through an
+  // appsrc, flat out: the rows where the source is not the bottleneck. No stamps (the buffers
+  // are shared); the consumer takes the index from the tensor meta's seq.
+  bool feed = false;
+  bool appsink = false;  // the consumer is an app pulling samples from an appsink
+  std::string dir;       // this run's socket, handshake and result files
   int timeout_s = 60;
   std::string ref0, ref1;  // expected bytes of one pixel group of plane 0 / 1 (hex); empty: none
 
@@ -65,8 +70,9 @@ struct Transport {
   std::string label;
   std::string sink_factory, src_factory, io_mode;
   bool cuda = false;
-  bool every_frame = true;  // promises every frame, so a lost one is a failure
-  std::string unavailable;  // why it does not run; empty: it runs
+  bool every_frame = true;             // promises every frame, so a lost one is a failure
+  bool feed = false, appsink = false;  // as in RunSpec
+  std::string unavailable;             // why it does not run; empty: it runs
 };
 // Every transport, runnable or with the reason it is not; `only` (ids) narrows the list.
 // `*ours_missing` says why the cudaipc plugin's elements were not found ("" when they were).
@@ -87,6 +93,10 @@ std::string kv_get(const Kv& kv, const char* key);    // "" when absent
 std::string producer_launch(const RunSpec& s);
 std::string consumer_launch(const RunSpec& s);
 std::string baseline_launch(const RunSpec& s);
+// Makes the feed's frames: videotestsrc scrolling by 16 pixels a frame, so the kFeedFrames
+// frames differ in every row, (cudaupload when s.cuda) into appsink "out".
+std::string feed_frames_launch(const RunSpec& s);
+inline constexpr std::size_t kFeedFrames = 4;
 // The colour videotestsrc paints (ARGB), so a zeroed or foreign frame cannot pass the check.
 inline constexpr std::uint32_t kForeground = 0xff3c78b4;
 
@@ -118,6 +128,8 @@ bool read_stamp(GstBuffer* buf, const FrameCheck& fc, Stamp* out);
 // Compares sampled rows of every plane with the expected pixel group (past the stamp); CUDA
 // memory is downloaded through a host map. False on a mismatch, with the first one in `why`.
 bool check_solid(GstBuffer* buf, const FrameCheck& fc, std::string* why);
+// Compares the first, middle and last row of every plane of `buf` with `ref`'s.
+bool check_same(GstBuffer* buf, GstBuffer* ref, const FrameCheck& fc, std::string* why);
 // Plane 0's and plane 1's pixel group at the frame's last pixel, hex (the stamp sits at the
 // first), for the consumer's expected colour.
 bool pixel_groups(GstBuffer* buf, const FrameCheck& fc, std::string* p0, std::string* p1);
@@ -129,6 +141,9 @@ std::string gpu_unavailable_reason();
 bool is_cuda_memory(GstMemory* mem);
 bool cuda_write(GstMemory* mem, std::size_t offset, const void* src, std::size_t n);
 bool cuda_read(GstMemory* mem, std::size_t offset, void* dst, std::size_t n);
+// A context carrying the GstCudaContext of `buf`'s first memory (nullptr when not CUDA memory),
+// so elements that use the buffers work in the context they were allocated in.
+GstContext* cuda_context_of(GstBuffer* buf);
 
 // ---- process and file helpers (util.cpp) ----
 std::uint64_t mono_ns();

@@ -1,7 +1,10 @@
 // cudaipc-gst-bench: cudaipcsink/cudaipcsrc against GStreamer's own inter-process transports
 // (shmsink/shmsrc, unixfdsink/unixfdsrc, nvcodec's cudaipcsink/cudaipcsrc), each a producer
 // pipeline and a consumer pipeline in two processes, beside a one-process `videotestsrc !
-// fakesink` baseline. Prints a table; never fails on a timing, only when a transport that
+// fakesink` baseline. videotestsrc (and cudaupload) cap those rows, so further rows push 4
+// pre-made (pre-uploaded) frames through an appsrc instead, beside an `appsrc ! fakesink`
+// baseline; and rows whose consumer is an app (appsink, pulling samples, reading the tensor
+// meta). Prints a table; never fails on a timing, only when a transport that
 // exists loses, corrupts or fails to deliver frames.
 //   cudaipc-gst-bench [--formats=RGBA,NV12] [--width=1920] [--height=1080] [--frames=500]
 //                     [--warmup=50] [--gpu] [--json FILE] [--timeout=60] [--transports=LIST]
@@ -42,7 +45,9 @@ void usage() {
       "  --json FILE         raw numbers (all latency samples) as JSON\n"
       "  --timeout=S         per-run limit; children are killed past it: 60\n"
       "  --transports=LIST   only these: cudaipc-host,shm,unixfd,cudaipc-cuda-import,\n"
-      "                      cudaipc-cuda-copy,nvcodec\n");
+      "                      cudaipc-cuda-copy,nvcodec,cudaipc-host-appsrc,\n"
+      "                      cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,\n"
+      "                      cudaipc-host-appsink,cudaipc-cuda-appsink-import\n");
 }
 
 std::vector<std::string> split(const std::string& s) {
@@ -102,6 +107,13 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// Whether a runnable transport needs the baseline of this producer (appsrc feed or not) and memory.
+bool needs(const std::vector<Transport>& ts, bool feed, bool cuda) {
+  for (const auto& t : ts)
+    if (t.unavailable.empty() && t.feed == feed && t.cuda == cuda) return true;
+  return false;
+}
+
 std::string machine() {
   utsname u{};
   ::uname(&u);
@@ -140,14 +152,16 @@ int run(const Options& o) {
       "plane against the source's colour) are checked. CUDA frames: a stamp read waits for the "
       "frame on the GPU, so stamps are read during warm-up, then on every 16th frame (the "
       "latency column samples those) and the last; pixels (a download) during warm-up and on "
-      "the last frame.\n");
+      "the last frame. appsrc rows: the producer pushes 4 frames made once (CUDA: uploaded once) "
+      "round-robin, unstamped (the buffers are shared), so only the meta column has latency; the "
+      "consumer takes each frame's index from the tensor meta's seq and compares its rows with "
+      "the same 4 frames (CUDA: downloads, during warm-up and on the last frame). appsink rows: "
+      "the consumer's main thread pulls samples and reads each one's tensor meta; frames/s and "
+      "latency are taken where the app gets the sample.\n");
   std::fflush(stdout);
 
   std::string ours_missing;
   const std::vector<Transport> transports = discover(o.gpu, o.only, &ours_missing);
-  bool gpu_rows = false;
-  for (const auto& t : transports)
-    if (t.cuda && t.unavailable.empty()) gpu_rows = true;
 
   char tmpl[] = "/tmp/cudaipc-gst-bench-XXXXXX";  // short: unix socket paths live in it
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -184,7 +198,7 @@ int run(const Options& o) {
     base.ref0 = kv_get(br.producer, "ref0");
     base.ref1 = kv_get(br.producer, "ref1");
     double cuda_base_fps = 0;
-    if (gpu_rows) {
+    if (needs(transports, false, true)) {
       RunSpec c = base;
       c.transport = "baseline";
       c.cuda = true;
@@ -194,6 +208,24 @@ int run(const Options& o) {
       ok = ok && cr.ok;
       cuda_base_fps = cr.fps;
       rows.push_back(cr);
+    }
+    double feed_base_fps[2] = {0, 0};  // system memory, CUDA
+    for (const bool cuda : {false, true}) {
+      if (!needs(transports, true, cuda)) continue;
+      RunSpec f = base;
+      f.transport = "baseline";
+      f.cuda = cuda;
+      f.feed = true;
+      f.dir = make_dir(root, index++, cuda ? "baseline-appsrc-cuda" : "baseline-appsrc");
+      std::fprintf(stderr, "gst-bench: %s baseline, appsrc%s\n", format.c_str(),
+                   cuda ? " of CUDA frames" : "");
+      Row fr =
+          run_baseline(f, cuda ? "source only: 4 pre-uploaded CUDA frames, appsrc ! fakesink "
+                                 "(1 process)"
+                               : "source only: 4 pre-made frames, appsrc ! fakesink (1 process)");
+      ok = ok && fr.ok;
+      feed_base_fps[cuda ? 1 : 0] = fr.fps;
+      rows.push_back(fr);
     }
     for (const auto& t : transports) {
       if (!t.unavailable.empty()) {
@@ -206,14 +238,21 @@ int run(const Options& o) {
         continue;
       }
       RunSpec s = base;
-      s.transport = t.id.rfind("cudaipc-cuda", 0) == 0 ? "cudaipc-cuda" : t.id;
+      s.transport = t.id;
+      for (const char* ours : {"cudaipc-cuda", "cudaipc-host"})
+        if (t.id.rfind(ours, 0) == 0) s.transport = ours;
       s.sink_factory = t.sink_factory;
       s.src_factory = t.src_factory;
       s.io_mode = t.io_mode;
       s.cuda = t.cuda;
+      s.feed = t.feed;
+      s.appsink = t.appsink;
       s.dir = make_dir(root, index++, t.id);
       std::fprintf(stderr, "gst-bench: %s %s\n", format.c_str(), t.id.c_str());
-      Row r = run_pair(t, s, t.cuda ? cuda_base_fps : br.fps);
+      const double base_fps = t.feed   ? feed_base_fps[t.cuda ? 1 : 0]
+                              : t.cuda ? cuda_base_fps
+                                       : br.fps;
+      Row r = run_pair(t, s, base_fps);
       ok = ok && r.ok;
       rows.push_back(r);
     }

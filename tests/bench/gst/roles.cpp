@@ -7,9 +7,14 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "gst_bench.hpp"
+// The plugin's public, header-only tensor meta, read as an application reads it. By path: the
+// benchmark's build target does not have gst/include on its include path.
+#include "gst/cudaipc/gstcudaipcmeta.h"
 
 namespace gstbench {
 namespace {
@@ -53,6 +58,86 @@ Ref<GstPad> pad_of(GstElement* pipe, const char* element, const char* pad) {
   return Ref<GstPad>(p);
 }
 
+struct MiniObjectDeleter {
+  void operator()(gpointer p) const { gst_mini_object_unref(GST_MINI_OBJECT_CAST(p)); }
+};
+template <typename T>
+using MiniRef = std::unique_ptr<T, MiniObjectDeleter>;
+
+// The feed's frames, made once per process: what the producer pushes and the consumer compares.
+struct Frames {
+  std::vector<MiniRef<GstBuffer>> bufs;
+  MiniRef<GstCaps> caps;
+  MiniRef<GstContext> cuda;  // the frames' GstCudaContext; null for system memory
+};
+
+Frames make_frames(const RunSpec& s) {
+  const std::string desc = feed_frames_launch(s);
+  Frames f;
+  Pipeline pipe = launch(desc);
+  Ref<GstElement> out(gst_bin_get_by_name(GST_BIN(pipe.get()), "out"));
+  if (gst_element_set_state(pipe.get(), GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+    throw std::runtime_error(desc + ": could not play");
+  while (f.bufs.size() < kFeedFrames) {
+    GstSample* sample = nullptr;
+    g_signal_emit_by_name(out.get(), "try-pull-sample", 10 * GST_SECOND, &sample);
+    if (!sample)
+      throw std::runtime_error(desc + ": " + std::to_string(f.bufs.size()) + " of " +
+                               std::to_string(kFeedFrames) + " frames");
+    if (!f.caps) f.caps.reset(gst_caps_ref(gst_sample_get_caps(sample)));
+    // Our own copies: the pool of the pipeline that made them goes away with it.
+    GstBuffer* copy = gst_buffer_copy_deep(gst_sample_get_buffer(sample));
+    gst_sample_unref(sample);
+    if (!copy) throw std::runtime_error(desc + ": could not copy a frame");
+    f.bufs.emplace_back(copy);
+  }
+  f.cuda.reset(cuda_context_of(f.bufs[0].get()));
+  if (s.cuda && !f.cuda) throw std::runtime_error(desc + ": the frames are not in CUDA memory");
+  return f;
+}
+
+// Pushes the frames round-robin into the appsrc "feed", as fast as it takes them, from its own
+// thread; then EOS. Each push is a new GstBuffer sharing the frame's memory (the timestamps
+// differ; a buffer still in flight cannot be changed). Declare it before the pipeline: the
+// pipeline's teardown unblocks a push, and only then can the thread be joined.
+class Feeder {
+ public:
+  Feeder(GstElement* pipe, const Frames& frames) : frames_(&frames) {
+    if (frames.cuda) gst_element_set_context(pipe, frames.cuda.get());
+    src_.reset(gst_bin_get_by_name(GST_BIN(pipe), "feed"));
+    if (!src_) throw std::runtime_error("no appsrc named feed");
+    g_object_set(src_.get(), "caps", frames.caps.get(), nullptr);
+  }
+  Feeder(const Feeder&) = delete;
+  Feeder& operator=(const Feeder&) = delete;
+  ~Feeder() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void start(std::uint64_t count) {
+    thread_ = std::thread([this, count] { push(count); });
+  }
+
+ private:
+  void push(std::uint64_t count) {
+    const auto& bufs = frames_->bufs;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      GstBuffer* b = gst_buffer_copy(bufs[i % bufs.size()].get());
+      GST_BUFFER_PTS(b) = i * GST_MSECOND;
+      GST_BUFFER_DURATION(b) = GST_MSECOND;
+      GstFlowReturn ret = GST_FLOW_OK;
+      g_signal_emit_by_name(src_.get(), "push-buffer", b, &ret);
+      gst_buffer_unref(b);
+      if (ret != GST_FLOW_OK) return;  // flushing: the pipeline is going down
+    }
+    GstFlowReturn ret = GST_FLOW_OK;
+    g_signal_emit_by_name(src_.get(), "end-of-stream", &ret);
+  }
+
+  const Frames* frames_;
+  Ref<GstElement> src_;
+  std::thread thread_;
+};
+
 std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
@@ -72,28 +157,33 @@ std::string describe_error(GstMessage* msg) {
 
 enum class BusEnd { eos, done, error, deadline, idle };
 
+// Waits up to `timeout` for EOS, our "done" message or an error; nothing when none came.
+std::optional<BusEnd> pop_bus(GstBus* bus, GstClockTime timeout, std::string* error) {
+  for (;;) {
+    GstMessage* msg = gst_bus_timed_pop_filtered(
+        bus, timeout,
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_APPLICATION));
+    if (!msg) return std::nullopt;
+    BusEnd end = BusEnd::eos;
+    bool stop = true;
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+      *error = describe_error(msg);
+      end = BusEnd::error;
+    } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_APPLICATION) {
+      stop = gst_structure_has_name(gst_message_get_structure(msg), kDoneMessage);
+      end = BusEnd::done;
+    }
+    gst_message_unref(msg);
+    if (stop) return end;
+  }
+}
+
 // Pops the bus until EOS, our "done" message, an error, the deadline, or `idle()` says stop.
 template <typename Idle>
 BusEnd run_bus(GstElement* pipe, std::uint64_t deadline, std::string* error, Idle idle) {
   Ref<GstBus> bus(gst_element_get_bus(pipe));
   for (;;) {
-    GstMessage* msg = gst_bus_timed_pop_filtered(
-        bus.get(), 20 * GST_MSECOND,
-        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_APPLICATION));
-    if (msg) {
-      BusEnd end = BusEnd::eos;
-      bool stop = true;
-      if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
-        *error = describe_error(msg);
-        end = BusEnd::error;
-      } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_APPLICATION) {
-        stop = gst_structure_has_name(gst_message_get_structure(msg), kDoneMessage);
-        end = BusEnd::done;
-      }
-      gst_message_unref(msg);
-      if (stop) return end;
-      continue;
-    }
+    if (auto end = pop_bus(bus.get(), 20 * GST_MSECOND, error)) return *end;
     if (idle()) return BusEnd::idle;
     if (mono_ns() >= deadline) {
       *error = "timed out";
@@ -121,9 +211,10 @@ std::uint64_t deadline_of(const RunSpec& s) {
 // (producer) to EOS, or from frame warmup-1 to the last frame (baseline). `probe_cpu` is this
 // probe's own CPU time inside that window, which the report takes out of the process's.
 struct SenderProbe {
-  explicit SenderProbe(const RunSpec& s) : spec(&s), fc(FrameCheck::from(s)) {}
+  explicit SenderProbe(const RunSpec& s) : spec(&s), fc(FrameCheck::from(s)), stamp(!s.feed) {}
   const RunSpec* spec;
   FrameCheck fc;
+  bool stamp;  // the feed's buffers share their memory: they are counted, never written
   bool baseline = false;
   std::uint32_t next = 0;
   std::uint64_t t0 = 0, t1 = 0, cpu0 = 0, cpu1 = 0, probe_cpu = 0;
@@ -148,7 +239,7 @@ GstPadProbeReturn sender_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
   }
   const std::uint64_t tc0 = thread_cpu_ns();
   GstBuffer* buf = GST_PAD_PROBE_INFO_BUFFER(info);
-  if (p->baseline && index == 0) {
+  if (p->baseline && index == 0 && p->stamp) {
     // The colour consumers expect, read at the last pixel (the stamp takes the first).
     if (!pixel_groups(buf, p->fc, &p->ref0, &p->ref1)) ++p->bad;
     p->fc.ref[0] = unhex(p->ref0);
@@ -160,7 +251,8 @@ GstPadProbeReturn sender_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
     }
   }
   bool copied = false;
-  if (!write_stamp(&buf, p->fc, Stamp{mono_ns(), index, kStampMagic}, &copied)) ++p->stamp_failures;
+  if (p->stamp && !write_stamp(&buf, p->fc, Stamp{mono_ns(), index, kStampMagic}, &copied))
+    ++p->stamp_failures;
   if (copied) ++p->copies;
   GST_PAD_PROBE_INFO_DATA(info) = buf;
   if (index >= p->spec->warmup) p->probe_cpu += thread_cpu_ns() - tc0;
@@ -184,7 +276,8 @@ struct ReceiverProbe {
   GstElement* src = nullptr;
   GstCaps* chain_caps = nullptr;
   std::vector<std::uint64_t> lat, meta;
-  std::uint64_t received = 0, counted = 0, checked = 0, bad = 0;
+  std::optional<Frames> refs;  // feed runs: the frames the producer pushes, made here again
+  std::uint64_t received = 0, counted = 0, checked = 0, bad = 0, tensors = 0;
   std::int64_t last_index = -1;
   bool started = false, finished = false;
   std::uint64_t t0 = 0, t_last = 0, cpu0 = 0, cpu1 = 0, probe_cpu = 0;
@@ -202,6 +295,7 @@ void note_bad(ReceiverProbe* p, const std::string& why) {
 constexpr std::uint64_t kCudaStampEvery = 16;
 
 bool reads_stamp(const RunSpec& s, std::uint64_t arrival) {
+  if (s.feed) return false;
   return !s.cuda || arrival < s.warmup || arrival % kCudaStampEvery == 0 ||
          arrival + 1 == s.total();
 }
@@ -212,22 +306,48 @@ bool checks_content(const RunSpec& s, std::uint64_t index) {
   return !s.cuda || index < s.warmup || index + 1 == s.total();
 }
 
-GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
-  const std::uint64_t now = mono_ns();
+// A feed frame's index is its tensor meta's seq - 1 (the sink numbers published frames from 1).
+bool feed_index(ReceiverProbe* p, GstBuffer* buf, std::uint64_t arrival, std::uint64_t* index) {
+  const GstCudaIpcTensorMeta* m = gst_buffer_get_cuda_ipc_tensor_meta(buf);
+  if (!m || m->seq == 0 || m->seq > p->spec->total()) {
+    note_bad(p, "frame " + std::to_string(arrival) + " has no tensor meta with a valid seq");
+    return false;
+  }
+  *index = m->seq - 1;
+  if (static_cast<std::int64_t>(*index) <= p->last_index)
+    note_bad(p,
+             "frame " + std::to_string(*index) + " after frame " + std::to_string(p->last_index));
+  p->last_index = static_cast<std::int64_t>(*index);
+  return true;
+}
+
+// What an app does with a frame before handing it on: takes the tensor from the meta.
+void read_tensor(ReceiverProbe* p, GstBuffer* buf) {
+  const GstCudaIpcTensorMeta* m = gst_buffer_get_cuda_ipc_tensor_meta(buf);
+  const bool ok = m && m->version == GST_CUDA_IPC_TENSOR_META_VERSION && m->data != 0 &&
+                  m->rank > 0 && m->size > 0 && (m->device_id >= 0) == p->spec->cuda;
+  if (!ok) {
+    note_bad(p, "sample " + std::to_string(p->received) + " has no valid tensor meta");
+    return;
+  }
+  ++p->tensors;
+}
+
+// One frame at the consumer, arrived at `now`: its stamp or seq, meta latency, content, window.
+void receive(ReceiverProbe* p, GstBuffer* buf, std::uint64_t now) {
   const std::uint64_t tc0 = thread_cpu_ns();
-  auto* p = static_cast<ReceiverProbe*>(data);
-  GstBuffer* buf = GST_PAD_PROBE_INFO_BUFFER(info);
   const std::uint64_t total = p->spec->total();
   const std::uint64_t arrival = p->received++;
   p->last_arrival.store(now, std::memory_order_relaxed);
   // Without a stamp read the arrival count stands in for the index: every-frame transports
   // deliver frame n as arrival n, and a lossy one only ends up with fewer frames.
   std::uint64_t index = arrival;
+  if (p->spec->feed && !feed_index(p, buf, arrival, &index)) return;
   if (reads_stamp(*p->spec, arrival)) {
     Stamp st;
     if (!read_stamp(buf, p->fc, &st) || st.magic != kStampMagic || st.index >= total) {
       note_bad(p, "frame " + std::to_string(arrival) + " has no valid stamp");
-      return GST_PAD_PROBE_OK;
+      return;
     }
     if (static_cast<std::int64_t>(st.index) <= p->last_index)
       note_bad(
@@ -242,7 +362,10 @@ GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) 
   if (checks_content(*p->spec, index)) {
     ++p->checked;
     std::string why;
-    if (!check_solid(buf, p->fc, &why)) note_bad(p, "frame " + std::to_string(index) + ": " + why);
+    const bool same = p->refs
+                          ? check_same(buf, p->refs->bufs[index % kFeedFrames].get(), p->fc, &why)
+                          : check_solid(buf, p->fc, &why);
+    if (!same) note_bad(p, "frame " + std::to_string(index) + ": " + why);
   }
   const bool last = index + 1 == total;
   if (!p->started && (index + 1 >= p->spec->warmup || last)) {
@@ -261,7 +384,40 @@ GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) 
         p->src,
         gst_message_new_application(GST_OBJECT(p->src), gst_structure_new_empty(kDoneMessage)));
   }
+}
+
+GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  receive(static_cast<ReceiverProbe*>(data), GST_PAD_PROBE_INFO_BUFFER(info), mono_ns());
   return GST_PAD_PROBE_OK;
+}
+
+// The appsink consumer: an app's loop pulling samples and reading each one's tensor meta,
+// measured where the app gets the frame. Ends as run_bus does.
+template <typename Idle>
+BusEnd pull_samples(GstElement* pipe, ReceiverProbe* p, std::uint64_t deadline, std::string* error,
+                    Idle idle) {
+  Ref<GstBus> bus(gst_element_get_bus(pipe));
+  Ref<GstElement> app(gst_bin_get_by_name(GST_BIN(pipe), "app"));
+  if (!app) throw std::runtime_error("no appsink named app");
+  for (;;) {
+    GstSample* sample = nullptr;
+    g_signal_emit_by_name(app.get(), "try-pull-sample", 20 * GST_MSECOND, &sample);
+    if (sample) {
+      const std::uint64_t now = mono_ns();
+      GstBuffer* buf = gst_sample_get_buffer(sample);
+      read_tensor(p, buf);
+      receive(p, buf, now);
+      gst_sample_unref(sample);
+      if (p->finished) return BusEnd::done;
+    }
+    if (auto end = pop_bus(bus.get(), 0, error)) return *end;
+    if (sample) continue;
+    if (idle()) return BusEnd::idle;
+    if (mono_ns() >= deadline) {
+      *error = "timed out";
+      return BusEnd::deadline;
+    }
+  }
 }
 
 // Answers the allocation query with nothing, so upstream allocates in its own (system) memory.
@@ -298,7 +454,11 @@ int producer_role(const RunSpec& s) {
   Kv kv;
   std::string error;
   BusEnd end = BusEnd::error;
+  std::optional<Frames> frames;
+  if (s.feed) frames = make_frames(s);
+  std::optional<Feeder> feeder;
   Pipeline pipe = launch(producer_launch(s));
+  if (frames) feeder.emplace(pipe.get(), *frames);
   {
     Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
     gst_pad_add_probe(pad.get(),
@@ -315,8 +475,10 @@ int producer_role(const RunSpec& s) {
     touch(s.path("producer.ready"));
     if (!wait_for_file(s.path("consumer.ready"), deadline))
       error = "the consumer never became ready";
-    else if (set_state(pipe.get(), GST_STATE_PLAYING, &error))
+    else if (set_state(pipe.get(), GST_STATE_PLAYING, &error)) {
+      if (feeder) feeder->start(s.total());
       end = run_bus(pipe.get(), deadline, &error, [] { return false; });
+    }
   }
   const bool ok = end == BusEnd::eos && probe.t1 > probe.t0;
   kv["ok"] = ok ? "1" : "0";
@@ -358,6 +520,11 @@ int consumer_role(const RunSpec& s) {
   probe.chain_caps = gst_caps_from_string("timestamp/x-cudaipc-sink-chain");
   probe.lat.reserve(s.frames);
   probe.meta.reserve(s.frames);
+  if (s.feed) {
+    RunSpec host = s;  // the same frames in system memory, to compare downloads with
+    host.cuda = false;
+    probe.refs = make_frames(host);
+  }
   std::string error;
   BusEnd end = BusEnd::error;
   Pipeline pipe;
@@ -366,20 +533,22 @@ int consumer_role(const RunSpec& s) {
   } else {
     pipe = launch(consumer_launch(s));
     probe.src = gst_bin_get_by_name(GST_BIN(pipe.get()), "src");
-    {
+    if (!s.appsink) {
       Ref<GstPad> pad = pad_of(pipe.get(), "src", "src");
       gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, receiver_probe, &probe, nullptr);
     }
     if (set_state(pipe.get(), GST_STATE_PLAYING, &error)) {
       touch(s.path("consumer.ready"));
       std::uint64_t producer_done = 0;
-      end = run_bus(pipe.get(), deadline, &error, [&] {
+      auto idle = [&] {
         if (!producer_done && file_exists(s.path("producer.kv"))) producer_done = mono_ns();
         if (!producer_done) return false;
         const std::uint64_t last =
             std::max(probe.last_arrival.load(std::memory_order_relaxed), producer_done);
         return mono_ns() - last > kIdleAfterProducerNs;
-      });
+      };
+      end = s.appsink ? pull_samples(pipe.get(), &probe, deadline, &error, idle)
+                      : run_bus(pipe.get(), deadline, &error, idle);
     }
     // Where the last frame never came, the window ends here, before the teardown's own work.
     const std::uint64_t end_cpu = cpu_rusage_ns();
@@ -399,6 +568,7 @@ int consumer_role(const RunSpec& s) {
   kv["cpu_ns"] = std::to_string(probe.cpu1 - probe.cpu0);
   kv["probe_cpu_ns"] = std::to_string(probe.probe_cpu);
   kv["checked"] = std::to_string(probe.checked);
+  kv["tensors"] = std::to_string(probe.tensors);
   kv["bad"] = std::to_string(probe.bad);
   kv["bad_why"] = one_line(probe.bad_why);
   write_samples(s.path("lat.u64"), probe.lat);
@@ -417,14 +587,21 @@ int baseline_role(const RunSpec& s) {
   probe.baseline = true;
   std::string error;
   BusEnd end = BusEnd::error;
+  std::optional<Frames> frames;
+  if (s.feed) frames = make_frames(s);
+  std::optional<Feeder> feeder;
   Pipeline pipe = launch(baseline_launch(s));
+  if (frames) feeder.emplace(pipe.get(), *frames);
   {
     Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
     gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, sender_probe, &probe, nullptr);
   }
-  if (set_state(pipe.get(), GST_STATE_PLAYING, &error))
+  if (set_state(pipe.get(), GST_STATE_PLAYING, &error)) {
+    if (feeder) feeder->start(s.total());
     end = run_bus(pipe.get(), deadline, &error, [] { return false; });
+  }
   pipe.reset();
+  feeder.reset();
   const bool ok = end == BusEnd::eos && probe.next == s.total() && probe.t1 > probe.t0;
   Kv kv;
   kv["ok"] = ok ? "1" : "0";

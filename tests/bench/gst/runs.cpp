@@ -64,7 +64,7 @@ std::string make_dir(const std::string& root, int index, const std::string& id) 
 
 Row run_baseline(const RunSpec& s, const std::string& label) {
   Row r;
-  r.id = s.cuda ? "baseline-cuda" : "baseline";
+  r.id = std::string(s.feed ? "baseline-appsrc" : "baseline") + (s.cuda ? "-cuda" : "");
   r.label = label;
   r.format = s.format;
   r.ran = true;
@@ -118,6 +118,8 @@ Row run_pair(const Transport& t, const RunSpec& s, double base_fps) {
     add_note(r, "stamping copied " + kv_get(r.producer, "stamp_copies") + " frames");
   if (!t.every_frame && r.lost) add_note(r, "newest-frame delivery: losses expected");
   if (t.cuda) add_note(r, std::to_string(r.checked) + " frames downloaded and compared");
+  if (t.feed) add_note(r, "unstamped: frame index from the tensor meta's seq");
+  if (t.appsink) add_note(r, "app read " + kv_get(r.consumer, "tensors") + " tensor metas");
   return r;
 }
 

@@ -24,6 +24,11 @@ std::string source(const RunSpec& s) {
   return d;
 }
 
+// The feed's frames are made once; what pushes them is an appsrc whose caps are the frames'.
+std::string feed_source() {
+  return "appsrc name=feed is-live=false format=time block=true max-bytes=0 max-buffers=4";
+}
+
 std::string quoted(const std::string& path) {
   return "\"" + path + "\"";
 }
@@ -71,7 +76,7 @@ std::string producer_launch(const RunSpec& s) {
     sink = s.sink_factory + " address=" + sock;
   else
     throw std::runtime_error("no producer for transport " + s.transport);
-  return source(s) + " ! " + sink + " name=sink sync=false";
+  return (s.feed ? feed_source() : source(s)) + " ! " + sink + " name=sink sync=false";
 }
 
 std::string consumer_launch(const RunSpec& s) {
@@ -94,11 +99,23 @@ std::string consumer_launch(const RunSpec& s) {
     src = s.src_factory + " name=src address=" + sock;
   else
     throw std::runtime_error("no consumer for transport " + s.transport);
-  return src + " ! fakesink name=sink sync=false";
+  // The app's queue is short, as an app that keeps up would hold it: the source waits on it.
+  return src + (s.appsink ? " ! appsink name=app sync=false max-buffers=2"
+                          : " ! fakesink name=sink sync=false");
 }
 
 std::string baseline_launch(const RunSpec& s) {
-  return source(s) + " ! fakesink name=sink sync=false";
+  return (s.feed ? feed_source() : source(s)) + " ! fakesink name=sink sync=false";
+}
+
+std::string feed_frames_launch(const RunSpec& s) {
+  // A framerate: at 0/1 videotestsrc sends one frame of a moving pattern, then EOS.
+  std::string d =
+      "videotestsrc is-live=false horizontal-speed=16 num-buffers=" + std::to_string(kFeedFrames) +
+      " ! video/x-raw,format=" + s.format + ",width=" + std::to_string(s.width) +
+      ",height=" + std::to_string(s.height) + ",framerate=30/1";
+  if (s.cuda) d += " ! cudaupload ! video/x-raw(memory:CUDAMemory)";
+  return d + " ! appsink name=out sync=false";
 }
 
 }  // namespace gstbench

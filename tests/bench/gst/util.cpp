@@ -33,6 +33,8 @@ std::vector<std::string> RunSpec::to_args() const {
           "src=" + src_factory,
           "io_mode=" + io_mode,
           std::string("cuda=") + (cuda ? "1" : "0"),
+          std::string("feed=") + (feed ? "1" : "0"),
+          std::string("appsink=") + (appsink ? "1" : "0"),
           "dir=" + dir,
           "timeout=" + std::to_string(timeout_s),
           "ref0=" + ref0,
@@ -65,6 +67,10 @@ RunSpec RunSpec::from_args(const std::vector<std::string>& args) {
       s.io_mode = v;
     else if (k == "cuda")
       s.cuda = v == "1";
+    else if (k == "feed")
+      s.feed = v == "1";
+    else if (k == "appsink")
+      s.appsink = v == "1";
     else if (k == "dir")
       s.dir = v;
     else if (k == "timeout")
