@@ -6,38 +6,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
+
+#include "../../peers/peer_args.hpp"
 
 namespace gstmp_peer {
 
-class Args {
- public:
-  Args(int argc, char** argv, int first) {
-    for (int i = first; i < argc; ++i) {
-      std::string k = argv[i];
-      if (k.rfind("--", 0) != 0) continue;
-      k = k.substr(2);
-      if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
-        values_[k] = argv[++i];
-      } else {
-        values_[k] = "1";
-      }
-    }
-  }
-  std::string str(const std::string& k, const std::string& def = "") const {
-    auto it = values_.find(k);
-    return it == values_.end() ? def : it->second;
-  }
-  std::uint64_t num(const std::string& k, std::uint64_t def = 0) const {
-    auto it = values_.find(k);
-    return it == values_.end() ? def : std::strtoull(it->second.c_str(), nullptr, 10);
-  }
-  bool flag(const std::string& k) const { return values_.count(k) != 0; }
-
- private:
-  std::map<std::string, std::string> values_;
-};
+// The core test peer's argument reader: the same "--key value" / "--flag" convention.
+using Args = peer::Args;
 
 // Prints the first ERROR on the bus, if there is one, as "error: MESSAGE (DEBUG)".
 inline bool report_bus_error(GstElement* pipeline) {
