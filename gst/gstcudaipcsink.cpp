@@ -103,7 +103,6 @@ struct SinkState {
   TensorDesc sent_tensor{};
   std::uint64_t sent_size = 0;
   bool has_format = false;
-  std::uint64_t dropped = 0;
   std::atomic<std::uint64_t> lent_drops{0};  // frames the core never saw (stats add them)
   bool warned_lent = false;
 
@@ -341,7 +340,6 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
                   st->producer->path().c_str(), uses_cuda(s) ? "CUDA" : "host", s.num_slots);
   st->format_dirty = true;
   st->has_format = false;
-  st->dropped = 0;
   st->lent_drops.store(0);
   return TRUE;
 }
@@ -410,6 +408,12 @@ static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filt
 
 static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std::uint64_t bytes);
 
+// A new format generation is due: new caps or tags, or a layout the consumers were not told of.
+static bool format_changed(const SinkState* st, const TensorDesc& tensor, std::uint64_t bytes) {
+  return st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
+         bytes != st->sent_size;
+}
+
 // Host channels: upstream writes straight into ring slots. The format (with the caps' default
 // layout, which the pool's buffers use) must exist before the first slot is lent.
 static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, GstCaps* caps,
@@ -426,9 +430,7 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   if (bytes > G_MAXUINT) return TRUE;  // a buffer pool's sizes are guint: upstream's own memory
   st->caps = parsed;
   st->wire_caps = wire_caps(caps);
-  if ((st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
-       bytes != st->sent_size) &&
-      !send_format(self, tensor, bytes))
+  if (format_changed(st, tensor, bytes) && !send_format(self, tensor, bytes))
     return FALSE;
   // basesink's last-sample would keep a committed slot buffer, pointing into a slot the ring
   // reuses and may retire: that stays off while upstream writes into slots.
@@ -666,7 +668,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
                                        gst_buffer_get_size(buf)));
   if (WriteSlot* lent = slot_of(buf, st->producer.get()))
     return commit_lent_slot(self, buf, *lent, tensor, entry);
-  if (st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size) {
+  if (format_changed(st, tensor, bytes)) {
     if (!send_format(self, tensor, bytes)) return GST_FLOW_ERROR;
   }
 
@@ -690,7 +692,6 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   }
   if (!slot) {
     if (status == PublishStatus::interrupted) return GST_FLOW_FLUSHING;
-    ++st->dropped;
     GST_LOG_OBJECT(self, "frame dropped (%s)",
                    status == PublishStatus::timeout ? "no free slot within block-timeout"
                                                     : "no free slot");

@@ -101,7 +101,6 @@ struct SrcState {
   bool discont = true;
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
-  bool ever_connected = false;
 };
 
 // What a buffer's memory owns: the leased frame, released when GStreamer frees the memory.
@@ -286,7 +285,6 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->need_negotiate = false;
   st->discont = true;
   st->connect_started = monotonic_now_ns();
-  st->ever_connected = false;
   return TRUE;
 }
 
@@ -796,7 +794,6 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
     }
     switch (ev.type) {
       case EventType::frame:
-        st->ever_connected = true;
         if (!st->format.valid) continue;  // cannot happen: the core sends the format first
         if (st->need_negotiate) {
           st->need_negotiate = false;
@@ -804,7 +801,6 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         }
         return make_buffer(self, std::move(ev.frame), out);
       case EventType::format:
-        st->ever_connected = true;
         if (!take_format(self, ev)) return GST_FLOW_ERROR;
         continue;
       case EventType::eos:
@@ -824,8 +820,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         GST_WARNING_OBJECT(self, "producer lost (%s); waiting for a new one", ev.message.c_str());
         st->discont = true;
         st->connect_started = monotonic_now_ns();
-        st->ever_connected = false;
-        continue;
+              continue;
       case EventType::timeout:
         if (!st->consumer->connected() && s.connect_timeout > 0 &&
             monotonic_now_ns() - st->connect_started > s.connect_timeout) {
