@@ -31,6 +31,13 @@ namespace {
 
 thread_local std::string g_error;
 
+// C callers pass unsigned nanoseconds, UINT64_MAX meaning "wait for ever": clamp instead of
+// letting it wrap to a negative (already expired) duration.
+std::chrono::nanoseconds to_duration(uint64_t ns) {
+  constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(ns > kMax ? kMax : ns));
+}
+
 int fail(cudaipc::Errc code, const char* what) {
   g_error = what;
   return static_cast<int>(code);
@@ -116,7 +123,7 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
     opts.memory = static_cast<cudaipc::MemoryKind>(memory);
     opts.on_full = enum_value(o->on_full) == CUDAIPC_DROP ? cudaipc::FullPolicy::drop
                                                           : cudaipc::FullPolicy::block;
-    if (o->block_timeout_ns) opts.block_timeout = std::chrono::nanoseconds(o->block_timeout_ns);
+    if (o->block_timeout_ns) opts.block_timeout = to_duration(o->block_timeout_ns);
     opts.cuda.device = o->cuda_device;
     auto h = std::make_unique<cudaipc_producer>();
     h->p = std::make_unique<cudaipc::Producer>(opts);
@@ -221,7 +228,7 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
     require(c, "consumer");
     require(ev, "event");
     *ev = cudaipc_event{};
-    cudaipc::Event e = c->c->next(std::chrono::nanoseconds(timeout_ns));
+    cudaipc::Event e = c->c->next(to_duration(timeout_ns));
     ev->generation = e.generation;
     switch (e.type) {
       case cudaipc::EventType::frame: {

@@ -2,7 +2,11 @@
 // the producer wrote before handing it out. See control_block.hpp for the protocol.
 #include "cudaipc/consumer.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <bitset>
 #include <cstring>
 #include <mutex>
 
@@ -17,36 +21,45 @@ namespace {
 constexpr std::chrono::milliseconds kLivenessSlice{50};
 constexpr int kAcquireRetries = 64;
 
+// Refusals worth another try with `reconnect` on: the producer is gone, slow, full or short of
+// resources now, none of which says it will refuse us next time.
+bool transient(Errc code) {
+  return code == Errc::disconnected || code == Errc::timeout || code == Errc::busy ||
+         code == Errc::system;
+}
+
 }  // namespace
 
 class ConsumerImpl {
  public:
   explicit ConsumerImpl(const ConsumerOptions& opts) : opts_(opts) {
+    wake_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd_) throw_errno("eventfd");
     try {
       connect();
     } catch (const Error& e) {
-      if (!opts_.reconnect || (e.code() != Errc::disconnected && e.code() != Errc::timeout)) throw;
+      if (!opts_.reconnect || !transient(e.code())) throw;
     }
   }
 
   // Frames still held keep the connection and their leases alive, but a Consumer that is gone
   // reads no more frames: stop holding the producer back as an every-frame reader.
   ~ConsumerImpl() {
-    if (conn_) conn_->entry().cursor.store(~std::uint64_t{0}, std::memory_order_release);
+    if (conn_) conn_->page().cursor.store(~std::uint64_t{0}, std::memory_order_release);
   }
 
   Event next(std::chrono::nanoseconds timeout);
 
   void interrupt() noexcept {
+    // The eventfd first, so whoever takes the flag finds the wake to drain with it. It also
+    // breaks a handshake or a format wait, which sleep in poll() on the socket.
+    std::uint64_t one = 1;
+    if (::write(wake_fd_.get(), &one, sizeof one) != sizeof one) {
+      // Only a full counter fails, and then a wake is pending anyway.
+    }
     interrupted_.store(true, std::memory_order_seq_cst);
     local_wake_.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all_noexcept(local_wake_);
-    std::lock_guard<std::mutex> lock(conn_mu_);
-    if (conn_) {
-      // Spurious for other consumers of the channel, who re-check and sleep again.
-      conn_->cb().frame_futex.fetch_add(1, std::memory_order_seq_cst);
-      futex_wake_all_noexcept(conn_->cb().frame_futex);
-    }
   }
 
   bool connected() const noexcept { return conn_ != nullptr; }
@@ -65,18 +78,15 @@ class ConsumerImpl {
   void* stream() const { return conn_ ? conn_->memory().stream() : nullptr; }
 
  private:
-  static void futex_wake_all_noexcept(std::atomic<std::uint32_t>& w) noexcept {
-    try {
-      futex_wake_all(w);
-    } catch (...) {
-    }
-  }
   void connect();
   void disconnect();
   bool try_acquire(Event& ev);
   bool format_event(std::uint64_t g, Event& ev);
+  Event disconnected_event();
+  bool take_interrupt() noexcept;
 
   ConsumerOptions opts_;
+  UniqueFd wake_fd_;  // eventfd: interrupt() breaks socket waits through it
   std::mutex conn_mu_;  // guards conn_ against interrupt(); only next()'s thread changes it
   std::shared_ptr<ConsumerConnection> conn_;
   std::atomic<bool> interrupted_{false};
@@ -87,11 +97,15 @@ class ConsumerImpl {
   std::uint64_t delivered_ = 0;
   std::uint64_t skipped_ = 0;
   bool lost_reported_ = true;
+  std::string lost_reason_;
   std::uint64_t next_connect_ns_ = 0;
+  std::uint64_t deadline_ = 0;  // of the next() call in progress
+  bool at_limit_ = false;       // holding as many frames as the producer allows
+  bool format_late_ = false;    // a frame's format did not arrive before the deadline
 };
 
 void ConsumerImpl::connect() {
-  auto c = std::make_shared<ConsumerConnection>(opts_);
+  auto c = std::make_shared<ConsumerConnection>(opts_, wake_fd_.get());
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_ = std::move(c);
   cursor_ = conn_->start_cursor();
@@ -101,8 +115,19 @@ void ConsumerImpl::connect() {
 }
 
 void ConsumerImpl::disconnect() {
+  std::string why = conn_ ? conn_->parting_words() : std::string();
+  lost_reason_ = why.empty() ? "producer went away" : why;
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_.reset();
+}
+
+bool ConsumerImpl::take_interrupt() noexcept {
+  if (!interrupted_.exchange(false, std::memory_order_seq_cst)) return false;
+  std::uint64_t count;
+  if (::read(wake_fd_.get(), &count, sizeof count) < 0) {
+    // EAGAIN: the eventfd was drained already.
+  }
+  return true;
 }
 
 bool ConsumerImpl::format_event(std::uint64_t g, Event& ev) {
@@ -119,17 +144,24 @@ bool ConsumerImpl::format_event(std::uint64_t g, Event& ev) {
 // an event (a frame, or the format that must come before it).
 bool ConsumerImpl::try_acquire(Event& ev) {
   ControlBlock& cb = conn_->cb();
-  ConsumerEntry& me = conn_->entry();
+  ConnPage& me = conn_->page();
   const bool every = opts_.mode == ConsumeMode::every_frame;
+  at_limit_ = false;
   for (int attempt = 0; attempt < kAcquireRetries; ++attempt) {
     const std::uint64_t published = cb.published.load(std::memory_order_acquire);
     if (published <= cursor_) return false;
+    const std::uint64_t held = me.leases.load(std::memory_order_relaxed);
+    if (std::bitset<64>(held).count() >= conn_->max_leases()) {
+      // The producer would void every lease past its limit: wait for one of ours to end.
+      at_limit_ = true;
+      return false;
+    }
     const std::uint64_t t = every ? cursor_ + 1 : published;
     const std::uint64_t ring = cb.ring[t % kRing].load(std::memory_order_acquire);
     if ((ring >> kRingSlotBits) != t) {
       if (every) {
-        // The producer must keep every unread frame for us; only a reclaimed lease (we were
-        // dropped as dead) or a hostile producer gets here. Count it and move on.
+        // The producer must keep every unread frame for us; only an eviction or a hostile
+        // producer gets here. Count it and move on.
         ++skipped_;
         me.skipped.store(skipped_, std::memory_order_relaxed);
         cursor_ = t;
@@ -141,12 +173,12 @@ bool ConsumerImpl::try_acquire(Event& ev) {
       throw Error(Errc::protocol, "control block names slot " + std::to_string(slot) + " of " +
                                       std::to_string(conn_->slot_count()));
     const std::uint64_t bit = 1ull << slot;
-    if (me.leases.load(std::memory_order_relaxed) & bit)
+    if (held & bit)
       throw Error(Errc::protocol, "producer published frame " + std::to_string(t) +
                                       " into slot " + std::to_string(slot) + " that we still lease");
     me.leases.fetch_or(bit, std::memory_order_seq_cst);
     if (cb.slots[slot].seq.load(std::memory_order_seq_cst) != t) {
-      me.leases.fetch_and(~bit, std::memory_order_seq_cst);  // lost the race to a rewrite
+      conn_->unlease(bit);  // lost the race to a rewrite
       continue;
     }
     Frame f;
@@ -157,7 +189,20 @@ bool ConsumerImpl::try_acquire(Event& ev) {
         throw Error(Errc::protocol, "slot " + std::to_string(slot) + " describes frame " +
                                         std::to_string(f.desc_.seq) + ", expected " +
                                         std::to_string(t));
-      if (g > conn_->newest_generation()) conn_->sync_formats(g);
+      if (!every && !conn_->generations().empty() && g < conn_->generations().front().generation) {
+        // A latest reader that joined after a format change can find the newest frame still in
+        // the old format, which it never got: that frame predates it, so it waits for the next.
+        conn_->unlease(bit);
+        ++skipped_;
+        me.skipped.store(skipped_, std::memory_order_relaxed);
+        cursor_ = t;
+        continue;
+      }
+      if (g > conn_->newest_generation() && !conn_->sync_formats(g, deadline_)) {
+        conn_->unlease(bit);
+        format_late_ = true;
+        return false;
+      }
       const auto* gen = conn_->find_generation(g);
       if (!gen)
         throw Error(Errc::protocol, "frame " + std::to_string(t) + " names unknown generation " +
@@ -167,7 +212,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
         throw Error(Errc::protocol, "frame user metadata size out of range");
       if (g != reported_gen_) {
         // The format comes before its first frame; the frame is taken again on the next call.
-        me.leases.fetch_and(~bit, std::memory_order_seq_cst);
+        conn_->unlease(bit);
         return format_event(g, ev);
       }
       conn_->prune_before(g);
@@ -196,11 +241,23 @@ bool ConsumerImpl::try_acquire(Event& ev) {
   return false;
 }
 
+Event ConsumerImpl::disconnected_event() {
+  Event ev;
+  ev.type = EventType::disconnected;
+  ev.message = lost_reason_.empty() ? "producer went away" : lost_reason_;
+  return ev;
+}
+
 Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
-  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+  const std::uint64_t start = monotonic_ns();
+  deadline_ = timeout.count() <= 0 ? start
+              : static_cast<std::uint64_t>(timeout.count()) > ~std::uint64_t{0} - start
+                  ? ~std::uint64_t{0}
+                  : start + static_cast<std::uint64_t>(timeout.count());
+  const std::uint64_t deadline = deadline_;
   Event ev;
   for (;;) {
-    if (interrupted_.exchange(false, std::memory_order_seq_cst)) {
+    if (take_interrupt()) {
       ev.type = EventType::interrupted;
       return ev;
     }
@@ -208,9 +265,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     if (!conn_) {
       if (!lost_reported_) {
         lost_reported_ = true;
-        ev.type = EventType::disconnected;
-        ev.message = "producer went away";
-        return ev;
+        return disconnected_event();
       }
       if (!opts_.reconnect) {
         ev.type = EventType::disconnected;
@@ -224,8 +279,9 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
           connect();
           continue;
         } catch (const Error& e) {
-          // Refusals (credentials, version) are final for this producer, not transient.
-          if (e.code() != Errc::disconnected && e.code() != Errc::timeout) throw;
+          if (e.code() == Errc::interrupted) continue;
+          // Refusals of who we are (credentials, version) are final; the rest may pass.
+          if (!transient(e.code())) throw;
         }
       }
       if (now >= deadline) return ev;  // timeout
@@ -236,11 +292,15 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     }
 
     ControlBlock& cb = conn_->cb();
+    ConnPage& page = conn_->page();
     const std::uint32_t seen = cb.frame_futex.load(std::memory_order_seq_cst);
+    const std::uint32_t released = page.release_futex.load(std::memory_order_seq_cst);
+    format_late_ = false;
     try {
       if (try_acquire(ev)) return ev;
       const std::uint64_t g = cb.generation.load(std::memory_order_acquire);
-      if (g > conn_->newest_generation()) conn_->sync_formats(g);
+      if (!format_late_ && g > conn_->newest_generation() && !conn_->sync_formats(g, deadline))
+        format_late_ = true;
       // No frame is pending: a newer format with no frame yet is news on its own.
       if (conn_->newest_generation() > reported_gen_ &&
           format_event(conn_->newest_generation(), ev))
@@ -248,6 +308,11 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     } catch (const Error& e) {
       if (e.code() != Errc::disconnected) throw;
       disconnect();
+      continue;
+    }
+    if (format_late_) {
+      // The deadline passed or an interrupt came first; the format is read on the next call.
+      if (monotonic_ns() >= deadline) return ev;
       continue;
     }
     const std::uint64_t eos = cb.eos_after.load(std::memory_order_acquire);
@@ -262,13 +327,19 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       continue;
     }
     if (now >= deadline) return ev;  // timeout
-    cb.frame_waiters.fetch_add(1, std::memory_order_seq_cst);
+    // Announce the sleep, then re-check: the producer bumps frame_futex before it reads the flag.
+    page.sleeping.store(1, std::memory_order_seq_cst);
     WaitResult w = WaitResult::woken;
-    if (cb.frame_futex.load(std::memory_order_seq_cst) == seen && !interrupted_.load())
-      w = futex_wait(cb.frame_futex, seen,
-                     std::min<std::chrono::nanoseconds>(kLivenessSlice,
-                                                        std::chrono::nanoseconds(deadline - now)));
-    cb.frame_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    // interrupt() sets its flag before it bumps local_wake_: read the word before the flag.
+    const std::uint32_t local = local_wake_.load(std::memory_order_seq_cst);
+    if (cb.frame_futex.load(std::memory_order_seq_cst) == seen &&
+        !interrupted_.load(std::memory_order_seq_cst)) {
+      FutexWord words[3] = {{&cb.frame_futex, seen}, {&local_wake_, local}, {&page.release_futex, released}};
+      w = futex_wait_any(words, at_limit_ ? 3 : 2,
+                         std::min<std::chrono::nanoseconds>(
+                             kLivenessSlice, std::chrono::nanoseconds(deadline - now)));
+    }
+    page.sleeping.store(0, std::memory_order_relaxed);
     if (w == WaitResult::timeout && peer_hung_up(conn_->socket())) disconnect();
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
 
@@ -12,7 +13,8 @@ constexpr std::chrono::milliseconds kHandshakeTimeout{3000};
 
 }  // namespace
 
-ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts) {
+ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
+    : wake_fd_(wake_fd) {
   const std::string path = opts.path.empty() ? default_channel_path("cudaipc") : opts.path;
   sock_ = connect_unix(path);
   try {
@@ -37,13 +39,19 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts) {
   WelcomeMsg w = decode_welcome(r);
   if (w.slot_count < 1 || w.slot_count > kMaxSlots)
     throw Error(Errc::protocol, "producer announced " + std::to_string(w.slot_count) + " slots");
-  if (w.consumer_id >= kMaxConsumers)
-    throw Error(Errc::protocol, "producer assigned consumer entry " + std::to_string(w.consumer_id));
+  if (w.max_leases < 1 || w.max_leases > w.slot_count)
+    throw Error(Errc::protocol, "producer allows " + std::to_string(w.max_leases) + " leases of " +
+                                    std::to_string(w.slot_count) + " slots");
   if (w.control_size < sizeof(ControlBlock))
     throw Error(Errc::protocol, "control block of " + std::to_string(w.control_size) +
                                     " bytes is smaller than this build's layout");
+  if (w.page_size < sizeof(ConnPage))
+    throw Error(Errc::protocol, "connection page of " + std::to_string(w.page_size) +
+                                    " bytes is smaller than this build's layout");
   checked_memfd_size(w.control_fd.get(), w.control_size, "control block");
-  control_ = Mapping(w.control_fd.get(), w.control_size, true);
+  checked_memfd_size(w.page_fd.get(), w.page_size, "connection page");
+  // Read-only: the producer sealed it against writable mappings anyway.
+  control_ = Mapping(w.control_fd.get(), w.control_size, false);
   cb_ = static_cast<ControlBlock*>(control_.data());
   if (cb_->magic != kControlMagic)
     throw Error(Errc::protocol, "control block has a bad magic number: not a cudaipc channel");
@@ -52,11 +60,15 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts) {
                                             std::to_string(cb_->version) + ", this build reads " +
                                             std::to_string(kLayoutVersion));
   if (cb_->block_size != sizeof(ControlBlock) || cb_->slot_count != w.slot_count ||
-      cb_->memory_kind != static_cast<std::uint32_t>(w.memory) ||
-      w.consumer_id >= cb_->max_consumers)
+      cb_->memory_kind != static_cast<std::uint32_t>(w.memory))
     throw Error(Errc::protocol, "control block header disagrees with the welcome message");
-  id_ = w.consumer_id;
+  page_map_ = Mapping(w.page_fd.get(), w.page_size, true);
+  page_ = static_cast<ConnPage*>(page_map_.data());
+  if (page_->magic != kPageMagic || page_->version != kLayoutVersion ||
+      page_->page_size != w.page_size)
+    throw Error(Errc::protocol, "connection page header is not this build's layout");
   slot_count_ = w.slot_count;
+  max_leases_ = w.max_leases;
 
   memory_ = w.memory == MemoryKind::cuda ? make_cuda_consumer_memory(opts.cuda, slot_count_)
                                          : make_host_consumer_memory();
@@ -85,7 +97,10 @@ ConsumerConnection::~ConsumerConnection() {
 
 Received ConsumerConnection::receive(std::chrono::milliseconds timeout, const char* waiting_for) {
   RawMessage raw;
-  switch (recv_raw(sock_.get(), raw, timeout)) {
+  switch (recv_raw(sock_.get(), raw, timeout, wake_fd_)) {
+    case RecvStatus::interrupted:
+      throw Error(Errc::interrupted, std::string("interrupted while waiting for the producer's ") +
+                                         waiting_for);
     case RecvStatus::closed:
       throw Error(Errc::disconnected,
                   std::string("producer closed the connection while we waited for ") + waiting_for);
@@ -107,19 +122,49 @@ void ConsumerConnection::apply_format(FormatMsg&& m) {
   std::shared_ptr<ConsumerSlots> slots;
   for (const auto& g : gens_)
     if (g.set_id == m.set_id && g.slots->slot_size() == m.slot_size) slots = g.slots;
+  if (!slots && !m.has_slots)
+    throw Error(Errc::protocol, "producer's format names slot set " + std::to_string(m.set_id) +
+                                    " that it never sent");
   if (!slots) slots = memory_->import_slots(slot_count_, m.slot_size, m.slots);
   gens_.push_back(Generation{m.generation, m.set_id, std::move(m.format), std::move(slots)});
 }
 
-void ConsumerConnection::sync_formats(std::uint64_t g) {
+bool ConsumerConnection::sync_formats(std::uint64_t g, std::uint64_t deadline_ns) {
+  const std::uint64_t start = monotonic_ns();
+  if (format_owed_since_ == 0) format_owed_since_ = start;
+  const std::uint64_t owed_until =
+      format_owed_since_ +
+      static_cast<std::uint64_t>(std::chrono::nanoseconds(kHandshakeTimeout).count());
   while (newest_generation() < g) {
-    Received r = receive(kHandshakeTimeout, "format");
+    const std::uint64_t now = monotonic_ns();
+    if (now >= owed_until)
+      throw Error(Errc::protocol, "producer announced format generation " + std::to_string(g) +
+                                      " but sent no format for it within " +
+                                      std::to_string(kHandshakeTimeout.count()) + " ms");
+    if (now >= deadline_ns) return false;
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::nanoseconds(std::min(deadline_ns, owed_until) - now));
+    RawMessage raw;
+    switch (recv_raw(sock_.get(), raw, std::max(wait, std::chrono::milliseconds(1)), wake_fd_)) {
+      case RecvStatus::interrupted:
+        return false;
+      case RecvStatus::timeout:
+        continue;
+      case RecvStatus::closed:
+        throw Error(Errc::disconnected, "producer closed the connection while we waited for a format");
+      case RecvStatus::ok:
+        break;
+    }
+    Received r = parse_header(std::move(raw));
+    if (r.type == MsgType::refused) throw_refused(r);
     if (r.type != MsgType::format)
       throw Error(Errc::protocol, "unexpected message type " +
                                       std::to_string(static_cast<std::uint32_t>(r.type)) +
                                       " instead of a format");
     apply_format(decode_format(r));
   }
+  format_owed_since_ = 0;
+  return true;
 }
 
 const ConsumerConnection::Generation* ConsumerConnection::find_generation(std::uint64_t g) const {
@@ -141,15 +186,29 @@ void ConsumerConnection::release(std::uint32_t slot) noexcept {
     // The lease must end regardless, or the producer would wait on this slot forever.
     log(LogLevel::error, (std::string("releasing a frame: ") + e.what()).c_str());
   }
-  entry().leases.fetch_and(~(1ull << slot), std::memory_order_seq_cst);
-  cb_->space_futex.fetch_add(1, std::memory_order_seq_cst);
-  if (cb_->space_waiters.load(std::memory_order_seq_cst) != 0) {
-    try {
-      futex_wake_all(cb_->space_futex);
-    } catch (const Error& e) {
-      log(LogLevel::error, e.what());
+  unlease(1ull << slot);
+}
+
+void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
+  page_->leases.fetch_and(~bit, std::memory_order_seq_cst);
+  page_->release_futex.fetch_add(1, std::memory_order_seq_cst);
+  // The producer waiting for space, or our own next() waiting at its lease limit.
+  if (cb_->producer_waiting.load(std::memory_order_seq_cst) != 0 ||
+      page_->sleeping.load(std::memory_order_seq_cst) != 0)
+    futex_wake_all_noexcept(page_->release_futex);
+}
+
+std::string ConsumerConnection::parting_words() noexcept {
+  try {
+    RawMessage raw;
+    while (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
+      Received r = parse_header(std::move(raw));
+      if (r.type == MsgType::refused) throw_refused(r);
     }
+  } catch (const Error& e) {
+    return e.what();
   }
+  return {};
 }
 
 }  // namespace cudaipc

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "conn_page.hpp"
 #include "control_block.hpp"
 #include "cudaipc/options.hpp"
 #include "mapping.hpp"
@@ -25,21 +26,29 @@ class ConsumerConnection {
     std::shared_ptr<ConsumerSlots> slots;
   };
 
-  // Connects and runs the handshake up to Start. Throws Error naming the cause.
-  ConsumerConnection(const ConsumerOptions& opts);
+  // Connects and runs the handshake up to Start. Throws Error naming the cause; Errc::interrupted
+  // when `wake_fd` becomes readable meanwhile.
+  ConsumerConnection(const ConsumerOptions& opts, int wake_fd);
   ~ConsumerConnection();
 
   // Ends a lease taken by the consumer thread; callable from any thread.
   void release(std::uint32_t slot) noexcept;
-  // Reads format messages until generation `g` is known; Errc::protocol if it never comes.
-  void sync_formats(std::uint64_t g);
+  // Gives back a lease no frame was handed out for (a lost race, a format first).
+  void unlease(std::uint64_t bit) noexcept;
+  // Reads format messages until generation `g` is known. False when `deadline_ns` passed first;
+  // Errc::protocol when the producer has owed it for longer than the handshake timeout.
+  bool sync_formats(std::uint64_t g, std::uint64_t deadline_ns);
   const Generation* find_generation(std::uint64_t g) const;
   // Forgets generations older than `g`: frames come in order, so none of theirs can follow.
   void prune_before(std::uint64_t g);
 
+  // Read-only: the producer region is mapped without write access.
   ControlBlock& cb() const noexcept { return *cb_; }
-  ConsumerEntry& entry() const noexcept { return cb_->consumers[id_]; }
+  ConnPage& page() const noexcept { return *page_; }
   std::uint32_t slot_count() const noexcept { return slot_count_; }
+  std::uint32_t max_leases() const noexcept { return max_leases_; }
+  // Reads what the producer left on the socket after hanging up on us (an eviction's reason).
+  std::string parting_words() noexcept;
   std::uint64_t start_cursor() const noexcept { return start_cursor_; }
   std::uint64_t newest_generation() const noexcept { return gens_.empty() ? 0 : gens_.back().generation; }
   const std::vector<Generation>& generations() const noexcept { return gens_; }
@@ -52,10 +61,14 @@ class ConsumerConnection {
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;
+  int wake_fd_ = -1;
   Mapping control_;
   ControlBlock* cb_ = nullptr;
-  std::uint32_t id_ = 0;
+  Mapping page_map_;
+  ConnPage* page_ = nullptr;
   std::uint32_t slot_count_ = 0;
+  std::uint32_t max_leases_ = 1;
+  std::uint64_t format_owed_since_ = 0;  // when a generation we have no format for was first seen
   std::uint64_t start_cursor_ = 0;
   std::unique_ptr<ConsumerMemory> memory_;
   std::vector<Generation> gens_;  // oldest first

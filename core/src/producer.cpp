@@ -26,14 +26,22 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
   if ((opts_.socket_mode & ~0770u) != 0)
     throw Error(Errc::invalid_argument,
                 "socket mode must grant nothing to others (0600, or 0660 with a group)");
+  if (opts_.max_leases_per_consumer > opts_.slots)
+    throw Error(Errc::invalid_argument,
+                "max_leases_per_consumer " + std::to_string(opts_.max_leases_per_consumer) +
+                    " exceeds the slot count " + std::to_string(opts_.slots));
+  if (opts_.lease_timeout.count() < 0)
+    throw Error(Errc::invalid_argument, "lease_timeout must not be negative");
   path_ = opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path;
   slot_count_ = opts_.slots;
+  max_leases_ = opts_.max_leases_per_consumer != 0 ? opts_.max_leases_per_consumer
+                                                   : std::max<std::uint32_t>(1, slot_count_ - 1);
   valid_mask_ = slot_count_ == 64 ? ~0ull : ((1ull << slot_count_) - 1);
   memory_ = opts_.memory == MemoryKind::cuda ? make_cuda_producer_memory(opts_.cuda, slot_count_)
                                              : make_host_producer_memory();
   create_control_block();
-  stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!stop_fd_) throw_errno("eventfd");
+  notify_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!notify_fd_) throw_errno("eventfd");
   listen_fd_ = listen_unix(path_, opts_.socket_mode, opts_.allowed_gid);
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) socket_inode_ = st.st_ino;
@@ -41,14 +49,13 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
 }
 
 ProducerImpl::~ProducerImpl() {
-  std::uint64_t one = 1;
-  if (::write(stop_fd_.get(), &one, sizeof one) != sizeof one)
-    log(LogLevel::error, "could not stop the producer's socket thread");
+  stopping_.store(true, std::memory_order_seq_cst);
+  post_to_server();
   if (server_.joinable()) server_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
     cb_->closed.store(1, std::memory_order_release);
-    wake_consumers();
+    wake_consumers(true);
     conns_.clear();
     try {
       memory_->flush();
@@ -66,7 +73,8 @@ void ProducerImpl::create_control_block() {
   std::size_t size = (sizeof(ControlBlock) + page - 1) / page * page;
   control_fd_ = make_memfd("cudaipc-control", size);
   control_map_ = Mapping(control_fd_.get(), size, true);
-  seal_memfd(control_fd_.get(), false);
+  // From here on no other mapping of it can be writable: consumers read, only we write.
+  seal_memfd(control_fd_.get(), true);
   cb_ = new (control_map_.data()) ControlBlock{};
   cb_->magic = kControlMagic;
   cb_->version = kLayoutVersion;
@@ -76,14 +84,21 @@ void ProducerImpl::create_control_block() {
   cb_->memory_kind = static_cast<std::uint32_t>(memory_->kind());
 }
 
-void ProducerImpl::wake_consumers() {
+void ProducerImpl::wake_consumers(bool sleeping) {
   cb_->frame_futex.fetch_add(1, std::memory_order_seq_cst);
-  if (cb_->frame_waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(cb_->frame_futex);
+  if (sleeping) futex_wake_all_noexcept(cb_->frame_futex);
 }
 
-void ProducerImpl::wake_producer() {
-  cb_->space_futex.fetch_add(1, std::memory_order_seq_cst);
-  if (cb_->space_waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(cb_->space_futex);
+void ProducerImpl::wake_space() noexcept {
+  space_wake_.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all_noexcept(space_wake_);
+}
+
+void ProducerImpl::post_to_server() noexcept {
+  std::uint64_t one = 1;
+  // An eventfd write fails only when the counter would overflow: the thread is woken anyway.
+  if (::write(notify_fd_.get(), &one, sizeof one) != sizeof one)
+    log(LogLevel::debug, "producer socket thread already has a wake pending");
 }
 
 void ProducerImpl::set_format(const Format& f) {
@@ -91,49 +106,31 @@ void ProducerImpl::set_format(const Format& f) {
   validate_format(checked, Errc::invalid_argument);
   std::lock_guard<std::mutex> lock(mu_);
   if (writing_) throw Error(Errc::invalid_argument, "set_format while a slot is borrowed");
-  if (!slots_ || checked.max_frame_size > slots_->slot_size()) {
+  // Allocate first: if it fails, the producer keeps its old format and slots and goes on working.
+  std::shared_ptr<ProducerSlots> fresh;
+  if (!slots_ || checked.max_frame_size > slots_->slot_size())
+    fresh = memory_->allocate(slot_count_, checked.max_frame_size);
+  FormatState next;
+  next.generation = generation_ + 1;
+  next.set_id = fresh ? set_id_ + 1 : set_id_;
+  next.format = checked;
+  next.slots = fresh ? fresh : slots_;
+  {
+    std::lock_guard<std::mutex> flock(format_mu_);
+    published_format_ = next;  // copies only; cannot throw after the allocation above
+  }
+  if (fresh) {
     if (slots_) retired_.push_back(Retired{std::move(slots_), set_id_});
-    slots_ = memory_->allocate(slot_count_, checked.max_frame_size);
-    ++set_id_;
+    slots_ = std::move(fresh);
+    set_id_ = next.set_id;
   }
   format_ = std::move(checked);
-  ++generation_;
-  // Consumers read the format message when they see the new generation, so send it first.
-  for (auto& c : conns_) {
-    if (c.state == ConnState::awaiting_hello || !c.fd) continue;
-    try {
-      send_format_to(c);
-    } catch (const Error& e) {
-      log(LogLevel::warning, (std::string("dropping a consumer: ") + e.what()).c_str());
-      c.fd.reset();  // serve() reaps it
-    }
-  }
+  generation_ = next.generation;
+  // The socket thread sends the format message; a consumer that sees the new generation first
+  // waits for it (within its own deadline).
+  post_to_server();
   cb_->generation.store(generation_, std::memory_order_release);
-  wake_consumers();
-}
-
-void ProducerImpl::send_format_to(Conn& c) {
-  FormatMsg m;
-  m.generation = generation_;
-  m.set_id = set_id_;
-  m.slot_size = slots_->slot_size();
-  m.format = format_;
-  m.slots = slots_->export_slots();
-  send_format(c.fd.get(), m);
-}
-
-ProducerImpl::Occupancy ProducerImpl::occupancy() const {
-  Occupancy o;
-  for (std::uint32_t id = 0; id < opts_.max_consumers; ++id) {
-    if (!entry_used_[id]) continue;
-    const ConsumerEntry& e = cb_->consumers[id];
-    if (e.state.load(std::memory_order_acquire) != static_cast<std::uint32_t>(EntryState::active))
-      continue;
-    o.leased |= e.leases.load(std::memory_order_seq_cst) & valid_mask_;
-    if (entry_mode_[id] == ConsumeMode::every_frame)
-      o.min_cursor = std::min(o.min_cursor, e.cursor.load(std::memory_order_acquire));
-  }
-  return o;
+  wake_consumers(any_sleeping());
 }
 
 bool ProducerImpl::slot_free(std::uint32_t i, const Occupancy& occ) const {
@@ -143,8 +140,8 @@ bool ProducerImpl::slot_free(std::uint32_t i, const Occupancy& occ) const {
 }
 
 // Picks a free slot and invalidates it, or returns -1. Called with mu_ held.
-int ProducerImpl::claim_slot() {
-  Occupancy occ = occupancy();
+int ProducerImpl::claim_slot(std::uint64_t now) {
+  Occupancy occ = occupancy(now);
   if (!retired_.empty()) free_retired(occ);
   std::uint64_t refused = 0;
   for (std::uint32_t n = 0; n < slot_count_; ++n) {
@@ -153,7 +150,7 @@ int ProducerImpl::claim_slot() {
     cb_->slots[i].seq.store(0, std::memory_order_seq_cst);
     // A consumer may have leased it between occupancy() and the store above (see
     // control_block.hpp): then it keeps the frame and we look elsewhere.
-    if (occupancy().leased & (1ull << i)) {
+    if (occupancy(now).leased & (1ull << i)) {
       slot_seq_[i] = 0;
       refused |= 1ull << i;
       continue;
@@ -176,15 +173,54 @@ void ProducerImpl::free_retired(const Occupancy& occ) {
                  retired_.end());
 }
 
+// Sleeps until a consumer releases a slot, the socket thread frees one, interrupt(), or `until`.
+// Called without mu_.
+void ProducerImpl::wait_for_space(std::uint64_t until) {
+  FutexWord words[kMaxRecords + 1];
+  std::array<std::shared_ptr<Mapping>, kMaxRecords> pages;  // keeps each page mapped while we sleep
+  std::size_t n = 0;
+  words[n++] = FutexWord{&space_wake_, space_wake_.load(std::memory_order_seq_cst)};
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    for (const auto& r : records_) {
+      if (!r || r->void_leases) continue;
+      pages[n - 1] = r->page_map;
+      words[n++] = FutexWord{&r->page->release_futex,
+                             r->page->release_futex.load(std::memory_order_seq_cst)};
+    }
+  }
+  // Releases after the loads above change a word; releases before them show in the re-check.
+  cb_->producer_waiting.fetch_add(1, std::memory_order_seq_cst);
+  bool free_now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Occupancy occ = occupancy(monotonic_ns());
+    free_now = false;
+    for (std::uint32_t i = 0; i < slot_count_ && !free_now; ++i) free_now = slot_free(i, occ);
+  }
+  const std::uint64_t now = monotonic_ns();
+  if (!free_now && !interrupted_.load(std::memory_order_seq_cst) && until > now)
+    futex_wait_any(words, n, std::chrono::nanoseconds(until - now));
+  cb_->producer_waiting.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!slots_) throw Error(Errc::invalid_argument, "set_format before publishing frames");
   if (writing_) throw Error(Errc::invalid_argument, "a borrowed slot is not committed yet");
   const auto deadline = monotonic_ns() + static_cast<std::uint64_t>(opts_.block_timeout.count());
   for (;;) {
-    std::uint32_t seen = cb_->space_futex.load(std::memory_order_seq_cst);
-    int slot = claim_slot();
+    const std::uint64_t now = monotonic_ns();
+    int slot = claim_slot(now);
+    if (slot < 0 && starved_since_ == 0) starved_since_ = now;
+    if (slot < 0 && opts_.lease_timeout.count() > 0) {
+      if (now - starved_since_ >= static_cast<std::uint64_t>(opts_.lease_timeout.count())) {
+        evict_stalled(now);
+        slot = claim_slot(now);
+      }
+    }
     if (slot >= 0) {
+      starved_since_ = 0;
       memory_->begin_write(static_cast<std::uint32_t>(slot));
       writing_ = true;
       writing_slot_ = static_cast<std::uint32_t>(slot);
@@ -196,11 +232,11 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       ws.index_ = writing_slot_;
       return ws;
     }
+    log_holdback(now);
     if (interrupted_.load(std::memory_order_seq_cst)) {
       if (status) *status = PublishStatus::interrupted;
       return WriteSlot();
     }
-    std::uint64_t now = monotonic_ns();
     if (opts_.on_full == FullPolicy::drop || now >= deadline) {
       ++dropped_;
       cb_->frames_dropped.store(dropped_, std::memory_order_relaxed);
@@ -208,11 +244,11 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
         *status = opts_.on_full == FullPolicy::drop ? PublishStatus::dropped : PublishStatus::timeout;
       return WriteSlot();
     }
+    std::uint64_t until = deadline;
+    if (opts_.lease_timeout.count() > 0)
+      until = std::min(until, starved_since_ + static_cast<std::uint64_t>(opts_.lease_timeout.count()));
     lock.unlock();
-    cb_->space_waiters.fetch_add(1, std::memory_order_seq_cst);
-    if (cb_->space_futex.load(std::memory_order_seq_cst) == seen)
-      futex_wait(cb_->space_futex, seen, std::chrono::nanoseconds(deadline - now));
-    cb_->space_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    wait_for_space(until);
     lock.lock();
     // Another thread may have borrowed a slot while we slept: one slot is lent at a time.
     if (writing_) throw Error(Errc::invalid_argument, "a borrowed slot is not committed yet");
@@ -256,14 +292,19 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
   cb_->frames_published.store(seq, std::memory_order_relaxed);
   writing_ = false;
   ws.owner_ = nullptr;
-  wake_consumers();
+  wake_consumers(any_sleeping());
 }
 
-void ProducerImpl::abort(WriteSlot& ws) {
+void ProducerImpl::abort(WriteSlot& ws) noexcept {
   if (ws.owner_ != this) return;
   std::lock_guard<std::mutex> lock(mu_);
   // The slot stays invalidated (seq 0); its half-written bytes are never published.
-  memory_->end_write(ws.index_);
+  try {
+    memory_->end_write(ws.index_);
+  } catch (const Error& e) {
+    // Runs from destructors: report, never throw. The slot stays invalid, so nothing reads it.
+    log(LogLevel::error, (std::string("aborting a borrowed slot: ") + e.what()).c_str());
+  }
   writing_ = false;
   ws.owner_ = nullptr;
 }
@@ -301,39 +342,37 @@ PublishStatus ProducerImpl::publish_2d(const void* src, std::uint64_t src_pitch,
 
 void ProducerImpl::interrupt() noexcept {
   interrupted_.store(true, std::memory_order_seq_cst);
-  // The waiter re-checks after any change of space_futex, so a bump plus a wake reaches it.
-  cb_->space_futex.fetch_add(1, std::memory_order_seq_cst);
-  try {
-    futex_wake_all(cb_->space_futex);
-  } catch (const Error&) {
-    // FUTEX_WAKE fails only on a bad address; the waiter still sees the flag at its deadline.
-  }
+  // The waiter re-checks the flag after any change of space_wake_.
+  wake_space();
 }
 
 void ProducerImpl::end_of_stream() {
   std::lock_guard<std::mutex> lock(mu_);
   cb_->eos_after.store(seq_ + 1, std::memory_order_release);
-  wake_consumers();
+  wake_consumers(any_sleeping());
 }
 
 ProducerStats ProducerImpl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ProducerStats s{seq_, dropped_, generation_, {}};
-  for (const auto& c : conns_) {
-    if (c.state != ConnState::active) continue;
-    const ConsumerEntry& e = cb_->consumers[c.id];
-    s.consumers.push_back(ConsumerStats{c.id, c.pid, c.mode,
-                                        e.delivered.load(std::memory_order_relaxed),
-                                        e.skipped.load(std::memory_order_relaxed),
-                                        e.leases.load(std::memory_order_relaxed) & valid_mask_});
+  std::lock_guard<std::mutex> table(table_mu_);
+  for (const auto& r : records_) {
+    if (!r || (!r->active && !r->evicted)) continue;
+    // Counters are the consumer's own claims: shown, never acted on.
+    const std::uint64_t cursor = std::min(r->page->cursor.load(std::memory_order_relaxed), seq_);
+    s.consumers.push_back(ConsumerStats{r->id, r->pid, r->mode,
+                                        r->page->delivered.load(std::memory_order_relaxed),
+                                        r->page->skipped.load(std::memory_order_relaxed),
+                                        r->page->leases.load(std::memory_order_relaxed) & valid_mask_,
+                                        cursor, seq_ - cursor, r->evicted});
   }
   return s;
 }
 
 std::size_t ProducerImpl::consumer_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(table_mu_);
   return static_cast<std::size_t>(std::count_if(
-      conns_.begin(), conns_.end(), [](const Conn& c) { return c.state == ConnState::active; }));
+      records_.begin(), records_.end(), [](const auto& r) { return r && r->active; }));
 }
 
 // ---- public facade ----

@@ -1,17 +1,20 @@
-// The producer's state, shared by the publish path (producer.cpp) and the socket thread that
-// admits and reaps consumers (producer_server.cpp). One mutex guards everything both touch; it is
-// uncontended on the per-frame path, so taking it costs no syscall.
+// The producer's state, split by who touches it so that publishing never waits for the socket:
+//   mu_        the publish path (slots, seq, generation); the socket thread never takes it.
+//   table_mu_  the lease records (one per consumer page); held only for short loops with no
+//              syscall, by the publish path and by the socket thread.
+//   format_mu_ the newest format, which the socket thread sends to consumers.
+// Lock order: mu_ before table_mu_; format_mu_ is never held with another.
 #pragma once
-
-#include <atomic>
 
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "conn_page.hpp"
 #include "control_block.hpp"
 #include "cudaipc/producer.hpp"
 #include "mapping.hpp"
@@ -19,6 +22,12 @@
 #include "unique_fd.hpp"
 
 namespace cudaipc {
+
+// Records outlive their sockets while an evicted consumer still holds slots, so there are more of
+// them than consumer places. Together with one private word they fit one futex_waitv (128).
+inline constexpr std::uint32_t kMaxRecords = 96;
+// Connections that have not finished their handshake; beyond this the oldest is cut.
+inline constexpr std::size_t kMaxPending = 32;
 
 class ProducerImpl {
  public:
@@ -28,7 +37,7 @@ class ProducerImpl {
   void set_format(const Format& f);
   WriteSlot begin_frame(PublishStatus* status);
   void commit(WriteSlot& ws, const FrameInfo& info);
-  void abort(WriteSlot& ws);
+  void abort(WriteSlot& ws) noexcept;
   PublishStatus publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
                         SourceKind from);
   PublishStatus publish_2d(const void* src, std::uint64_t src_pitch, std::uint64_t width,
@@ -46,49 +55,89 @@ class ProducerImpl {
   Format format_;
 
  private:
+  // One consumer's page as the lease side sees it. Created at hello, freed by the socket thread
+  // once the consumer is proven dead or, after it left or was evicted, holds no slot any more.
+  struct Record {
+    std::uint32_t id = 0;  // index in records_; also the backend's consumer id
+    std::shared_ptr<Mapping> page_map;  // shared: a producer sleeping on the page keeps it mapped
+    ConnPage* page = nullptr;
+    UniqueFd pidfd;  // empty where the kernel gives none: the socket is then the only proof
+    pid_t pid = 0;
+    ConsumeMode mode = ConsumeMode::every_frame;
+    bool active = false;   // between Start and leaving: its cursor counts for every-frame delivery
+    bool evicted = false;  // we cut it off; its leases still count until it releases them
+    bool has_socket = true;
+    bool void_leases = false;  // it broke a page rule: nothing it claims counts any more
+    const char* evict_reason = nullptr;  // set by the publish path, acted on by the socket thread
+    PageSnapshot last;
+    std::uint64_t progress_ns = 0;  // last time its leases or cursor changed
+  };
+  struct Occupancy {
+    std::uint64_t leased = 0;
+    std::uint64_t min_cursor = ~std::uint64_t{0};  // over active every-frame consumers
+    bool sleeping = false;                         // some consumer waits for a frame
+  };
+
   enum class ConnState { awaiting_hello, awaiting_ready, active };
   struct Conn {
     UniqueFd fd;
     ConnState state = ConnState::awaiting_hello;
-    std::uint32_t id = 0;  // consumer entry, valid from awaiting_ready on
+    int record = -1;
     pid_t pid = 0;
+    uid_t uid = 0;
     ConsumeMode mode = ConsumeMode::every_frame;
     std::uint64_t accepted_ns = 0;
+    std::uint64_t sent_generation = 0;
+    std::vector<std::uint64_t> sent_sets;  // slot sets whose fds this consumer already has
   };
   struct Retired {
     std::shared_ptr<ProducerSlots> set;
     std::uint64_t set_id;
   };
-  // What the consumers' entries say right now, sanitised.
-  struct Occupancy {
-    std::uint64_t leased = 0;
-    std::uint64_t min_cursor = ~std::uint64_t{0};  // over every-frame consumers
+  struct FormatState {
+    std::uint64_t generation = 0;
+    std::uint64_t set_id = 0;
+    Format format;
+    std::shared_ptr<ProducerSlots> slots;
   };
 
-  // producer.cpp
+  // producer.cpp: the publish path
   void create_control_block();
-  Occupancy occupancy() const;
+  void wake_consumers(bool sleeping);
+  void wake_space() noexcept;
+  void post_to_server() noexcept;
   bool slot_free(std::uint32_t i, const Occupancy& occ) const;
-  int claim_slot();
+  int claim_slot(std::uint64_t now);
   void free_retired(const Occupancy& occ);
-  void send_format_to(Conn& c);
-  void wake_consumers();
-  void wake_producer();
+  void wait_for_space(std::uint64_t until);
 
-  // producer_server.cpp
+  // lease_table.cpp: the records, read by both threads
+  Occupancy occupancy(std::uint64_t now);
+  void evict_stalled(std::uint64_t now);
+  void log_holdback(std::uint64_t now);
+  bool any_sleeping();
+
+  // producer_server.cpp: the socket thread
   void serve();
+  void serve_once(std::vector<struct pollfd>& fds);
   void accept_new();
   void handle_message(Conn& c);
   void on_hello(Conn& c, struct Received& r);
   void on_ready(Conn& c, struct Received& r);
+  void send_formats();
+  void send_format_to(Conn& c, const FormatState& f);
+  void act_on_records();
   void drop(Conn& c, const std::string& why);
+  void retire_record(int id);
   bool peer_allowed(uid_t uid, gid_t gid, std::string& why) const;
 
+  // Publish path (mu_).
   mutable std::mutex mu_;
   UniqueFd control_fd_;
   Mapping control_map_;
   ControlBlock* cb_ = nullptr;
   std::uint32_t slot_count_ = 0;
+  std::uint32_t max_leases_ = 0;
   std::uint64_t valid_mask_ = 0;
   std::unique_ptr<ProducerMemory> memory_;
   std::shared_ptr<ProducerSlots> slots_;
@@ -102,13 +151,27 @@ class ProducerImpl {
   std::uint32_t next_slot_ = 0;
   bool writing_ = false;
   std::uint32_t writing_slot_ = 0;
+  std::uint64_t starved_since_ = 0;  // when publishing last found no free slot, 0: it did
+  std::uint64_t next_holdback_log_ns_ = 0;
+  // Bumped by interrupt() and by the socket thread when it frees slots; a space wait sleeps on it.
+  std::atomic<std::uint32_t> space_wake_{0};
 
+  // Lease records (table_mu_).
+  mutable std::mutex table_mu_;
+  std::array<std::unique_ptr<Record>, kMaxRecords> records_;
+
+  // Format for the socket thread (format_mu_).
+  mutable std::mutex format_mu_;
+  FormatState published_format_;
+
+  // Socket thread only.
   std::vector<Conn> conns_;
-  std::array<bool, kMaxConsumers> entry_used_{};
-  std::array<ConsumeMode, kMaxConsumers> entry_mode_{};
   UniqueFd listen_fd_;
   ino_t socket_inode_ = 0;
-  UniqueFd stop_fd_;  // eventfd that ends serve()
+  UniqueFd notify_fd_;  // eventfd: stop, a new format, an eviction
+  std::atomic<bool> stopping_{false};
+  std::uint64_t accept_paused_until_ = 0;
+  std::uint64_t next_accept_log_ns_ = 0;
   std::thread server_;
 };
 

@@ -1,12 +1,16 @@
-// The producer's socket thread: admits consumers (credentials, version, handshake), and reaps
-// them when their socket hangs up, reclaiming their leases at once.
+// The producer's socket thread: admits consumers (credentials, version, handshake), sends format
+// changes, carries out evictions, and gives a consumer's slots back only on proof: it released
+// them, or its process is gone (pidfd). It never takes the publish mutex.
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
+#include <thread>
 
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
+#include "process_watch.hpp"
 #include "producer_impl.hpp"
 #include "protocol.hpp"
 #include "unix_socket.hpp"
@@ -15,7 +19,16 @@ namespace cudaipc {
 namespace {
 
 constexpr std::uint64_t kHandshakeTimeoutNs = 5'000'000'000;
-constexpr int kPollMs = 500;
+constexpr int kTickMs = 100;
+constexpr int kMaxAcceptsPerRound = 64;
+constexpr std::uint64_t kAcceptPauseNs = 100'000'000;
+constexpr std::uint64_t kAcceptLogIntervalNs = 5'000'000'000;
+constexpr std::size_t kMaxSetsRemembered = 8;
+
+std::size_t page_bytes() {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (sizeof(ConnPage) + page - 1) / page * page;
+}
 
 }  // namespace
 
@@ -31,56 +44,99 @@ bool ProducerImpl::peer_allowed(uid_t uid, gid_t gid, std::string& why) const {
 
 void ProducerImpl::serve() {
   std::vector<pollfd> fds;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // Reap closed or stalled connections before building the poll set.
-      const std::uint64_t now = monotonic_ns();
-      for (auto& c : conns_)
-        if (c.fd && c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs)
-          drop(c, "handshake not finished within 5 s");
-      for (auto& c : conns_)
-        if (!c.fd && c.state != ConnState::awaiting_hello) drop(c, "");
-      conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.fd; }),
-                   conns_.end());
-      fds.clear();
-      fds.push_back({stop_fd_.get(), POLLIN, 0});
-      fds.push_back({listen_fd_.get(), POLLIN, 0});
-      for (const auto& c : conns_) fds.push_back({c.fd.get(), POLLIN, 0});
+  while (!stopping_.load(std::memory_order_seq_cst)) {
+    try {
+      serve_once(fds);
+    } catch (const std::exception& e) {
+      // One bad round must not end the thread that reclaims leases: report, breathe, go on.
+      log(LogLevel::error, (std::string("producer socket thread: ") + e.what()).c_str());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    int rc = ::poll(fds.data(), fds.size(), kPollMs);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      log(LogLevel::error, "producer socket thread: poll failed");
-      return;
-    }
-    if (fds[0].revents) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    // conns_ only changes on this thread, so the poll set still lines up with it.
-    for (std::size_t k = 2; k < fds.size(); ++k) {
-      Conn& c = conns_[k - 2];
-      if (!c.fd || fds[k].revents == 0) continue;
-      if (fds[k].revents & POLLIN) {
-        handle_message(c);
-      } else {
-        drop(c, "consumer hung up");
-      }
-    }
-    if (fds[1].revents & POLLIN) accept_new();
   }
 }
 
+void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
+  const std::uint64_t now = monotonic_ns();
+  for (auto& c : conns_)
+    if (c.fd && c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs)
+      drop(c, "handshake not finished within 5 s");
+  act_on_records();
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.fd; }),
+               conns_.end());
+
+  fds.clear();
+  fds.push_back({notify_fd_.get(), POLLIN, 0});
+  const bool accepting = now >= accept_paused_until_;
+  fds.push_back({accepting ? listen_fd_.get() : -1, POLLIN, 0});
+  for (const auto& c : conns_) fds.push_back({c.fd.get(), POLLIN, 0});
+  std::vector<int> watched;  // record ids, in the order of their pidfds in `fds`
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    for (const auto& r : records_)
+      if (r && r->pidfd) {
+        fds.push_back({r->pidfd.get(), POLLIN, 0});
+        watched.push_back(static_cast<int>(r->id));
+      }
+  }
+  int rc = ::poll(fds.data(), fds.size(), kTickMs);
+  if (rc < 0) {
+    if (errno == EINTR) return;
+    throw_errno("poll");
+  }
+  if (fds[0].revents) {
+    std::uint64_t count;
+    if (::read(notify_fd_.get(), &count, sizeof count) < 0 && errno != EAGAIN)
+      throw_errno("reading the producer's notify eventfd");
+    if (stopping_.load(std::memory_order_seq_cst)) return;
+    send_formats();
+  }
+  // conns_ only changes on this thread, so the poll set still lines up with it.
+  const std::size_t first_conn = 2, first_pid = 2 + conns_.size();
+  for (std::size_t k = first_conn; k < first_pid; ++k) {
+    Conn& c = conns_[k - first_conn];
+    if (!c.fd || fds[k].revents == 0) continue;
+    if (fds[k].revents & POLLIN) {
+      handle_message(c);
+    } else {
+      drop(c, "consumer hung up");
+    }
+  }
+  for (std::size_t k = first_pid; k < fds.size(); ++k) {
+    if (fds[k].revents == 0) continue;
+    const int id = watched[k - first_pid];
+    for (auto& c : conns_)
+      if (c.record == id) {
+        c.record = -1;
+        drop(c, "its process exited");
+      }
+    retire_record(id);
+  }
+  if (accepting && (fds[1].revents & POLLIN)) accept_new();
+}
+
 void ProducerImpl::accept_new() {
-  for (;;) {
+  for (int n = 0; n < kMaxAcceptsPerRound; ++n) {
     UniqueFd fd;
     try {
       fd = accept_unix(listen_fd_.get());
     } catch (const Error& e) {
-      log(LogLevel::warning, e.what());
+      // Out of fds: leave the rest queued, try again shortly, and say so now and then.
+      const std::uint64_t now = monotonic_ns();
+      accept_paused_until_ = now + kAcceptPauseNs;
+      if (now >= next_accept_log_ns_) {
+        next_accept_log_ns_ = now + kAcceptLogIntervalNs;
+        log(LogLevel::warning, (path_ + ": " + e.what() + " (retrying)").c_str());
+      }
       return;
     }
     if (!fd) return;
-    PeerCredentials cred = peer_credentials(fd.get());
+    PeerCredentials cred{};
+    try {
+      cred = peer_credentials(fd.get());
+    } catch (const Error& e) {
+      log(LogLevel::warning, e.what());
+      continue;
+    }
     std::string why;
     if (!peer_allowed(cred.uid, cred.gid, why)) {
       std::string msg = "refused consumer pid " + std::to_string(cred.pid) + " on " + path_ +
@@ -89,9 +145,23 @@ void ProducerImpl::accept_new() {
       send_refused(fd.get(), Errc::permission_denied, why);
       continue;
     }
+    // Connections that never finish their handshake must not lock others out: beyond the limit
+    // the one waiting longest goes.
+    std::size_t pending = 0;
+    Conn* oldest = nullptr;
+    for (auto& c : conns_)
+      if (c.fd && c.state != ConnState::active) {
+        ++pending;
+        if (!oldest || c.accepted_ns < oldest->accepted_ns) oldest = &c;
+      }
+    if (pending >= kMaxPending && oldest) {
+      send_refused(oldest->fd.get(), Errc::busy, "too many connections waiting for a handshake");
+      drop(*oldest, "cut: too many connections waiting for a handshake");
+    }
     Conn c;
     c.fd = std::move(fd);
     c.pid = cred.pid;
+    c.uid = cred.uid;
     c.accepted_ns = monotonic_ns();
     conns_.push_back(std::move(c));
   }
@@ -122,72 +192,200 @@ void ProducerImpl::handle_message(Conn& c) {
 
 void ProducerImpl::on_hello(Conn& c, Received& r) {
   HelloMsg h = decode_hello(r);
-  std::uint32_t id = 0;
-  while (id < opts_.max_consumers && entry_used_[id]) ++id;
-  if (id == opts_.max_consumers)
-    throw Error(Errc::busy, "all " + std::to_string(opts_.max_consumers) + " consumer places taken");
-  entry_used_[id] = true;
-  entry_mode_[id] = h.mode;
-  c.id = id;
+  auto rec = std::make_unique<Record>();
+  rec->pidfd = open_pidfd(c.pid);
+  if (!rec->pidfd && c.pid > 0)
+    log(LogLevel::debug, "no pidfd for a consumer: its socket alone tells that it exited");
+  const std::size_t size = page_bytes();
+  UniqueFd page_fd = make_memfd("cudaipc-connection", size);
+  rec->page_map = std::make_shared<Mapping>(page_fd.get(), size, true);
+  seal_memfd(page_fd.get(), false);
+  rec->page = new (rec->page_map->data()) ConnPage{};
+  rec->page->magic = kPageMagic;
+  rec->page->version = kLayoutVersion;
+  rec->page->page_size = static_cast<std::uint32_t>(size);
+  rec->pid = c.pid;
+  rec->mode = h.mode;
+  int id = -1;
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    for (std::uint32_t i = 0; i < kMaxRecords && id < 0; ++i)
+      if (!records_[i]) id = static_cast<int>(i);
+    if (id >= 0) {
+      rec->id = static_cast<std::uint32_t>(id);
+      records_[static_cast<std::size_t>(id)] = std::move(rec);
+    }
+  }
+  if (id < 0)
+    throw Error(Errc::busy, "the producer tracks " + std::to_string(kMaxRecords) +
+                                " connections already (some hold slots after leaving)");
+  c.record = id;
   c.mode = h.mode;
   c.state = ConnState::awaiting_ready;
-  ConsumerEntry& e = cb_->consumers[id];
-  e.state.store(static_cast<std::uint32_t>(EntryState::free), std::memory_order_release);
-  e.leases.store(0, std::memory_order_relaxed);
 
   WelcomeMsg w;
-  w.consumer_id = id;
+  w.consumer_id = static_cast<std::uint32_t>(id);
   w.slot_count = slot_count_;
   w.memory = memory_->kind();
   w.control_size = static_cast<std::uint32_t>(control_map_.size());
+  w.page_size = static_cast<std::uint32_t>(size);
+  w.max_leases = max_leases_;
   w.control_fd = dup_fd(control_fd_.get());
+  w.page_fd = std::move(page_fd);
   w.sync = memory_->export_sync();
   send_welcome(c.fd.get(), w);
-  if (slots_) send_format_to(c);
+  FormatState f;
+  {
+    std::lock_guard<std::mutex> lock(format_mu_);
+    f = published_format_;
+  }
+  if (f.slots) send_format_to(c, f);
 }
 
 void ProducerImpl::on_ready(Conn& c, Received& r) {
   WireBlob sync = decode_ready(r);
-  memory_->attach_consumer(c.id, sync);
-  ConsumerEntry& e = cb_->consumers[c.id];
-  // Late join: every-frame consumers start at the next frame, latest ones at the newest.
-  std::uint64_t cursor = seq_;
-  if (c.mode == ConsumeMode::latest && seq_ > 0) cursor = seq_ - 1;
-  e.cursor.store(cursor, std::memory_order_relaxed);
-  e.delivered.store(0, std::memory_order_relaxed);
-  e.skipped.store(0, std::memory_order_relaxed);
-  e.leases.store(0, std::memory_order_relaxed);
-  e.pid.store(static_cast<std::uint32_t>(c.pid), std::memory_order_relaxed);
-  e.mode = static_cast<std::uint32_t>(c.mode);
-  e.state.store(static_cast<std::uint32_t>(EntryState::active), std::memory_order_seq_cst);
+  if (consumer_count() >= opts_.max_consumers)
+    throw Error(Errc::busy, "all " + std::to_string(opts_.max_consumers) + " consumer places taken");
+  memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync);
+  std::uint64_t cursor;
+  {
+    // Under the table lock the publish path cannot be between choosing a slot and publishing
+    // into it with this consumer unseen, so the frames after `cursor` are all kept for it.
+    std::lock_guard<std::mutex> lock(table_mu_);
+    Record& rec = *records_[static_cast<std::size_t>(c.record)];
+    const std::uint64_t published = cb_->published.load(std::memory_order_acquire);
+    // Late join: every-frame consumers start at the next frame, latest ones at the newest.
+    cursor = c.mode == ConsumeMode::latest && published > 0 ? published - 1 : published;
+    rec.page->cursor.store(cursor, std::memory_order_release);
+    rec.last = PageSnapshot{};
+    rec.last.cursor = cursor;
+    rec.progress_ns = monotonic_ns();
+    rec.active = true;
+  }
   c.state = ConnState::active;
   send_start(c.fd.get(), StartMsg{cursor});
-  std::string msg = "consumer " + std::to_string(c.id) + " (pid " + std::to_string(c.pid) +
+  std::string msg = "consumer " + std::to_string(c.record) + " (pid " + std::to_string(c.pid) +
                     ") joined " + path_;
   log(LogLevel::info, msg.c_str());
 }
 
-// Forgets a consumer: its entry is freed and its leases are reclaimed, so a blocked producer
-// moves on. Called with mu_ held; the Conn itself is erased by serve().
-void ProducerImpl::drop(Conn& c, const std::string& why) {
-  if (c.state != ConnState::awaiting_hello) {
-    ConsumerEntry& e = cb_->consumers[c.id];
-    e.state.store(static_cast<std::uint32_t>(EntryState::free), std::memory_order_seq_cst);
-    e.leases.store(0, std::memory_order_seq_cst);
-    try {
-      memory_->detach_consumer(c.id);
-    } catch (const Error& e) {
-      log(LogLevel::error, (std::string("reaping a consumer: ") + e.what()).c_str());
-    }
-    entry_used_[c.id] = false;
-    c.state = ConnState::awaiting_hello;
-    wake_producer();
+void ProducerImpl::send_formats() {
+  FormatState f;
+  {
+    std::lock_guard<std::mutex> lock(format_mu_);
+    f = published_format_;
   }
+  if (!f.slots) return;
+  for (auto& c : conns_) {
+    if (!c.fd || c.state == ConnState::awaiting_hello || c.sent_generation >= f.generation)
+      continue;
+    try {
+      send_format_to(c, f);
+    } catch (const Error& e) {
+      // A consumer that does not read its socket is evicted like one that holds frames: the slots
+      // it holds stay its own until it releases them or exits.
+      send_refused(c.fd.get(), Errc::disconnected,
+                   std::string("evicted: could not send a format change: ") + e.what());
+      drop(c, std::string("evicted: could not send a format change: ") + e.what());
+    }
+  }
+}
+
+void ProducerImpl::send_format_to(Conn& c, const FormatState& f) {
+  FormatMsg m;
+  m.generation = f.generation;
+  m.set_id = f.set_id;
+  m.slot_size = f.slots->slot_size();
+  m.format = f.format;
+  // Slot fds travel once per connection and set: a consumer that stops reading must not pile up
+  // descriptors in its socket with every format change.
+  m.has_slots = std::find(c.sent_sets.begin(), c.sent_sets.end(), f.set_id) == c.sent_sets.end();
+  if (m.has_slots) m.slots = f.slots->export_slots();
+  send_format(c.fd.get(), m);
+  c.sent_generation = f.generation;
+  if (m.has_slots) {
+    if (c.sent_sets.size() == kMaxSetsRemembered) c.sent_sets.erase(c.sent_sets.begin());
+    c.sent_sets.push_back(f.set_id);
+  }
+}
+
+// Carries out what the publish path decided (evictions, broken page rules) and frees records of
+// consumers that left and have since released their last slot.
+void ProducerImpl::act_on_records() {
+  std::vector<std::pair<int, std::string>> cut;
+  std::vector<int> done;
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    for (auto& r : records_) {
+      if (!r) continue;
+      if (r->evict_reason && r->has_socket) {
+        cut.emplace_back(static_cast<int>(r->id), r->evict_reason);
+        r->evict_reason = nullptr;
+      } else if (!r->has_socket) {
+        PageSnapshot s = read_conn_page(*r->page, slot_count_, max_leases_, ~std::uint64_t{0});
+        if (r->void_leases || s.violation || s.leases == 0) done.push_back(static_cast<int>(r->id));
+      }
+    }
+  }
+  for (auto& [id, why] : cut)
+    for (auto& c : conns_)
+      if (c.record == id && c.fd) {
+        send_refused(c.fd.get(), Errc::disconnected, "evicted: " + why);
+        drop(c, "evicted: " + why);
+      }
+  for (int id : done) retire_record(id);
+}
+
+// The socket side of a consumer ends here; its record follows at once unless it still holds slots
+// and is provably alive.
+void ProducerImpl::drop(Conn& c, const std::string& why) {
   if (!why.empty()) {
     std::string msg = "consumer pid " + std::to_string(c.pid) + " left " + path_ + ": " + why;
     log(LogLevel::info, msg.c_str());
   }
   c.fd.reset();
+  const int id = std::exchange(c.record, -1);
+  if (id < 0) return;
+  bool retire = true;
+  std::size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    if (!records_[static_cast<std::size_t>(id)]) return;
+    Record& r = *records_[static_cast<std::size_t>(id)];
+    r.has_socket = false;
+    r.active = false;
+    // Without a pidfd the hang-up is the only sign of death we get, so it has to count as one.
+    if (r.pidfd && !r.void_leases) {
+      PageSnapshot s = read_conn_page(*r.page, slot_count_, max_leases_, ~std::uint64_t{0});
+      held = static_cast<std::size_t>(__builtin_popcountll(s.leases));
+      retire = s.violation != nullptr || s.leases == 0;
+      if (!retire) r.evicted = true;
+    }
+  }
+  if (retire) {
+    retire_record(id);
+  } else {
+    std::string msg = "consumer " + std::to_string(id) + " (pid " + std::to_string(c.pid) +
+                      ") keeps " + std::to_string(held) +
+                      " slot(s) out of rotation until it releases them or exits";
+    log(LogLevel::info, msg.c_str());
+  }
+}
+
+void ProducerImpl::retire_record(int id) {
+  std::unique_ptr<Record> rec;
+  {
+    std::lock_guard<std::mutex> lock(table_mu_);
+    rec = std::move(records_[static_cast<std::size_t>(id)]);
+  }
+  if (!rec) return;
+  try {
+    memory_->detach_consumer(static_cast<std::uint32_t>(id));
+  } catch (const Error& e) {
+    log(LogLevel::error, (std::string("reaping a consumer: ") + e.what()).c_str());
+  }
+  // Its slots and its unread frames are free now: a producer waiting for space moves on.
+  wake_space();
 }
 
 }  // namespace cudaipc

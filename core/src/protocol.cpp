@@ -21,6 +21,8 @@ struct WelcomeBody {
   std::uint32_t slot_count;
   std::uint32_t memory;
   std::uint32_t control_size;
+  std::uint32_t page_size;
+  std::uint32_t max_leases;
   std::uint32_t sync_bytes;
   std::uint32_t sync_fds;
 };
@@ -32,6 +34,8 @@ struct FormatBody {
   TensorDesc tensor;
   std::uint32_t caps_bytes;
   std::uint32_t slot_bytes;
+  std::uint32_t has_slots;
+  std::uint32_t reserved;
 };
 struct StartBody {
   std::uint64_t cursor;
@@ -117,10 +121,11 @@ void send_hello(int fd, const HelloMsg& m) {
 void send_welcome(int fd, const WelcomeMsg& m) {
   Writer w(MsgType::welcome);
   w.put(WelcomeBody{m.consumer_id, m.slot_count, static_cast<std::uint32_t>(m.memory),
-                    m.control_size, static_cast<std::uint32_t>(m.sync.bytes.size()),
+                    m.control_size, m.page_size, m.max_leases,
+                    static_cast<std::uint32_t>(m.sync.bytes.size()),
                     static_cast<std::uint32_t>(m.sync.fds.size())});
   w.append(m.sync.bytes.data(), m.sync.bytes.size());
-  std::vector<int> fds{m.control_fd.get()};
+  std::vector<int> fds{m.control_fd.get(), m.page_fd.get()};
   for (int f : raw_fds(m.sync)) fds.push_back(f);
   w.send(fd, fds);
 }
@@ -135,6 +140,7 @@ void send_format(int fd, const FormatMsg& m) {
   b.tensor = m.format.tensor;
   b.caps_bytes = static_cast<std::uint32_t>(m.format.caps.size());
   b.slot_bytes = static_cast<std::uint32_t>(m.slots.bytes.size());
+  b.has_slots = m.has_slots ? 1 : 0;
   w.put(b);
   w.append(m.format.caps.data(), m.format.caps.size());
   w.append(m.slots.bytes.data(), m.slots.bytes.size());
@@ -210,14 +216,18 @@ WelcomeMsg decode_welcome(Received& r) {
     throw Error(Errc::protocol, "welcome names unknown memory kind " + std::to_string(b.memory));
   m.memory = static_cast<MemoryKind>(b.memory);
   m.control_size = b.control_size;
+  m.page_size = b.page_size;
+  m.max_leases = b.max_leases;
   if (b.sync_bytes > kMaxMessageBytes)
     throw Error(Errc::protocol, "welcome sync blob size out of range");
   m.sync.bytes.resize(b.sync_bytes);
   rd.take(m.sync.bytes.data(), b.sync_bytes);
   rd.finish();
-  expect_fds(r, 1 + static_cast<std::size_t>(b.sync_fds), "welcome");
+  if (b.sync_fds > kMaxMessageFds) throw Error(Errc::protocol, "welcome sync fd count out of range");
+  expect_fds(r, 2 + static_cast<std::size_t>(b.sync_fds), "welcome");
   m.control_fd = std::move(r.raw.fds[0]);
-  for (std::size_t i = 1; i < r.raw.fds.size(); ++i) m.sync.fds.push_back(std::move(r.raw.fds[i]));
+  m.page_fd = std::move(r.raw.fds[1]);
+  for (std::size_t i = 2; i < r.raw.fds.size(); ++i) m.sync.fds.push_back(std::move(r.raw.fds[i]));
   return m;
 }
 
@@ -239,6 +249,10 @@ FormatMsg decode_format(Received& r) {
   m.slots.bytes.resize(b.slot_bytes);
   rd.take(m.slots.bytes.data(), b.slot_bytes);
   rd.finish();
+  if (b.has_slots > 1) throw Error(Errc::protocol, "format message has a bad slot flag");
+  m.has_slots = b.has_slots == 1;
+  if (!m.has_slots && (b.slot_bytes != 0 || !r.raw.fds.empty()))
+    throw Error(Errc::protocol, "format message without slots carries a slot blob");
   for (auto& f : r.raw.fds) m.slots.fds.push_back(std::move(f));
   validate_format(m.format, Errc::protocol);
   if (m.format.max_frame_size > m.slot_size)

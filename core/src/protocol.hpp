@@ -2,12 +2,15 @@
 // socket per frame. Every decode checks sizes, counts and ranges and throws Errc::protocol.
 //
 //   consumer -> producer  Hello   {version, mode}
-//   producer -> consumer  Welcome {consumer id, slot count, memory kind} + control-block fd
+//   producer -> consumer  Welcome {connection id, slot count, memory kind, lease limit}
+//                                 + producer-region fd (read-only) + this connection's page fd
 //                                 + the producer backend's sync blob
-//   producer -> consumer  Format  {generation, slot set, caps, tensor} + slot blob   (0..n times)
+//   producer -> consumer  Format  {generation, slot set, caps, tensor} + slot blob   (0..n times;
+//                                 the blob only the first time this connection meets the set)
 //   consumer -> producer  Ready   the consumer backend's sync blob
 //   producer -> consumer  Start   {first cursor}
-//   producer -> consumer  Refused {error code, reason}   instead of Welcome or Start
+//   producer -> consumer  Refused {error code, reason}   instead of Welcome or Start, or before
+//                                 the producer hangs up on a consumer it evicts
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@
 namespace cudaipc {
 
 inline constexpr std::uint32_t kWireMagic = 0x43504943;  // "CIPC"
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 
 enum class MsgType : std::uint32_t {
   hello = 1,
@@ -38,11 +41,14 @@ struct HelloMsg {
 };
 
 struct WelcomeMsg {
-  std::uint32_t consumer_id;
+  std::uint32_t consumer_id;  // the producer's name for this connection (logs, stats)
   std::uint32_t slot_count;
   MemoryKind memory;
   std::uint32_t control_size;
+  std::uint32_t page_size;
+  std::uint32_t max_leases;  // frames this consumer may hold at once
   UniqueFd control_fd;
+  UniqueFd page_fd;
   WireBlob sync;
 };
 
@@ -51,6 +57,7 @@ struct FormatMsg {
   std::uint64_t set_id;  // slot sets are reused across generations while big enough
   std::uint64_t slot_size;
   Format format;
+  bool has_slots = true;  // false: the consumer already holds this set from an earlier message
   WireBlob slots;
 };
 

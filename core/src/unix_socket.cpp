@@ -25,15 +25,15 @@ sockaddr_un make_address(const std::string& path) {
   return addr;
 }
 
-UniqueFd make_socket() {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+UniqueFd make_socket(int flags = 0) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | flags, 0));
   if (!fd) throw_errno("socket(AF_UNIX, SOCK_SEQPACKET)");
   return fd;
 }
 
 // Is something listening on `path`? Used to tell a live producer from a crashed one's leftover.
 bool someone_listens(const sockaddr_un& addr) {
-  UniqueFd probe = make_socket();
+  UniqueFd probe = make_socket(SOCK_NONBLOCK);  // a full backlog (EAGAIN) still means "alive"
   if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0)
     return true;
   return errno != ECONNREFUSED && errno != ENOENT;
@@ -74,9 +74,17 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
 
 UniqueFd connect_unix(const std::string& path) {
   sockaddr_un addr = make_address(path);
-  UniqueFd fd = make_socket();
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+  // Non-blocking: a blocking connect to a listener whose backlog is full waits without end.
+  UniqueFd fd = make_socket(SOCK_NONBLOCK);
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
     int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK)
+      throw Error(Errc::busy, "the producer on '" + path +
+                                  "' is not accepting connections now (its backlog is full)");
     if (err == ENOENT || err == ECONNREFUSED)
       throw Error(Errc::disconnected, "no producer on '" + path + "' (" + std::strerror(err) + ")");
     if (err == EACCES || err == EPERM)
@@ -89,9 +97,12 @@ UniqueFd connect_unix(const std::string& path) {
 UniqueFd accept_unix(int listen_fd) {
   int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR)
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ECONNABORTED || err == EINTR)
       return UniqueFd();
-    throw_errno("accept");
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+      throw Error(Errc::busy, std::string("cannot accept a consumer: ") + std::strerror(err));
+    throw_errno("accept", err);
   }
   return UniqueFd(fd);
 }
@@ -135,14 +146,15 @@ void send_raw(int fd, const std::uint8_t* bytes, std::size_t size, const std::ve
     throw Error(Errc::system, "sendmsg sent a partial message");
 }
 
-RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout) {
-  pollfd p{fd, POLLIN, 0};
+RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout, int wake_fd) {
+  pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
   int rc;
   do {
-    rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    rc = ::poll(p, wake_fd >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
   } while (rc < 0 && errno == EINTR);
   if (rc < 0) throw_errno("poll on a socket");
   if (rc == 0) return RecvStatus::timeout;
+  if (p[0].revents == 0) return RecvStatus::interrupted;
 
   out.bytes.resize(kMaxMessageBytes + 1);
   out.fds.clear();
@@ -184,9 +196,16 @@ RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout) 
   if (msg.msg_flags & MSG_TRUNC)
     throw Error(Errc::protocol, "peer sent a message larger than " +
                                     std::to_string(kMaxMessageBytes) + " bytes");
-  if (msg.msg_flags & MSG_CTRUNC)
+  if (msg.msg_flags & MSG_CTRUNC) {
+    // The kernel also truncates when it cannot install the fds because our table is full.
+    UniqueFd probe(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!probe && (errno == EMFILE || errno == ENFILE))
+      throw Error(Errc::system,
+                  "this process ran out of file descriptors (raise RLIMIT_NOFILE): a message from "
+                  "the peer lost the descriptors it carried");
     throw Error(Errc::protocol, "peer sent more than " + std::to_string(kMaxMessageFds) +
                                     " file descriptors in one message");
+  }
   out.bytes.resize(static_cast<std::size_t>(n));
   return RecvStatus::ok;
 }

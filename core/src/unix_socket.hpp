@@ -31,19 +31,22 @@ struct PeerCredentials {
 // Binds and listens on `path` with file mode `mode` (and group `gid` when given). A socket file
 // left by a dead producer is replaced; a live one is Errc::busy; a non-socket file is refused.
 UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid);
-// Errc::disconnected when nothing listens at `path` (missing or stale file).
+// Errc::disconnected when nothing listens at `path` (missing or stale file), Errc::busy when the
+// producer's backlog is full. Never blocks; the socket is non-blocking.
 UniqueFd connect_unix(const std::string& path);
-// Non-blocking accept; an empty fd when nobody is waiting.
+// Non-blocking accept; an empty fd when nobody is waiting, Errc::busy when this process is out of
+// file descriptors or memory (the connection stays queued).
 UniqueFd accept_unix(int listen_fd);
 PeerCredentials peer_credentials(int fd);
 
 // Sends one message; never blocks (a full peer buffer is Errc::busy: that peer is not reading).
 void send_raw(int fd, const std::uint8_t* bytes, std::size_t size, const std::vector<int>& fds);
 
-enum class RecvStatus { ok, closed, timeout };
-// Receives one message, waiting up to `timeout` (0: only what is already there). Oversized or
-// truncated messages and too many fds are Errc::protocol, and any fds that came are closed.
-RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout);
+enum class RecvStatus { ok, closed, timeout, interrupted };
+// Receives one message, waiting up to `timeout` (0: only what is already there), or until
+// `wake_fd` (when >= 0) becomes readable (interrupted). Oversized or truncated messages and too
+// many fds are Errc::protocol, and any fds that came are closed.
+RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout, int wake_fd = -1);
 
 // True when the peer closed its end (POLLHUP) or the socket failed, whatever is left to read.
 bool peer_hung_up(int fd);

@@ -11,6 +11,7 @@
 #include <new>
 #include <thread>
 
+#include "conn_page.hpp"
 #include "control_block.hpp"
 #include "futex.hpp"
 #include "mapping.hpp"
@@ -37,6 +38,13 @@ class FakeProducer {
     cb_->slot_count = kSlots;
     cb_->max_consumers = 4;
     cb_->memory_kind = static_cast<std::uint32_t>(MemoryKind::host);
+    page_fd_ = make_memfd("fake-page", 4096);
+    page_ = Mapping(page_fd_.get(), 4096, true);
+    seal_memfd(page_fd_.get(), false);
+    auto* pg = new (page_.data()) ConnPage{};
+    pg->magic = kPageMagic;
+    pg->version = kLayoutVersion;
+    pg->page_size = 4096;
     memory_ = make_host_producer_memory();
     slots_ = memory_->allocate(kSlots, kSlotBytes);
   }
@@ -69,7 +77,10 @@ class FakeProducer {
     w.slot_count = kSlots;
     w.memory = MemoryKind::host;
     w.control_size = static_cast<std::uint32_t>(control_.size());
+    w.page_size = 4096;
+    w.max_leases = kSlots - 1;
     w.control_fd = dup_fd(control_fd_.get());
+    w.page_fd = dup_fd(page_fd_.get());
     return w;
   }
 
@@ -122,6 +133,8 @@ class FakeProducer {
   UniqueFd listen_;
   UniqueFd control_fd_;
   Mapping control_;
+  UniqueFd page_fd_;
+  Mapping page_;
   ControlBlock* cb_ = nullptr;
   std::unique_ptr<ProducerMemory> memory_;
   std::unique_ptr<ProducerSlots> slots_;

@@ -5,10 +5,12 @@
 #include <sys/mman.h>
 
 #include "channel_helpers.hpp"
+#include "conn_page.hpp"
 #include "control_block.hpp"
 #include "cudaipc/consumer.hpp"
 #include "mapping.hpp"
 #include "peer_process.hpp"
+#include "poll_until.hpp"
 #include "raw_messages.hpp"
 #include "temp_dir.hpp"
 
@@ -191,35 +193,119 @@ TEST_F(HostileConsumer, SilentConsumerIsCutOff) {
   EXPECT_EQ(recv_raw(s.get(), raw, 10000ms), RecvStatus::closed);
 }
 
-TEST_F(HostileConsumer, LeaseBitsBeyondTheSlotsAreIgnored) {
-  // A full handshake by hand, then lease bits for slots that do not exist and a wild cursor.
-  UniqueFd s = connect_unix(producer_->path());
-  send_message(s.get(), hello());
-  RawMessage raw;
-  ASSERT_EQ(recv_raw(s.get(), raw, 10000ms), RecvStatus::ok);
-  Received r = parse_header(std::move(raw));
-  ASSERT_EQ(r.type, MsgType::welcome);
-  WelcomeMsg w = decode_welcome(r);
-  Mapping control(w.control_fd.get(), w.control_size, true);
-  auto* cb = static_cast<ControlBlock*>(control.data());
-  send_ready(s.get(), WireBlob{});
-  for (;;) {
-    ASSERT_EQ(recv_raw(s.get(), raw, 10000ms), RecvStatus::ok);
-    if (parse_header(std::move(raw)).type == MsgType::start) break;
+// A full handshake by hand; the test then plays a consumer that writes whatever it likes.
+struct RawConsumer {
+  UniqueFd sock;
+  WelcomeMsg welcome;
+  Mapping page;
+  ConnPage* pg = nullptr;
+
+  explicit RawConsumer(const std::string& path, std::uint32_t mode = 0) {
+    sock = connect_unix(path);
+    send_message(sock.get(), message(static_cast<std::uint32_t>(MsgType::hello), u32_body(mode)));
+    RawMessage raw;
+    EXPECT_EQ(recv_raw(sock.get(), raw, 10000ms), RecvStatus::ok);
+    Received r = parse_header(std::move(raw));
+    EXPECT_EQ(r.type, MsgType::welcome);
+    welcome = decode_welcome(r);
+    page = Mapping(welcome.page_fd.get(), welcome.page_size, true);
+    pg = static_cast<ConnPage*>(page.data());
+    send_ready(sock.get(), WireBlob{});
+    for (;;) {
+      EXPECT_EQ(recv_raw(sock.get(), raw, 10000ms), RecvStatus::ok);
+      if (parse_header(std::move(raw)).type == MsgType::start) break;
+    }
   }
+  // The reason the producer gave when it hung up on us.
+  std::string parting_words() {
+    RawMessage raw;
+    for (;;) {
+      if (recv_raw(sock.get(), raw, 10000ms) != RecvStatus::ok) return "no refusal";
+      Received r = parse_header(std::move(raw));
+      if (r.type != MsgType::refused) continue;
+      try {
+        throw_refused(r);
+      } catch (const Error& e) {
+        return e.what();
+      }
+    }
+  }
+};
+
+TEST_F(HostileConsumer, LeaseBitsBeyondTheSlotsVoidTheConsumer) {
+  RawConsumer c(producer_->path());
   ASSERT_TRUE(wait_consumers(*producer_, 1));
-  cb->consumers[w.consumer_id].leases.store(~0ull << 4);
-  cb->consumers[w.consumer_id].cursor.store(~0ull);
+  c.pg->leases.store(~0ull << 4);
+  c.pg->cursor.store(1);
+  // What it claims counts for nothing: publishing goes on, and it is cut off with the reason.
   for (int i = 0; i < 8; ++i) EXPECT_EQ(publish_next(*producer_), PublishStatus::published);
-  // And leases on real slots hold the producer back until the consumer goes.
-  cb->consumers[w.consumer_id].leases.store(~0ull);
-  PublishStatus st;
-  WriteSlot ws = producer_->begin_frame(&st);
-  EXPECT_FALSE(ws);
-  EXPECT_EQ(st, PublishStatus::timeout);
-  s.reset();
+  EXPECT_NE(c.parting_words().find("leased slots that do not exist"), std::string::npos);
   ASSERT_TRUE(wait_consumers(*producer_, 0));
-  EXPECT_EQ(publish_next(*producer_), PublishStatus::published);
+}
+
+TEST_F(HostileConsumer, MoreLeasesThanItsLimitVoidTheConsumer) {
+  RawConsumer c(producer_->path());
+  ASSERT_TRUE(wait_consumers(*producer_, 1));
+  c.pg->leases.store(0xf);  // all 4 slots; the limit is 3
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(publish_next(*producer_), PublishStatus::published);
+  EXPECT_NE(c.parting_words().find("more frames than its limit"), std::string::npos);
+}
+
+TEST_F(HostileConsumer, LeasesOfALiveConsumerThatLeftStayOutOfRotation) {
+  RawConsumer c(producer_->path());
+  ASSERT_TRUE(wait_consumers(*producer_, 1));
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(publish_next(*producer_), PublishStatus::published);
+  // It holds slots 0-2 (within its limit) and closes its socket while alive: those slots must
+  // not be rewritten, so publishing rotates through the one left.
+  c.pg->leases.store(0x7);
+  c.pg->cursor.store(~0ull);
+  c.sock.reset();
+  ASSERT_TRUE(wait_consumers(*producer_, 0));
+  for (int i = 0; i < 6; ++i) {
+    PublishStatus st;
+    WriteSlot ws = producer_->begin_frame(&st);
+    ASSERT_TRUE(ws) << static_cast<int>(st);
+    EXPECT_EQ(ws.index(), 3u);
+    producer_->abort(ws);
+  }
+  auto s = producer_->stats();
+  ASSERT_EQ(s.consumers.size(), 1u);
+  EXPECT_TRUE(s.consumers[0].evicted);
+  EXPECT_EQ(s.consumers[0].leases, 0x7u);
+  // Once it releases them, the record goes and every slot is back.
+  c.pg->leases.store(0);
+  ASSERT_TRUE(poll_until([&] { return producer_->stats().consumers.empty(); }, 5s));
+}
+
+TEST_F(HostileConsumer, ProducerRegionAndSlotsCannotBeMadeWritable) {
+  RawConsumer c(producer_->path());
+  const std::size_t size = c.welcome.control_size;
+  const int fd = c.welcome.control_fd.get();
+  EXPECT_EQ(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), MAP_FAILED);
+  EXPECT_EQ(errno, EPERM);
+  void* ro = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_NE(::mprotect(ro, size, PROT_READ | PROT_WRITE), 0);
+  ::munmap(ro, size);
+  std::uint8_t byte = 1;
+  EXPECT_LT(::pwrite(fd, &byte, 1, 0), 0);
+  // Slots: the format message carries them; each must refuse a writable mapping too.
+  RawMessage raw;
+  UniqueFd s2 = connect_unix(producer_->path());
+  send_message(s2.get(), hello());
+  ASSERT_EQ(recv_raw(s2.get(), raw, 10000ms), RecvStatus::ok);  // welcome
+  ASSERT_EQ(recv_raw(s2.get(), raw, 10000ms), RecvStatus::ok);  // format with slots
+  Received r = parse_header(std::move(raw));
+  ASSERT_EQ(r.type, MsgType::format);
+  FormatMsg m = decode_format(r);
+  ASSERT_FALSE(m.slots.fds.empty());
+  for (const auto& f : m.slots.fds) {
+    EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f.get(), 0), MAP_FAILED);
+    void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, f.get(), 0);
+    ASSERT_NE(p, MAP_FAILED);
+    EXPECT_NE(::mprotect(p, 4096, PROT_READ | PROT_WRITE), 0);
+    ::munmap(p, 4096);
+  }
 }
 
 TEST(HostileConsumerThenPeer, ProducerServesAPeerProcessAfterABarrage) {

@@ -124,14 +124,35 @@ TEST_F(HostileProducer, WelcomeAnnouncesTooManySlots) {
                Errc::protocol, "200 slots");
 }
 
-TEST_F(HostileProducer, WelcomeAssignsOutOfRangeConsumerEntry) {
+TEST_F(HostileProducer, WelcomeAllowsMoreLeasesThanSlots) {
   EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
                  FakeProducer::expect_message(fd);
                  WelcomeMsg w = f.welcome();
-                 w.consumer_id = 1000;
+                 w.max_leases = 1000;
                  send_welcome(fd, w);
                }),
-               Errc::protocol, "consumer entry 1000");
+               Errc::protocol, "allows 1000 leases");
+}
+
+TEST_F(HostileProducer, ConnectionPageTooSmall) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.page_size = 16;
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "connection page of 16 bytes");
+}
+
+TEST_F(HostileProducer, ConnectionPageWithoutItsHeader) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 FakeProducer::expect_message(fd);
+                 WelcomeMsg w = f.welcome();
+                 w.page_fd = make_memfd("blank", 4096);
+                 seal_memfd(w.page_fd.get(), false);
+                 send_welcome(fd, w);
+               }),
+               Errc::protocol, "connection page header");
 }
 
 TEST_F(HostileProducer, MessageWithWrongMagic) {
@@ -145,9 +166,10 @@ TEST_F(HostileProducer, MessageWithWrongMagic) {
 TEST_F(HostileProducer, MessageWithOtherProtocolVersion) {
   EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
                  FakeProducer::expect_message(fd);
-                 send_message(fd, message(2, std::vector<std::uint8_t>(24), kWireMagic, 2));
+                 // A producer of layout/protocol version 1 (before core v2).
+                 send_message(fd, message(2, std::vector<std::uint8_t>(24), kWireMagic, 1));
                }),
-               Errc::version_mismatch, "protocol version 2");
+               Errc::version_mismatch, "protocol version 1, this build speaks 2");
 }
 
 TEST_F(HostileProducer, TruncatedWelcome) {
@@ -180,13 +202,13 @@ TEST_F(HostileProducer, TooManyFileDescriptors) {
 TEST_F(HostileProducer, WelcomeWithoutControlBlockFd) {
   EXPECT_ERROR(connect_error([](FakeProducer&, int fd) {
                  FakeProducer::expect_message(fd);
-                 // consumer id, slots, memory kind host, control size, no sync bytes, no sync fds
-                 const std::uint32_t body[6] = {0, FakeProducer::kSlots, 1, 4096, 0, 0};
+                 // id, slots, memory kind host, control size, page size, lease limit, no sync
+                 const std::uint32_t body[8] = {0, FakeProducer::kSlots, 1, 4096, 4096, 3, 0, 0};
                  std::vector<std::uint8_t> b(sizeof body);
                  std::memcpy(b.data(), body, sizeof body);
                  send_message(fd, message(2, b));
                }),
-               Errc::protocol, "carried 0 file descriptors");
+               Errc::protocol, "carried 0 file descriptors, expected 2");
 }
 
 TEST_F(HostileProducer, StartInsteadOfWelcome) {

@@ -19,12 +19,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// True while thread `tid` sleeps in futex(2): then next() really is blocked.
+// True while thread `tid` sleeps in futex(2) or futex_waitv(2): then next() really is blocked.
 bool in_futex_wait(pid_t tid) {
   std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
   long nr = -1;
   in >> nr;
-  return nr == SYS_futex;
+  constexpr long kFutexWaitv = 449;
+  return nr == SYS_futex || nr == kFutexWaitv;
 }
 
 // Runs next(30 s) on a thread, waits until it sleeps, interrupts, and returns what next() gave.

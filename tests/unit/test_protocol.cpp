@@ -69,7 +69,10 @@ TEST_F(Protocol, WelcomeRoundTripCarriesFds) {
   w.slot_count = 7;
   w.memory = MemoryKind::host;
   w.control_size = 8192;
+  w.page_size = 4096;
+  w.max_leases = 6;
   w.control_fd = make_memfd("t", 8192);
+  w.page_fd = make_memfd("p", 4096);
   w.sync.bytes = {1, 2, 3};
   w.sync.fds.push_back(make_memfd("s", 4096));
   send_welcome(a_.get(), w);
@@ -80,7 +83,10 @@ TEST_F(Protocol, WelcomeRoundTripCarriesFds) {
   EXPECT_EQ(got.slot_count, 7u);
   EXPECT_EQ(got.memory, MemoryKind::host);
   EXPECT_EQ(got.control_size, 8192u);
+  EXPECT_EQ(got.page_size, 4096u);
+  EXPECT_EQ(got.max_leases, 6u);
   EXPECT_TRUE(got.control_fd);
+  EXPECT_TRUE(got.page_fd);
   EXPECT_EQ(got.sync.bytes, (std::vector<std::uint8_t>{1, 2, 3}));
   EXPECT_EQ(got.sync.fds.size(), 1u);
 }
@@ -104,6 +110,35 @@ TEST_F(Protocol, FormatRoundTrip) {
   EXPECT_EQ(got.format.tensor, m.format.tensor);
   EXPECT_EQ(got.format.max_frame_size, 16384u);  // filled in from the tensor
   EXPECT_EQ(got.slots.bytes, m.slots.bytes);
+  EXPECT_TRUE(got.has_slots);
+}
+
+TEST_F(Protocol, FormatWithoutSlotsCarriesNoBlob) {
+  FormatMsg m;
+  m.generation = 6;
+  m.set_id = 2;
+  m.slot_size = 65536;
+  m.format.tensor = make_tensor(DType::uint8, {16});
+  m.has_slots = false;
+  send_format(a_.get(), m);
+  Received r = receive();
+  FormatMsg got = decode_format(r);
+  EXPECT_FALSE(got.has_slots);
+  EXPECT_TRUE(got.slots.fds.empty());
+  // A blob where the flag says none is a lie.
+  m.slots.bytes = {1};
+  send_format(a_.get(), m);
+  r = receive();
+  expect_error(
+      [&] {
+        try {
+          decode_format(r);
+        } catch (const Error& e) {
+          return e;
+        }
+        return Error(Errc::ok, "decoded");
+      }(),
+      Errc::protocol, "without slots carries a slot blob");
 }
 
 TEST_F(Protocol, ReadyStartRefusedRoundTrip) {
@@ -144,8 +179,9 @@ TEST_F(Protocol, MalformedHeaders) {
   auto bad_magic = msg(1, {0, 0, 0, 0});
   bad_magic[0] ^= 0xff;
   expect_error(decode_error(bad_magic, noop), Errc::protocol, "bad message magic");
-  expect_error(decode_error(msg(1, {0, 0, 0, 0}, 2), noop), Errc::version_mismatch,
-               "protocol version 2");
+  // A peer from before core v2 is named with both versions.
+  expect_error(decode_error(msg(1, {0, 0, 0, 0}, 1), noop), Errc::version_mismatch,
+               "protocol version 1, this build speaks 2");
   auto lying = msg(1, {0, 0, 0, 0});
   lying[12] = 9;
   expect_error(decode_error(lying, noop), Errc::protocol, "does not match");
@@ -163,13 +199,14 @@ TEST_F(Protocol, MalformedBodies) {
   expect_error(decode_error(msg(5, {1, 2, 3}), [](Received& r) { decode_start(r); }),
                Errc::protocol, "truncated start");
   // A format whose caps length field runs past the message.
-  std::vector<std::uint8_t> fmt(sizeof(std::uint64_t) * 4 + sizeof(TensorDesc) + 8, 0);
+  // Fixed part: 4 u64, the tensor, then caps length, slot blob length, slot flag, reserved.
+  std::vector<std::uint8_t> fmt(sizeof(std::uint64_t) * 4 + sizeof(TensorDesc) + 16, 0);
   std::uint32_t caps = 100;
-  std::memcpy(fmt.data() + fmt.size() - 8, &caps, 4);
+  std::memcpy(fmt.data() + fmt.size() - 16, &caps, 4);
   expect_error(decode_error(msg(3, fmt), [](Received& r) { decode_format(r); }), Errc::protocol,
                "truncated format");
   caps = kMaxCapsLength + 1;
-  std::memcpy(fmt.data() + fmt.size() - 8, &caps, 4);
+  std::memcpy(fmt.data() + fmt.size() - 16, &caps, 4);
   expect_error(decode_error(msg(3, fmt), [](Received& r) { decode_format(r); }), Errc::protocol,
                "exceed the limit");
   std::uint32_t ready_len = 1u << 30;

@@ -44,6 +44,14 @@ struct ProducerOptions {
   std::uint32_t socket_mode = 0600;
   std::optional<gid_t> allowed_gid;
   std::uint32_t max_consumers = 16;
+  // A consumer that holds publishing back this long (frames it does not release, or an every-frame
+  // cursor that does not move) while the producer needs a slot is evicted: disconnected with the
+  // reason. Slots it still holds stay out of rotation until it releases them or its process dies,
+  // so it never sees a frame change under it. 0: never evict.
+  std::chrono::nanoseconds lease_timeout = std::chrono::seconds(5);
+  // The most frames one consumer may hold at once; 0: slots - 1 (at least 1), so one stuck
+  // consumer never takes the whole ring.
+  std::uint32_t max_leases_per_consumer = 0;
 };
 
 struct ConsumerOptions {

@@ -22,6 +22,9 @@ struct ConsumerStats {
   std::uint64_t delivered;
   std::uint64_t skipped;
   std::uint64_t leases;  // bit per slot held now
+  std::uint64_t cursor;  // newest frame it has taken
+  std::uint64_t lag;     // frames published after its cursor
+  bool evicted;          // disconnected for holding publishing back; listed while it holds slots
 };
 
 struct ProducerStats {

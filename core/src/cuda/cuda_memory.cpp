@@ -345,8 +345,8 @@ class CudaProducerMemory final : public ProducerMemory {
   }
 
   // attach_consumer/detach_consumer run on the producer's socket thread and begin_write on the
-  // publishing thread; the core holds its producer mutex around all of them, which is what makes
-  // consumers_ safe to change here without a lock of its own.
+  // publishing thread: consumers_mu_ guards the table, and the slow part (opening the consumer's
+  // IPC events) happens before it is taken, so publishing does not wait for it.
   void attach_consumer(std::uint32_t consumer, const WireBlob& sync) override {
     BlobReader r(sync);
     check_header(r, kConsumerSyncMagic, "CUDA consumer sync objects");
@@ -355,10 +355,22 @@ class CudaProducerMemory final : public ProducerMemory {
       throw Error(Errc::protocol, "consumer sent events for " + std::to_string(count) +
                                       " slots, the channel has " + std::to_string(ready_.size()));
     if (!sync.fds.empty()) throw Error(Errc::protocol, "consumer sync objects carry no fds");
-    consumers_[consumer] = import_events(engine_->ctx, r, count);
+    auto events = import_events(engine_->ctx, r, count);
+    std::lock_guard<std::mutex> lock(consumers_mu_);
+    consumers_[consumer] = std::move(events);
   }
 
-  void detach_consumer(std::uint32_t consumer) override { consumers_.erase(consumer); }
+  void detach_consumer(std::uint32_t consumer) override {
+    std::vector<EventTable::Ref> gone;
+    {
+      std::lock_guard<std::mutex> lock(consumers_mu_);
+      auto it = consumers_.find(consumer);
+      if (it == consumers_.end()) return;
+      gone = std::move(it->second);
+      consumers_.erase(it);
+    }
+    // The events close here, outside the lock.
+  }
 
   // The write into slot i must follow every consumer's last read of it. A "done" event that was
   // never recorded reads as complete, so a fresh consumer costs nothing here.
@@ -366,6 +378,7 @@ class CudaProducerMemory final : public ProducerMemory {
     check_slot(slot);
     const Driver& d = driver();
     ScopedContext current(engine_->ctx->get());
+    std::lock_guard<std::mutex> lock(consumers_mu_);
     for (const auto& [id, done] : consumers_)
       check(d.cuStreamWaitEvent(engine_->stream, done[slot]->get(), 0), "cuStreamWaitEvent");
   }
@@ -448,6 +461,7 @@ class CudaProducerMemory final : public ProducerMemory {
   CudaExportMode mode_ = CudaExportMode::vmm;
   std::vector<EventTable::Ref> ready_;  // recorded by end_write, waited on by consumers
   std::vector<CUipcEventHandle> ready_handles_;
+  std::mutex consumers_mu_;
   std::map<std::uint32_t, std::vector<EventTable::Ref>> consumers_;  // their "done" events
 };
 

@@ -1,0 +1,46 @@
+// One connection's page: a small read-write memfd the producer makes for each consumer and sends
+// only to it. It holds everything that consumer writes (leases, cursor, counters, its sleep flag),
+// so a consumer can only ever spoil its own page. The producer never trusts it: every value goes
+// through read_conn_page() into a private, validated snapshot.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace cudaipc {
+
+inline constexpr std::uint64_t kPageMagic = 0x3250434441495043ull;  // "CIPADCP2"
+
+struct ConnPage {
+  // Written by the producer before the page is sent; the consumer checks them.
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t page_size;
+
+  // Written by the consumer.
+  alignas(64) std::atomic<std::uint64_t> leases;  // bit per slot it holds now
+  std::atomic<std::uint64_t> cursor;              // last seq it acquired (~0: reads no more)
+  std::atomic<std::uint64_t> delivered;
+  std::atomic<std::uint64_t> skipped;
+  // 1 while the consumer sleeps on the producer region's frame_futex: publishing wakes it then.
+  alignas(64) std::atomic<std::uint32_t> sleeping;
+  // Bumped on every release; the producer sleeps on it (with every other page's) for space.
+  alignas(64) std::atomic<std::uint32_t> release_futex;
+};
+
+// What the producer believes about a page after checking it.
+struct PageSnapshot {
+  std::uint64_t leases = 0;  // only bits of real slots
+  std::uint64_t cursor = 0;
+  bool retired = false;      // the consumer object is gone: it holds no frame back
+  bool sleeping = false;
+  // Set when the page broke a rule no honest consumer breaks; `why` names it.
+  const char* violation = nullptr;
+};
+
+// Reads a page a consumer may have filled with anything. `slot_count` is the channel's,
+// `max_leases` the most slots one consumer may hold, `published` the newest seq.
+PageSnapshot read_conn_page(const ConnPage& page, std::uint32_t slot_count,
+                            std::uint32_t max_leases, std::uint64_t published) noexcept;
+
+}  // namespace cudaipc
