@@ -141,14 +141,18 @@ bool ConsumerConnection::sync_formats(std::uint64_t g, std::uint64_t deadline_ns
       throw Error(Errc::protocol, "producer announced format generation " + std::to_string(g) +
                                       " but sent no format for it within " +
                                       std::to_string(kHandshakeTimeout.count()) + " ms");
-    if (now >= deadline_ns) return false;
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::nanoseconds(std::min(deadline_ns, owed_until) - now));
+    // Past the deadline, what already waits on the socket is still read; nothing more.
+    const auto wait = now >= deadline_ns
+                          ? std::chrono::milliseconds(0)
+                          : std::max(std::chrono::milliseconds(1),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::nanoseconds(std::min(deadline_ns, owed_until) - now)));
     RawMessage raw;
-    switch (recv_raw(sock_.get(), raw, std::max(wait, std::chrono::milliseconds(1)), wake_fd_)) {
+    switch (recv_raw(sock_.get(), raw, wait, wake_fd_)) {
       case RecvStatus::interrupted:
         return false;
       case RecvStatus::timeout:
+        if (now >= deadline_ns) return false;
         continue;
       case RecvStatus::closed:
         throw Error(Errc::disconnected, "producer closed the connection while we waited for a format");

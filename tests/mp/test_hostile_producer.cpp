@@ -339,3 +339,34 @@ TEST_F(HostileProducer, HonestFakeIsAccepted) {
   EXPECT_EQ(ev.frame.seq(), 1u);
   EXPECT_EQ(ev.frame.size(), 1024u);
 }
+
+// Core v2, finding 5: a producer that announces a generation and drips (or withholds) its format
+// message holds no next() past its timeout; after the handshake timeout it is a protocol error.
+TEST_F(HostileProducer, WithheldFormatKeepsToNextsTimeoutThenFails) {
+  FakeProducer fake(path_);
+  fake.run_honest_handshake();
+  Consumer c(options());
+  ASSERT_EQ(c.next(5s).type, EventType::format);
+  FrameDesc d = fake.good_desc(1);
+  d.generation = 2;  // no format for it is ever sent
+  fake.cb().generation.store(2);
+  fake.publish_raw(1, 0, 0, d);
+  const auto start = std::chrono::steady_clock::now();
+  bool failed = false;
+  int timeouts = 0;
+  while (std::chrono::steady_clock::now() - start < 10s && !failed) {
+    const auto call = std::chrono::steady_clock::now();
+    try {
+      Event ev = c.next(100ms);
+      EXPECT_EQ(ev.type, EventType::timeout);
+      ++timeouts;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::protocol) << e.what();
+      EXPECT_NE(std::string(e.what()).find("sent no format"), std::string::npos) << e.what();
+      failed = true;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - call, 1s);
+  }
+  EXPECT_TRUE(failed);
+  EXPECT_GE(timeouts, 10);
+}

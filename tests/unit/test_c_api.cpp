@@ -232,3 +232,38 @@ TEST(CApi, DropPolicyAndCountersThroughC) {
   cudaipc_consumer_free(c);
   cudaipc_producer_free(p);
 }
+
+// Finding 9 of core v2: UINT64_MAX means "wait for ever", not a negative (expired) duration.
+TEST(CApi, LargestTimeoutWaitsForTheFrame) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  po.path = path.c_str();
+  cudaipc_producer* p = nullptr;
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_tensor t = bytes_tensor(64);
+  ASSERT_EQ(cudaipc_producer_set_format(p, "test/c", &t, 0), CUDAIPC_OK);
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  co.path = path.c_str();
+  co.reconnect = 0;
+  cudaipc_consumer* c = nullptr;
+  ASSERT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_event ev;
+  ASSERT_EQ(cudaipc_consumer_next(c, UINT64_MAX, &ev), CUDAIPC_OK);
+  ASSERT_EQ(ev.type, CUDAIPC_EVENT_FORMAT);
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<std::uint8_t> buf(64);
+    fill_pattern(buf.data(), buf.size(), 1);
+    cudaipc_producer_publish(p, buf.data(), buf.size(), nullptr, 0, nullptr);
+  });
+  ASSERT_EQ(cudaipc_consumer_next(c, UINT64_MAX, &ev), CUDAIPC_OK) << cudaipc_last_error();
+  later.join();
+  ASSERT_EQ(ev.type, CUDAIPC_EVENT_FRAME);
+  EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(ev.frame)), 64, 1), 64u);
+  cudaipc_frame_release(ev.frame);
+  cudaipc_consumer_free(c);
+  cudaipc_producer_free(p);
+}

@@ -2,6 +2,10 @@
 // block_timeout; neither consumes a seq. Also the producer's own argument checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <type_traits>
+
 #include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
@@ -211,4 +215,97 @@ TEST(Policy, DestroyedEveryFrameConsumerHoldingAFrameDoesNotBlock) {
   for (int i = 0; i < 10; ++i) ASSERT_EQ(publish_next(p), PublishStatus::published) << i;
   EXPECT_EQ(p.stats().dropped, 0u);
   EXPECT_EQ(check_pattern(held.data(), held.size(), held.seq()), held.size());
+}
+
+// Core v2, finding 6: slot owners end in destructors and moves, which must never throw.
+static_assert(std::is_nothrow_destructible_v<WriteSlot>);
+static_assert(std::is_nothrow_move_assignable_v<WriteSlot>);
+static_assert(std::is_nothrow_move_assignable_v<Frame>);
+
+// Core v2, finding 7: a format whose slots cannot be allocated leaves the old one working.
+TEST(Policy, FailedFormatChangeLeavesTheProducerWorking) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  Producer p(o);
+  p.set_format(pattern_format(512));
+  Consumer c(consumer_at(o.path, ConsumeMode::every_frame));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  Format huge = pattern_format(512, "test/huge");
+  huge.max_frame_size = std::uint64_t{1} << 62;  // no memfd grows that far
+  EXPECT_THROW(p.set_format(huge), Error);
+  EXPECT_EQ(p.format().caps, "test/pattern");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(publish_next(p), PublishStatus::published);
+    Frame f = next_frame(c);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f.size(), 512u);
+    EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+  }
+}
+
+// Core v2, finding 3: giving a lease back (a lost race, a format event first) wakes a producer
+// waiting for that slot. With one slot, a latest consumer and format changes between frames, a
+// lost wakeup would leave a blocking publish to time out.
+TEST(Policy, GivenBackLeasesWakeABlockedProducer) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 1;
+  o.block_timeout = 5s;
+  o.lease_timeout = 0s;
+  Producer p(o);
+  p.set_format(pattern_format(256));
+  Consumer c(consumer_at(o.path, ConsumeMode::latest));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  std::atomic<bool> stop{false};
+  std::atomic<int> frames{0}, bad{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      Event ev = c.next(50ms);
+      if (ev.type != EventType::frame) continue;
+      if (check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()) != ev.frame.size()) ++bad;
+      ++frames;
+    }
+  });
+  for (int i = 0; i < 1500; ++i) {
+    if (i % 3 == 0) p.set_format(pattern_format(256, "test/pattern,i=" + std::to_string(i)));
+    ASSERT_EQ(publish_next(p), PublishStatus::published) << "publish " << i << " waited in vain";
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // give the reader its turns
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(frames.load(), 0);
+}
+
+// Core v2: a consumer holding as many frames as the producer allows waits in next() until it
+// releases one (from any thread), instead of taking the whole ring.
+TEST(Policy, ConsumerAtItsLeaseLimitWaitsForItsOwnRelease) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 3;
+  o.on_full = FullPolicy::drop;
+  Producer p(o);
+  p.set_format(pattern_format(256));
+  Consumer c(consumer_at(o.path, ConsumeMode::latest));
+  ASSERT_TRUE(wait_consumers(p, 1));
+  ASSERT_EQ(publish_next(p), PublishStatus::published);
+  Frame a = next_frame(c);
+  ASSERT_EQ(publish_next(p), PublishStatus::published);
+  Frame b = next_frame(c);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(publish_next(p), PublishStatus::published);  // the third slot: never ours
+  EXPECT_EQ(c.next(100ms).type, EventType::timeout);    // at the limit of 2
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(100ms);
+    a.release();
+  });
+  Event ev = c.next(5s);
+  releaser.join();
+  ASSERT_EQ(ev.type, EventType::frame);
+  EXPECT_EQ(ev.frame.seq(), 3u);
+  EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
+  EXPECT_EQ(check_pattern(b.data(), b.size(), b.seq()), b.size());
 }
