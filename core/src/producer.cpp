@@ -115,17 +115,19 @@ void ProducerImpl::set_format(const Format& f) {
   next.set_id = fresh ? set_id_ + 1 : set_id_;
   next.format = checked;
   next.slots = fresh ? fresh : slots_;
+  const std::uint64_t next_set = next.set_id;
   {
     std::lock_guard<std::mutex> flock(format_mu_);
-    published_format_ = next;  // copies only; cannot throw after the allocation above
+    // The socket thread trims what every consumer has been sent.
+    format_history_.push_back(std::move(next));
   }
   if (fresh) {
     if (slots_) retired_.push_back(Retired{std::move(slots_), set_id_});
     slots_ = std::move(fresh);
-    set_id_ = next.set_id;
+    set_id_ = next_set;
   }
   format_ = std::move(checked);
-  generation_ = next.generation;
+  ++generation_;
   // The socket thread sends the format message; a consumer that sees the new generation first
   // waits for it (within its own deadline).
   post_to_server();

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <deque>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -88,6 +89,7 @@ class ProducerImpl {
     ConsumeMode mode = ConsumeMode::every_frame;
     std::uint64_t accepted_ns = 0;
     std::uint64_t sent_generation = 0;
+    std::uint64_t send_blocked_ns = 0;  // since when its socket has had no room for what it owes
     std::vector<std::uint64_t> sent_sets;  // slot sets whose fds this consumer already has
   };
   struct Retired {
@@ -160,9 +162,10 @@ class ProducerImpl {
   mutable std::mutex table_mu_;
   std::array<std::unique_ptr<Record>, kMaxRecords> records_;
 
-  // Format for the socket thread (format_mu_).
+  // Formats for the socket thread (format_mu_): every recent generation, oldest first, because an
+  // every-frame consumer needs each format whose frames it will read, not only the newest.
   mutable std::mutex format_mu_;
-  FormatState published_format_;
+  std::deque<FormatState> format_history_;
 
   // Socket thread only.
   std::vector<Conn> conns_;

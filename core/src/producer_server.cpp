@@ -24,6 +24,8 @@ constexpr int kMaxAcceptsPerRound = 64;
 constexpr std::uint64_t kAcceptPauseNs = 100'000'000;
 constexpr std::uint64_t kAcceptLogIntervalNs = 5'000'000'000;
 constexpr std::size_t kMaxSetsRemembered = 8;
+// How long a consumer's socket may stay too full for the format changes it owes.
+constexpr std::uint64_t kSendStallNs = 1'000'000'000;
 
 std::size_t page_bytes() {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -68,7 +70,8 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
   fds.push_back({notify_fd_.get(), POLLIN, 0});
   const bool accepting = now >= accept_paused_until_;
   fds.push_back({accepting ? listen_fd_.get() : -1, POLLIN, 0});
-  for (const auto& c : conns_) fds.push_back({c.fd.get(), POLLIN, 0});
+  for (const auto& c : conns_)
+    fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (c.send_blocked_ns ? POLLOUT : 0)), 0});
   std::vector<int> watched;  // record ids, in the order of their pidfds in `fds`
   {
     std::lock_guard<std::mutex> lock(table_mu_);
@@ -88,8 +91,9 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
     if (::read(notify_fd_.get(), &count, sizeof count) < 0 && errno != EAGAIN)
       throw_errno("reading the producer's notify eventfd");
     if (stopping_.load(std::memory_order_seq_cst)) return;
-    send_formats();
   }
+  // Every round: a consumer whose socket was full gets what it still owes once there is room.
+  send_formats();
   // conns_ only changes on this thread, so the poll set still lines up with it.
   const std::size_t first_conn = 2, first_pid = 2 + conns_.size();
   for (std::size_t k = first_conn; k < first_pid; ++k) {
@@ -97,7 +101,7 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
     if (!c.fd || fds[k].revents == 0) continue;
     if (fds[k].revents & POLLIN) {
       handle_message(c);
-    } else {
+    } else if (fds[k].revents & (POLLHUP | POLLERR | POLLNVAL)) {
       drop(c, "consumer hung up");
     }
   }
@@ -237,8 +241,9 @@ void ProducerImpl::on_hello(Conn& c, Received& r) {
   FormatState f;
   {
     std::lock_guard<std::mutex> lock(format_mu_);
-    f = published_format_;
+    if (!format_history_.empty()) f = format_history_.back();
   }
+  // Its frames start after Ready, so the newest format is the oldest it can need.
   if (f.slots) send_format_to(c, f);
 }
 
@@ -270,25 +275,47 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
 }
 
 void ProducerImpl::send_formats() {
-  FormatState f;
+  std::uint64_t behind = ~std::uint64_t{0};
+  for (const auto& c : conns_)
+    if (c.fd && c.state != ConnState::awaiting_hello) behind = std::min(behind, c.sent_generation);
+  std::vector<FormatState> owed;  // every generation some consumer has not been sent, in order
   {
     std::lock_guard<std::mutex> lock(format_mu_);
-    f = published_format_;
+    for (const auto& f : format_history_)
+      if (f.generation > behind) owed.push_back(f);
   }
-  if (!f.slots) return;
   for (auto& c : conns_) {
-    if (!c.fd || c.state == ConnState::awaiting_hello || c.sent_generation >= f.generation)
+    if (owed.empty()) break;
+    if (!c.fd || c.state == ConnState::awaiting_hello || c.sent_generation >= owed.back().generation)
       continue;
+    std::string why;
     try {
-      send_format_to(c, f);
+      for (const auto& f : owed)
+        if (f.generation > c.sent_generation) send_format_to(c, f);
+      c.send_blocked_ns = 0;
+      continue;
     } catch (const Error& e) {
-      // A consumer that does not read its socket is evicted like one that holds frames: the slots
-      // it holds stay its own until it releases them or exits.
-      send_refused(c.fd.get(), Errc::disconnected,
-                   std::string("evicted: could not send a format change: ") + e.what());
-      drop(c, std::string("evicted: could not send a format change: ") + e.what());
+      why = e.what();
+      if (e.code() == Errc::busy) {
+        // A burst of changes can fill a healthy reader's socket: give it time to drain.
+        const std::uint64_t now = monotonic_ns();
+        if (c.send_blocked_ns == 0) c.send_blocked_ns = now;
+        if (now - c.send_blocked_ns < kSendStallNs) continue;
+      }
     }
+    // A consumer that does not read its socket is evicted like one that holds frames: the slots
+    // it holds stay its own until it releases them or exits.
+    why = "evicted: could not send a format change: " + why;
+    send_refused(c.fd.get(), Errc::disconnected, why);
+    drop(c, why);
   }
+  // Keep only what a connected consumer still lacks, and the newest for those yet to join.
+  behind = ~std::uint64_t{0};
+  for (const auto& c : conns_)
+    if (c.fd && c.state != ConnState::awaiting_hello) behind = std::min(behind, c.sent_generation);
+  std::lock_guard<std::mutex> lock(format_mu_);
+  while (format_history_.size() > 1 && format_history_.front().generation <= behind)
+    format_history_.pop_front();
 }
 
 void ProducerImpl::send_format_to(Conn& c, const FormatState& f) {

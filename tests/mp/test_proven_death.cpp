@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bitset>
+#include <thread>
 #include <vector>
 
 #include "channel_helpers.hpp"
@@ -130,12 +132,21 @@ TEST(ProvenDeath, ConsumerCutByAFormatStormKeepsItsFramesAndItsReleaseTouchesNoO
   drain_formats(b);
 
   // `a` stops reading its socket; format changes pile up there until the producer gives up on it.
+  // `b` reads on in its own thread, as a live consumer does.
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load()) b.next(10ms);
+  });
   int changes = 0;
   for (; changes < 20000 && p.consumer_count() == 2; ++changes) {
     p.set_format(pattern_format(4096, "test/pattern,n=" + std::to_string(changes)));
-    drain_formats(b);
+    std::this_thread::sleep_for(20us);
   }
-  ASSERT_TRUE(wait_consumers(p, 1, 2s)) << "still 2 consumers after " << changes << " format changes, generation " << p.stats().generation;
+  stop = true;
+  reader.join();
+  drain_formats(b);
+  ASSERT_TRUE(wait_consumers(p, 1, 2s)) << "still " << p.consumer_count() << " consumers after "
+                                        << changes << " format changes";
   auto evicted = p.stats().consumers;
   ASSERT_EQ(evicted.size(), 2u);
   const auto& za = evicted[0].evicted ? evicted[0] : evicted[1];
