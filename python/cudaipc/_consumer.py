@@ -296,7 +296,9 @@ class Frame:
             view = _HostView(lease, {
                 "shape": self.shape, "typestr": dtype.str, "descr": dtype.descr,
                 "data": (self._data, True), "strides": self.strides, "version": 3})
-            return np.asarray(view)
+            arr = np.asarray(view)
+            # The array interface has no name for types NumPy lacks (bfloat16): view as the dtype.
+            return arr if arr.dtype == dtype else arr.view(dtype)
         assert self._sync is not None
         span = np.empty(self._tensor.size, dtype=np.uint8)
         self._sync.copy_to_host(span.ctypes.data, self._data, self._tensor.size)

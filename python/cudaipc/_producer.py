@@ -468,7 +468,8 @@ class WritableFrame:
         holder = _Interface({"shape": self.shape, "typestr": d.str, "descr": d.descr,
                              "data": (self._addr, False), "strides": self.strides,
                              "version": 3})
-        return np.asarray(holder)
+        arr = np.asarray(holder)
+        return arr if arr.dtype == d else arr.view(d)
 
 
 class _Interface:
