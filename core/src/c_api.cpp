@@ -204,6 +204,10 @@ int cudaipc_producer_counters(cudaipc_producer* p, uint64_t* published, uint64_t
   });
 }
 
+void* cudaipc_producer_cuda_stream(cudaipc_producer* p) {
+  return p ? p->p->cuda_stream() : nullptr;
+}
+
 int cudaipc_consumer_new(const cudaipc_consumer_options* o, cudaipc_consumer** out) {
   return guard([&] {
     require(o, "options");
@@ -266,6 +270,15 @@ void cudaipc_consumer_interrupt(cudaipc_consumer* c) {
 
 void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) { return c ? c->c->cuda_stream() : nullptr; }
 
+int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
+  return guard([&] {
+    require(c, "consumer");
+    require(out, "out");
+    *out = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
+                                                             : CUDAIPC_MEMORY_HOST;
+  });
+}
+
 uint64_t cudaipc_frame_seq(const cudaipc_frame* f) { return f ? f->f.seq() : 0; }
 uintptr_t cudaipc_frame_data(const cudaipc_frame* f) {
   return f ? reinterpret_cast<uintptr_t>(f->f.data()) : 0;
@@ -282,6 +295,9 @@ void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts, u
 }
 const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f) {
   return f ? reinterpret_cast<const cudaipc_tensor*>(&f->f.desc().tensor) : nullptr;
+}
+uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f) {
+  return f ? f->f.desc().publish_time_ns : 0;
 }
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   if (!f) return nullptr;

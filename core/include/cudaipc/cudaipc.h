@@ -130,6 +130,9 @@ void cudaipc_producer_interrupt(cudaipc_producer* p);
 void cudaipc_producer_clear_interrupt(cudaipc_producer* p);
 int cudaipc_producer_counters(cudaipc_producer* p, uint64_t* published, uint64_t* dropped,
                               uint32_t* consumers);
+/* The CUstream writes are ordered on (CUDA channels), else NULL: a caller rendering into a borrowed
+ * slot or copying from its own stream orders its work against this one. */
+void* cudaipc_producer_cuda_stream(cudaipc_producer* p);
 
 int cudaipc_consumer_new(const cudaipc_consumer_options* opts, cudaipc_consumer** out);
 void cudaipc_consumer_free(cudaipc_consumer* c);
@@ -137,6 +140,9 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
 void cudaipc_consumer_interrupt(cudaipc_consumer* c);
 /* The CUstream reads are ordered on (CUDA channels), else NULL. */
 void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c);
+/* The memory kind of the producer this consumer is connected to; CUDAIPC_ERR_DISCONNECTED when it
+ * is connected to none. */
+int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out);
 
 uint64_t cudaipc_frame_seq(const cudaipc_frame* f);
 uintptr_t cudaipc_frame_data(const cudaipc_frame* f); /* tensor's first byte */
@@ -144,6 +150,8 @@ uint64_t cudaipc_frame_size(const cudaipc_frame* f);
 void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts,
                          uint64_t* duration, uint32_t* flags);
 const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f);
+/* The producer's CLOCK_MONOTONIC at publish (ns): publish-to-read latency on one machine. */
+uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f);
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size);
 void cudaipc_frame_release(cudaipc_frame* f);
 

@@ -1,0 +1,157 @@
+"""ctypes bindings of the core's C API (core/include/cudaipc/cudaipc.h)."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int64, c_uint32, c_uint64, c_void_p)
+
+from . import _errors
+
+MAX_RANK = 8
+MAX_PLANES = 4
+NO_TIME = (1 << 64) - 1
+
+MEMORY_HOST, MEMORY_CUDA = 1, 2
+EVERY_FRAME, LATEST = 0, 1
+BLOCK, DROP = 0, 1
+PUBLISHED, DROPPED, TIMED_OUT, INTERRUPTED_PUBLISH = 0, 1, 2, 3
+(EVENT_FRAME, EVENT_FORMAT, EVENT_EOS, EVENT_TIMEOUT, EVENT_INTERRUPTED,
+ EVENT_DISCONNECTED) = range(6)
+
+
+class Plane(Structure):
+    _fields_ = [("offset", c_uint64), ("pitch", c_uint64)]
+
+
+class Tensor(Structure):
+    _fields_ = [
+        ("dtype", c_uint32),
+        ("rank", c_uint32),
+        ("shape", c_int64 * MAX_RANK),
+        ("strides", c_int64 * MAX_RANK),
+        ("byte_offset", c_uint64),
+        ("size", c_uint64),
+        ("num_planes", c_uint32),
+        ("reserved", c_uint32),
+        ("planes", Plane * MAX_PLANES),
+    ]
+
+
+class ProducerOptions(Structure):
+    _fields_ = [
+        ("path", c_char_p),
+        ("slots", c_uint32),
+        ("memory", c_int),
+        ("on_full", c_int),
+        ("block_timeout_ns", c_uint64),
+        ("cuda_device", c_int),
+    ]
+
+
+class ConsumerOptions(Structure):
+    _fields_ = [
+        ("path", c_char_p),
+        ("mode", c_int),
+        ("reconnect", c_int),
+        ("cuda_device", c_int),
+        ("cuda_cpu_wait", c_int),
+    ]
+
+
+class FrameInfo(Structure):
+    _fields_ = [
+        ("pts", c_uint64),
+        ("dts", c_uint64),
+        ("duration", c_uint64),
+        ("flags", c_uint32),
+        ("tensor", POINTER(Tensor)),
+        ("user_meta", c_void_p),
+        ("user_meta_size", c_uint32),
+    ]
+
+
+class Event(Structure):
+    _fields_ = [
+        ("type", c_int),
+        ("frame", c_void_p),
+        ("caps", c_char_p),
+        ("tensor", Tensor),
+        ("generation", c_uint64),
+    ]
+
+
+def _candidates() -> list:
+    # CUDAIPC_LIBRARY names another build of the core (a developer's build directory). A wheel
+    # keeps the library in .cudaipc.mesonpy.libs beside the package (meson-python's place for
+    # shared libraries).
+    env = os.environ.get("CUDAIPC_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for d in (here, os.path.join(os.path.dirname(here), ".cudaipc.mesonpy.libs")):
+        found += sorted(glob.glob(os.path.join(d, "libcudaipc.so*")))
+    return found
+
+
+def _load() -> ctypes.CDLL:
+    paths = _candidates()
+    if not paths:
+        raise ImportError("cudaipc: the core library libcudaipc.so is not installed with the "
+                          "package (reinstall it, or set CUDAIPC_LIBRARY to its path)")
+    try:
+        return ctypes.CDLL(paths[0])
+    except OSError as e:
+        raise ImportError(f"cudaipc: cannot load the core library {paths[0]}: {e}") from e
+
+
+lib = _load()
+
+_P, _I = c_void_p, c_int
+_PROTOS = {
+    "cudaipc_last_error": (c_char_p, []),
+    "cudaipc_producer_options_init": (None, [POINTER(ProducerOptions)]),
+    "cudaipc_consumer_options_init": (None, [POINTER(ConsumerOptions)]),
+    "cudaipc_producer_new": (_I, [POINTER(ProducerOptions), POINTER(c_void_p)]),
+    "cudaipc_producer_free": (None, [_P]),
+    "cudaipc_producer_set_format": (_I, [_P, c_char_p, POINTER(Tensor), c_uint64]),
+    "cudaipc_producer_publish": (_I, [_P, _P, c_uint64, POINTER(FrameInfo), _I, POINTER(c_int)]),
+    "cudaipc_producer_begin": (_I, [_P, POINTER(ctypes.c_size_t), POINTER(c_uint64),
+                                    POINTER(c_int)]),
+    "cudaipc_producer_commit": (_I, [_P, POINTER(FrameInfo)]),
+    "cudaipc_producer_abort": (_I, [_P]),
+    "cudaipc_producer_end_of_stream": (_I, [_P]),
+    "cudaipc_producer_interrupt": (None, [_P]),
+    "cudaipc_producer_clear_interrupt": (None, [_P]),
+    "cudaipc_producer_counters": (_I, [_P, POINTER(c_uint64), POINTER(c_uint64),
+                                       POINTER(c_uint32)]),
+    "cudaipc_producer_cuda_stream": (_P, [_P]),
+    "cudaipc_consumer_new": (_I, [POINTER(ConsumerOptions), POINTER(c_void_p)]),
+    "cudaipc_consumer_free": (None, [_P]),
+    "cudaipc_consumer_next": (_I, [_P, c_uint64, POINTER(Event)]),
+    "cudaipc_consumer_interrupt": (None, [_P]),
+    "cudaipc_consumer_cuda_stream": (_P, [_P]),
+    "cudaipc_consumer_memory": (_I, [_P, POINTER(c_int)]),
+    "cudaipc_frame_seq": (c_uint64, [_P]),
+    "cudaipc_frame_data": (ctypes.c_size_t, [_P]),
+    "cudaipc_frame_size": (c_uint64, [_P]),
+    "cudaipc_frame_times": (None, [_P, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64),
+                                   POINTER(c_uint32)]),
+    "cudaipc_frame_tensor": (POINTER(Tensor), [_P]),
+    "cudaipc_frame_publish_time": (c_uint64, [_P]),
+    "cudaipc_frame_release": (None, [_P]),
+}
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+def check(rc: int, context: str = "") -> None:
+    """Raises the exception for a C API status, with the core's message."""
+    if rc == 0:
+        return
+    msg = (lib.cudaipc_last_error() or b"").decode("utf-8", "replace")
+    raise _errors.from_code(rc, f"{context}: {msg}" if context else msg)

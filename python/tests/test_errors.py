@@ -1,0 +1,148 @@
+"""Errors raise the documented exceptions, with messages that name the cause."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import cudaipc
+from conftest import pattern
+
+
+def test_no_producer_without_reconnect(path):
+    with pytest.raises(cudaipc.ConnectionError) as e:
+        cudaipc.Consumer(path, reconnect=False)
+    assert isinstance(e.value, ConnectionError)  # the builtin too
+    assert path in str(e.value)
+
+
+def test_no_producer_with_reconnect_times_out(path):
+    with cudaipc.Consumer(path) as c:
+        with pytest.raises(cudaipc.TimeoutError, match="no frame from .* within 0.3 s") as e:
+            c.next(timeout=0.3)
+        assert isinstance(e.value, TimeoutError)
+
+
+def test_bad_path(tmp_path):
+    missing = str(tmp_path / "no" / "such" / "dir" / "ch")
+    with pytest.raises(cudaipc.Error) as e:
+        cudaipc.Consumer(missing, reconnect=False)
+    assert "no" in str(e.value)
+    with pytest.raises(cudaipc.InvalidArgumentError, match="non-empty str"):
+        cudaipc.Consumer("")
+    with pytest.raises(cudaipc.InvalidArgumentError, match="non-empty str"):
+        cudaipc.Producer(None, memory="host")  # type: ignore[arg-type]
+    regular = tmp_path / "file"
+    regular.write_text("not a socket")
+    with pytest.raises(cudaipc.Error) as e:
+        cudaipc.Consumer(str(regular), reconnect=False)
+    assert str(regular) in str(e.value)
+
+
+def test_bad_options(path):
+    with pytest.raises(cudaipc.InvalidArgumentError, match="mode 'every'"):
+        cudaipc.Consumer(path, mode="every")
+    with pytest.raises(cudaipc.InvalidArgumentError, match="memory 'gpu'"):
+        cudaipc.Producer(path, memory="gpu")
+    with pytest.raises(cudaipc.InvalidArgumentError, match="policy"):
+        cudaipc.Producer(path, memory="host", policy="wait")
+
+
+def test_wrong_dtype(path):
+    with cudaipc.Producer(path, memory="host") as p:
+        with pytest.raises(cudaipc.InvalidArgumentError, match="complex64 is not one cudaipc"):
+            p.publish(np.zeros(4, dtype=np.complex64))
+        with pytest.raises(cudaipc.InvalidArgumentError, match="float32"):
+            p.publish(np.zeros(4, dtype=">f4"))
+        with pytest.raises(cudaipc.InvalidArgumentError, match="dtype 'float128x'"):
+            p.set_format((4,), "float128x")
+        with pytest.raises(cudaipc.InvalidArgumentError, match="rank 1 to 8"):
+            p.publish(np.zeros((1,) * 9, dtype=np.uint8))
+
+
+def test_closed_consumer(path):
+    with cudaipc.Producer(path, memory="host"):
+        c = cudaipc.Consumer(path)
+        c.close()
+        with pytest.raises(cudaipc.ClosedError, match=f"consumer of {path} is closed"):
+            c.next(timeout=1)
+        c.close()  # twice is fine
+
+
+def test_closed_producer(path):
+    p = cudaipc.Producer(path, memory="host")
+    p.close()
+    with pytest.raises(cudaipc.ClosedError, match="is closed"):
+        p.publish(np.zeros(3, np.uint8))
+
+
+def test_released_frame(path):
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        p.publish(pattern(1, (4,), np.uint8))
+        f = c.next()
+        f.release()
+        f.release()
+        with pytest.raises(cudaipc.ClosedError, match="frame 1 was released"):
+            f.numpy()
+        with pytest.raises(cudaipc.ClosedError):
+            f.__dlpack__()
+        assert f.shape == (4,)  # the description stays readable
+
+
+def test_busy_path(path):
+    with cudaipc.Producer(path, memory="host"):
+        with pytest.raises(cudaipc.BusyError):
+            cudaipc.Producer(path, memory="host")
+
+
+def test_lost_producer_without_reconnect(path):
+    p = cudaipc.Producer(path, memory="host")
+    c = cudaipc.Consumer(path, reconnect=False, timeout=10)
+    p.wait_for_consumers()
+    p.close(eos=False)
+    with pytest.raises(cudaipc.ConnectionError, match="went away"):
+        c.next()
+    c.close()
+
+
+def test_drop_policy(path):
+    with cudaipc.Producer(path, memory="host", num_slots=2, policy="drop") as p, \
+            cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        results = [p.publish(pattern(i, (4,), np.uint8)) for i in range(1, 6)]
+        assert results[:2] == [True, True] and False in results
+        with pytest.raises(cudaipc.FrameDropped):
+            with p.frame((4,), np.uint8):
+                pass
+        assert p.counters()[1] >= 1
+        assert c.next().seq == 1
+
+
+def test_block_policy_times_out(path):
+    with cudaipc.Producer(path, memory="host", num_slots=2, block_timeout=0.2) as p, \
+            cudaipc.Consumer(path, timeout=10):
+        p.wait_for_consumers()
+        p.publish(pattern(1, (4,), np.uint8))
+        p.publish(pattern(2, (4,), np.uint8))
+        with pytest.raises(cudaipc.TimeoutError, match="no free slot"):
+            p.publish(pattern(3, (4,), np.uint8))
+
+
+def test_gpu_publish_to_host_channel_needs_cuda(path):
+    with cudaipc.Producer(path, memory="host") as p:
+        class FakeCuda:  # a CUDA-array-interface object
+            __cuda_array_interface__ = {"shape": (4,), "typestr": "|u1", "data": (0, False),
+                                        "version": 3}
+        with pytest.raises(cudaipc.InvalidArgumentError, match="host-memory channel"):
+            p.publish(FakeCuda())
+
+
+def test_cuda_channel_without_gpu(path):
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a GPU is present: the no-GPU error is not reachable")
+    with pytest.raises((cudaipc.NoCudaError, cudaipc.CudaError)) as e:
+        cudaipc.Producer(path, memory="cuda")
+    assert str(e.value)

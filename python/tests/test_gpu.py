@@ -1,0 +1,174 @@
+"""GPU suites: DLPack into torch and cupy shares the slot, the release is ordered after the
+caller's GPU work, and a GStreamer -> torch -> GStreamer round trip keeps every frame. Skipped,
+with the reason, where torch, cupy or a GPU is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cudaipc
+
+torch = pytest.importorskip("torch", reason="torch is not installed: GPU suites skipped")
+if not torch.cuda.is_available():
+    pytest.skip("torch sees no CUDA GPU: GPU suites skipped", allow_module_level=True)
+
+from gpu_peer import gpu_pattern  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H, W = 64, 96
+
+
+def peer(path, frames, how="publish", slots=4, h=H, w=W, caps=None):
+    args = [sys.executable, os.path.join(HERE, "gpu_peer.py"), path, str(frames), str(h), str(w),
+            str(slots), how] + ([caps] if caps else [])
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, f"producer failed: {err}{out}"
+
+
+@pytest.mark.parametrize("how", ["publish", "inplace"])
+def test_torch_from_dlpack_shares_the_slot(path, how):
+    n = 50
+    p = peer(path, n, how)
+    seqs = []
+    with cudaipc.Consumer(path, timeout=60) as c:
+        for f in c:
+            with f:
+                assert f.device.startswith("cuda:")
+                t = torch.from_dlpack(f)
+                assert t.is_cuda and t.data_ptr() == f.data_ptr
+                assert tuple(t.shape) == (H, W, 4) and t.dtype == torch.uint8
+                assert torch.equal(t, gpu_pattern(f.seq, (H, W, 4))), f"frame {f.seq}"
+                assert f.pts == f.seq
+                np.testing.assert_array_equal(f.numpy(), gpu_pattern(f.seq, (H, W, 4)).cpu())
+                seqs.append(f.seq)
+                del t
+    finish(p)
+    assert seqs == list(range(1, n + 1))
+
+
+def test_cupy_shares_the_slot(path):
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    n = 20
+    p = peer(path, n)
+    with cudaipc.Consumer(path, timeout=60) as c:
+        for f in c:
+            with f:
+                a = cupy.from_dlpack(f)
+                assert a.data.ptr == f.data_ptr
+                want = cupy.asarray(gpu_pattern(f.seq, (H, W, 4)).cpu().numpy())
+                assert bool((a == want).all()), f"frame {f.seq}"
+                b = cupy.asarray(f)  # __cuda_array_interface__
+                assert b.data.ptr == f.data_ptr and bool((b == want).all())
+                del a, b
+    finish(p)
+
+
+def test_release_waits_for_the_callers_kernels(path):
+    # The producer runs ahead (latest consumer, 2 slots). Each frame is read by a kernel queued
+    # behind a long sleep and released on the CPU at once: unless the release is ordered after
+    # that kernel, the producer overwrites the slot before the copy reads it.
+    n = 400
+    p = peer(path, n, slots=2)
+    checked = 0
+    results = []
+    with cudaipc.Consumer(path, mode="latest", timeout=60) as c:
+        for f in c:
+            t = torch.from_dlpack(f)
+            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time on the current stream
+            results.append((f.seq, t.clone()))
+            del t
+            f.release()
+            if len(results) >= 20:
+                break
+        torch.cuda.synchronize()
+        for seq, r in results:
+            assert torch.equal(r, gpu_pattern(seq, (H, W, 4))), f"frame {seq} was overwritten"
+            checked += 1
+    p.kill()
+    p.communicate()
+    assert checked == 20
+
+
+def test_publish_waits_on_the_tensors_stream(path, tmp_path):
+    # The producer (here) fills a tensor on a side stream behind a sleep and publishes at once: the
+    # copy must wait for that stream on the GPU.
+    code = f"""
+import sys, torch, cudaipc
+sys.path.insert(0, {HERE!r})
+from gpu_peer import gpu_pattern
+with cudaipc.Consumer({path!r}, timeout=60) as c:
+    n = 0
+    for f in c:
+        with f:
+            assert torch.equal(torch.from_dlpack(f), gpu_pattern(f.seq, (8, 8, 4))), f.seq
+            n += 1
+    print(n)
+"""
+    consumer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    side = torch.cuda.Stream()
+    with cudaipc.Producer(path, memory="cuda", block_timeout=30) as p:
+        p.wait_for_consumers(timeout=60)
+        for seq in range(1, 21):
+            with torch.cuda.stream(side):
+                x = torch.zeros((8, 8, 4), dtype=torch.uint8, device="cuda")
+                torch.cuda._sleep(5_000_000)
+                x.copy_(gpu_pattern(seq, (8, 8, 4)))
+                assert p.publish(x)
+            del x
+    out, err = consumer.communicate(timeout=120)
+    assert consumer.returncode == 0, err
+    assert out.strip() == "20"
+
+
+def test_gstreamer_torch_gstreamer_round_trip(tmp_path):
+    import shutil
+    plugin = os.environ.get("CUDAIPC_GST_PLUGIN_DIR", "")
+    gst = shutil.which("gst-launch-1.0")
+    if not gst or not os.path.exists(os.path.join(plugin, "libgstcudaipc.so")):
+        pytest.skip("needs gst-launch-1.0 and CUDAIPC_GST_PLUGIN_DIR with libgstcudaipc.so")
+    env = dict(os.environ, GST_PLUGIN_PATH_1_0=plugin,
+               GST_REGISTRY_1_0=str(tmp_path / "registry.bin"))
+    n = 60
+    frames = np.stack([gpu_pattern(s, (H, W, 4)).cpu().numpy() for s in range(1, n + 1)])
+    src, out = tmp_path / "in.raw", tmp_path / "out.raw"
+    frames.tofile(src)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    caps = f"video/x-raw,format=RGBA,width={W},height={H},framerate=30/1"
+    into = subprocess.Popen(
+        [gst, "-q", "filesrc", f"location={src}", f"blocksize={H * W * 4}", "!",
+         "rawvideoparse", f"width={W}", f"height={H}", "format=rgba", "framerate=30/1", "!",
+         "cudaipcsink", f"socket-path={a}", "wait-for-consumer=true",
+         "block-timeout=30000000000"], env=env, stderr=subprocess.PIPE, text=True)
+    with cudaipc.Consumer(a, timeout=60) as c, \
+            cudaipc.Producer(b, memory="cuda", caps=caps, block_timeout=30) as p:
+        outof = subprocess.Popen(
+            [gst, "-q", "cudaipcsrc", f"socket-path={b}", "mode=every-frame", "is-live=false",
+             "!", f"video/x-raw,format=RGBA,width={W},height={H}", "!", "filesink",
+             "sync=false", "buffer-mode=unbuffered", f"location={out}"],
+            env=env, stderr=subprocess.PIPE, text=True)
+        p.wait_for_consumers(timeout=60)
+        got = 0
+        for f in c:
+            with f:
+                assert f.device.startswith("cuda")
+                y = 255 - torch.from_dlpack(f)  # on torch's stream, after the frame arrived
+                p.publish(y, pts=f.seq)
+                got += 1
+    assert got == n
+    for proc in (into, outof):
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    data = np.fromfile(out, dtype=np.uint8).reshape(-1, H, W, 4)
+    assert len(data) == n
+    for seq in range(1, n + 1):
+        np.testing.assert_array_equal(data[seq - 1], 255 - frames[seq - 1], err_msg=f"frame {seq}")

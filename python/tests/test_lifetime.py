@@ -1,0 +1,118 @@
+"""Lifetimes: frames outlive their consumer, tensors hold leases, nothing leaks."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+
+import cudaipc
+from cudaipc import _dlpack
+from conftest import pattern
+
+
+def fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def mappings() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def test_frame_outlives_its_consumer(path):
+    with cudaipc.Producer(path, memory="host") as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        p.wait_for_consumers()
+        p.publish(pattern(1, (16, 16), np.uint32))
+        f = c.next()
+        view = np.from_dlpack(f)
+        c.close()
+        del c
+        gc.collect()
+        np.testing.assert_array_equal(f.numpy(), pattern(1, (16, 16), np.uint32))
+        f.release()
+        np.testing.assert_array_equal(view, pattern(1, (16, 16), np.uint32))
+        del view
+
+
+def test_tensor_holds_the_lease(path):
+    # Two slots: while a tensor made from frame 1 lives, its slot stays leased; frame 2 fills the
+    # other, which an every-frame consumer has not read, so the producer (drop policy) has none.
+    with cudaipc.Producer(path, memory="host", num_slots=2, policy="drop") as p, \
+            cudaipc.Consumer(path, mode="every-frame", timeout=10) as c:
+        p.wait_for_consumers()
+        p.publish(pattern(1, (8,), np.int64))
+        with c.next() as f:
+            held = np.from_dlpack(f)
+        assert p.publish(pattern(2, (8,), np.int64))
+        assert not p.publish(pattern(3, (8,), np.int64))  # slot 1 leased by `held`, slot 2 unread
+        np.testing.assert_array_equal(held, pattern(1, (8,), np.int64))
+        del held
+        gc.collect()
+        with c.next() as f:
+            assert f.seq == 2
+        assert p.publish(pattern(4, (8,), np.int64))
+
+
+def test_release_in_any_order_leaks_nothing(path):
+    shape = (32, 24, 3)
+    with cudaipc.Producer(path, memory="host", num_slots=4, policy="drop") as p, \
+            cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        # Warm up, so one-time allocations (format, first mappings) are in the baseline.
+        p.publish(pattern(1, shape, np.uint8))
+        c.next().release()
+        gc.collect()
+        fd0, maps0 = fds(), mappings()
+        kept = []
+        for seq in range(2, 1002):
+            assert p.publish(pattern(seq, shape, np.uint8))
+            f = c.next()
+            assert f.seq == seq
+            way = seq % 5
+            if way == 0:  # tensor freed after the frame
+                t = np.from_dlpack(f)
+                f.release()
+                np.testing.assert_array_equal(t, pattern(seq, shape, np.uint8))
+                del t
+            elif way == 1:  # frame released while a numpy view lives, view freed later
+                kept.append((seq, f.numpy()))
+                f.release()
+            elif way == 2:  # a capsule never consumed
+                cap = f.__dlpack__(max_version=(1, 0))
+                del cap
+                f.release()
+            elif way == 3:  # only garbage collection releases it
+                del f
+            else:
+                with f:
+                    np.testing.assert_array_equal(f.numpy(), pattern(f.seq, shape, np.uint8))
+            if len(kept) > 2:  # views outlive their frames' release, intact
+                old, view = kept.pop(0)
+                np.testing.assert_array_equal(view, pattern(old, shape, np.uint8))
+                del view
+        kept.clear()
+        gc.collect()
+        assert not _dlpack._exports, "exported capsules were never deleted"
+        assert fds() == fd0
+        assert mappings() == maps0
+        # Every slot is free again: four publishes in a row are not dropped.
+        _, dropped0, _ = p.counters()
+        for seq in range(1002, 1006):
+            assert p.publish(pattern(seq, shape, np.uint8))
+        assert p.counters()[1] == dropped0
+
+
+def test_consumers_and_producers_leave_no_fds(path):
+    gc.collect()
+    fd0 = fds()
+    for _ in range(20):
+        with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=5) as c:
+            p.wait_for_consumers()
+            p.publish(pattern(1, (64,), np.float32))
+            with c.next() as f:
+                np.testing.assert_array_equal(f.numpy(), pattern(1, (64,), np.float32))
+    gc.collect()
+    assert fds() == fd0

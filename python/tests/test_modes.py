@@ -1,0 +1,103 @@
+"""every-frame and latest, end of stream, format changes."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import cudaipc
+from conftest import pattern
+
+
+def test_every_frame_gets_every_frame_in_order(path):
+    n = 100
+    with cudaipc.Producer(path, memory="host", num_slots=4, block_timeout=10) as p:
+        c = cudaipc.Consumer(path, mode="every-frame", timeout=10)
+        p.wait_for_consumers()
+
+        def produce():
+            for seq in range(1, n + 1):
+                assert p.publish(pattern(seq, (32, 3), np.int16))
+            p.end_of_stream()
+
+        t = threading.Thread(target=produce)
+        t.start()
+        seqs = []
+        with c:
+            for f in c:  # ends at the end of stream
+                with f:
+                    np.testing.assert_array_equal(f.numpy(), pattern(f.seq, (32, 3), np.int16))
+                    seqs.append(f.seq)
+        t.join()
+    assert seqs == list(range(1, n + 1))
+
+
+def test_latest_skips_to_the_newest(path):
+    with cudaipc.Producer(path, memory="host", num_slots=4, policy="drop") as p, \
+            cudaipc.Consumer(path, mode="latest", timeout=10) as c:
+        p.wait_for_consumers()
+        for seq in range(1, 11):
+            p.publish(pattern(seq, (16,), np.float32))
+        with c.next() as f:
+            assert f.seq == 10
+            np.testing.assert_array_equal(f.numpy(), pattern(10, (16,), np.float32))
+        p.publish(pattern(11, (16,), np.float32))
+        with c.next() as f:
+            assert f.seq == 11
+            np.testing.assert_array_equal(f.numpy(), pattern(11, (16,), np.float32))
+
+
+def test_end_of_stream_ends_iteration_and_next_raises(path):
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        for seq in range(1, 4):
+            p.publish(pattern(seq, (8,), np.uint8))
+        p.end_of_stream()
+        assert [f.seq for f in c] == [1, 2, 3]
+        # After the end, next() waits for a new stream: the producer publishing again.
+        with pytest.raises(cudaipc.TimeoutError):
+            c.next(timeout=0.1)
+        p.publish(pattern(4, (8,), np.uint8))
+        p.end_of_stream()
+        assert c.next().seq == 4
+        with pytest.raises(cudaipc.EndOfStream, match="ended the stream"):
+            c.next()
+
+
+def test_closing_the_producer_ends_the_stream(path):
+    with cudaipc.Producer(path, memory="host") as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        p.wait_for_consumers()
+        p.publish(pattern(1, (8,), np.uint8))
+    with c:
+        assert [f.seq for f in c] == [1]
+
+
+def test_format_changes_are_visible(path):
+    seen = []
+    with cudaipc.Producer(path, memory="host") as p, \
+            cudaipc.Consumer(path, timeout=10, on_format=seen.append) as c:
+        p.wait_for_consumers()
+        p.publish(pattern(1, (4, 4), np.uint8))
+        with c.next() as f:
+            first_caps = f.caps
+            assert c.format.shape == (4, 4) and c.format.dtype == "uint8"
+        p.publish(pattern(2, (2, 3, 5), np.float64))
+        with c.next() as f:
+            assert f.shape == (2, 3, 5) and f.dtype == np.float64
+            assert f.caps != first_caps and "types=(string)float64" in f.caps
+            assert f.generation == c.format.generation
+            np.testing.assert_array_equal(f.numpy(), pattern(2, (2, 3, 5), np.float64))
+        assert c.format.shape == (2, 3, 5) and c.format.dtype == "float64"
+    assert [(fm.shape, fm.dtype) for fm in seen] == [((4, 4), "uint8"), ((2, 3, 5), "float64")]
+    assert seen[0].generation < seen[1].generation
+
+
+def test_interrupt_wakes_a_blocked_next(path):
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path) as c:
+        p.wait_for_consumers()
+        threading.Timer(0.2, c.interrupt).start()
+        with pytest.raises(cudaipc.InterruptedError):
+            c.next(timeout=30)
