@@ -117,7 +117,8 @@ void ProducerImpl::set_format(const Format& f) {
   next.slots = fresh ? fresh : slots_;
   {
     std::lock_guard<std::mutex> flock(format_mu_);
-    published_format_ = next;  // copies only; cannot throw after the allocation above
+    // Throws (bad_alloc) before anything changed: the producer keeps its old format then.
+    formats_.push_back(next);
   }
   if (fresh) {
     if (slots_) retired_.push_back(Retired{std::move(slots_), set_id_});

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -160,9 +161,10 @@ class ProducerImpl {
   mutable std::mutex table_mu_;
   std::array<std::unique_ptr<Record>, kMaxRecords> records_;
 
-  // Format for the socket thread (format_mu_).
+  // Formats for the socket thread (format_mu_), oldest first: every generation a connection has
+  // not been sent yet, since its frames may still be read; at least the newest, for new consumers.
   mutable std::mutex format_mu_;
-  FormatState published_format_;
+  std::deque<FormatState> formats_;
 
   // Socket thread only.
   std::vector<Conn> conns_;

@@ -237,7 +237,7 @@ void ProducerImpl::on_hello(Conn& c, Received& r) {
   FormatState f;
   {
     std::lock_guard<std::mutex> lock(format_mu_);
-    f = published_format_;
+    if (!formats_.empty()) f = formats_.back();
   }
   if (f.slots) send_format_to(c, f);
 }
@@ -269,26 +269,34 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
   log(LogLevel::info, msg.c_str());
 }
 
+// Sends each connection every generation it has not been sent, in order: frames of a generation
+// that was replaced at once may still be unread, and each needs its own format before it.
 void ProducerImpl::send_formats() {
-  FormatState f;
+  std::vector<FormatState> pending;
   {
     std::lock_guard<std::mutex> lock(format_mu_);
-    f = published_format_;
+    pending.assign(formats_.begin(), formats_.end());
   }
-  if (!f.slots) return;
+  if (pending.empty()) return;
+  std::uint64_t all_sent = pending.back().generation;
   for (auto& c : conns_) {
-    if (!c.fd || c.state == ConnState::awaiting_hello || c.sent_generation >= f.generation)
-      continue;
+    if (!c.fd || c.state == ConnState::awaiting_hello) continue;
     try {
-      send_format_to(c, f);
+      for (const auto& f : pending)
+        if (f.generation > c.sent_generation) send_format_to(c, f);
     } catch (const Error& e) {
       // A consumer that does not read its socket is evicted like one that holds frames: the slots
       // it holds stay its own until it releases them or exits.
       send_refused(c.fd.get(), Errc::disconnected,
                    std::string("evicted: could not send a format change: ") + e.what());
       drop(c, std::string("evicted: could not send a format change: ") + e.what());
+      continue;
     }
+    all_sent = std::min(all_sent, c.sent_generation);
   }
+  // A connection still in its handshake got the newest at hello; new ones get it too.
+  std::lock_guard<std::mutex> lock(format_mu_);
+  while (formats_.size() > 1 && formats_.front().generation <= all_sent) formats_.pop_front();
 }
 
 void ProducerImpl::send_format_to(Conn& c, const FormatState& f) {
