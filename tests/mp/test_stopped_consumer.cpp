@@ -6,13 +6,12 @@
 
 #include <atomic>
 #include <bitset>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
-#include "cudaipc/log.hpp"
+#include "log_capture.hpp"
 #include "peer_process.hpp"
 #include "poll_until.hpp"
 #include "temp_dir.hpp"
@@ -22,41 +21,6 @@ using namespace cudaipc::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Keeps what the core logs while it lives.
-class LogCapture {
- public:
-  LogCapture() { set_log_handler(&LogCapture::handle, this); }
-  ~LogCapture() { set_log_handler(nullptr, nullptr); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  // The first line holding every one of `words`, or "".
-  std::string find(const std::vector<std::string>& words) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& l : lines_) {
-      bool all = true;
-      for (const auto& w : words) all = all && l.find(w) != std::string::npos;
-      if (all) return l;
-    }
-    return {};
-  }
-  std::string all() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (const auto& l : lines_) out += l + "\n";
-    return out;
-  }
-
- private:
-  static void handle(LogLevel, const char* message, void* self) {
-    auto* me = static_cast<LogCapture*>(self);
-    std::lock_guard<std::mutex> lock(me->mu_);
-    me->lines_.emplace_back(message);
-  }
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // Samples the producer's view of one consumer process while publishing goes on elsewhere.
 class StatsWatch {
