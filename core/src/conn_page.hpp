@@ -26,6 +26,12 @@ struct ConnPage {
   alignas(64) std::atomic<std::uint32_t> sleeping;
   // Bumped on every release; the producer sleeps on it (with every other page's) for space.
   alignas(64) std::atomic<std::uint32_t> release_futex;
+
+  // Written by the producer: 1 once it evicted or dropped this connection. It stores it (seq_cst)
+  // before it last reads `leases`; the consumer reads it (seq_cst) after setting a lease bit. So
+  // a lease either shows in that read, and is honoured, or the consumer sees `revoked` and gives
+  // the frame up: it is never handed a slot the producer no longer keeps for it.
+  alignas(64) std::atomic<std::uint32_t> revoked;
 };
 
 // What the producer believes about a page after checking it.

@@ -79,7 +79,7 @@ class ConsumerImpl {
 
  private:
   void connect();
-  void disconnect();
+  void disconnect(const std::string& fallback = {});
   bool try_acquire(Event& ev);
   bool format_event(std::uint64_t g, Event& ev);
   Event disconnected_event();
@@ -114,9 +114,10 @@ void ConsumerImpl::connect() {
   lost_reported_ = false;
 }
 
-void ConsumerImpl::disconnect() {
+void ConsumerImpl::disconnect(const std::string& fallback) {
   std::string why = conn_ ? conn_->parting_words() : std::string();
-  lost_reason_ = why.empty() ? "producer went away" : why;
+  // The producer's own words (an eviction's reason) when they arrived already.
+  lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "producer went away";
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_.reset();
 }
@@ -180,6 +181,11 @@ bool ConsumerImpl::try_acquire(Event& ev) {
     if (cb.slots[slot].seq.load(std::memory_order_seq_cst) != t) {
       conn_->unlease(bit);  // lost the race to a rewrite
       continue;
+    }
+    if (me.revoked.load(std::memory_order_seq_cst) != 0) {
+      // Evicted: the producer may no longer count this lease (conn_page.hpp).
+      conn_->unlease(bit);
+      throw Error(Errc::disconnected, "evicted by the producer");
     }
     Frame f;
     std::memcpy(&f.desc_, &cb.slots[slot].desc, sizeof(FrameDesc));
@@ -307,7 +313,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
         return ev;
     } catch (const Error& e) {
       if (e.code() != Errc::disconnected) throw;
-      disconnect();
+      disconnect(e.what());
       continue;
     }
     if (format_late_) {

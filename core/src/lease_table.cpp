@@ -65,6 +65,8 @@ void ProducerImpl::evict_stalled(std::uint64_t now) {
       if (!holds_slots && !holds_frames) continue;
       r->active = false;
       r->evicted = true;
+      // It takes no new frame from here on, even before the socket thread hangs up on it.
+      r->page->revoked.store(1, std::memory_order_seq_cst);
       r->evict_reason = holds_slots ? "held frames without releasing them for the lease timeout"
                                     : "read no frame for the lease timeout while publishing "
                                       "waited for it";

@@ -381,6 +381,8 @@ void ProducerImpl::drop(Conn& c, const std::string& why) {
     Record& r = *records_[static_cast<std::size_t>(id)];
     r.has_socket = false;
     r.active = false;
+    // Before the last look at its leases (conn_page.hpp): none it takes later can count.
+    r.page->revoked.store(1, std::memory_order_seq_cst);
     // Without a pidfd the hang-up is the only sign of death we get, so it has to count as one.
     if (r.pidfd && !r.void_leases) {
       PageSnapshot s = read_conn_page(*r.page, slot_count_, max_leases_, ~std::uint64_t{0});

@@ -36,7 +36,7 @@ TEST(EndOfStream, ComesAfterTheLastFrame) {
     // The line before "eos" is the last frame.
     auto before = t.rfind("\nframe ", t.find("\neos"));
     ASSERT_NE(before, std::string::npos) << t;
-    EXPECT_EQ(t.substr(before + 1, t.find('\n', before + 1) - before - 1), "frame 40 2048") << t;
+    EXPECT_EQ(t.substr(before + 1, t.find('\n', before + 1) - before - 1), "frame 40 2048 1") << t;
     auto done = c->wait_for("done", 10s);
     ASSERT_TRUE(done) << c->transcript();
     EXPECT_EQ(field(*done, "bad"), 0) << *done;

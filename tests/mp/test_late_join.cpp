@@ -25,12 +25,12 @@ TEST(LateJoin, EveryFrameStartsAtNextFrameLatestAtNewest) {
   ASSERT_EQ(every.wait_for("format", 10s).value_or("none"), "format 1 3000") << every.transcript();
   ASSERT_EQ(latest.wait_for("format", 10s).value_or("none"), "format 1 3000")
       << latest.transcript();
-  ASSERT_EQ(latest.read_line(10s).value_or("none"), "frame 10 3000") << latest.transcript();
+  ASSERT_EQ(latest.read_line(10s).value_or("none"), "frame 10 3000 1") << latest.transcript();
   ASSERT_TRUE(wait_consumers(p, 2));
 
   for (int i = 0; i < 10; ++i) ASSERT_EQ(publish_next(p), PublishStatus::published);
   p.end_of_stream();
-  ASSERT_EQ(every.read_line(10s).value_or("none"), "frame 11 3000") << every.transcript();
+  ASSERT_EQ(every.read_line(10s).value_or("none"), "frame 11 3000 1") << every.transcript();
   auto done = every.wait_for("done", 30s);
   ASSERT_TRUE(done) << every.transcript();
   EXPECT_EQ(field(*done, "frames"), 10) << *done;

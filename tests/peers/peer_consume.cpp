@@ -30,7 +30,7 @@ int consume(const Args& a) {
   cudaipc::Consumer consumer(opts);
   std::printf("connected\n");
   std::vector<cudaipc::Frame> held;
-  std::uint64_t frames = 0, first = 0, last = 0, bad = 0, order = 0, formats = 0;
+  std::uint64_t frames = 0, first = 0, last = 0, bad = 0, order = 0, formats = 0, disconnects = 0;
   bool eos = false;
   for (;;) {
     cudaipc::Event ev = consumer.next(timeout);
@@ -45,6 +45,12 @@ int consume(const Args& a) {
       eos = true;
       if (verbose) std::printf("eos\n");
       break;
+    }
+    if (ev.type == cudaipc::EventType::disconnected && opts.reconnect) {
+      // Evicted or the producer left: with reconnect the stream goes on, and the test sees why.
+      ++disconnects;
+      std::printf("disconnected %s\n", ev.message.c_str());
+      continue;
     }
     if (ev.type != cudaipc::EventType::frame) {
       std::printf("event %s %s\n", ev.type == cudaipc::EventType::timeout ? "timeout" : "other",
@@ -64,8 +70,9 @@ int consume(const Args& a) {
     last = seq;
     ++frames;
     if (verbose)
-      std::printf("frame %llu %llu\n", static_cast<unsigned long long>(seq),
-                  static_cast<unsigned long long>(f.size()));
+      std::printf("frame %llu %llu %llu\n", static_cast<unsigned long long>(seq),
+                  static_cast<unsigned long long>(f.size()),
+                  static_cast<unsigned long long>(f.desc().generation));
     if (hold || hold_all) held.push_back(std::move(f));
     if (hold && held.size() == hold) {
       std::printf("held %llu\n", static_cast<unsigned long long>(hold));
@@ -79,11 +86,12 @@ int consume(const Args& a) {
     if (cudaipc::testing::check_pattern(f.data(), f.size(), f.seq()) != f.size()) ++recheck;
   std::printf(
       "done frames=%llu first=%llu last=%llu bad=%llu order=%llu formats=%llu eos=%d "
-      "recheck=%llu held=%zu\n",
+      "recheck=%llu held=%zu disconnects=%llu\n",
       static_cast<unsigned long long>(frames), static_cast<unsigned long long>(first),
       static_cast<unsigned long long>(last), static_cast<unsigned long long>(bad),
       static_cast<unsigned long long>(order), static_cast<unsigned long long>(formats), eos ? 1 : 0,
-      static_cast<unsigned long long>(recheck), held.size());
+      static_cast<unsigned long long>(recheck), held.size(),
+      static_cast<unsigned long long>(disconnects));
   return bad == 0 && order == 0 && recheck == 0 ? 0 : 1;
 }
 

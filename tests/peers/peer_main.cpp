@@ -2,7 +2,8 @@
 // test can wait for facts with a deadline:
 //   consume  --path P [--mode every|latest] [--reconnect] [--frames N] [--delay-us D] [--hold N]
 //            [--hold-all] [--verbose] [--timeout-ms T]
-//   produce  --path P --bytes B --frames N [--wait-consumers C] [--then hold|eos]
+//   produce  --path P --bytes B --frames N [--wait-consumers C] [--wait-ms T] [--then hold|eos]
+//            [--count-logs] [--fd-headroom K]
 //   connect  --path P [--repeat K]
 #include <cstdio>
 #include <cstring>

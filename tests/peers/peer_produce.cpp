@@ -1,17 +1,57 @@
 // Producer role: patterned frames (the pattern's seq is the frame's seq), used where the test
-// needs the producer in another process, e.g. to kill it.
+// needs the producer in another process, e.g. to kill it, or to starve it of file descriptors.
+#include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
+#include "cudaipc/log.hpp"
 #include "cudaipc/producer.hpp"
 #include "pattern.hpp"
 #include "peer_args.hpp"
 
 namespace peer {
+namespace {
+
+std::atomic<std::uint64_t> g_logs{0};
+std::atomic<std::uint64_t> g_fd_logs{0};
+
+// Counts what the core logs, so a test can tell a rate-limited warning from a flood of them.
+// Only the first few are printed (to stderr, which the test does not read).
+void count_log(cudaipc::LogLevel level, const char* message, void*) {
+  const std::uint64_t n = g_logs.fetch_add(1, std::memory_order_relaxed);
+  if (std::strstr(message, "open files")) g_fd_logs.fetch_add(1, std::memory_order_relaxed);
+  if (n < 20) std::fprintf(stderr, "peer log %d: %s\n", static_cast<int>(level), message);
+}
+
+// The RLIMIT_NOFILE that leaves exactly `free` descriptor numbers open to this process: the
+// limit caps fd numbers, and descriptors inherited high up must not count as room.
+long long limit_leaving(std::uint64_t free) {
+  std::vector<int> open;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return -1;
+  const int own = ::dirfd(d);  // the listing's own descriptor, closed below
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.' && std::atoi(e->d_name) != own) open.push_back(std::atoi(e->d_name));
+  ::closedir(d);
+  // Numbers below the limit that nothing holds are the room; the limit ends after the last one.
+  std::uint64_t room = 0;
+  long long n = 0;
+  for (; room < free; ++n)
+    if (std::find(open.begin(), open.end(), n) == open.end()) ++room;
+  return n;
+}
+
+}  // namespace
 
 int produce(const Args& a) {
   cudaipc::ProducerOptions opts;
@@ -21,17 +61,41 @@ int produce(const Args& a) {
   const std::uint64_t bytes = a.num("bytes", 4096);
   const std::uint64_t frames = a.num("frames", 10);
   const std::uint64_t want_consumers = a.num("wait-consumers", 0);
+  const auto wait = std::chrono::milliseconds(a.num("wait-ms", 10000));
+  if (a.flag("count-logs")) cudaipc::set_log_handler(count_log, nullptr);
   cudaipc::Producer producer(opts);
-  std::printf("listening\n");
   cudaipc::Format fmt;
   fmt.caps = "test/pattern";
   fmt.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(bytes)});
   producer.set_format(fmt);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  if (a.flag("fd-headroom")) {
+    // Room for exactly K more descriptors, whatever this process holds already.
+    const long long limit = limit_leaving(a.num("fd-headroom"));
+    rlimit rl{};
+    if (limit < 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      std::printf("error cannot read the fd table or limit\n");
+      return 4;
+    }
+    rl.rlim_cur = static_cast<rlim_t>(limit);
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+      std::printf("error setrlimit(RLIMIT_NOFILE) failed: %s\n", std::strerror(errno));
+      return 4;
+    }
+  }
+  std::printf("listening\n");
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  auto next_report = std::chrono::steady_clock::now();
   while (producer.consumer_count() < want_consumers) {
-    if (std::chrono::steady_clock::now() > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
       std::printf("error no consumer came\n");
       return 4;
+    }
+    if (a.flag("count-logs") && now >= next_report) {
+      next_report = now + std::chrono::milliseconds(100);
+      std::printf("logs total=%llu fd=%llu\n",
+                  static_cast<unsigned long long>(g_logs.load(std::memory_order_relaxed)),
+                  static_cast<unsigned long long>(g_fd_logs.load(std::memory_order_relaxed)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
