@@ -4,6 +4,8 @@
 #   scripts/dev.sh demo            build and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
+#                                  (default 300); docs/fuzzing.md
 #   scripts/dev.sh deps            only install the packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,57 @@ configure() {  # configure DIR [meson args...]
   ninja -C "$dir"
 }
 
+# libFuzzer ships with clang; Debian and Ubuntu put its runtime in libclang-rt-<version>-dev.
+install_fuzz_deps() {
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  if ! command -v clang++ >/dev/null; then
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq clang
+  fi
+  local probe
+  probe=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' >"$probe/p.cpp"
+  if ! clang++ -fsanitize=fuzzer "$probe/p.cpp" -o "$probe/p" 2>/dev/null; then
+    local v
+    v=$(clang++ -dumpversion | cut -d. -f1)
+    echo "installing libFuzzer's runtime: libclang-rt-$v-dev"
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "libclang-rt-$v-dev"
+  fi
+  rm -rf "$probe"
+}
+
+run_fuzz() {  # run_fuzz [SECONDS] [TARGET...]
+  local seconds=${1:-300}
+  shift || true
+  install_fuzz_deps
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CXX=clang++ meson setup build-fuzz -Dfuzz=enabled -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dexamples=false -Dgst=disabled -Dcuda=disabled
+  fi
+  ninja -C build-fuzz
+  local targets=("$@")
+  if [ ${#targets[@]} -eq 0 ]; then
+    for f in build-fuzz/tests/fuzz/fuzz-*-loop; do
+      f=${f#build-fuzz/tests/fuzz/fuzz-}
+      targets+=("${f%-loop}")
+    done
+  fi
+  local status=0
+  for t in "${targets[@]}"; do
+    local corpus=build-fuzz/fuzz-corpus/$t artifacts=build-fuzz/fuzz-artifacts/$t/
+    mkdir -p "$corpus" "$artifacts"
+    # Fresh seeds from the current encoders join whatever earlier runs found.
+    "build-fuzz/tests/fuzz/fuzz-$t-loop" --write-seeds="$corpus"
+    echo "fuzzing $t for ${seconds}s (corpus $corpus, crashes in $artifacts)"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "build-fuzz/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
+      -artifact_prefix="$artifacts" "$corpus" || status=1
+  done
+  return $status
+}
+
 cmd=${1:-}
 case "$cmd" in
   deps)
@@ -56,7 +109,10 @@ case "$cmd" in
       configure build
       meson test -C build --print-errorlogs --num-processes 2
     fi ;;
+  fuzz)
+    shift
+    run_fuzz "$@" ;;
   *)
-    echo "usage: $0 demo|test [--sanitize]|deps" >&2
+    echo "usage: $0 demo|test [--sanitize|--tsan]|fuzz [SECONDS] [TARGET...]|deps" >&2
     exit 2 ;;
 esac
