@@ -4,6 +4,7 @@
 #   scripts/dev.sh demo            build and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
 #   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
 #                                  (default 300); docs/fuzzing.md
 #   scripts/dev.sh deps            only install the packages
@@ -105,6 +106,13 @@ case "$cmd" in
       # plugin: the suites that run them (suite gst-launch) are left out here.
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite gst-launch
+    elif [ "${2:-}" = "--tsan" ]; then
+      # ThreadSanitizer sees races between threads of one process (the producer's socket thread
+      # beside publish, interrupt() from another thread), not across processes' shared memory:
+      # the unit and multi-process suites are the ones with threads of the core in them.
+      configure build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled
+      TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
+        meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite mp
     else
       configure build
       meson test -C build --print-errorlogs --num-processes 2
