@@ -6,6 +6,9 @@
 #                                  then install the Python package into build/python-venv and
 #                                  run its pytest suites
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
+#   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
+#                                  (default 300); docs/fuzzing.md
 #   scripts/dev.sh deps            only install the packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +71,57 @@ python_tests() {
   return "$rc"
 }
 
+# libFuzzer ships with clang; Debian and Ubuntu put its runtime in libclang-rt-<version>-dev.
+install_fuzz_deps() {
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  if ! command -v clang++ >/dev/null; then
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq clang
+  fi
+  local probe
+  probe=$(mktemp -d)
+  echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' >"$probe/p.cpp"
+  if ! clang++ -fsanitize=fuzzer "$probe/p.cpp" -o "$probe/p" 2>/dev/null; then
+    local v
+    v=$(clang++ -dumpversion | cut -d. -f1)
+    echo "installing libFuzzer's runtime: libclang-rt-$v-dev"
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "libclang-rt-$v-dev"
+  fi
+  rm -rf "$probe"
+}
+
+run_fuzz() {  # run_fuzz [SECONDS] [TARGET...]
+  local seconds=${1:-300}
+  shift || true
+  install_fuzz_deps
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CXX=clang++ meson setup build-fuzz -Dfuzz=enabled -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dexamples=false -Dgst=disabled -Dcuda=disabled
+  fi
+  ninja -C build-fuzz
+  local targets=("$@")
+  if [ ${#targets[@]} -eq 0 ]; then
+    for f in build-fuzz/tests/fuzz/fuzz-*-loop; do
+      f=${f#build-fuzz/tests/fuzz/fuzz-}
+      targets+=("${f%-loop}")
+    done
+  fi
+  local status=0
+  for t in "${targets[@]}"; do
+    local corpus=build-fuzz/fuzz-corpus/$t artifacts=build-fuzz/fuzz-artifacts/$t/
+    mkdir -p "$corpus" "$artifacts"
+    # Fresh seeds from the current encoders join whatever earlier runs found.
+    "build-fuzz/tests/fuzz/fuzz-$t-loop" --write-seeds="$corpus"
+    echo "fuzzing $t for ${seconds}s (corpus $corpus, crashes in $artifacts)"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "build-fuzz/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
+      -artifact_prefix="$artifacts" "$corpus" || status=1
+  done
+  return $status
+}
+
 cmd=${1:-}
 case "$cmd" in
   deps)
@@ -84,6 +138,15 @@ case "$cmd" in
       # plugin: the suites that run them (suite gst-launch) are left out here.
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite gst-launch
+    elif [ "${2:-}" = "--tsan" ]; then
+      # ThreadSanitizer sees races between threads of one process (the producer's socket thread
+      # beside publish, interrupt() from another thread), not across processes' shared memory:
+      # the unit and multi-process suites are the ones with threads of the core in them. Without a
+      # GPU the CUDA backend's threads never run, so it is left out to save CI build time.
+      configure build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled \
+        -Dcuda=disabled
+      TSAN_OPTIONS="second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
+        meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite mp
     else
       configure build
       status=0
@@ -91,7 +154,10 @@ case "$cmd" in
       python_tests || status=1
       exit "$status"
     fi ;;
+  fuzz)
+    shift
+    run_fuzz "$@" ;;
   *)
-    echo "usage: $0 demo|test [--sanitize]|deps" >&2
+    echo "usage: $0 demo|test [--sanitize|--tsan]|fuzz [SECONDS] [TARGET...]|deps" >&2
     exit 2 ;;
 esac
