@@ -73,10 +73,14 @@ cudaipc::FrameInfo to_info(const cudaipc_frame_info* in) {
 
 cudaipc_publish to_c(cudaipc::PublishStatus s) {
   switch (s) {
-    case cudaipc::PublishStatus::published: return CUDAIPC_PUBLISHED;
-    case cudaipc::PublishStatus::dropped: return CUDAIPC_DROPPED;
-    case cudaipc::PublishStatus::timeout: return CUDAIPC_TIMED_OUT;
-    case cudaipc::PublishStatus::interrupted: return CUDAIPC_INTERRUPTED_PUBLISH;
+    case cudaipc::PublishStatus::published:
+      return CUDAIPC_PUBLISHED;
+    case cudaipc::PublishStatus::dropped:
+      return CUDAIPC_DROPPED;
+    case cudaipc::PublishStatus::timeout:
+      return CUDAIPC_TIMED_OUT;
+    case cudaipc::PublishStatus::interrupted:
+      return CUDAIPC_INTERRUPTED_PUBLISH;
   }
   return CUDAIPC_DROPPED;
 }
@@ -99,7 +103,9 @@ void require(const void* p, const char* what) {
 
 extern "C" {
 
-const char* cudaipc_last_error(void) { return g_error.c_str(); }
+const char* cudaipc_last_error(void) {
+  return g_error.c_str();
+}
 
 void cudaipc_producer_options_init(cudaipc_producer_options* o) {
   *o = cudaipc_producer_options{nullptr, 4, CUDAIPC_MEMORY_HOST, CUDAIPC_BLOCK, 0, 0};
@@ -131,7 +137,9 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
   });
 }
 
-void cudaipc_producer_free(cudaipc_producer* p) { std::unique_ptr<cudaipc_producer> owned(p); }
+void cudaipc_producer_free(cudaipc_producer* p) {
+  std::unique_ptr<cudaipc_producer> owned(p);
+}
 
 int cudaipc_producer_set_format(cudaipc_producer* p, const char* caps, const cudaipc_tensor* t,
                                 uint64_t max_frame_size) {
@@ -225,7 +233,9 @@ int cudaipc_consumer_new(const cudaipc_consumer_options* o, cudaipc_consumer** o
   });
 }
 
-void cudaipc_consumer_free(cudaipc_consumer* c) { std::unique_ptr<cudaipc_consumer> owned(c); }
+void cudaipc_consumer_free(cudaipc_consumer* c) {
+  std::unique_ptr<cudaipc_consumer> owned(c);
+}
 
 int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev) {
   return guard([&] {
@@ -248,10 +258,18 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
         ev->caps = c->caps.c_str();
         std::memcpy(&ev->tensor, &e.format.tensor, sizeof ev->tensor);
         break;
-      case cudaipc::EventType::eos: ev->type = CUDAIPC_EVENT_EOS; break;
-      case cudaipc::EventType::timeout: ev->type = CUDAIPC_EVENT_TIMEOUT; break;
-      case cudaipc::EventType::interrupted: ev->type = CUDAIPC_EVENT_INTERRUPTED; break;
-      case cudaipc::EventType::disconnected: ev->type = CUDAIPC_EVENT_DISCONNECTED; break;
+      case cudaipc::EventType::eos:
+        ev->type = CUDAIPC_EVENT_EOS;
+        break;
+      case cudaipc::EventType::timeout:
+        ev->type = CUDAIPC_EVENT_TIMEOUT;
+        break;
+      case cudaipc::EventType::interrupted:
+        ev->type = CUDAIPC_EVENT_INTERRUPTED;
+        break;
+      case cudaipc::EventType::disconnected:
+        ev->type = CUDAIPC_EVENT_DISCONNECTED;
+        break;
     }
   });
 }
@@ -268,22 +286,28 @@ void cudaipc_consumer_interrupt(cudaipc_consumer* c) {
   if (c) c->c->interrupt();
 }
 
-void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) { return c ? c->c->cuda_stream() : nullptr; }
+void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) {
+  return c ? c->c->cuda_stream() : nullptr;
+}
 
 int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
   return guard([&] {
     require(c, "consumer");
     require(out, "out");
     *out = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
-                                                             : CUDAIPC_MEMORY_HOST;
+                                                            : CUDAIPC_MEMORY_HOST;
   });
 }
 
-uint64_t cudaipc_frame_seq(const cudaipc_frame* f) { return f ? f->f.seq() : 0; }
+uint64_t cudaipc_frame_seq(const cudaipc_frame* f) {
+  return f ? f->f.seq() : 0;
+}
 uintptr_t cudaipc_frame_data(const cudaipc_frame* f) {
   return f ? reinterpret_cast<uintptr_t>(f->f.data()) : 0;
 }
-uint64_t cudaipc_frame_size(const cudaipc_frame* f) { return f ? f->f.size() : 0; }
+uint64_t cudaipc_frame_size(const cudaipc_frame* f) {
+  return f ? f->f.size() : 0;
+}
 void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts, uint64_t* duration,
                          uint32_t* flags) {
   if (!f) return;
@@ -304,6 +328,8 @@ const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   if (size) *size = f->f.desc().user_meta_size;
   return f->f.desc().user_meta;
 }
-void cudaipc_frame_release(cudaipc_frame* f) { std::unique_ptr<cudaipc_frame> owned(f); }
+void cudaipc_frame_release(cudaipc_frame* f) {
+  std::unique_ptr<cudaipc_frame> owned(f);
+}
 
 }  // extern "C"

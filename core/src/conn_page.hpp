@@ -38,7 +38,7 @@ struct ConnPage {
 struct PageSnapshot {
   std::uint64_t leases = 0;  // only bits of real slots
   std::uint64_t cursor = 0;
-  bool retired = false;      // the consumer object is gone: it holds no frame back
+  bool retired = false;  // the consumer object is gone: it holds no frame back
   bool sleeping = false;
   // Set when the page broke a rule no honest consumer breaks; `why` names it.
   const char* violation = nullptr;

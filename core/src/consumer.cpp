@@ -86,7 +86,7 @@ class ConsumerImpl {
   bool take_interrupt() noexcept;
 
   ConsumerOptions opts_;
-  UniqueFd wake_fd_;  // eventfd: interrupt() breaks socket waits through it
+  UniqueFd wake_fd_;    // eventfd: interrupt() breaks socket waits through it
   std::mutex conn_mu_;  // guards conn_ against interrupt(); only next()'s thread changes it
   std::shared_ptr<ConsumerConnection> conn_;
   std::atomic<bool> interrupted_{false};
@@ -175,8 +175,8 @@ bool ConsumerImpl::try_acquire(Event& ev) {
                                       std::to_string(conn_->slot_count()));
     const std::uint64_t bit = 1ull << slot;
     if (held & bit)
-      throw Error(Errc::protocol, "producer published frame " + std::to_string(t) +
-                                      " into slot " + std::to_string(slot) + " that we still lease");
+      throw Error(Errc::protocol, "producer published frame " + std::to_string(t) + " into slot " +
+                                      std::to_string(slot) + " that we still lease");
     me.leases.fetch_or(bit, std::memory_order_seq_cst);
     if (cb.slots[slot].seq.load(std::memory_order_seq_cst) != t) {
       conn_->unlease(bit);  // lost the race to a rewrite
@@ -340,7 +340,8 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     const std::uint32_t local = local_wake_.load(std::memory_order_seq_cst);
     if (cb.frame_futex.load(std::memory_order_seq_cst) == seen &&
         !interrupted_.load(std::memory_order_seq_cst)) {
-      FutexWord words[3] = {{&cb.frame_futex, seen}, {&local_wake_, local}, {&page.release_futex, released}};
+      FutexWord words[3] = {
+          {&cb.frame_futex, seen}, {&local_wake_, local}, {&page.release_futex, released}};
       w = futex_wait_any(words, at_limit_ ? 3 : 2,
                          std::min<std::chrono::nanoseconds>(
                              kLivenessSlice, std::chrono::nanoseconds(deadline - now)));
@@ -383,11 +384,23 @@ void Frame::release() noexcept {
 Consumer::Consumer(const ConsumerOptions& options)
     : impl_(std::make_unique<ConsumerImpl>(options)) {}
 Consumer::~Consumer() = default;
-Event Consumer::next(std::chrono::nanoseconds timeout) { return impl_->next(timeout); }
-void Consumer::interrupt() noexcept { impl_->interrupt(); }
-bool Consumer::connected() const noexcept { return impl_->connected(); }
-ConsumerCounters Consumer::counters() const { return impl_->counters(); }
-MemoryKind Consumer::memory_kind() const { return impl_->memory_kind(); }
-void* Consumer::cuda_stream() const { return impl_->stream(); }
+Event Consumer::next(std::chrono::nanoseconds timeout) {
+  return impl_->next(timeout);
+}
+void Consumer::interrupt() noexcept {
+  impl_->interrupt();
+}
+bool Consumer::connected() const noexcept {
+  return impl_->connected();
+}
+ConsumerCounters Consumer::counters() const {
+  return impl_->counters();
+}
+MemoryKind Consumer::memory_kind() const {
+  return impl_->memory_kind();
+}
+void* Consumer::cuda_stream() const {
+  return impl_->stream();
+}
 
 }  // namespace cudaipc

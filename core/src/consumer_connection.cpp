@@ -99,8 +99,8 @@ Received ConsumerConnection::receive(std::chrono::milliseconds timeout, const ch
   RawMessage raw;
   switch (recv_raw(sock_.get(), raw, timeout, wake_fd_)) {
     case RecvStatus::interrupted:
-      throw Error(Errc::interrupted, std::string("interrupted while waiting for the producer's ") +
-                                         waiting_for);
+      throw Error(Errc::interrupted,
+                  std::string("interrupted while waiting for the producer's ") + waiting_for);
     case RecvStatus::closed:
       throw Error(Errc::disconnected,
                   std::string("producer closed the connection while we waited for ") + waiting_for);
@@ -142,11 +142,12 @@ bool ConsumerConnection::sync_formats(std::uint64_t g, std::uint64_t deadline_ns
                                       " but sent no format for it within " +
                                       std::to_string(kHandshakeTimeout.count()) + " ms");
     // Past the deadline, what already waits on the socket is still read; nothing more.
-    const auto wait = now >= deadline_ns
-                          ? std::chrono::milliseconds(0)
-                          : std::max(std::chrono::milliseconds(1),
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::nanoseconds(std::min(deadline_ns, owed_until) - now)));
+    const auto wait =
+        now >= deadline_ns
+            ? std::chrono::milliseconds(0)
+            : std::max(std::chrono::milliseconds(1),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::nanoseconds(std::min(deadline_ns, owed_until) - now)));
     RawMessage raw;
     switch (recv_raw(sock_.get(), raw, wait, wake_fd_)) {
       case RecvStatus::interrupted:
@@ -155,7 +156,8 @@ bool ConsumerConnection::sync_formats(std::uint64_t g, std::uint64_t deadline_ns
         if (now >= deadline_ns) return false;
         continue;
       case RecvStatus::closed:
-        throw Error(Errc::disconnected, "producer closed the connection while we waited for a format");
+        throw Error(Errc::disconnected,
+                    "producer closed the connection while we waited for a format");
       case RecvStatus::ok:
         break;
     }

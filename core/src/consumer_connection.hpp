@@ -50,7 +50,9 @@ class ConsumerConnection {
   // Reads what the producer left on the socket after hanging up on us (an eviction's reason).
   std::string parting_words() noexcept;
   std::uint64_t start_cursor() const noexcept { return start_cursor_; }
-  std::uint64_t newest_generation() const noexcept { return gens_.empty() ? 0 : gens_.back().generation; }
+  std::uint64_t newest_generation() const noexcept {
+    return gens_.empty() ? 0 : gens_.back().generation;
+  }
   const std::vector<Generation>& generations() const noexcept { return gens_; }
   MemoryKind memory_kind() const noexcept { return memory_->kind(); }
   ConsumerMemory& memory() const noexcept { return *memory_; }

@@ -52,12 +52,12 @@ struct ControlBlock {
   // Set while the producer sleeps waiting for a release: releasing consumers then wake it.
   std::atomic<std::uint32_t> producer_waiting;
 
-  alignas(64) std::atomic<std::uint64_t> published;   // newest seq
-  std::atomic<std::uint64_t> generation;              // newest format generation
-  std::atomic<std::uint64_t> eos_after;               // 0: none; else EOS after seq eos_after-1
+  alignas(64) std::atomic<std::uint64_t> published;  // newest seq
+  std::atomic<std::uint64_t> generation;             // newest format generation
+  std::atomic<std::uint64_t> eos_after;              // 0: none; else EOS after seq eos_after-1
   std::atomic<std::uint64_t> frames_published;
   std::atomic<std::uint64_t> frames_dropped;
-  std::atomic<std::uint32_t> closed;                  // producer shut down in order
+  std::atomic<std::uint32_t> closed;  // producer shut down in order
 
   alignas(64) std::atomic<std::uint64_t> ring[kRing];  // seq << 8 | slot
   SlotEntry slots[kMaxSlots];

@@ -88,14 +88,16 @@ class HostProducerMemory final : public ProducerMemory {
   }
   void write(std::uintptr_t dst, const void* src, std::uint64_t bytes, SourceKind from) override {
     if (from != SourceKind::host)
-      throw Error(Errc::invalid_argument, "a host-memory channel cannot publish from device memory");
+      throw Error(Errc::invalid_argument,
+                  "a host-memory channel cannot publish from device memory");
     std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   }
   void write_2d(std::uintptr_t dst, std::uint64_t dst_pitch, const void* src,
                 std::uint64_t src_pitch, std::uint64_t width, std::uint64_t height,
                 SourceKind from) override {
     if (from != SourceKind::host)
-      throw Error(Errc::invalid_argument, "a host-memory channel cannot publish from device memory");
+      throw Error(Errc::invalid_argument,
+                  "a host-memory channel cannot publish from device memory");
     for (std::uint64_t row = 0; row < height; ++row)
       std::memcpy(reinterpret_cast<void*>(dst + row * dst_pitch),
                   static_cast<const std::uint8_t*>(src) + row * src_pitch, width);

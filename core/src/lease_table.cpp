@@ -89,11 +89,11 @@ void ProducerImpl::log_holdback(std::uint64_t now) {
     std::lock_guard<std::mutex> lock(table_mu_);
     for (const auto& r : records_) {
       if (!r || r->void_leases || (!r->active && !r->evicted)) continue;
-      const bool behind =
-          r->active && r->mode == ConsumeMode::every_frame && !r->last.retired && r->last.cursor < seq_;
+      const bool behind = r->active && r->mode == ConsumeMode::every_frame && !r->last.retired &&
+                          r->last.cursor < seq_;
       if (r->last.leases == 0 && !behind) continue;
-      msg += "; consumer " + std::to_string(r->id) + " (pid " + std::to_string(r->pid) + ") holds " +
-             std::to_string(std::bitset<64>(r->last.leases).count()) + " slot(s)";
+      msg += "; consumer " + std::to_string(r->id) + " (pid " + std::to_string(r->pid) +
+             ") holds " + std::to_string(std::bitset<64>(r->last.leases).count()) + " slot(s)";
       if (behind) msg += " and is " + std::to_string(seq_ - r->last.cursor) + " frame(s) behind";
       if (r->evicted) msg += " (evicted)";
     }

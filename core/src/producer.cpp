@@ -164,15 +164,15 @@ int ProducerImpl::claim_slot(std::uint64_t now) {
 }
 
 void ProducerImpl::free_retired(const Occupancy& occ) {
-  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
-                                [&](const Retired& r) {
-                                  for (std::uint32_t i = 0; i < slot_count_; ++i)
-                                    if (slot_set_[i] == r.set_id && slot_seq_[i] != 0 &&
-                                        !slot_free(i, occ))
-                                      return false;
-                                  return true;
-                                }),
-                 retired_.end());
+  retired_.erase(
+      std::remove_if(retired_.begin(), retired_.end(),
+                     [&](const Retired& r) {
+                       for (std::uint32_t i = 0; i < slot_count_; ++i)
+                         if (slot_set_[i] == r.set_id && slot_seq_[i] != 0 && !slot_free(i, occ))
+                           return false;
+                       return true;
+                     }),
+      retired_.end());
 }
 
 // Sleeps until a consumer releases a slot, the socket thread frees one, interrupt(), or `until`.
@@ -243,12 +243,14 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       ++dropped_;
       cb_->frames_dropped.store(dropped_, std::memory_order_relaxed);
       if (status)
-        *status = opts_.on_full == FullPolicy::drop ? PublishStatus::dropped : PublishStatus::timeout;
+        *status =
+            opts_.on_full == FullPolicy::drop ? PublishStatus::dropped : PublishStatus::timeout;
       return WriteSlot();
     }
     std::uint64_t until = deadline;
     if (opts_.lease_timeout.count() > 0)
-      until = std::min(until, starved_since_ + static_cast<std::uint64_t>(opts_.lease_timeout.count()));
+      until =
+          std::min(until, starved_since_ + static_cast<std::uint64_t>(opts_.lease_timeout.count()));
     lock.unlock();
     wait_for_space(until);
     lock.lock();
@@ -317,9 +319,9 @@ PublishStatus ProducerImpl::publish(const void* data, std::uint64_t bytes, const
   WriteSlot ws = begin_frame(&st);
   if (!ws) return st;
   if (bytes > ws.capacity())
-    throw Error(Errc::invalid_argument, "frame of " + std::to_string(bytes) +
-                                            " bytes exceeds the slot size " +
-                                            std::to_string(ws.capacity()) + " (set a larger format)");
+    throw Error(Errc::invalid_argument,
+                "frame of " + std::to_string(bytes) + " bytes exceeds the slot size " +
+                    std::to_string(ws.capacity()) + " (set a larger format)");
   memory_->write(ws.address(), data, bytes, from);
   commit(ws, info);
   return PublishStatus::published;
@@ -362,19 +364,19 @@ ProducerStats ProducerImpl::stats() const {
     if (!r || (!r->active && !r->evicted)) continue;
     // Counters are the consumer's own claims: shown, never acted on.
     const std::uint64_t cursor = std::min(r->page->cursor.load(std::memory_order_relaxed), seq_);
-    s.consumers.push_back(ConsumerStats{r->id, r->pid, r->mode,
-                                        r->page->delivered.load(std::memory_order_relaxed),
-                                        r->page->skipped.load(std::memory_order_relaxed),
-                                        r->page->leases.load(std::memory_order_relaxed) & valid_mask_,
-                                        cursor, seq_ - cursor, r->evicted});
+    s.consumers.push_back(
+        ConsumerStats{r->id, r->pid, r->mode, r->page->delivered.load(std::memory_order_relaxed),
+                      r->page->skipped.load(std::memory_order_relaxed),
+                      r->page->leases.load(std::memory_order_relaxed) & valid_mask_, cursor,
+                      seq_ - cursor, r->evicted});
   }
   return s;
 }
 
 std::size_t ProducerImpl::consumer_count() const {
   std::lock_guard<std::mutex> lock(table_mu_);
-  return static_cast<std::size_t>(std::count_if(
-      records_.begin(), records_.end(), [](const auto& r) { return r && r->active; }));
+  return static_cast<std::size_t>(std::count_if(records_.begin(), records_.end(),
+                                                [](const auto& r) { return r && r->active; }));
 }
 
 // ---- public facade ----
@@ -403,11 +405,21 @@ WriteSlot::~WriteSlot() {
 Producer::Producer(const ProducerOptions& options)
     : impl_(std::make_unique<ProducerImpl>(options)) {}
 Producer::~Producer() = default;
-void Producer::set_format(const Format& format) { impl_->set_format(format); }
-const Format& Producer::format() const { return impl_->format_; }
-WriteSlot Producer::begin_frame(PublishStatus* status) { return impl_->begin_frame(status); }
-void Producer::commit(WriteSlot& slot, const FrameInfo& info) { impl_->commit(slot, info); }
-void Producer::abort(WriteSlot& slot) { impl_->abort(slot); }
+void Producer::set_format(const Format& format) {
+  impl_->set_format(format);
+}
+const Format& Producer::format() const {
+  return impl_->format_;
+}
+WriteSlot Producer::begin_frame(PublishStatus* status) {
+  return impl_->begin_frame(status);
+}
+void Producer::commit(WriteSlot& slot, const FrameInfo& info) {
+  impl_->commit(slot, info);
+}
+void Producer::abort(WriteSlot& slot) {
+  impl_->abort(slot);
+}
 PublishStatus Producer::publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
                                 bool from_device) {
   return impl_->publish(data, bytes, info, from_device ? SourceKind::device : SourceKind::host);
@@ -418,15 +430,29 @@ PublishStatus Producer::publish_2d(const void* src, std::uint64_t src_pitch, std
   return impl_->publish_2d(src, src_pitch, width, height, dst_pitch, info,
                            from_device ? SourceKind::device : SourceKind::host);
 }
-void Producer::end_of_stream() { impl_->end_of_stream(); }
-void Producer::interrupt() noexcept { impl_->interrupt(); }
+void Producer::end_of_stream() {
+  impl_->end_of_stream();
+}
+void Producer::interrupt() noexcept {
+  impl_->interrupt();
+}
 void Producer::clear_interrupt() noexcept {
   impl_->interrupted_.store(false, std::memory_order_seq_cst);
 }
-ProducerStats Producer::stats() const { return impl_->stats(); }
-std::size_t Producer::consumer_count() const { return impl_->consumer_count(); }
-const std::string& Producer::path() const { return impl_->path_; }
-MemoryKind Producer::memory_kind() const { return impl_->opts_.memory; }
-void* Producer::cuda_stream() const { return impl_->stream(); }
+ProducerStats Producer::stats() const {
+  return impl_->stats();
+}
+std::size_t Producer::consumer_count() const {
+  return impl_->consumer_count();
+}
+const std::string& Producer::path() const {
+  return impl_->path_;
+}
+MemoryKind Producer::memory_kind() const {
+  return impl_->opts_.memory;
+}
+void* Producer::cuda_stream() const {
+  return impl_->stream();
+}
 
 }  // namespace cudaipc

@@ -9,8 +9,8 @@
 #include <sys/types.h>
 
 #include <array>
-#include <deque>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -59,7 +59,7 @@ class ProducerImpl {
   // One consumer's page as the lease side sees it. Created at hello, freed by the socket thread
   // once the consumer is proven dead or, after it left or was evicted, holds no slot any more.
   struct Record {
-    std::uint32_t id = 0;  // index in records_; also the backend's consumer id
+    std::uint32_t id = 0;               // index in records_; also the backend's consumer id
     std::shared_ptr<Mapping> page_map;  // shared: a producer sleeping on the page keeps it mapped
     ConnPage* page = nullptr;
     UniqueFd pidfd;  // empty where the kernel gives none: the socket is then the only proof
@@ -68,7 +68,7 @@ class ProducerImpl {
     bool active = false;   // between Start and leaving: its cursor counts for every-frame delivery
     bool evicted = false;  // we cut it off; its leases still count until it releases them
     bool has_socket = true;
-    bool void_leases = false;  // it broke a page rule: nothing it claims counts any more
+    bool void_leases = false;            // it broke a page rule: nothing it claims counts any more
     const char* evict_reason = nullptr;  // set by the publish path, acted on by the socket thread
     PageSnapshot last;
     std::uint64_t progress_ns = 0;  // last time its leases or cursor changed
@@ -89,7 +89,7 @@ class ProducerImpl {
     ConsumeMode mode = ConsumeMode::every_frame;
     std::uint64_t accepted_ns = 0;
     std::uint64_t sent_generation = 0;
-    std::uint64_t send_blocked_ns = 0;  // since when its socket has had no room for what it owes
+    std::uint64_t send_blocked_ns = 0;     // since when its socket has had no room for what it owes
     std::vector<std::uint64_t> sent_sets;  // slot sets whose fds this consumer already has
   };
   struct Retired {

@@ -39,8 +39,7 @@ bool ProducerImpl::peer_allowed(uid_t uid, gid_t gid, std::string& why) const {
   if (opts_.allowed_gid && gid == *opts_.allowed_gid) return true;
   why = "peer uid " + std::to_string(uid) + " gid " + std::to_string(gid) +
         " is not allowed (channel owner uid " + std::to_string(::geteuid()) +
-        (opts_.allowed_gid ? ", group " + std::to_string(*opts_.allowed_gid) : std::string()) +
-        ")";
+        (opts_.allowed_gid ? ", group " + std::to_string(*opts_.allowed_gid) : std::string()) + ")";
   return false;
 }
 
@@ -143,8 +142,8 @@ void ProducerImpl::accept_new() {
     }
     std::string why;
     if (!peer_allowed(cred.uid, cred.gid, why)) {
-      std::string msg = "refused consumer pid " + std::to_string(cred.pid) + " on " + path_ +
-                        ": " + why;
+      std::string msg =
+          "refused consumer pid " + std::to_string(cred.pid) + " on " + path_ + ": " + why;
       log(LogLevel::warning, msg.c_str());
       send_refused(fd.get(), Errc::permission_denied, why);
       continue;
@@ -250,7 +249,8 @@ void ProducerImpl::on_hello(Conn& c, Received& r) {
 void ProducerImpl::on_ready(Conn& c, Received& r) {
   WireBlob sync = decode_ready(r);
   if (consumer_count() >= opts_.max_consumers)
-    throw Error(Errc::busy, "all " + std::to_string(opts_.max_consumers) + " consumer places taken");
+    throw Error(Errc::busy,
+                "all " + std::to_string(opts_.max_consumers) + " consumer places taken");
   memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync);
   std::uint64_t cursor;
   {
@@ -286,7 +286,8 @@ void ProducerImpl::send_formats() {
   }
   for (auto& c : conns_) {
     if (owed.empty()) break;
-    if (!c.fd || c.state == ConnState::awaiting_hello || c.sent_generation >= owed.back().generation)
+    if (!c.fd || c.state == ConnState::awaiting_hello ||
+        c.sent_generation >= owed.back().generation)
       continue;
     std::string why;
     try {

@@ -106,8 +106,8 @@ std::vector<int> raw_fds(const WireBlob& b) {
 void expect_fds(const Received& r, std::size_t n, const char* what) {
   if (r.raw.fds.size() != n)
     throw Error(Errc::protocol, std::string(what) + " message carried " +
-                                    std::to_string(r.raw.fds.size()) + " file descriptors, expected " +
-                                    std::to_string(n));
+                                    std::to_string(r.raw.fds.size()) +
+                                    " file descriptors, expected " + std::to_string(n));
 }
 
 }  // namespace
@@ -185,10 +185,9 @@ Received parse_header(RawMessage&& raw) {
                                             std::to_string(h.version) + ", this build speaks " +
                                             std::to_string(kProtocolVersion));
   if (h.body_size != raw.bytes.size() - sizeof(Header))
-    throw Error(Errc::protocol, "message size field (" + std::to_string(h.body_size) +
-                                    ") does not match the " +
-                                    std::to_string(raw.bytes.size() - sizeof(Header)) +
-                                    " bytes received");
+    throw Error(Errc::protocol,
+                "message size field (" + std::to_string(h.body_size) + ") does not match the " +
+                    std::to_string(raw.bytes.size() - sizeof(Header)) + " bytes received");
   if (h.type < static_cast<std::uint32_t>(MsgType::hello) ||
       h.type > static_cast<std::uint32_t>(MsgType::refused))
     throw Error(Errc::protocol, "unknown message type " + std::to_string(h.type));
@@ -223,7 +222,8 @@ WelcomeMsg decode_welcome(Received& r) {
   m.sync.bytes.resize(b.sync_bytes);
   rd.take(m.sync.bytes.data(), b.sync_bytes);
   rd.finish();
-  if (b.sync_fds > kMaxMessageFds) throw Error(Errc::protocol, "welcome sync fd count out of range");
+  if (b.sync_fds > kMaxMessageFds)
+    throw Error(Errc::protocol, "welcome sync fd count out of range");
   expect_fds(r, 2 + static_cast<std::size_t>(b.sync_fds), "welcome");
   m.control_fd = std::move(r.raw.fds[0]);
   m.page_fd = std::move(r.raw.fds[1]);

@@ -14,12 +14,12 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::int8, 1, "int8"},         {DType::int16, 2, "int16"},
-    {DType::int32, 4, "int32"},       {DType::int64, 8, "int64"},
-    {DType::uint8, 1, "uint8"},       {DType::uint16, 2, "uint16"},
-    {DType::uint32, 4, "uint32"},     {DType::uint64, 8, "uint64"},
-    {DType::float16, 2, "float16"},   {DType::float32, 4, "float32"},
-    {DType::float64, 8, "float64"},   {DType::bfloat16, 2, "bfloat16"},
+    {DType::int8, 1, "int8"},       {DType::int16, 2, "int16"},
+    {DType::int32, 4, "int32"},     {DType::int64, 8, "int64"},
+    {DType::uint8, 1, "uint8"},     {DType::uint16, 2, "uint16"},
+    {DType::uint32, 4, "uint32"},   {DType::uint64, 8, "uint64"},
+    {DType::float16, 2, "float16"}, {DType::float32, 4, "float32"},
+    {DType::float64, 8, "float64"}, {DType::bfloat16, 2, "bfloat16"},
     {DType::boolean, 1, "bool"},
 };
 
@@ -73,7 +73,8 @@ TensorDesc make_tensor(DType dtype, std::initializer_list<std::int64_t> shape) {
 void validate(const TensorDesc& t, std::uint64_t capacity) {
   std::size_t elem = dtype_size(t.dtype);
   if (elem == 0) bad("unknown dtype " + std::to_string(static_cast<std::uint32_t>(t.dtype)));
-  if (t.rank > kMaxRank) bad("rank " + std::to_string(t.rank) + " exceeds " + std::to_string(kMaxRank));
+  if (t.rank > kMaxRank)
+    bad("rank " + std::to_string(t.rank) + " exceeds " + std::to_string(kMaxRank));
   if (t.num_planes > kMaxPlanes)
     bad(std::to_string(t.num_planes) + " planes exceed " + std::to_string(kMaxPlanes));
   std::uint64_t end;

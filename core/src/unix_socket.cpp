@@ -52,7 +52,8 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
     if (st.st_uid != ::geteuid())
       throw Error(Errc::permission_denied,
                   "stale socket '" + path + "' belongs to uid " + std::to_string(st.st_uid));
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("removing stale '" + path + "'");
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw_errno("removing stale '" + path + "'");
   }
   UniqueFd fd = make_socket();
   // Bind under a restrictive umask so the socket is never briefly open to others.
@@ -194,8 +195,8 @@ RecvStatus recv_raw(int fd, RawMessage& out, std::chrono::milliseconds timeout, 
   }
   if (n == 0 && out.fds.empty()) return RecvStatus::closed;
   if (msg.msg_flags & MSG_TRUNC)
-    throw Error(Errc::protocol, "peer sent a message larger than " +
-                                    std::to_string(kMaxMessageBytes) + " bytes");
+    throw Error(Errc::protocol,
+                "peer sent a message larger than " + std::to_string(kMaxMessageBytes) + " bytes");
   if (msg.msg_flags & MSG_CTRUNC) {
     // The kernel also truncates when it cannot install the fds because our table is full.
     UniqueFd probe(::fcntl(fd, F_DUPFD_CLOEXEC, 0));

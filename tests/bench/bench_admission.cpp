@@ -297,6 +297,8 @@ Row run_one(const Options& o, const std::string& load, std::uint64_t bytes, cons
       auto s = producer.stats();
       if (!s.consumers.empty() && s.consumers[0].delivered >= seq && s.consumers[0].leases == 0)
         break;
+      // After the last frame the consumer checks it and exits; the producer may see it gone first.
+      if (s.consumers.empty() && seq == total) break;
       if (std::chrono::steady_clock::now() > limit) {
         std::fprintf(stderr, "bench: consumer stuck at frame %llu\n",
                      static_cast<unsigned long long>(seq));

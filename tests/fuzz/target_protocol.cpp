@@ -63,6 +63,7 @@ std::optional<Received> receive() {
     case RecvStatus::closed:
       return std::nullopt;
     case RecvStatus::timeout:
+    case RecvStatus::interrupted:  // no wake fd is given, so only a lost message gets here
       fail("a message sent on the socket pair did not arrive");
   }
   return std::nullopt;
@@ -93,7 +94,8 @@ void decode(Received& r) {
       Received again = resent();
       WelcomeMsg n = decode_welcome(again);
       expect(n.consumer_id == m.consumer_id && n.slot_count == m.slot_count &&
-                 n.memory == m.memory && n.control_size == m.control_size,
+                 n.memory == m.memory && n.control_size == m.control_size &&
+                 n.page_size == m.page_size && n.max_leases == m.max_leases,
              "welcome fields");
       expect(n.sync.bytes == m.sync.bytes && n.sync.fds.size() == m.sync.fds.size(),
              "welcome sync blob");
@@ -187,7 +189,10 @@ std::vector<Bytes> seeds() {
       w.slot_count = 3;
       w.memory = MemoryKind::host;
       w.control_size = 4096;
+      w.page_size = 4096;
+      w.max_leases = 2;
       w.control_fd = make_memfd("fuzz-control", 4096);
+      w.page_fd = make_memfd("fuzz-page", 4096);
       w.sync.bytes = {1, 2, 3, 4, 5};
       for (std::uint32_t i = 0; i < sync_fds; ++i) w.sync.fds.push_back(make_memfd("fuzz-sync", 0));
       send_welcome(fd, w);

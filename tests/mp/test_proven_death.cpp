@@ -3,9 +3,9 @@
 // could clear a bit of whoever reused its entry), 4 (a child forked without exec keeps the socket
 // alive after its parent's kill -9), 8 (a killed sleeping consumer left state behind) and 10 (no
 // cap on connections that never say hello).
-#include <gtest/gtest.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -145,8 +145,8 @@ TEST(ProvenDeath, ConsumerCutByAFormatStormKeepsItsFramesAndItsReleaseTouchesNoO
   stop = true;
   reader.join();
   drain_formats(b);
-  ASSERT_TRUE(wait_consumers(p, 1, 2s)) << "still " << p.consumer_count() << " consumers after "
-                                        << changes << " format changes";
+  ASSERT_TRUE(wait_consumers(p, 1, 2s))
+      << "still " << p.consumer_count() << " consumers after " << changes << " format changes";
   auto evicted = p.stats().consumers;
   ASSERT_EQ(evicted.size(), 2u);
   const auto& za = evicted[0].evicted ? evicted[0] : evicted[1];

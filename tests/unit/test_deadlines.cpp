@@ -20,7 +20,8 @@ using namespace std::chrono_literals;
 namespace {
 
 std::chrono::milliseconds since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t);
 }
 
 // A listener that never accepts, its backlog filled to the brim.

@@ -297,7 +297,7 @@ TEST(Policy, ConsumerAtItsLeaseLimitWaitsForItsOwnRelease) {
   Frame b = next_frame(c);
   ASSERT_TRUE(a && b);
   ASSERT_EQ(publish_next(p), PublishStatus::published);  // the third slot: never ours
-  EXPECT_EQ(c.next(100ms).type, EventType::timeout);    // at the limit of 2
+  EXPECT_EQ(c.next(100ms).type, EventType::timeout);     // at the limit of 2
   std::thread releaser([&] {
     std::this_thread::sleep_for(100ms);
     a.release();
