@@ -11,6 +11,7 @@
 // one per slot (a VMM export costs ~0.7 ms), and no per-slot rounding to the 2 MiB granularity.
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@
 
 #include "cuda_handles.hpp"
 #include "cudaipc/error.hpp"
+#include "cudaipc/log.hpp"
 #include "driver.hpp"
 #include "ipc_table.hpp"
 #include "memory_backend.hpp"
@@ -142,13 +144,42 @@ std::uint64_t vmm_granularity(CUdevice dev) {
   return g;
 }
 
-CUmemAccessDesc read_write_access(CUdevice dev) {
+CUmemAccessDesc device_access(CUdevice dev, CUmemAccess_flags flags) {
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = dev;
-  // PROT_READ would suit a consumer better, but drivers refuse it for device memory.
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  access.flags = flags;
   return access;
+}
+
+CUmemAccessDesc read_write_access(CUdevice dev) {
+  return device_access(dev, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+}
+
+// Set once a driver has refused read-only access to device memory, so later imports do not ask
+// again.
+std::atomic<bool> g_read_only_refused{false};
+
+// A consumer maps the producer's slots read-only where the driver allows it, so a stray kernel of
+// the consumer faults instead of changing frames other consumers read. Drivers that accept only
+// read-write access for device memory get read-write (docs/design.md says which do).
+cuda::Mapping map_for_reading(cuda::ContextPtr ctx, CUmemGenericAllocationHandle h,
+                              std::size_t size, CUdevice dev) {
+  if (!g_read_only_refused.load(std::memory_order_relaxed)) {
+    try {
+      cuda::Mapping m(ctx, h, size, device_access(dev, CU_MEM_ACCESS_FLAGS_PROT_READ));
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true)) log(LogLevel::info, "CUDA slots mapped read-only for this consumer");
+      return m;
+    } catch (const Error& e) {
+      g_read_only_refused.store(true, std::memory_order_relaxed);
+      log(LogLevel::info,
+          (std::string("read-only mapping of CUDA slots refused, mapping them read-write: ") +
+           e.what())
+              .c_str());
+    }
+  }
+  return cuda::Mapping(std::move(ctx), h, size, read_write_access(dev));
 }
 
 // ---- the context and stream one side works in ------------------------------------------------
@@ -501,7 +532,7 @@ class CudaConsumerSlots final : public ConsumerSlots {
       throw Error(Errc::protocol, "the producer's slot memory is not device memory of " +
                                       describe(memory_device) + " as announced");
     try {
-      mapping_ = cuda::Mapping(ctx, h, size, read_write_access(engine_->device()));
+      mapping_ = map_for_reading(ctx, h, size, engine_->device());
     } catch (const Error& e) {
       // The likely cause of a failure here is an allocation smaller than the producer claimed.
       throw Error(e.code(), "mapping the producer's " + std::to_string(size) +
