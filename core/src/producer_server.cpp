@@ -54,6 +54,13 @@ void ProducerImpl::serve() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+  // Formats set just before the producer closes still reach its consumers, so they can read the
+  // frames published in them.
+  try {
+    send_formats();
+  } catch (const std::exception& e) {
+    log(LogLevel::warning, (std::string("producer socket thread: ") + e.what()).c_str());
+  }
 }
 
 void ProducerImpl::serve_once(std::vector<pollfd>& fds) {

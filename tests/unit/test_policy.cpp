@@ -309,3 +309,25 @@ TEST(Policy, ConsumerAtItsLeaseLimitWaitsForItsOwnRelease) {
   EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
   EXPECT_EQ(check_pattern(b.data(), b.size(), b.seq()), b.size());
 }
+
+// The socket thread sends formats; one set just before the producer closes must still reach the
+// consumers, or the frame published in it could never be read.
+TEST(Policy, FormatSetJustBeforeCloseStillArrives) {
+  for (int round = 0; round < 20; ++round) {
+    TempDir dir;
+    ProducerOptions o;
+    o.path = dir.file("ch");
+    auto p = std::make_unique<Producer>(o);
+    ConsumerOptions co = consumer_at(o.path);
+    co.reconnect = false;
+    Consumer c(co);
+    ASSERT_TRUE(wait_consumers(*p, 1));
+    p->set_format(pattern_format(64));
+    ASSERT_EQ(publish_next(*p), PublishStatus::published);
+    p.reset();
+    Frame f = next_frame(c);
+    ASSERT_TRUE(f) << "round " << round;
+    EXPECT_EQ(f.seq(), 1u);
+    EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+  }
+}
