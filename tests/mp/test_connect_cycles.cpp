@@ -48,6 +48,12 @@ TEST(ConnectCycles, ThousandCyclesLeakNothing) {
   EXPECT_TRUE(poll_until([&] { return open_fd_count() == fds; }, 5s))
       << open_fd_count() << " fds open, " << fds << " at the start";
   EXPECT_EQ(mapping_count("memfd:"), memfd_maps);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' allocators map more memory as their quarantine of freed blocks fills, so only
+  // the memfd mappings (slots, control block, connection pages) are exact there.
+  (void)maps;
+#else
   EXPECT_EQ(mapping_count(), maps);
+#endif
   EXPECT_EQ(p.stats().published, 1020u);
 }

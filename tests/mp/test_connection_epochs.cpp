@@ -96,7 +96,8 @@ TEST(ConnectionEpochs, LateReleaseAfterANewProducerRun) {
   EXPECT_EQ(check_pattern(old_frame.data(), old_frame.size(), old_frame.seq()), old_frame.size());
 
   old_frame.release();
-  const ConsumerStats* me = only_active(run2.stats());
+  const ProducerStats stats = run2.stats();  // the pointer below points into it
+  const ConsumerStats* me = only_active(stats);
   ASSERT_NE(me, nullptr);
   EXPECT_EQ(me->leases, 1ull << new_frame.slot()) << "the old frame's release ended the new lease";
   // The new run keeps rotating around the held slot, and the frame in it stays intact.
@@ -153,7 +154,8 @@ TEST(ConnectionEpochs, LateReleaseAfterAnEviction) {
   old_frame.release();
   // The old record goes once its slot is back; the new connection's lease is untouched.
   ASSERT_TRUE(poll_until([&] { return p.stats().consumers.size() == 1; }, 5s));
-  const ConsumerStats* me = only_active(p.stats());
+  const ProducerStats stats = p.stats();  // the pointer below points into it
+  const ConsumerStats* me = only_active(stats);
   ASSERT_NE(me, nullptr);
   EXPECT_EQ(me->leases, 1ull << new_frame.slot());
   // Publishing and reading go on around the held frame, which stays intact.

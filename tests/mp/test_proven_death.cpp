@@ -134,13 +134,19 @@ TEST(ProvenDeath, ConsumerCutByAFormatStormKeepsItsFramesAndItsReleaseTouchesNoO
   // `a` stops reading its socket; format changes pile up there until the producer gives up on it.
   // `b` reads on in its own thread, as a live consumer does.
   std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> b_seen{0};
   std::thread reader([&] {
-    while (!stop.load()) b.next(10ms);
+    while (!stop.load()) {
+      Event ev = b.next(10ms);
+      if (ev.type == EventType::format) b_seen = ev.generation;
+    }
   });
   int changes = 0;
   for (; changes < 20000 && p.consumer_count() == 2; ++changes) {
     p.set_format(pattern_format(4096, "test/pattern,n=" + std::to_string(changes)));
-    std::this_thread::sleep_for(20us);
+    // b keeps up (however slow this build is); a's socket fills until the producer gives up on it.
+    const std::uint64_t g = p.stats().generation;
+    ASSERT_TRUE(poll_until([&] { return b_seen.load() >= g || p.consumer_count() < 2; }, 10s));
   }
   stop = true;
   reader.join();

@@ -102,7 +102,8 @@ TEST(StoppedConsumer, StoppedEveryFrameConsumerIsEvictedAndNamed) {
   const std::string pid = "pid " + std::to_string(stuck.pid());
   EXPECT_NE(logs.find({"evict", pid}), "") << "no log line names the evicted consumer\n"
                                            << logs.all();
-  const ConsumerStats* after = stats_of(p.stats(), stuck.pid());
+  const ProducerStats after_stats = p.stats();  // the pointer below points into it
+  const ConsumerStats* after = stats_of(after_stats, stuck.pid());
   EXPECT_TRUE(after == nullptr || after->evicted) << "the stopped consumer still counts as active";
 
   // Continued, it learns why it was cut off.
@@ -141,7 +142,8 @@ TEST(StoppedConsumer, EvictedHolderKeepsItsSlotsUntilItExits) {
   EXPECT_EQ(field(*done, "order"), 0) << *done;
   EXPECT_GE(watch.max_lag(), 1u);
 
-  const ConsumerStats* held = stats_of(p.stats(), holder.pid());
+  const ProducerStats stats = p.stats();  // the pointer below points into it
+  const ConsumerStats* held = stats_of(stats, holder.pid());
   ASSERT_NE(held, nullptr) << "a consumer that still holds slots must stay listed";
   EXPECT_TRUE(held->evicted);
   EXPECT_EQ(std::bitset<64>(held->leases).count(), 2u);
