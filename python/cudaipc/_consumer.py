@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import threading
 import time
+import warnings
 from ctypes import byref, c_int, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -17,6 +19,9 @@ from ._lib import lib
 
 # next() waits in slices this long, so Ctrl-C (handled between slices) stops a consumer.
 _SLICE_NS = 200_000_000
+# A next() without timeout that has waited this long while the consumer holds frames warns once:
+# held in the waiting thread, they can stall it for good at the producer's lease limit.
+_HELD_WARNING_NS = 10_000_000_000
 
 
 class Format(NamedTuple):
@@ -40,17 +45,57 @@ def _format_of(t: _lib.Tensor, caps: str, generation: int) -> Format:
                   tuple(t.strides[:rank]), generation)
 
 
+class _Held:
+    """The frames one consumer has leased and not given back yet (the Frame, or a tensor made from
+    it, still holds each): the producer caps them (num_slots - 1), so a wait that ends in vain
+    names them."""
+
+    __slots__ = ("lock", "seqs")
+
+    def __init__(self) -> None:
+        # Reentrant: a lease's __del__ can run from a garbage collection that starts while this
+        # thread is inside add() or remove().
+        self.lock = threading.RLock()
+        self.seqs: Dict[int, int] = {}  # seq -> leases (seqs restart with a new producer)
+
+    def add(self, seq: int) -> None:
+        with self.lock:
+            self.seqs[seq] = self.seqs.get(seq, 0) + 1
+
+    def remove(self, seq: int) -> None:
+        with self.lock:
+            n = self.seqs.get(seq, 0) - 1
+            if n > 0:
+                self.seqs[seq] = n
+            else:
+                self.seqs.pop(seq, None)
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(self.seqs.values())
+
+    def describe(self) -> str:
+        with self.lock:
+            seqs = sorted(self.seqs)
+        shown = ", ".join(str(s) for s in seqs[:8]) + (", ..." if len(seqs) > 8 else "")
+        return f"{len(seqs)} frame(s) (seq {shown})"
+
+
 class _Lease:
     """One frame's slot lease, shared by its Frame and every tensor exported from it: the slot goes
     back to the producer when the last of them lets go."""
 
-    __slots__ = ("handle", "refs", "lock", "sync")
+    __slots__ = ("handle", "refs", "lock", "sync", "held", "seq")
 
-    def __init__(self, handle: int, sync: Optional[_cuda.StreamSync]) -> None:
+    def __init__(self, handle: int, sync: Optional[_cuda.StreamSync], held: _Held,
+                 seq: int) -> None:
         self.handle: Optional[int] = handle
         self.refs = 1
         self.lock = threading.Lock()
         self.sync = sync
+        self.held = held
+        self.seq = seq
+        held.add(seq)
 
     def ref(self) -> None:
         with self.lock:
@@ -61,22 +106,34 @@ class _Lease:
     def unref(self, after: Tuple[int, ...] = ()) -> None:
         # The consumer stream waits for the caller's streams first: the core's release records
         # "done reading" on that stream, and the producer's next write into the slot waits for it.
+        # The lease ends even when that ordering fails: a lease kept would stall the consumer at
+        # its limit for good, so the failure is raised after the release instead.
+        failure: Optional[BaseException] = None
         if self.sync is not None:
             for s in after:
                 if s != -1:
-                    self.sync.after_caller(s)
+                    try:
+                        self.sync.after_caller(s)
+                    except Exception as e:
+                        failure = failure or e
         with self.lock:
             self.refs -= 1
             handle = self.handle if self.refs == 0 else None
             if handle is not None:
                 self.handle = None
         if handle is not None:
-            lib.cudaipc_frame_release(handle)
+            self._give_back(handle)
+        if failure is not None:
+            raise failure
+
+    def _give_back(self, handle: int) -> None:
+        lib.cudaipc_frame_release(handle)
+        self.held.remove(self.seq)
 
     def __del__(self) -> None:
-        if self.handle is not None:
-            lib.cudaipc_frame_release(self.handle)
-            self.handle = None
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            self._give_back(handle)
 
 
 class _HostView:
@@ -100,10 +157,10 @@ class Frame:
     ``numpy()`` (a host copy; a read-only view without copy for host-memory channels)."""
 
     def __init__(self, handle: int, consumer: "Consumer") -> None:
-        self._lease: Optional[_Lease] = _Lease(handle, consumer._sync)
+        self._seq = lib.cudaipc_frame_seq(handle)
+        self._lease: Optional[_Lease] = _Lease(handle, consumer._sync, consumer._held, self._seq)
         self._tensor = _lib.Tensor.from_buffer_copy(lib.cudaipc_frame_tensor(handle).contents)
         self._data = lib.cudaipc_frame_data(handle)
-        self._seq = lib.cudaipc_frame_seq(handle)
         self._publish_time = lib.cudaipc_frame_publish_time(handle)
         pts, dts, dur, flags = c_uint64(), c_uint64(), c_uint64(), c_uint32()
         lib.cudaipc_frame_times(handle, byref(pts), byref(dts), byref(dur), byref(flags))
@@ -344,6 +401,7 @@ class Consumer:
         self._memory = 0
         self._sync: Optional[_cuda.StreamSync] = None
         self._ended = False
+        self._held = _Held()
         opts = _lib.ConsumerOptions()
         lib.cudaipc_consumer_options_init(byref(opts))
         opts.path = path.encode()
@@ -370,6 +428,13 @@ class Consumer:
         """``"host"`` or ``"cuda"`` once a producer's format arrived, else None."""
         return {_lib.MEMORY_HOST: "host", _lib.MEMORY_CUDA: "cuda"}.get(self._memory)
 
+    @property
+    def held(self) -> int:
+        """Frames this consumer handed out whose lease has not ended: the Frame is not released,
+        or a tensor or array made from it is still alive. The producer lets a consumer hold at
+        most ``num_slots - 1`` at once; at that limit ``next()`` waits for one to end."""
+        return self._held.count()
+
     def _handle(self) -> int:
         if self._h is None:
             raise ClosedError(f"the consumer of {self.path} is closed")
@@ -380,13 +445,19 @@ class Consumer:
         """The next frame. `timeout` in seconds (default: the consumer's; None waits for ever).
         Raises :class:`cudaipc.TimeoutError` when nothing came, :class:`cudaipc.EndOfStream` at
         the end of the stream, :class:`cudaipc.ConnectionError` when the producer went away and
-        reconnect is off, :class:`cudaipc.InterruptedError` after ``interrupt()``."""
+        reconnect is off, :class:`cudaipc.InterruptedError` after ``interrupt()``.
+
+        While this consumer holds ``num_slots - 1`` frames (see ``held``), it waits for one of
+        them to be released; a timeout then says which frames are held, and a wait without
+        timeout warns (RuntimeWarning) after 10 s."""
         h = self._handle()
         if timeout is None:
             timeout = self.timeout
         if timeout is not None and timeout < 0:
             raise InvalidArgumentError(f"timeout {timeout} is negative")
-        deadline = None if timeout is None else time.monotonic_ns() + int(timeout * 1e9)
+        start = time.monotonic_ns()
+        deadline = None if timeout is None else start + int(timeout * 1e9)
+        collected = warned = False
         ev = self._event
         while True:
             if deadline is None:
@@ -411,8 +482,28 @@ class Consumer:
                 if self.on_disconnect is not None:
                     self.on_disconnect()
             elif t == _lib.EVENT_TIMEOUT:
-                if deadline is not None and time.monotonic_ns() >= deadline:
-                    raise TimeoutError(f"no frame from {self.path} within {timeout} s")
+                held = self._held.count()
+                if held and not collected:
+                    # A tensor caught in a reference cycle keeps its lease until a collection,
+                    # and a thread waiting here allocates nothing that would start one.
+                    collected = True
+                    gc.collect()
+                now = time.monotonic_ns()
+                if deadline is not None and now >= deadline:
+                    raise TimeoutError(self._nothing_came(f"within {timeout} s"))
+                if deadline is None and held and not warned and now - start >= _HELD_WARNING_NS:
+                    warned = True
+                    warnings.warn(self._nothing_came(f"for {(now - start) / 1e9:.0f} s"),
+                                  RuntimeWarning, stacklevel=2)
+
+    def _nothing_came(self, how_long: str) -> str:
+        msg = f"no frame from {self.path} {how_long}"
+        if self._held.count():
+            msg += (f"; this consumer still holds {self._held.describe()}: the producer lets a "
+                    "consumer hold at most num_slots - 1 frames at once and next() waits for one "
+                    "of them to end (release the frame or leave its `with`, and free every "
+                    "tensor or array made from it)")
+        return msg
 
     def _new_format(self, h: int, ev: _lib.Event) -> None:
         caps = (ev.caps or b"").decode("utf-8", "replace")

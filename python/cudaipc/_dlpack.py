@@ -99,7 +99,9 @@ class _Export:
 
 
 _exports: Dict[int, _Export] = {}
-_exports_lock = threading.Lock()
+# Reentrant: a garbage collection started while export() holds it can free a tensor whose deleter
+# takes it again on the same thread.
+_exports_lock = threading.RLock()
 
 
 def _run_deleter(address: int) -> None:
