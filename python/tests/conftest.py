@@ -3,13 +3,16 @@ limit (CUDAIPC_TEST_TIMEOUT seconds, default 120) and peers in other processes."
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from typing import Dict, Iterator, List
 
 import numpy as np
 import pytest
@@ -79,6 +82,93 @@ def wait_until(cond, timeout=10.0, what="condition"):
         time.sleep(0.005)
 
 
+@contextlib.contextmanager
+def held_on_timeout(consumer) -> Iterator[None]:
+    """A wait that ends in vain names how many frames the consumer still holds: at the producer's
+    lease limit (num_slots - 1) a lease never given back stalls it, which reads like a silent
+    producer."""
+    try:
+        yield
+    except TimeoutError as e:
+        raise TimeoutError(f"{e} [the consumer holds {consumer.held} frame(s)]") from e
+
+
+def frames_from(consumer, proc: subprocess.Popen, timeout: float = 30.0,
+                what: str = "gst-launch-1.0") -> Iterator:
+    """The consumer's frames until the end of stream, like iterating it, while `proc` feeds the
+    channel: a feeder that exits with an error fails at once, with its stderr, instead of a
+    timeout later. `timeout` limits the wait for each frame."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            f = consumer.next(timeout=0.25)
+        except cudaipc.EndOfStream:
+            return
+        except cudaipc.TimeoutError:
+            rc = proc.poll()
+            if rc is not None and rc != 0:
+                err = proc.stderr.read() if proc.stderr else ""
+                raise AssertionError(f"{what} exited with status {rc} before its stream ended: "
+                                     f"{err.strip()}") from None
+            if time.monotonic() > deadline:
+                state = "still running" if rc is None else f"exited with status {rc}"
+                raise TimeoutError(f"no frame from {consumer.path} within {timeout} s ({what} "
+                                   f"{state}; the consumer holds {consumer.held} frame(s))") \
+                    from None
+            continue
+        yield f
+        deadline = time.monotonic() + timeout
+
+
+def consumers_joined(producer, proc: subprocess.Popen, timeout: float = 30.0,
+                     what: str = "gst-launch-1.0") -> None:
+    """Waits for `proc` to connect to the producer; if it exits first, fails at once with its
+    stderr."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            producer.wait_for_consumers(timeout=0.25)
+            return
+        except cudaipc.TimeoutError:
+            rc = proc.poll()
+            if rc is not None:
+                err = proc.stderr.read() if proc.stderr else ""
+                raise AssertionError(f"{what} exited with status {rc} before connecting: "
+                                     f"{err.strip()}") from None
+            if time.monotonic() > deadline:
+                raise
+
+
+def gst_env(tmp_path, plugin_dir: str) -> Dict[str, str]:
+    """The environment for gst-launch-1.0 with this checkout's plugin and a private registry."""
+    env = dict(os.environ)
+    env["GST_PLUGIN_PATH_1_0"] = plugin_dir
+    env["GST_REGISTRY_1_0"] = str(tmp_path / "registry.bin")
+    return env
+
+
+def require_gst_elements(env: Dict[str, str], *names: str) -> None:
+    """Skips, naming them, when elements a pipeline needs are not installed (a minimal GStreamer,
+    such as the GPU machine's bundle, lacks most of gst-plugins-good and -bad); a missing
+    cudaipc element fails instead, since the plugin is this checkout's."""
+    inspect = shutil.which("gst-inspect-1.0", path=env.get("PATH"))
+    if inspect is None:
+        return  # nothing to ask; a missing element then fails with gst-launch-1.0's message
+    missing: List[str] = []
+    for name in names:
+        # Not --exists: without --atleast-version it also demands the element's plugin be at
+        # least GStreamer's own version, which the cudaipc plugin (0.x) is not.
+        r = subprocess.run([inspect, name], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            missing.append(name)
+    ours = [m for m in missing if m.startswith("cudaipc")]
+    assert not ours, (f"{', '.join(ours)} not found by gst-inspect-1.0 with GST_PLUGIN_PATH_1_0="
+                      f"{env.get('GST_PLUGIN_PATH_1_0')}: the plugin did not load")
+    if missing:
+        pytest.skip(f"GStreamer element(s) {', '.join(missing)} not installed "
+                    "(gst-inspect-1.0 does not know them)")
+
+
 def have_ml_dtypes() -> bool:
     try:
         import ml_dtypes  # noqa: F401
@@ -88,4 +178,5 @@ def have_ml_dtypes() -> bool:
 
 
 # Reached by name from the test modules.
-__all__ = ["pattern", "next_frame", "run_python", "wait_until", "have_ml_dtypes", "REPO", "cudaipc"]
+__all__ = ["pattern", "next_frame", "run_python", "wait_until", "have_ml_dtypes", "held_on_timeout",
+           "frames_from", "consumers_joined", "gst_env", "require_gst_elements", "REPO", "cudaipc"]

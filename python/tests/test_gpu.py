@@ -4,7 +4,9 @@ with the reason, where torch, cupy or a GPU is missing."""
 
 from __future__ import annotations
 
+import gc
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,6 +19,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed: GPU suites 
 if not torch.cuda.is_available():
     pytest.skip("torch sees no CUDA GPU: GPU suites skipped", allow_module_level=True)
 
+from conftest import (consumers_joined, frames_from, gst_env, held_on_timeout,  # noqa: E402
+                      require_gst_elements)
 from gpu_peer import gpu_pattern  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +43,7 @@ def test_torch_from_dlpack_shares_the_slot(path, how):
     n = 50
     p = peer(path, n, how)
     seqs = []
-    with cudaipc.Consumer(path, timeout=60) as c:
+    with cudaipc.Consumer(path, timeout=60) as c, held_on_timeout(c):
         for f in c:
             with f:
                 assert f.device.startswith("cuda:")
@@ -55,21 +59,37 @@ def test_torch_from_dlpack_shares_the_slot(path, how):
     assert seqs == list(range(1, n + 1))
 
 
-def test_cupy_shares_the_slot(path):
+@pytest.mark.parametrize("how", ["from_dlpack", "array_interface", "both"])
+def test_cupy_shares_the_slot(path, how):
     cupy = pytest.importorskip("cupy", reason="cupy is not installed")
     n = 20
     p = peer(path, n)
-    with cudaipc.Consumer(path, timeout=60) as c:
+    # Leases still held once a frame's arrays are deleted and the frame released: only a
+    # reference cycle (freed by the next collection) or a lost deleter keeps one.
+    lingering = []
+    seqs = []
+    with cudaipc.Consumer(path, timeout=60) as c, held_on_timeout(c):
         for f in c:
             with f:
-                a = cupy.from_dlpack(f)
-                assert a.data.ptr == f.data_ptr
                 want = cupy.asarray(gpu_pattern(f.seq, (H, W, 4)).cpu().numpy())
-                assert bool((a == want).all()), f"frame {f.seq}"
-                b = cupy.asarray(f)  # __cuda_array_interface__
-                assert b.data.ptr == f.data_ptr and bool((b == want).all())
-                del a, b
+                arrays = []
+                if how in ("from_dlpack", "both"):
+                    arrays.append(cupy.from_dlpack(f))
+                if how in ("array_interface", "both"):
+                    arrays.append(cupy.asarray(f))  # __cuda_array_interface__
+                for a in arrays:
+                    assert a.data.ptr == f.data_ptr
+                    assert bool((a == want).all()), f"frame {f.seq}"
+                del a, arrays
+            if c.held:
+                lingering.append((f.seq, c.held))
+            seqs.append(f.seq)
     finish(p)
+    print(f"cupy {cupy.__version__}, {how}: leases outliving their frame (seq, held): "
+          f"{lingering or 'none'}")
+    assert seqs == list(range(1, n + 1))
+    gc.collect()
+    assert c.held == 0, f"leases never given back, even after gc.collect(): {lingering}"
 
 
 def test_release_waits_for_the_callers_kernels(path):
@@ -80,7 +100,7 @@ def test_release_waits_for_the_callers_kernels(path):
     p = peer(path, n, slots=2)
     checked = 0
     results = []
-    with cudaipc.Consumer(path, mode="latest", timeout=60) as c:
+    with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c):
         for f in c:
             t = torch.from_dlpack(f)
             torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time on the current stream
@@ -131,34 +151,34 @@ with cudaipc.Consumer({path!r}, timeout=60) as c:
 
 
 def test_gstreamer_torch_gstreamer_round_trip(tmp_path):
-    import shutil
     plugin = os.environ.get("CUDAIPC_GST_PLUGIN_DIR", "")
     gst = shutil.which("gst-launch-1.0")
     if not gst or not os.path.exists(os.path.join(plugin, "libgstcudaipc.so")):
         pytest.skip("needs gst-launch-1.0 and CUDAIPC_GST_PLUGIN_DIR with libgstcudaipc.so")
-    env = dict(os.environ, GST_PLUGIN_PATH_1_0=plugin,
-               GST_REGISTRY_1_0=str(tmp_path / "registry.bin"))
+    env = gst_env(tmp_path, plugin)
+    # Core elements only: the GPU machine's GStreamer bundle has no rawvideoparse.
+    require_gst_elements(env, "filesrc", "capsfilter", "filesink", "cudaipcsink", "cudaipcsrc")
     n = 60
     frames = np.stack([gpu_pattern(s, (H, W, 4)).cpu().numpy() for s in range(1, n + 1)])
     src, out = tmp_path / "in.raw", tmp_path / "out.raw"
     frames.tofile(src)
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     caps = f"video/x-raw,format=RGBA,width={W},height={H},framerate=30/1"
+    # One frame per block; the caps filter gives the bytes their format.
     into = subprocess.Popen(
-        [gst, "-q", "filesrc", f"location={src}", f"blocksize={H * W * 4}", "!",
-         "rawvideoparse", f"width={W}", f"height={H}", "format=rgba", "framerate=30/1", "!",
+        [gst, "-q", "filesrc", f"location={src}", f"blocksize={H * W * 4}", "!", caps, "!",
          "cudaipcsink", f"socket-path={a}", "wait-for-consumer=true",
          "block-timeout=30000000000"], env=env, stderr=subprocess.PIPE, text=True)
-    with cudaipc.Consumer(a, timeout=60) as c, \
+    with cudaipc.Consumer(a, timeout=60) as c, held_on_timeout(c), \
             cudaipc.Producer(b, memory="cuda", caps=caps, block_timeout=30) as p:
         outof = subprocess.Popen(
             [gst, "-q", "cudaipcsrc", f"socket-path={b}", "mode=every-frame", "is-live=false",
              "!", f"video/x-raw,format=RGBA,width={W},height={H}", "!", "filesink",
              "sync=false", "buffer-mode=unbuffered", f"location={out}"],
             env=env, stderr=subprocess.PIPE, text=True)
-        p.wait_for_consumers(timeout=60)
+        consumers_joined(p, outof, timeout=60, what="the cudaipcsrc pipeline")
         got = 0
-        for f in c:
+        for f in frames_from(c, into, timeout=60, what="the cudaipcsink pipeline"):
             with f:
                 assert f.device.startswith("cuda")
                 y = 255 - torch.from_dlpack(f)  # on torch's stream, after the frame arrived
