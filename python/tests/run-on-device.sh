@@ -36,7 +36,7 @@ fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDAIPC_TEST_TIMEOUT=${CUDAIPC_TEST_TIMEOUT:-120}
 "$py" -c 'import cudaipc, sys; print("cudaipc from", cudaipc.__file__)' | tee -a "$out/environment.txt"
-"$py" -m pytest python/tests -v -ra -p no:cacheprovider --junitxml="$out/pytest.xml" \
+"$py" -m pytest python/tests -v -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
   2>&1 | tee "$out/pytest.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 5 ] && rc=0
