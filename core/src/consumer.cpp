@@ -328,7 +328,10 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       ev.type = EventType::eos;
       return ev;
     }
-    if (cb.closed.load(std::memory_order_acquire)) {
+    // A closed producer's frames stay readable: a consumer at its lease limit waits for one of its
+    // own releases and reads on; only a consumer with nothing left to take is disconnected.
+    const bool owed_frames = at_limit_ && cb.published.load(std::memory_order_acquire) > cursor_;
+    if (cb.closed.load(std::memory_order_acquire) && !owed_frames) {
       disconnect();
       continue;
     }
@@ -347,7 +350,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
                              kLivenessSlice, std::chrono::nanoseconds(deadline - now)));
     }
     page.sleeping.store(0, std::memory_order_relaxed);
-    if (w == WaitResult::timeout && peer_hung_up(conn_->socket())) disconnect();
+    if (w == WaitResult::timeout && !owed_frames && peer_hung_up(conn_->socket())) disconnect();
   }
 }
 

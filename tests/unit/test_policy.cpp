@@ -319,15 +319,45 @@ TEST(Policy, FormatSetJustBeforeCloseStillArrives) {
     o.path = dir.file("ch");
     auto p = std::make_unique<Producer>(o);
     ConsumerOptions co = consumer_at(o.path);
-    co.reconnect = false;
+    co.reconnect = round % 2 == 0;
     Consumer c(co);
     ASSERT_TRUE(wait_consumers(*p, 1));
     p->set_format(pattern_format(64));
     ASSERT_EQ(publish_next(*p), PublishStatus::published);
+    p->end_of_stream();
     p.reset();
     Frame f = next_frame(c);
     ASSERT_TRUE(f) << "round " << round;
     EXPECT_EQ(f.seq(), 1u);
     EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+    EXPECT_EQ(c.next(2s).type, EventType::eos) << "round " << round;
   }
+}
+
+// A consumer at its lease limit when the producer closes still reads the frames published before
+// the close once it releases one (GStreamer sources holding buffers downstream do this at EOS).
+TEST(Policy, ConsumerAtItsLimitReadsTheLastFramesAfterTheProducerCloses) {
+  TempDir dir;
+  ProducerOptions o;
+  o.path = dir.file("ch");
+  o.slots = 3;
+  auto p = std::make_unique<Producer>(o);
+  p->set_format(pattern_format(128));
+  ConsumerOptions co = consumer_at(o.path);
+  co.reconnect = false;
+  Consumer c(co);
+  ASSERT_TRUE(wait_consumers(*p, 1));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(publish_next(*p), PublishStatus::published);
+  Frame a = next_frame(c);
+  Frame b = next_frame(c);
+  ASSERT_TRUE(a && b);
+  p->end_of_stream();
+  p.reset();  // frame 3 is published, and we hold 2 of the 2 frames allowed
+  EXPECT_EQ(c.next(100ms).type, EventType::timeout);
+  a.release();
+  Event ev = c.next(5s);
+  ASSERT_EQ(ev.type, EventType::frame);
+  EXPECT_EQ(ev.frame.seq(), 3u);
+  EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
+  EXPECT_EQ(c.next(5s).type, EventType::eos);
 }
