@@ -17,7 +17,7 @@ void one_input(Input& in) {
   const std::uint64_t published = in.u64();
   alignas(ConnPage) unsigned char raw[sizeof(ConnPage)] = {};
   Bytes b = in.rest(sizeof raw);
-  std::memcpy(raw, b.data(), b.size());
+  if (!b.empty()) std::memcpy(raw, b.data(), b.size());
   const auto* page = std::launder(reinterpret_cast<const ConnPage*>(raw));
   PageSnapshot s = read_conn_page(*page, slot_count, max_leases, published);
   if (s.violation) {
