@@ -62,6 +62,12 @@ def test_torch_from_dlpack_shares_the_slot(path, how):
 @pytest.mark.parametrize("how", ["from_dlpack", "array_interface", "both"])
 def test_cupy_shares_the_slot(path, how):
     cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    # cupy compiles its kernels on first use, which can take longer than the producer's lease
+    # timeout (5 s): a consumer stuck that long on one frame is evicted by design. Compile them
+    # before the stream starts.
+    warm = cupy.zeros((H, W, 4), dtype=cupy.uint8)
+    assert bool((warm == cupy.asarray(np.zeros((H, W, 4), np.uint8))).all())
+    cupy.cuda.Device().synchronize()
     n = 20
     p = peer(path, n)
     # Leases still held once a frame's arrays are deleted and the frame released: only a
