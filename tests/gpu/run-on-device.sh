@@ -47,7 +47,11 @@ run() {
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
   run gpu-backend 180 "$dir/cudaipc-gpu-backend-test"
-  run gpu-channel 480 "$dir/cudaipc-gpu-channel-test"
+  # The killed-consumer test hangs until GPU semaphores replace IPC events (issue #8): it runs on
+  # its own, bounded, so it fails visibly without eating the other tests' time.
+  run gpu-channel 420 "$dir/cudaipc-gpu-channel-test" --gtest_filter='-*KilledConsumerStallsNothing*'
+  run gpu-killed-consumer 120 "$dir/cudaipc-gpu-channel-test" \
+    --gtest_filter='*KilledConsumerStallsNothing*'
 fi
 
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
