@@ -22,6 +22,8 @@ constexpr std::uint64_t kHandshakeTimeoutNs = 5'000'000'000;
 constexpr int kTickMs = 100;
 constexpr int kMaxAcceptsPerRound = 64;
 constexpr std::uint64_t kAcceptPauseNs = 100'000'000;
+// How long a connection may wait for its handshake before a newcomer may push it out.
+constexpr std::uint64_t kPendingGraceNs = 200'000'000;
 constexpr std::uint64_t kAcceptLogIntervalNs = 5'000'000'000;
 constexpr std::size_t kMaxSetsRemembered = 8;
 // How long a consumer's socket may stay too full for the format changes it owes.
@@ -126,6 +128,26 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
 
 void ProducerImpl::accept_new() {
   for (int n = 0; n < kMaxAcceptsPerRound; ++n) {
+    // Connections that never finish their handshake must not lock others out, nor make us churn:
+    // at the limit the one waiting longest goes once it has had its chance (kPendingGraceNs);
+    // until then newcomers wait in the backlog, which costs nothing.
+    std::size_t pending = 0;
+    Conn* oldest = nullptr;
+    for (auto& c : conns_)
+      if (c.fd && c.state != ConnState::active) {
+        ++pending;
+        if (!oldest || c.accepted_ns < oldest->accepted_ns) oldest = &c;
+      }
+    if (pending >= kMaxPending && oldest) {
+      const std::uint64_t now = monotonic_ns();
+      if (now - oldest->accepted_ns < kPendingGraceNs) {
+        accept_paused_until_ =
+            std::min(now + kAcceptPauseNs, oldest->accepted_ns + kPendingGraceNs);
+        return;
+      }
+      send_refused(oldest->fd.get(), Errc::busy, "too many connections waiting for a handshake");
+      drop(*oldest, "cut: too many connections waiting for a handshake");
+    }
     UniqueFd fd;
     try {
       fd = accept_unix(listen_fd_.get());
@@ -154,19 +176,6 @@ void ProducerImpl::accept_new() {
       log(LogLevel::warning, msg.c_str());
       send_refused(fd.get(), Errc::permission_denied, why);
       continue;
-    }
-    // Connections that never finish their handshake must not lock others out: beyond the limit
-    // the one waiting longest goes.
-    std::size_t pending = 0;
-    Conn* oldest = nullptr;
-    for (auto& c : conns_)
-      if (c.fd && c.state != ConnState::active) {
-        ++pending;
-        if (!oldest || c.accepted_ns < oldest->accepted_ns) oldest = &c;
-      }
-    if (pending >= kMaxPending && oldest) {
-      send_refused(oldest->fd.get(), Errc::busy, "too many connections waiting for a handshake");
-      drop(*oldest, "cut: too many connections waiting for a handshake");
     }
     Conn c;
     c.fd = std::move(fd);
