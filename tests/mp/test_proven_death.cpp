@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "channel_helpers.hpp"
+#include "consumer_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "temp_dir.hpp"
 #include "unix_socket.hpp"
@@ -25,25 +26,6 @@ using namespace cudaipc::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-ConsumerOptions at(const std::string& path, ConsumeMode mode = ConsumeMode::every_frame) {
-  ConsumerOptions o;
-  o.path = path;
-  o.mode = mode;
-  o.reconnect = false;
-  return o;
-}
-
-Frame next_frame(Consumer& c) {
-  Event ev;
-  for (int i = 0; i < 8; ++i) {
-    ev = c.next(5s);
-    if (ev.type == EventType::frame) return std::move(ev.frame);
-    if (ev.type != EventType::format) break;
-  }
-  ADD_FAILURE() << "no frame: event " << static_cast<int>(ev.type) << " " << ev.message;
-  return Frame();
-}
 
 void drain_formats(Consumer& c) {
   while (c.next(0ms).type == EventType::format) {
@@ -122,12 +104,12 @@ TEST(ProvenDeath, ConsumerCutByAFormatStormKeepsItsFramesAndItsReleaseTouchesNoO
   o.lease_timeout = 0s;  // only the storm may cut it
   Producer p(o);
   p.set_format(pattern_format(4096));
-  Consumer a(at(o.path));
+  Consumer a(consumer_at(o.path));
   ASSERT_EQ(publish_next(p), PublishStatus::published);
   Frame held = next_frame(a);
   ASSERT_TRUE(held);
   ASSERT_EQ(held.seq(), 1u);
-  Consumer b(at(o.path, ConsumeMode::latest));
+  Consumer b(consumer_at(o.path, ConsumeMode::latest));
   ASSERT_TRUE(wait_consumers(p, 2));
   drain_formats(b);
 
@@ -190,7 +172,7 @@ TEST(ProvenDeath, ChildForkedWithoutExecDoesNotKeepADeadConsumerAlive) {
   TempDir dir;
   const std::string path = dir.file("ch");
   ForkedConsumer child([&](int out) {
-    Consumer c(at(path));
+    Consumer c(consumer_at(path));
     Frame f = next_frame(c);
     if (!f) ::_exit(4);
     pid_t grandchild = ::fork();
@@ -228,7 +210,7 @@ TEST(ProvenDeath, KilledSleepingConsumerLeavesNothingBehind) {
   TempDir dir;
   const std::string path = dir.file("ch");
   ForkedConsumer child([&](int out) {
-    Consumer c(at(path));
+    Consumer c(consumer_at(path));
     report(out, 1);
     c.next(60s);  // format
     c.next(60s);  // asleep: no frame comes
@@ -246,7 +228,7 @@ TEST(ProvenDeath, KilledSleepingConsumerLeavesNothingBehind) {
   ASSERT_TRUE(poll_until([&] { return p.stats().consumers.empty(); }, 5s));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(publish_next(p), PublishStatus::published);
   // A newcomer gets its own page and every frame from its start on.
-  Consumer c(at(path));
+  Consumer c(consumer_at(path));
   ASSERT_TRUE(wait_consumers(p, 1));
   ASSERT_EQ(publish_next(p), PublishStatus::published);
   Frame f = next_frame(c);
@@ -277,7 +259,7 @@ TEST(ProvenDeath, ConnectionsThatNeverSayHelloAreCapped) {
   EXPECT_LE(producer_side, 40u) << "the producer holds " << producer_side << " fds for "
                                 << silent.size() << " silent connections";
   // A real consumer still gets in and reads verified frames.
-  ConsumerOptions co = at(o.path);
+  ConsumerOptions co = consumer_at(o.path);
   co.reconnect = true;
   Consumer c(co);
   ASSERT_TRUE(wait_consumers(p, 1));

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "channel_helpers.hpp"
+#include "consumer_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "temp_dir.hpp"
@@ -14,28 +15,6 @@
 using namespace cudaipc;
 using namespace cudaipc::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-ConsumerOptions consumer_at(const std::string& path, ConsumeMode mode = ConsumeMode::every_frame) {
-  ConsumerOptions co;
-  co.path = path;
-  co.mode = mode;
-  co.reconnect = false;
-  return co;
-}
-
-Frame next_frame(Consumer& c) {
-  for (int i = 0; i < 3; ++i) {
-    Event ev = c.next(5s);
-    if (ev.type == EventType::frame) return std::move(ev.frame);
-    if (ev.type != EventType::format) break;
-  }
-  ADD_FAILURE() << "no frame";
-  return Frame();
-}
-
-}  // namespace
 
 TEST(Policy, DropCountsEveryDroppedFrameAndKeepsSeqsDense) {
   TempDir dir;
