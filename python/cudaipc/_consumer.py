@@ -45,6 +45,45 @@ def _format_of(t: _lib.Tensor, caps: str, generation: int) -> Format:
                   tuple(t.strides[:rank]), generation)
 
 
+# Raw bindings for the per-frame path: an int result skips building a ctypes pointer object.
+_frame_seq = lib.cudaipc_frame_seq
+_frame_data = lib.cudaipc_frame_data
+_frame_times = lib.cudaipc_frame_times
+_frame_publish_time = lib.cudaipc_frame_publish_time
+_frame_tensor_address = lib["cudaipc_frame_tensor"]  # a separate function object: own restype
+_frame_tensor_address.restype = c_void_p
+_frame_tensor_address.argtypes = [c_void_p]
+_consumer_next = lib.cudaipc_consumer_next
+_TENSOR_SIZE = ctypes.sizeof(_lib.Tensor)
+_string_at = ctypes.string_at
+# Distinct tensor descriptions a consumer remembers; a stream has one per format, so more means
+# something varies per frame and the cache would only grow.
+_LAYOUTS_KEPT = 16
+
+
+class _Layout:
+    """What every frame with one tensor description shares (per consumer and format): the
+    description, its shape and strides as tuples, and the DLPack template, built once instead of
+    per frame."""
+
+    __slots__ = ("tensor", "shape", "strides", "dl")
+
+    def __init__(self, raw: bytes) -> None:
+        t = _lib.Tensor.from_buffer_copy(raw)
+        rank = min(t.rank, _lib.MAX_RANK)
+        self.tensor = t
+        self.shape: Tuple[int, ...] = tuple(t.shape[:rank])
+        self.strides: Tuple[int, ...] = tuple(t.strides[:rank])
+        self.dl: Optional[_dlpack.Layout] = None  # on the first export: not every reader exports
+
+    def dlpack(self, device: Tuple[int, int], read_only: bool) -> _dlpack.Layout:
+        dl = self.dl
+        if dl is None:
+            dl = self.dl = _dlpack.Layout(device, _dtypes.from_code(self.tensor.dtype), self.shape,
+                                          self.strides, read_only)
+        return dl
+
+
 class _Held:
     """The frames one consumer has leased and not given back yet (the Frame, or a tensor made from
     it, still holds each): the producer caps them (num_slots - 1), so a wait that ends in vain
@@ -156,20 +195,30 @@ class Frame:
     the GPU), ``__cuda_array_interface__`` (v3, zero-copy, valid until the frame is released) or
     ``numpy()`` (a host copy; a read-only view without copy for host-memory channels)."""
 
+    __slots__ = ("_seq", "_lease", "_layout", "_tensor", "_data", "_publish_time", "_pts",
+                 "_duration", "_flags", "_caps", "_generation", "_sync", "_cuda", "_device_id",
+                 "_streams", "__weakref__")
+
     def __init__(self, handle: int, consumer: "Consumer") -> None:
-        self._seq = lib.cudaipc_frame_seq(handle)
-        self._lease: Optional[_Lease] = _Lease(handle, consumer._sync, consumer._held, self._seq)
-        self._tensor = _lib.Tensor.from_buffer_copy(lib.cudaipc_frame_tensor(handle).contents)
-        self._data = lib.cudaipc_frame_data(handle)
-        self._publish_time = lib.cudaipc_frame_publish_time(handle)
-        pts, dts, dur, flags = c_uint64(), c_uint64(), c_uint64(), c_uint32()
-        lib.cudaipc_frame_times(handle, byref(pts), byref(dts), byref(dur), byref(flags))
+        self._seq = seq = _frame_seq(handle)
+        self._lease: Optional[_Lease] = _Lease(handle, consumer._sync, consumer._held, seq)
+        raw = _string_at(_frame_tensor_address(handle), _TENSOR_SIZE)
+        layout = consumer._layouts.get(raw)
+        if layout is None:
+            layout = consumer._add_layout(raw)
+        self._layout = layout
+        self._tensor = layout.tensor
+        self._data = _frame_data(handle)
+        self._publish_time = _frame_publish_time(handle)
+        pts, _, dur, flags = consumer._times
+        _frame_times(handle, *consumer._time_refs)
         self._pts, self._duration, self._flags = pts.value, dur.value, flags.value
-        self._caps = consumer._format.caps if consumer._format else ""
-        self._generation = consumer._format.generation if consumer._format else 0
+        fmt = consumer._format
+        self._caps = fmt.caps if fmt else ""
+        self._generation = fmt.generation if fmt else 0
         self._sync = consumer._sync
-        self._cuda = consumer._memory == _lib.MEMORY_CUDA
-        self._device_id = consumer._sync.device if (self._cuda and consumer._sync) else 0
+        self._cuda = cuda = consumer._memory == _lib.MEMORY_CUDA
+        self._device_id = consumer._sync.device if (cuda and consumer._sync) else 0
         self._streams: List[int] = []  # streams __dlpack__ made wait; release orders after them
 
     # -- description ---------------------------------------------------------------------------
@@ -216,12 +265,12 @@ class Frame:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        return tuple(self._tensor.shape[:self._rank()])
+        return self._layout.shape
 
     @property
     def strides(self) -> Tuple[int, ...]:
         """Strides in bytes, outermost first (NumPy's convention)."""
-        return tuple(self._tensor.strides[:self._rank()])
+        return self._layout.strides
 
     @property
     def nbytes(self) -> int:
@@ -297,7 +346,7 @@ class Frame:
                               "(copy after importing)")
         if copy:
             raise BufferError("cudaipc exports frames without copying (copy=True refused)")
-        dtype = _dtypes.from_code(self._tensor.dtype)
+        layout = self._layout.dlpack(device, not self._cuda)
         after: Tuple[int, ...] = ()
         if self._cuda:
             s = -1 if stream == -1 else _cuda.stream_handle(stream)
@@ -310,10 +359,8 @@ class Frame:
             raise BufferError(f"stream {stream!r} given for a frame in host memory")
         lease.ref()
         try:
-            return _dlpack.export(self._data, device, dtype, self.shape, self.strides,
-                                  _dlpack.wants_versioned(max_version),
-                                  read_only=not self._cuda,
-                                  on_delete=lambda: lease.unref(after))
+            return layout.export(self._data, max_version is not None and max_version[0] >= 1,
+                                 lambda: lease.unref(after))
         except BaseException:
             lease.unref()
             raise
@@ -412,6 +459,18 @@ class Consumer:
         _lib.check(lib.cudaipc_consumer_new(byref(opts), byref(h)), f"consumer of {path}")
         self._h: Optional[int] = h.value
         self._event = _lib.Event()
+        self._event_ref = byref(self._event)
+        # Frame() reads a frame's times into these: the reading thread owns them, as it owns
+        # the event.
+        self._times = (c_uint64(), c_uint64(), c_uint64(), c_uint32())
+        self._time_refs = tuple(byref(v) for v in self._times)
+        self._layouts: Dict[bytes, _Layout] = {}
+
+    def _add_layout(self, raw: bytes) -> _Layout:
+        if len(self._layouts) >= _LAYOUTS_KEPT:
+            self._layouts.clear()
+        layout = self._layouts[raw] = _Layout(raw)
+        return layout
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -458,13 +517,15 @@ class Consumer:
         start = time.monotonic_ns()
         deadline = None if timeout is None else start + int(timeout * 1e9)
         collected = warned = False
-        ev = self._event
+        ev, ev_ref = self._event, self._event_ref
         while True:
             if deadline is None:
                 wait = _SLICE_NS
             else:
                 wait = max(0, min(_SLICE_NS, deadline - time.monotonic_ns()))
-            _lib.check(lib.cudaipc_consumer_next(h, wait, byref(ev)), f"reading {self.path}")
+            rc = _consumer_next(h, wait, ev_ref)
+            if rc:
+                _lib.check(rc, f"reading {self.path}")
             t = ev.type
             if t == _lib.EVENT_FRAME:
                 self._ended = False
@@ -508,6 +569,8 @@ class Consumer:
     def _new_format(self, h: int, ev: _lib.Event) -> None:
         caps = (ev.caps or b"").decode("utf-8", "replace")
         self._format = _format_of(ev.tensor, caps, ev.generation)
+        # A template's device and read-only flag come from the memory kind, which may change here.
+        self._layouts.clear()
         mem = c_int()
         _lib.check(lib.cudaipc_consumer_memory(h, byref(mem)), f"reading {self.path}")
         if mem.value == _lib.MEMORY_CUDA:

@@ -88,13 +88,12 @@ USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 class _Export:
     """Everything one exported capsule points into, kept alive until its deleter runs."""
 
-    __slots__ = ("managed", "shape", "strides", "on_delete")
+    __slots__ = ("managed", "layout", "on_delete")
 
-    def __init__(self, managed: Any, shape: Any, strides: Any,
+    def __init__(self, managed: Any, layout: "Layout",
                  on_delete: Optional[Callable[[], None]]) -> None:
         self.managed = managed
-        self.shape = shape
-        self.strides = strides
+        self.layout = layout
         self.on_delete = on_delete
 
 
@@ -122,16 +121,23 @@ def _deleter(ptr: int) -> None:
         _run_deleter(ptr)
 
 
+_cap_name_raw = ctypes.PYFUNCTYPE(c_void_p, c_void_p)(("PyCapsule_GetName", _api))
+_NAME_ADDRESSES = {ctypes.addressof(NAME_VERSIONED): NAME_VERSIONED,
+                   ctypes.addressof(NAME_LEGACY): NAME_LEGACY}
+
+
 @CFUNCTYPE(None, c_void_p)
 def _capsule_destructor(capsule: int) -> None:
     # A capsule no importer consumed still owns its tensor: delete it as the importer would have.
     # The argument is the raw PyObject*: a py_object argument would resurrect a dying capsule.
-    for name in (NAME_VERSIONED, NAME_LEGACY):
-        if _cap_valid_raw(capsule, name):
-            p = _cap_pointer_raw(capsule, name)
-            if p:
-                _run_deleter(p)
-            return
+    # Only our own name buffers mark a capsule still unconsumed (an importer renames it to a
+    # string of its own), so one look at the name pointer tells, which keeps the common case (a
+    # consumed capsule) to a single call.
+    name = _NAME_ADDRESSES.get(_cap_name_raw(capsule) or 0)
+    if name is not None:
+        p = _cap_pointer_raw(capsule, name)
+        if p:
+            _run_deleter(p)
 
 
 # The two callbacks are reached from C for as long as any capsule lives, including while the
@@ -140,43 +146,89 @@ _api.Py_IncRef.argtypes = [ctypes.py_object]
 _api.Py_IncRef(_deleter)
 _api.Py_IncRef(_capsule_destructor)
 
+# Raw addresses instead of converted arguments: PyCapsule_New runs once per export.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, c_void_p, c_void_p, c_void_p)(
+    ("PyCapsule_New", _api))
+_DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, c_void_p).value
+_NAME_LEGACY_ADDRESS = ctypes.addressof(NAME_LEGACY)
+_NAME_VERSIONED_ADDRESS = ctypes.addressof(NAME_VERSIONED)
+_POINTER_SIZE = ctypes.sizeof(c_void_p)
+_BYTEORDER = sys.byteorder
+
+
+def _split_at_data(managed: Any, offset: int) -> Tuple[bytes, bytes]:
+    raw = ctypes.string_at(ctypes.addressof(managed), ctypes.sizeof(managed))
+    return raw[:offset], raw[offset + _POINTER_SIZE:]
+
+
+class Layout:
+    """The part of a capsule that is the same for every buffer of one device, dtype, shape and
+    strides: built once (per format, for a consumer), so that an export only copies a template
+    with the data pointer spliced in instead of filling ctypes structures field by field."""
+
+    __slots__ = ("shape_arr", "strides_arr", "error", "_legacy", "_versioned")
+
+    def __init__(self, device: Tuple[int, int], dtype: _dtypes.DType, shape: Sequence[int],
+                 byte_strides: Sequence[int], read_only: bool) -> None:
+        ndim = len(shape)
+        self.shape_arr = (c_int64 * max(ndim, 1))(*shape)
+        self.strides_arr = (c_int64 * max(ndim, 1))()
+        # An export raises this (not the layout): the frame stays usable in other ways.
+        self.error: Optional[str] = None
+        for i, s in enumerate(byte_strides):
+            if s % dtype.itemsize:
+                self.error = (f"stride {s} bytes is not a multiple of the {dtype.name} item size "
+                              f"{dtype.itemsize}; DLPack counts strides in elements")
+                break
+            self.strides_arr[i] = s // dtype.itemsize
+        templates = []
+        for versioned in (False, True):
+            managed: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+            t = managed.dl_tensor
+            t.device.device_type, t.device.device_id = device
+            t.ndim = ndim
+            t.dtype.code, t.dtype.bits, t.dtype.lanes = dtype.dl_code, dtype.itemsize * 8, 1
+            t.shape = ctypes.cast(self.shape_arr, POINTER(c_int64))
+            t.strides = ctypes.cast(self.strides_arr, POINTER(c_int64))
+            t.byte_offset = 0
+            managed.deleter = _deleter
+            if versioned:
+                managed.version.major, managed.version.minor = VERSION
+                managed.flags = FLAG_READ_ONLY if read_only else 0
+            offset = type(managed).dl_tensor.offset + DLTensor.data.offset
+            templates.append(_split_at_data(managed, offset))
+        self._legacy, self._versioned = templates
+
+    def export(self, data: int, versioned: bool,
+               on_delete: Optional[Callable[[], None]]) -> Any:
+        """A DLPack capsule viewing `data`; `on_delete` runs once when the importer frees it (or
+        the capsule dies unconsumed)."""
+        if self.error is not None:
+            raise BufferError(self.error)
+        head, tail = self._versioned if versioned else self._legacy
+        cls = DLManagedTensorVersioned if versioned else DLManagedTensor
+        managed = cls.from_buffer_copy(head + (data or 0).to_bytes(_POINTER_SIZE, _BYTEORDER)
+                                       + tail)
+        address = ctypes.addressof(managed)
+        with _exports_lock:
+            _exports[address] = _Export(managed, self, on_delete)
+        try:
+            return _capsule_new(address,
+                                _NAME_VERSIONED_ADDRESS if versioned else _NAME_LEGACY_ADDRESS,
+                                _DESTRUCTOR_ADDRESS)
+        except BaseException:
+            with _exports_lock:
+                _exports.pop(address, None)
+            raise
+
 
 def export(data: int, device: Tuple[int, int], dtype: _dtypes.DType, shape: Sequence[int],
            byte_strides: Sequence[int], versioned: bool, read_only: bool,
            on_delete: Optional[Callable[[], None]]) -> Any:
     """A DLPack capsule viewing `data`; `on_delete` runs once when the importer frees it (or the
     capsule dies unconsumed)."""
-    ndim = len(shape)
-    shape_arr = (c_int64 * max(ndim, 1))(*shape)
-    strides_arr = (c_int64 * max(ndim, 1))()
-    for i, s in enumerate(byte_strides):
-        if s % dtype.itemsize:
-            raise BufferError(f"stride {s} bytes is not a multiple of the {dtype.name} item size "
-                              f"{dtype.itemsize}; DLPack counts strides in elements")
-        strides_arr[i] = s // dtype.itemsize
-    managed: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
-    t = managed.dl_tensor
-    t.data = data or None
-    t.device.device_type, t.device.device_id = device
-    t.ndim = ndim
-    t.dtype.code, t.dtype.bits, t.dtype.lanes = dtype.dl_code, dtype.itemsize * 8, 1
-    t.shape = ctypes.cast(shape_arr, POINTER(c_int64))
-    t.strides = ctypes.cast(strides_arr, POINTER(c_int64))
-    t.byte_offset = 0
-    managed.deleter = _deleter
-    if versioned:
-        managed.version.major, managed.version.minor = VERSION
-        managed.flags = FLAG_READ_ONLY if read_only else 0
-    address = ctypes.addressof(managed)
-    with _exports_lock:
-        _exports[address] = _Export(managed, shape_arr, strides_arr, on_delete)
-    try:
-        return _api.PyCapsule_New(address, NAME_VERSIONED if versioned else NAME_LEGACY,
-                                  ctypes.cast(_capsule_destructor, c_void_p))
-    except BaseException:
-        with _exports_lock:
-            _exports.pop(address, None)
-        raise
+    return Layout(device, dtype, shape, byte_strides, read_only).export(data, versioned,
+                                                                        on_delete)
 
 
 def wants_versioned(max_version: Optional[Tuple[int, int]]) -> bool:
