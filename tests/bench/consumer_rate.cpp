@@ -1,0 +1,132 @@
+// cudaipc-bench-consumer-rate: the native consumer beside which python/bench/consumer_overhead.py
+// puts the Python consumer, in the same run and on the same channel. Joins a running producer as a
+// latest consumer, reads N frames (next -> release) and prints one parseable line:
+//   consumer-rate frames=N fps=F p50_us=A p99_us=B
+// Per-frame times are this thread's CPU time (waiting for the producer is left out), as in the
+// Python bench, so the rows compare.
+//   cudaipc-bench-consumer-rate --path=PATH [--frames=2000] [--warmup=10] [--timeout-s=30]
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/options.hpp"
+
+namespace {
+
+std::uint64_t thread_cpu_ns() {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+    throw std::runtime_error(std::string("clock_gettime(CLOCK_THREAD_CPUTIME_ID): ") +
+                             std::strerror(errno));
+  }
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uint64_t parse_count(const std::string& arg, const char* value) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v == 0) {
+    throw std::invalid_argument("bad value in " + arg + " (a positive integer is expected)");
+  }
+  return v;
+}
+
+double pct_us(std::vector<std::uint64_t> xs, double q) {
+  std::sort(xs.begin(), xs.end());
+  const auto i = std::min(xs.size() - 1, static_cast<std::size_t>(q * xs.size()));
+  return xs[i] / 1e3;
+}
+
+// The next frame, skipping format and other events; throws when none comes in time.
+cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto ev = c.next(std::chrono::milliseconds(200));
+    switch (ev.type) {
+      case cudaipc::EventType::frame:
+        return std::move(ev.frame);
+      case cudaipc::EventType::eos:
+        throw std::runtime_error("the producer ended the stream before enough frames came");
+      case cudaipc::EventType::interrupted:
+        throw std::runtime_error("interrupted");
+      default:
+        break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("no frame within the timeout");
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  std::string path;
+  std::uint64_t frames = 2000, warmup = 10, timeout_s = 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    const std::string key = a.substr(0, eq);
+    if (eq == std::string::npos) throw std::invalid_argument("unknown argument " + a);
+    const char* value = argv[i] + eq + 1;
+    if (key == "--path") {
+      path = value;
+    } else if (key == "--frames") {
+      frames = parse_count(a, value);
+    } else if (key == "--warmup") {
+      warmup = parse_count(a, value);
+    } else if (key == "--timeout-s") {
+      timeout_s = parse_count(a, value);
+    } else {
+      throw std::invalid_argument("unknown argument " + a);
+    }
+  }
+  if (path.empty()) throw std::invalid_argument("--path=PATH (the producer's channel) is needed");
+
+  cudaipc::ConsumerOptions opts;
+  opts.path = path;
+  opts.mode = cudaipc::ConsumeMode::latest;
+  cudaipc::Consumer consumer(opts);
+  const std::chrono::nanoseconds timeout = std::chrono::seconds(timeout_s);
+  for (std::uint64_t i = 0; i < warmup; ++i) next_frame(consumer, timeout).release();
+
+  std::vector<std::uint64_t> cpu;
+  cpu.reserve(frames);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < frames; ++i) {
+    const std::uint64_t s = thread_cpu_ns();
+    cudaipc::Frame f = next_frame(consumer, timeout);
+    volatile const void* data = f.data();  // what a reader touches first; not optimised away
+    (void)data;
+    f.release();
+    cpu.push_back(thread_cpu_ns() - s);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("consumer-rate frames=%llu fps=%.0f p50_us=%.1f p99_us=%.1f\n",
+              static_cast<unsigned long long>(frames), frames / secs, pct_us(cpu, 0.5),
+              pct_us(cpu, 0.99));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cudaipc-bench-consumer-rate: %s\n", e.what());
+    return 1;
+  }
+}
