@@ -11,7 +11,6 @@ PageSnapshot read_conn_page(const ConnPage& page, std::uint32_t slot_count,
   // seq_cst: pairs with the producer's invalidation of a slot (control_block.hpp).
   const std::uint64_t leases = page.leases.load(std::memory_order_seq_cst);
   s.cursor = page.cursor.load(std::memory_order_acquire);
-  s.sleeping = page.sleeping.load(std::memory_order_seq_cst) != 0;
   if (leases & ~valid) {
     s.violation = "leased slots that do not exist";
     return s;

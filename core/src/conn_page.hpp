@@ -39,8 +39,7 @@ struct PageSnapshot {
   std::uint64_t leases = 0;  // only bits of real slots
   std::uint64_t cursor = 0;
   bool retired = false;  // the consumer object is gone: it holds no frame back
-  bool sleeping = false;
-  // Set when the page broke a rule no honest consumer breaks; `why` names it.
+  // Set when the page broke a rule no honest consumer breaks; it names the rule.
   const char* violation = nullptr;
 };
 

@@ -34,7 +34,6 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
     if (s.leases != r->last.leases || s.cursor != r->last.cursor) r->progress_ns = now;
     r->last = s;
     o.leased |= s.leases;
-    o.sleeping |= s.sleeping;
     if (r->active && r->mode == ConsumeMode::every_frame && !s.retired)
       o.min_cursor = std::min(o.min_cursor, s.cursor);
   }

@@ -76,7 +76,6 @@ class ProducerImpl {
   struct Occupancy {
     std::uint64_t leased = 0;
     std::uint64_t min_cursor = ~std::uint64_t{0};  // over active every-frame consumers
-    bool sleeping = false;                         // some consumer waits for a frame
   };
 
   enum class ConnState { awaiting_hello, awaiting_ready, active };
