@@ -55,7 +55,7 @@ ProducerImpl::~ProducerImpl() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     cb_->closed.store(1, std::memory_order_release);
-    wake_consumers(true);
+    wake_consumers(/*everyone=*/true);
     conns_.clear();
     try {
       memory_->flush();
@@ -84,9 +84,10 @@ void ProducerImpl::create_control_block() {
   cb_->memory_kind = static_cast<std::uint32_t>(memory_->kind());
 }
 
-void ProducerImpl::wake_consumers(bool sleeping) {
+void ProducerImpl::wake_consumers(bool everyone) {
   cb_->frame_futex.fetch_add(1, std::memory_order_seq_cst);
-  if (sleeping) futex_wake_all_noexcept(cb_->frame_futex);
+  // Only a consumer that announced its sleep in its page is in the futex: skip the syscall else.
+  if (everyone || any_sleeping()) futex_wake_all_noexcept(cb_->frame_futex);
 }
 
 void ProducerImpl::wake_space() noexcept {
@@ -132,7 +133,7 @@ void ProducerImpl::set_format(const Format& f) {
   // waits for it (within its own deadline).
   post_to_server();
   cb_->generation.store(generation_, std::memory_order_release);
-  wake_consumers(any_sleeping());
+  wake_consumers();
 }
 
 bool ProducerImpl::slot_free(std::uint32_t i, const Occupancy& occ) const {
@@ -296,7 +297,7 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
   cb_->frames_published.store(seq, std::memory_order_relaxed);
   writing_ = false;
   ws.owner_ = nullptr;
-  wake_consumers(any_sleeping());
+  wake_consumers();
 }
 
 void ProducerImpl::abort(WriteSlot& ws) noexcept {
@@ -353,7 +354,7 @@ void ProducerImpl::interrupt() noexcept {
 void ProducerImpl::end_of_stream() {
   std::lock_guard<std::mutex> lock(mu_);
   cb_->eos_after.store(seq_ + 1, std::memory_order_release);
-  wake_consumers(any_sleeping());
+  wake_consumers();
 }
 
 ProducerStats ProducerImpl::stats() const {

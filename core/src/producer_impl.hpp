@@ -84,7 +84,6 @@ class ProducerImpl {
     ConnState state = ConnState::awaiting_hello;
     int record = -1;
     pid_t pid = 0;
-    uid_t uid = 0;
     ConsumeMode mode = ConsumeMode::every_frame;
     std::uint64_t accepted_ns = 0;
     std::uint64_t sent_generation = 0;
@@ -104,7 +103,7 @@ class ProducerImpl {
 
   // producer.cpp: the publish path
   void create_control_block();
-  void wake_consumers(bool sleeping);
+  void wake_consumers(bool everyone = false);
   void wake_space() noexcept;
   void post_to_server() noexcept;
   bool slot_free(std::uint32_t i, const Occupancy& occ) const;

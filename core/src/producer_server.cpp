@@ -180,7 +180,6 @@ void ProducerImpl::accept_new() {
     Conn c;
     c.fd = std::move(fd);
     c.pid = cred.pid;
-    c.uid = cred.uid;
     c.accepted_ns = monotonic_ns();
     conns_.push_back(std::move(c));
   }
