@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "control_block.hpp"
+
 namespace cudaipc {
 
 inline constexpr std::uint64_t kPageMagic = 0x3250434441495043ull;  // "CIPADCP2"
@@ -32,6 +34,17 @@ struct ConnPage {
   // a lease either shows in that read, and is honoured, or the consumer sees `revoked` and gives
   // the frame up: it is never handed a slot the producer no longer keeps for it.
   alignas(64) std::atomic<std::uint32_t> revoked;
+
+  // GPU semaphores of a CUDA channel (cuda/semaphores.hpp). Both processes register the page with
+  // cuMemHostRegister, so streams write and wait on these words; values are frame seqs, the 32-bit
+  // ones cut to their low half and compared cyclically.
+  // Written by the producer's stream once a frame's bytes have landed: the newest such seq.
+  alignas(64) std::atomic<std::uint32_t> ready;
+  // Written by the consumer's CPU when it takes a frame from slot i: that frame's seq. The producer
+  // waits on done[i] before rewriting slot i only where this names the frame the slot holds.
+  alignas(64) std::atomic<std::uint64_t> acquired[kMaxSlots];
+  // Written by the consumer's stream after its last read of a frame from slot i: that frame's seq.
+  alignas(64) std::atomic<std::uint32_t> done[kMaxSlots];
 };
 
 // What the producer believes about a page after checking it.

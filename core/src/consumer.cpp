@@ -101,7 +101,7 @@ class ConsumerImpl {
   std::uint64_t next_connect_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress
   bool at_limit_ = false;       // holding as many frames as the producer allows
-  bool format_late_ = false;    // a frame's format did not arrive before the deadline
+  bool format_late_ = false;    // a frame's format (or, with cpu_wait, its bytes) came too late
 };
 
 void ConsumerImpl::connect() {
@@ -118,6 +118,7 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
   std::string why = conn_ ? conn_->parting_words() : std::string();
   // The producer's own words (an eviction's reason) when they arrived already.
   lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "producer went away";
+  if (conn_) conn_->producer_lost();
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_.reset();
 }
@@ -227,12 +228,18 @@ bool ConsumerImpl::try_acquire(Event& ev) {
       f.slots_ = gen->slots;
       f.base_ = gen->slots->address(slot);
     } catch (...) {
-      conn_->release(slot);
+      conn_->release(slot, t);
       throw;
     }
     f.slot_ = slot;
     f.conn_ = conn_;
-    conn_->memory().on_acquire(slot);
+    if (!conn_->memory().on_acquire(slot, t, deadline_)) {
+      // cpu_wait: the frame was not written by the deadline. Taken again on the next call.
+      f.conn_.reset();
+      conn_->release(slot, t);
+      format_late_ = true;
+      return false;
+    }
     if (!every && t > cursor_ + 1) {
       skipped_ += t - cursor_ - 1;
       me.skipped.store(skipped_, std::memory_order_relaxed);
@@ -377,7 +384,7 @@ Frame& Frame::operator=(Frame&& o) noexcept {
 
 void Frame::release() noexcept {
   if (!conn_) return;
-  conn_->release(slot_);
+  conn_->release(slot_, desc_.seq);
   slots_.reset();
   conn_.reset();
 }

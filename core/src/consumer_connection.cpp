@@ -5,6 +5,7 @@
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
+#include "process_watch.hpp"
 
 namespace cudaipc {
 namespace {
@@ -17,6 +18,12 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
     : wake_fd_(wake_fd) {
   const std::string path = opts.path.empty() ? default_channel_path("cudaipc") : opts.path;
   sock_ = connect_unix(path);
+  try {
+    // Proof of the producer's death, for releasing GPU work that waits on it (cuda backend).
+    producer_pidfd_ = open_pidfd(peer_credentials(sock_.get()).pid);
+  } catch (const Error&) {
+    // Already gone: the handshake below fails with the reason.
+  }
   try {
     send_hello(sock_.get(), HelloMsg{opts.mode});
   } catch (const Error& e) {
@@ -73,6 +80,7 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   memory_ = w.memory == MemoryKind::cuda ? make_cuda_consumer_memory(opts.cuda, slot_count_)
                                          : make_host_consumer_memory();
   memory_->import_sync(w.sync);
+  memory_->attach_page(page_, w.page_size, producer_pidfd_ ? producer_pidfd_.get() : -1);
   send_ready(sock_.get(), memory_->export_sync());
 
   for (;;) {
@@ -91,6 +99,8 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
 }
 
 ConsumerConnection::~ConsumerConnection() {
+  // Queued GPU reads finish before the memory they read is unmapped.
+  if (memory_) memory_->close();
   // Slot imports go before the backend that made them (CUDA contexts, streams).
   gens_.clear();
 }
@@ -185,9 +195,13 @@ void ConsumerConnection::prune_before(std::uint64_t g) {
               gens_.end());
 }
 
-void ConsumerConnection::release(std::uint32_t slot) noexcept {
+void ConsumerConnection::producer_lost() noexcept {
+  if (producer_pidfd_ && process_exited(producer_pidfd_.get())) memory_->producer_gone();
+}
+
+void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept {
   try {
-    memory_->on_release(slot);
+    memory_->on_release(slot, seq);
   } catch (const Error& e) {
     // The lease must end regardless, or the producer would wait on this slot forever.
     log(LogLevel::error, (std::string("releasing a frame: ") + e.what()).c_str());

@@ -31,8 +31,10 @@ class ConsumerConnection {
   ConsumerConnection(const ConsumerOptions& opts, int wake_fd);
   ~ConsumerConnection();
 
-  // Ends a lease taken by the consumer thread; callable from any thread.
-  void release(std::uint32_t slot) noexcept;
+  // Ends the lease on frame `seq` in `slot` taken by the consumer thread; callable from any thread.
+  void release(std::uint32_t slot, std::uint64_t seq) noexcept;
+  // The producer hung up: if its process is gone, GPU work waiting for its frames is let go.
+  void producer_lost() noexcept;
   // Gives back a lease no frame was handed out for (a lost race, a format first).
   void unlease(std::uint64_t bit) noexcept;
   // Reads format messages until generation `g` is known. False when `deadline_ns` passed first;
@@ -63,6 +65,7 @@ class ConsumerConnection {
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;
+  UniqueFd producer_pidfd_;  // empty where the kernel has no pidfds
   int wake_fd_ = -1;
   Mapping control_;
   ControlBlock* cb_ = nullptr;

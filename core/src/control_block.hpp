@@ -23,7 +23,7 @@
 namespace cudaipc {
 
 inline constexpr std::uint64_t kControlMagic = 0x3243504941445543ull;  // "CUDAIPC2"
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::uint32_t kMaxSlots = 32;
 inline constexpr std::uint32_t kMaxConsumers = 32;
 inline constexpr std::uint32_t kRing = 64;  // > kMaxSlots: a ring entry outlives its slot's reuse

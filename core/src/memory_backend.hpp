@@ -2,20 +2,25 @@
 // looks inside a backend: slots and sync objects cross the socket as opaque WireBlobs.
 //
 // Ordering contract, per slot index:
-//   producer: begin_write(i) -> caller writes slot i -> end_write(i) -> publish
-//   consumer: acquire -> on_acquire(i) -> caller reads -> on_release(i) -> lease bit cleared
+//   producer: begin_write(i) -> caller writes slot i -> end_write(i, seq) -> publish
+//   consumer: acquire -> on_acquire(i, seq) -> caller reads -> on_release(i, seq) -> lease cleared
 // begin_write must order the write after every consumer's last read of slot i (their on_release),
 // and on_acquire must order the consumer's reads after the producer's end_write. For CUDA both are
-// GPU-side event waits; for host memory the lease protocol alone orders them, so they are no-ops.
+// GPU-side semaphore waits (cuda/semaphores.hpp) on words of each connection's page; for host
+// memory the lease protocol alone orders them, so they are no-ops.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "cudaipc/options.hpp"
+#include "unique_fd.hpp"
 #include "wire_blob.hpp"
 
 namespace cudaipc {
+
+struct ConnPage;
 
 // Where the bytes handed to ProducerMemory::write come from.
 enum class SourceKind { host, device };
@@ -48,14 +53,23 @@ class ProducerMemory {
   virtual ~ProducerMemory() = default;
   virtual MemoryKind kind() const noexcept = 0;
   virtual std::unique_ptr<ProducerSlots> allocate(std::uint32_t count, std::uint64_t bytes) = 0;
-  // Producer-side sync objects (CUDA: the per-slot "ready" IPC events), sent once per connection.
+  // Producer-side sync description (CUDA: its device), sent once per connection.
   virtual WireBlob export_sync() const { return {}; }
-  // A consumer's sync objects (CUDA: its per-slot "done reading" events) arrived; untrusted.
-  virtual void attach_consumer(std::uint32_t /*consumer*/, const WireBlob& /*sync*/) {}
-  // The consumer is gone: drop whatever attach_consumer opened for it.
-  virtual void detach_consumer(std::uint32_t /*consumer*/) {}
+  // A consumer finished its handshake: `sync` (untrusted) is its ConsumerMemory::export_sync, and
+  // `page` its connection page, which `keep` holds mapped. Runs on the socket thread; it must not
+  // hold up publishing for longer than a few driver calls.
+  virtual void attach_consumer(std::uint32_t /*consumer*/, const WireBlob& /*sync*/,
+                               ConnPage* /*page*/, std::shared_ptr<const void> /*keep*/) {}
+  // The consumer is gone. `pidfd` (may be empty: then the hang-up counts as its death) tells
+  // whether its process still lives; what it left queued on the GPU is settled in reap().
+  virtual void detach_consumer(std::uint32_t /*consumer*/, UniqueFd /*pidfd*/) {}
+  // Called by the socket thread every tick: frees what departed consumers left behind once the
+  // producer's stream no longer needs it, and releases the producer's stream from waits on a
+  // consumer that died, or that left `give_up_ns` ago without finishing its reads.
+  virtual void reap(std::uint64_t /*now_ns*/, std::uint64_t /*give_up_ns*/) {}
   virtual void begin_write(std::uint32_t /*slot*/) {}
-  virtual void end_write(std::uint32_t /*slot*/) {}
+  // `seq` is the frame now in the slot; 0 when the write was abandoned (nothing to announce).
+  virtual void end_write(std::uint32_t /*slot*/, std::uint64_t /*seq*/) {}
   // Copies `bytes` from `src` into the slot at `dst` (an address() value plus an offset).
   virtual void write(std::uintptr_t dst, const void* src, std::uint64_t bytes, SourceKind from) = 0;
   // 2-D copy (rows of `width` bytes, `height` rows) from a pitched source into a pitched slot.
@@ -75,12 +89,27 @@ class ConsumerMemory {
   // Imports a set exported by ProducerSlots::export_slots; validates everything in the blob.
   virtual std::shared_ptr<ConsumerSlots> import_slots(std::uint32_t count, std::uint64_t slot_size,
                                                       const WireBlob& blob) = 0;
-  // The producer's sync objects (from ProducerMemory::export_sync); untrusted.
+  // The producer's sync description (from ProducerMemory::export_sync); untrusted.
   virtual void import_sync(const WireBlob& /*sync*/) {}
-  // This consumer's sync objects, for ProducerMemory::attach_consumer.
+  // This connection's page, mapped read-write for as long as this object lives, and a pidfd of the
+  // producer (-1 where there is none) that stays open as long: its death releases waits on it.
+  virtual void attach_page(ConnPage* /*page*/, std::size_t /*bytes*/, int /*producer_pidfd*/) {}
+  // This consumer's sync description, for ProducerMemory::attach_consumer.
   virtual WireBlob export_sync() { return {}; }
-  virtual void on_acquire(std::uint32_t /*slot*/) {}
-  virtual void on_release(std::uint32_t /*slot*/) {}
+  // Orders this consumer's reads of frame `seq` in `slot` after the producer's write of it. With
+  // CudaOptions::cpu_wait it waits on the CPU until `deadline_ns` and returns false if the frame
+  // was not written by then.
+  virtual bool on_acquire(std::uint32_t /*slot*/, std::uint64_t /*seq*/,
+                          std::uint64_t /*deadline_ns*/) {
+    return true;
+  }
+  virtual void on_release(std::uint32_t /*slot*/, std::uint64_t /*seq*/) {}
+  // The producer hung up: frames it announced but never wrote will not come. Releases whatever
+  // this consumer's stream still waits for, so its queued work runs and drains.
+  virtual void producer_gone() noexcept {}
+  // The connection ends: lets this consumer's queued GPU work finish before its imports go,
+  // releasing it early when the producer is dead. Bounded.
+  virtual void close() noexcept {}
   // The CUstream a consumer's reads are ordered on (nullptr for host memory).
   virtual void* stream() const noexcept { return nullptr; }
 };

@@ -275,8 +275,9 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
     throw Error(Errc::invalid_argument, "user metadata of " + std::to_string(info.user_meta_size) +
                                             " bytes exceeds " + std::to_string(kMaxUserMeta));
   const std::uint32_t i = ws.index_;
-  memory_->end_write(i);
-  const std::uint64_t seq = ++seq_;
+  const std::uint64_t seq = seq_ + 1;
+  memory_->end_write(i, seq);
+  seq_ = seq;
   FrameDesc& d = cb_->slots[i].desc;
   d.seq = seq;
   d.generation = generation_;
@@ -305,7 +306,7 @@ void ProducerImpl::abort(WriteSlot& ws) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   // The slot stays invalidated (seq 0); its half-written bytes are never published.
   try {
-    memory_->end_write(ws.index_);
+    memory_->end_write(ws.index_, 0);
   } catch (const Error& e) {
     // Runs from destructors: report, never throw. The slot stays invalid, so nothing reads it.
     log(LogLevel::error, (std::string("aborting a borrowed slot: ") + e.what()).c_str());

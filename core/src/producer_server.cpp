@@ -71,6 +71,12 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
     if (c.fd && c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs)
       drop(c, "handshake not finished within 5 s");
   act_on_records();
+  try {
+    // A consumer that left without finishing its GPU reads gets as long as a lease would.
+    memory_->reap(now, static_cast<std::uint64_t>(opts_.lease_timeout.count()));
+  } catch (const Error& e) {
+    log(LogLevel::error, (std::string("settling departed consumers: ") + e.what()).c_str());
+  }
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.fd; }),
                conns_.end());
 
@@ -266,7 +272,17 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
   if (consumer_count() >= opts_.max_consumers)
     throw Error(Errc::busy,
                 "all " + std::to_string(opts_.max_consumers) + " consumer places taken");
-  memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync);
+  {
+    std::shared_ptr<Mapping> page_map;
+    ConnPage* page = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(table_mu_);
+      const Record& rec = *records_[static_cast<std::size_t>(c.record)];
+      page_map = rec.page_map;
+      page = rec.page;
+    }
+    memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync, page, std::move(page_map));
+  }
   std::uint64_t cursor;
   {
     // Under the table lock the publish path cannot be between choosing a slot and publishing
@@ -425,7 +441,7 @@ void ProducerImpl::retire_record(int id) {
   }
   if (!rec) return;
   try {
-    memory_->detach_consumer(static_cast<std::uint32_t>(id));
+    memory_->detach_consumer(static_cast<std::uint32_t>(id), std::move(rec->pidfd));
   } catch (const Error& e) {
     log(LogLevel::error, (std::string("reaping a consumer: ") + e.what()).c_str());
   }

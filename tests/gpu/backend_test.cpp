@@ -2,6 +2,8 @@
 // producer and a consumer memory joined directly (slots written and checked on the GPU), every
 // write path, the ordering both ways, a caller's context and stream, and hostile input.
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -9,13 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "clock.hpp"
+#include "conn_page.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/ipc_table.hpp"
+#include "cuda/semaphores.hpp"
 #include "cudaipc/error.hpp"
 #include "gpu_support.hpp"
+#include "mapping.hpp"
 #include "memory_backend.hpp"
 #include "pattern.hpp"
+#include "process_watch.hpp"
 
 namespace cudaipc {
 namespace {
@@ -35,8 +42,37 @@ CudaOptions with_mode(CudaExportMode m) {
   return o;
 }
 
+// No deadline for a cpu_wait on the frame.
+constexpr std::uint64_t kForever = ~std::uint64_t{0};
+
+// One connection page mapped twice, as the producer and the consumer each map it: the same memfd
+// at two addresses, each side registering its own mapping with the driver.
+struct SharedPage {
+  UniqueFd fd;
+  std::shared_ptr<Mapping> producer_side;
+  Mapping consumer_side;
+  SharedPage() {
+    fd = make_memfd("cudaipc-test-page", 4096);
+    producer_side = std::make_shared<Mapping>(fd.get(), 4096, true);
+    consumer_side = Mapping(fd.get(), 4096, true);
+    auto* page = static_cast<ConnPage*>(producer_side->data());
+    page->page_size = 4096;
+  }
+  ConnPage* producer_page() const { return static_cast<ConnPage*>(producer_side->data()); }
+  ConnPage* consumer_page() const { return static_cast<ConnPage*>(consumer_side.data()); }
+};
+
+// Joins a consumer memory to a producer memory the way the core does, through `page`.
+void join(ProducerMemory& producer, ConsumerMemory& consumer, std::uint32_t id,
+          const SharedPage& page) {
+  consumer.import_sync(producer.export_sync());
+  consumer.attach_page(page.consumer_page(), 4096, -1);
+  producer.attach_consumer(id, consumer.export_sync(), page.producer_page(), page.producer_side);
+}
+
 // A producer memory and a consumer memory in this process, joined the way the core joins them.
 struct Joined {
+  SharedPage page;
   std::unique_ptr<ProducerMemory> producer;
   std::unique_ptr<ConsumerMemory> consumer;
   std::unique_ptr<ProducerSlots> slots;
@@ -45,15 +81,16 @@ struct Joined {
   Joined(const CudaOptions& p, const CudaOptions& c, std::uint32_t count, std::uint64_t size) {
     producer = make_cuda_producer_memory(p, count);
     consumer = make_cuda_consumer_memory(c, count);
-    consumer->import_sync(producer->export_sync());
-    producer->attach_consumer(0, consumer->export_sync());
+    join(*producer, *consumer, 0, page);
     slots = producer->allocate(count, size);
     imported = consumer->import_slots(count, size, slots->export_slots());
   }
   // The consumer set goes first, as the core drops it: frames hold imports, not the reverse.
   ~Joined() {
     imported.reset();
+    if (consumer) consumer->close();
     consumer.reset();
+    if (producer) producer->detach_consumer(0, UniqueFd());
   }
   CUstream pstream() const { return static_cast<CUstream>(producer->stream()); }
   CUstream cstream() const { return static_cast<CUstream>(consumer->stream()); }
@@ -264,10 +301,10 @@ TEST_P(CudaBackend, RoundTripEveryByteVerifiedOnTheGpu) {
     const auto i = static_cast<std::uint32_t>(key % 4);
     j.producer->begin_write(i);
     k.fill(j.pstream(), j.slots->address(i), kSize, key);
-    j.producer->end_write(i);
-    j.consumer->on_acquire(i);
+    j.producer->end_write(i, key);
+    ASSERT_TRUE(j.consumer->on_acquire(i, key, kForever));
     k.verify(j.cstream(), j.imported->address(i), kSize, key);
-    j.consumer->on_release(i);
+    j.consumer->on_release(i, key);
   }
   EXPECT_EQ(k.counters(j.cstream()).bad, 0u);
 }
@@ -285,10 +322,10 @@ TEST_P(CudaBackend, ReadWaitsForASlowWrite) {
       const auto i = static_cast<std::uint32_t>(key % 2);
       j.producer->begin_write(i);
       k.slow_fill(j.pstream(), j.slots->address(i), kSize, key, kSpinNs);
-      j.producer->end_write(i);
-      j.consumer->on_acquire(i);
+      j.producer->end_write(i, key);
+      ASSERT_TRUE(j.consumer->on_acquire(i, key, kForever));
       k.verify(j.cstream(), j.imported->address(i), kSize, key);
-      j.consumer->on_release(i);
+      j.consumer->on_release(i, key);
     }
     EXPECT_EQ(k.counters(j.cstream()).bad, 0u) << "cpu_wait " << cpu_wait;
   }
@@ -303,10 +340,10 @@ TEST_P(CudaBackend, WriteWaitsForASlowRead) {
   for (std::uint64_t key = 1; key <= 20; ++key) {
     j.producer->begin_write(0);
     k.fill(j.pstream(), j.slots->address(0), kSize, key);
-    j.producer->end_write(0);
-    j.consumer->on_acquire(0);
+    j.producer->end_write(0, key);
+    ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
     k.slow_read(j.cstream(), j.imported->address(0), kSize, key, 2 * kSpinNs);
-    j.consumer->on_release(0);
+    j.consumer->on_release(0, key);
   }
   const gputest::Counters c = k.counters(j.cstream());
   EXPECT_EQ(c.bad, 0u);
@@ -322,7 +359,7 @@ TEST_P(CudaBackend, HostDeviceAnd2dWritesLandIntact) {
   testing::fill_pattern(host.data(), kSize, 5);
   j.producer->begin_write(0);
   j.producer->write(j.slots->address(0), host.data(), kSize, SourceKind::host);
-  j.producer->end_write(0);
+  j.producer->end_write(0, 1);
   j.producer->flush();
   EXPECT_EQ(testing::check_pattern(read_back(k, j.imported->address(0), kSize).data(), kSize, 5),
             kSize);
@@ -331,7 +368,7 @@ TEST_P(CudaBackend, HostDeviceAnd2dWritesLandIntact) {
   j.producer->begin_write(1);
   j.producer->write(j.slots->address(1), reinterpret_cast<const void*>(src.get()), kSize,
                     SourceKind::device);
-  j.producer->end_write(1);
+  j.producer->end_write(1, 2);
   j.producer->flush();
   EXPECT_EQ(testing::check_pattern(read_back(k, j.imported->address(1), kSize).data(), kSize, 6),
             kSize);
@@ -344,12 +381,14 @@ TEST_P(CudaBackend, HostDeviceAnd2dWritesLandIntact) {
   cuda::DeviceAllocation rows_dev = cuda::make_device_allocation(k.context(), rows.size());
   for (std::uint64_t r = 0; r < kRows; ++r)
     k.fill(j.pstream(), rows_dev.get() + r * kSrcPitch, kWidth, r + 1);
+  std::uint64_t key = 2;
   for (SourceKind from : {SourceKind::host, SourceKind::device}) {
+    ++key;
     j.producer->begin_write(0);
     const void* src2d = from == SourceKind::host ? static_cast<const void*>(rows.data())
                                                  : reinterpret_cast<const void*>(rows_dev.get());
     j.producer->write_2d(j.slots->address(0), kDstPitch, src2d, kSrcPitch, kWidth, kRows, from);
-    j.producer->end_write(0);
+    j.producer->end_write(0, key);
     j.producer->flush();
     const auto back = read_back(k, j.imported->address(0), kDstPitch * kRows);
     for (std::uint64_t r = 0; r < kRows; ++r)
@@ -365,8 +404,8 @@ TEST_P(CudaBackend, TwoConsumersInTheProducersProcessShareTheSlots) {
   Kernels k;
   Joined a(with_mode(GetParam()), {}, 2, kSize);
   auto second = make_cuda_consumer_memory({}, 2);
-  second->import_sync(a.producer->export_sync());
-  a.producer->attach_consumer(1, second->export_sync());
+  SharedPage second_page;
+  join(*a.producer, *second, 1, second_page);
   auto imported = second->import_slots(2, kSize, a.slots->export_slots());
   if (GetParam() == CudaExportMode::legacy) {
     EXPECT_EQ(imported->address(0), a.slots->address(0));
@@ -376,17 +415,84 @@ TEST_P(CudaBackend, TwoConsumersInTheProducersProcessShareTheSlots) {
     const auto i = static_cast<std::uint32_t>(key % 2);
     a.producer->begin_write(i);
     k.fill(a.pstream(), a.slots->address(i), kSize, key);
-    a.producer->end_write(i);
+    a.producer->end_write(i, key);
     for (ConsumerMemory* c : {a.consumer.get(), second.get()}) {
-      c->on_acquire(i);
+      ASSERT_TRUE(c->on_acquire(i, key, kForever));
       k.verify(static_cast<CUstream>(c->stream()),
                (c == second.get() ? imported : a.imported)->address(i), kSize, key);
-      c->on_release(i);
+      c->on_release(i, key);
     }
   }
   EXPECT_EQ(k.counters(static_cast<CUstream>(second->stream())).bad, 0u);
   EXPECT_EQ(k.counters(a.cstream()).bad, 0u);
-  a.producer->detach_consumer(1);
+  second->close();
+  a.producer->detach_consumer(1, UniqueFd());
+}
+
+// Whether `s` still has work it cannot run, a short while after the last call queued some.
+bool stuck(CUstream s, const Kernels& k) {
+  cuda::ScopedContext current(k.context()->get());
+  return !cuda::drain(s, std::chrono::milliseconds(200));
+}
+
+// A consumer that took a frame and died before its stream wrote `done`: the producer's next write
+// into that slot waits on the GPU for a value that never comes, until the producer, shown the
+// death (an exited child's pidfd here), stores it itself.
+TEST_P(CudaBackend, AWaitOnAConsumerThatDiedIsReleased) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 1, kSize);
+  std::uint64_t key = 1;
+  j.producer->begin_write(0);
+  k.fill(j.pstream(), j.slots->address(0), kSize, key);
+  j.producer->end_write(0, key);
+  ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
+  // ... and no on_release: the consumer "dies" holding its read.
+  ++key;
+  j.producer->begin_write(0);
+  k.fill(j.pstream(), j.slots->address(0), kSize, key);
+  j.producer->end_write(0, key);
+  EXPECT_TRUE(stuck(j.pstream(), k)) << "the producer's write did not wait for the reader";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  UniqueFd pidfd = open_pidfd(child);
+  ASSERT_TRUE(pidfd) << "this kernel gives no pidfds";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  j.producer->detach_consumer(0, std::move(pidfd));
+  EXPECT_FALSE(stuck(j.pstream(), k)) << "the producer's stream stayed stuck after the death";
+  EXPECT_EQ(testing::check_pattern(read_back(k, j.slots->address(0), kSize).data(), kSize, key),
+            kSize);
+}
+
+// The producer announced a frame and died before its stream wrote it: the consumer's stream waits
+// for `ready` until producer_gone() stores it.
+TEST_P(CudaBackend, AWaitOnAProducerThatDiedIsReleased) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 2, kSize);
+  ASSERT_TRUE(j.consumer->on_acquire(1, 5, kForever));  // frame 5 is never written
+  k.verify(j.cstream(), j.imported->address(1), kSize, 5);
+  EXPECT_TRUE(stuck(j.cstream(), k)) << "the consumer's read did not wait for the frame";
+  j.consumer->producer_gone();
+  EXPECT_FALSE(stuck(j.cstream(), k)) << "the consumer's stream stayed stuck";
+  j.consumer->on_release(1, 5);
+}
+
+// cpu_wait gives up at the caller's deadline when the frame is not written by then.
+TEST_P(CudaBackend, CpuWaitKeepsToTheDeadline) {
+  CUDAIPC_REQUIRE_GPU();
+  CudaOptions c;
+  c.cpu_wait = true;
+  Joined j(with_mode(GetParam()), c, 2, kSize);
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t deadline = monotonic_ns() + 50'000'000;
+  EXPECT_FALSE(j.consumer->on_acquire(0, 3, deadline));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(45));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  j.consumer->on_release(0, 3);
 }
 
 TEST_P(CudaBackend, CallersContextAndStreamAreUsedAndLeftAlive) {
@@ -404,10 +510,10 @@ TEST_P(CudaBackend, CallersContextAndStreamAreUsedAndLeftAlive) {
       const auto i = static_cast<std::uint32_t>(key % 2);
       j.producer->begin_write(i);
       k.fill(mine.get(), j.slots->address(i), kSize, key);
-      j.producer->end_write(i);
-      j.consumer->on_acquire(i);
+      j.producer->end_write(i, key);
+      ASSERT_TRUE(j.consumer->on_acquire(i, key, kForever));
       k.verify(mine.get(), j.imported->address(i), kSize, key);
-      j.consumer->on_release(i);
+      j.consumer->on_release(i, key);
     }
     EXPECT_EQ(k.counters(mine.get()).bad, 0u);
   }
@@ -440,15 +546,24 @@ TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
   WireBlob unknown_gpu = patched<std::uint64_t>(psync, 8, 0x0123456789abcdefull);
   EXPECT_EQ(error_of([&] { fresh()->import_sync(unknown_gpu); }), Errc::unsupported);
 
-  // Consumer sync objects: magic, version, count, handles.
+  // Consumer sync description: magic, version, count.
   const WireBlob csync = j.consumer->export_sync();
-  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, {}); }), Errc::protocol);
-  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(psync)); }), Errc::protocol);
-  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, patched<std::uint32_t>(csync, 8, 3)); }),
-            Errc::protocol);
+  SharedPage other;
+  auto attach = [&](const WireBlob& b) {
+    return error_of(
+        [&] { j.producer->attach_consumer(7, b, other.producer_page(), other.producer_side); });
+  };
+  EXPECT_EQ(attach({}), Errc::protocol);
+  EXPECT_EQ(attach(copy(psync)), Errc::protocol);
+  EXPECT_EQ(attach(patched<std::uint32_t>(csync, 8, 3)), Errc::protocol);
   WireBlob ccut = copy(csync);
-  ccut.bytes.resize(ccut.bytes.size() - 64);
-  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, ccut); }), Errc::protocol);
+  ccut.bytes.resize(ccut.bytes.size() - 1);
+  EXPECT_EQ(attach(ccut), Errc::protocol);
+  WireBlob clonger = copy(csync);
+  clonger.bytes.push_back(0);
+  EXPECT_EQ(attach(clonger), Errc::protocol);
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(csync), nullptr, nullptr); }),
+            Errc::invalid_argument);
 
   // Slots: magic, version, mode, count, UUID (16), slot_size, stride, allocation size, [handle].
   const WireBlob slots = j.slots->export_slots();
@@ -515,10 +630,10 @@ TEST(CudaBackendDevices, ConsumerOnAnotherGpuUsesPeerAccessOrSaysWhyNot) {
       const auto i = static_cast<std::uint32_t>(key % 2);
       j.producer->begin_write(i);
       k0.fill(j.pstream(), j.slots->address(i), kSize, key);
-      j.producer->end_write(i);
-      j.consumer->on_acquire(i);
+      j.producer->end_write(i, key);
+      ASSERT_TRUE(j.consumer->on_acquire(i, key, kForever));
       k1.verify(j.cstream(), j.imported->address(i), kSize, key);
-      j.consumer->on_release(i);
+      j.consumer->on_release(i, key);
     }
     EXPECT_EQ(k1.counters(j.cstream()).bad, 0u) << mode_name(m);
   }

@@ -309,6 +309,169 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
   EXPECT_EQ(kernels_->counters(stream).bad, 0u);
 }
 
+// 4c. kill -9 of the producer while its stream still has slow writes queued and this consumer's
+//     stream waits for them on the GPU: the consumer is told `disconnected`, its stream is let go
+//     (it would wait for ever on frames that will never be written), and a new producer is joined
+//     with every frame intact. The frames caught in the kill carry whatever the slot held: only the
+//     frames before and after it are checked.
+TEST_P(Channel, KilledProducerWithWritesQueuedReleasesTheConsumersStream) {
+  auto first = std::make_unique<Peer>([&] {
+    auto a = produce_args(GetParam());
+    a.insert(a.end(), {"--forever", "--slow-fill-ns", std::to_string(20 * kMs)});
+    return a;
+  }());
+  ASSERT_TRUE(first->wait_for("READY", 60s)) << first->transcript();
+  // Our own stream, so it outlives the connection and can be watched after the producer dies.
+  cuda::Stream mine = cuda::make_stream(kernels_->context());
+  ConsumerOptions co;
+  co.path = path_;
+  co.reconnect = true;
+  co.reconnect_interval = 20ms;
+  co.cuda.stream = mine.get();
+  auto c = std::make_unique<Consumer>(co);
+  std::uint64_t frames = 0;
+  auto read_one = [&](std::chrono::seconds timeout) {
+    Event ev = c->next(timeout);
+    if (ev.type == EventType::frame)
+      kernels_->verify(mine.get(), reinterpret_cast<CUdeviceptr>(ev.frame.data()), ev.frame.size(),
+                       ev.frame.desc().pts);
+    return ev.type;
+  };
+  while (frames < 10) {
+    const EventType t = read_one(30s);
+    ASSERT_NE(t, EventType::timeout) << first->transcript();
+    if (t == EventType::frame) ++frames;
+  }
+  EXPECT_EQ(kernels_->counters(mine.get()).bad, 0u) << "frames before the kill";
+  // Take frames until our stream waits for writes still queued on the producer's.
+  bool waiting = false;
+  for (int n = 0; n < 100 && !waiting; ++n) {
+    ASSERT_NE(read_one(30s), EventType::timeout);
+    cuda::ScopedContext current(kernels_->context()->get());
+    waiting = cuda::driver().cuStreamQuery(mine.get()) == CUDA_ERROR_NOT_READY;
+  }
+  ASSERT_TRUE(waiting) << "the consumer's stream never had to wait for a queued write";
+  first->kill_hard();
+  EXPECT_TRUE(killed_by(first->wait_exit(30s), SIGKILL));
+  for (;;) {
+    const EventType t = read_one(10s);
+    ASSERT_NE(t, EventType::timeout) << "no disconnect after the producer died";
+    if (t == EventType::disconnected) break;
+  }
+  {
+    cuda::ScopedContext current(kernels_->context()->get());
+    expect_stream_drains(mine.get(), 10s);
+  }
+  kernels_->reset_counters();
+
+  const CudaExportMode other =
+      GetParam() == CudaExportMode::vmm ? CudaExportMode::legacy : CudaExportMode::vmm;
+  auto second = std::make_unique<Peer>([&] {
+    auto a = produce_args(other);
+    a.insert(a.end(), {"--frames", "50", "--consumers", "1"});
+    return a;
+  }());
+  std::uint64_t after = 0;
+  for (;;) {
+    const EventType t = read_one(30s);
+    ASSERT_NE(t, EventType::timeout) << "never reconnected:\n" << second->transcript();
+    if (t == EventType::eos) break;
+    if (t == EventType::frame) ++after;
+  }
+  EXPECT_EQ(after, 50u);
+  EXPECT_EQ(kernels_->counters(mine.get()).bad, 0u) << "frames from the new producer";
+  c.reset();  // the producer waits for its consumers to leave before it reports
+  finished(*second);
+}
+
+// 4d. A consumer stopped (SIGSTOP) with slow GPU reads queued: its reads still finish on the GPU,
+//     it is evicted after lease_timeout like any stalled consumer, and neither the producer's
+//     stream nor the other consumer is held up.
+TEST_P(Channel, StoppedConsumerWithReadsQueuedIsEvictedWithoutStallingTheGpu) {
+  ProducerOptions o;
+  o.path = path_;
+  o.slots = 4;
+  o.memory = MemoryKind::cuda;
+  o.cuda.export_mode = GetParam();
+  o.block_timeout = 10s;
+  o.lease_timeout = 1s;
+  Producer p(o);
+  p.set_format(testing::pattern_format(kSize));
+  auto steady = consumer();
+  auto victim = consumer({"--slow-read-ns", std::to_string(5 * kMs)});
+  wait_consumers(p, 2);
+  std::uint64_t key = 0;
+  for (; key < 100; ++key)
+    ASSERT_EQ(gputest::publish_pattern(p, *kernels_, key + 1, kSize), PublishStatus::published);
+  ASSERT_EQ(::kill(victim->pid(), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (; key < 400; ++key)
+    ASSERT_EQ(gputest::publish_pattern(p, *kernels_, key + 1, kSize), PublishStatus::published)
+        << "frame " << key + 1 << " after the stop";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(p.consumer_count(), 1u) << "the stopped consumer was not evicted";
+  {
+    cuda::ScopedContext current(kernels_->context()->get());
+    expect_stream_drains(static_cast<CUstream>(p.cuda_stream()), 30s);
+  }
+  p.end_of_stream();
+  auto r = finished(*steady);
+  EXPECT_EQ(r["frames"], 400);
+  EXPECT_EQ(r["bad"], 0);
+  ::kill(victim->pid(), SIGCONT);
+  victim->kill_hard();
+  victim->wait_exit(30s);
+}
+
+int gpu_count() {
+  int n = 0;
+  cuda::check(cuda::driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
+  return n;
+}
+
+// 6a. Producer on GPU 0, consumer process on GPU 1: it reads the slots through peer access and
+//     waits on the semaphores through its own mapping of the page; every byte is checked.
+TEST_P(Channel, ConsumerOnAnotherGpuReadsEveryFrame) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs, this machine has " << gpu_count();
+  int can = 0;
+  cuda::check(cuda::driver().cuDeviceCanAccessPeer(&can, 1, 0), "cuDeviceCanAccessPeer");
+  if (!can) GTEST_SKIP() << "GPU 1 cannot access GPU 0 here (no peer access)";
+  auto p = producer();
+  auto c = consumer({"--device", "1"});
+  wait_consumers(*p, 1);
+  const std::uint64_t frames = gputest::frame_count(2000);
+  for (std::uint64_t key = 1; key <= frames; ++key)
+    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
+  p->end_of_stream();
+  auto r = finished(*c);
+  EXPECT_EQ(r["frames"], static_cast<long long>(frames));
+  EXPECT_EQ(r["bad"], 0);
+}
+
+// 6b. A consumer that cannot reach the producer's GPU (here: it is not visible to the consumer
+//     at all) is refused with a message that names the GPU and the likely cause, never a crash.
+TEST_P(Channel, ConsumerThatCannotReachTheProducersGpuSaysWhy) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs, this machine has " << gpu_count();
+  auto p = producer();
+  CUuuid other{};
+  cuda::check(cuda::driver().cuDeviceGetUuid(&other, 1), "cuDeviceGetUuid");
+  const auto* b = reinterpret_cast<const unsigned char*>(other.bytes);
+  char visible[64];
+  std::snprintf(visible, sizeof visible,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  ::setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+  Peer c({"consume", "--path", path_, "--no-reconnect", "--timeout-ms", "5000"});
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const auto status = c.wait_exit(60s);
+  ASSERT_TRUE(status && WIFEXITED(*status)) << c.transcript();
+  EXPECT_EQ(WEXITSTATUS(*status), 1) << c.transcript();
+  EXPECT_NE(c.transcript().find("is not visible to this process"), std::string::npos)
+      << c.transcript();
+  EXPECT_EQ(p->consumer_count(), 0u);
+}
+
 // 5. Format changes that grow the slots (a new set) and shrink them (the set is kept).
 TEST_P(Channel, FormatChangesGrowAndShrink) {
   const std::vector<std::uint64_t> sizes = {64 << 10, (4 << 20) + 5, (16 << 10) + 3, 8 << 20, 1000};

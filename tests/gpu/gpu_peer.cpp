@@ -2,7 +2,7 @@
 // pattern on the GPU. It prints "READY" once connected (consumer) or once its format is set
 // (producer), and "RESULT key=value..." when it ends normally.
 //   cudaipc-gpu-peer consume --path P [--frames N] [--mode every|latest] [--slow-read-ns NS]
-//                    [--cpu-wait] [--unordered] [--no-reconnect] [--timeout-ms MS]
+//                    [--cpu-wait] [--unordered] [--no-reconnect] [--timeout-ms MS] [--device D]
 //   cudaipc-gpu-peer produce --path P --size BYTES [--frames N|--forever] [--slots S]
 //                    [--export auto|vmm|legacy] [--slow-fill-ns NS] [--consumers K]
 //                    [--interval-us US]
@@ -56,8 +56,10 @@ void say(const std::string& line) {
 }
 
 int consume(const Args& a) {
-  Kernels kernels;
+  const int device = static_cast<int>(a.num("device"));
+  Kernels kernels(device);
   ConsumerOptions opts;
+  if (a.has("device")) opts.cuda.device = device;
   opts.path = a.str("path");
   opts.mode = a.str("mode", "every") == "latest" ? ConsumeMode::latest : ConsumeMode::every_frame;
   opts.reconnect = !a.has("no-reconnect");

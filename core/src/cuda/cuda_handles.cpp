@@ -33,10 +33,10 @@ Event make_ipc_event(ContextPtr ctx) {
   return Event(std::move(ctx), e);
 }
 
-Event open_ipc_event(ContextPtr ctx, const CUipcEventHandle& handle) {
+Event make_event(ContextPtr ctx) {
   ScopedContext current(ctx->get());
   CUevent e = nullptr;
-  check(driver().cuIpcOpenEventHandle(&e, handle), "cuIpcOpenEventHandle");
+  check(driver().cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   return Event(std::move(ctx), e);
 }
 

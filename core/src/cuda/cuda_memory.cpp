@@ -1,17 +1,26 @@
 // The CUDA memory backend: slot sets in device memory shared through VMM file descriptors or
-// legacy IPC handles, and per-slot IPC events that order the producer's writes and the consumers'
-// reads on the GPU, so neither side waits on the CPU per frame.
+// legacy IPC handles, and GPU semaphores in each connection's page (semaphores.hpp) that order the
+// producer's writes and the consumers' reads on the GPU, so neither side waits on the CPU per
+// frame:
+//   the producer's stream writes page.ready = seq after frame seq lands (one batch for all pages);
+//   a consumer's stream waits page.ready >= seq before its reads, and writes page.done[slot] = seq
+//   after its last read; the producer's stream waits page.done[slot] >= seq before rewriting the
+//   slot, for each consumer whose page says it took that frame (page.acquired[slot]).
+// When a peer dies, the survivor's CPU stores the values its stream waits for, and it runs on.
 //
 // Wire formats (all integers little-endian as the host writes them; both ends are one machine):
 //   slots:          magic 'CIPS', version, mode, count, producer UUID (16), slot_size, stride,
 //                   allocation size, then for legacy the 64-byte memory handle; vmm: one fd.
-//   producer sync:  magic 'CIPR', version, producer UUID (16), count, count x 64-byte event handle.
-//   consumer sync:  magic 'CIPD', version, count, count x 64-byte event handle.
+//   producer sync:  magic 'CIPR', version, producer UUID (16), count.
+//   consumer sync:  magic 'CIPD', version, count.
 // A set is one allocation with slot i at i * stride: one export and one import per set instead of
 // one per slot (a VMM export costs ~0.7 ms), and no per-slot rounding to the 2 MiB granularity.
 #include <cuda.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -23,12 +32,16 @@
 #include <utility>
 #include <vector>
 
+#include "../clock.hpp"
+#include "../conn_page.hpp"
+#include "../process_watch.hpp"
 #include "cuda_handles.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
 #include "driver.hpp"
 #include "ipc_table.hpp"
 #include "memory_backend.hpp"
+#include "semaphores.hpp"
 
 namespace cudaipc {
 namespace {
@@ -39,7 +52,7 @@ using cuda::Driver;
 using cuda::driver;
 using cuda::ScopedContext;
 
-constexpr std::uint32_t kWireVersion = 1;
+constexpr std::uint32_t kWireVersion = 2;                 // 1: IPC events
 constexpr std::uint32_t kSlotsMagic = 0x53504943;         // "CIPS"
 constexpr std::uint32_t kProducerSyncMagic = 0x52504943;  // "CIPR"
 constexpr std::uint32_t kConsumerSyncMagic = 0x44504943;  // "CIPD"
@@ -57,7 +70,11 @@ struct LegacyMemory {
   CUdeviceptr address() const noexcept { return own ? own.get() : imported.get(); }
 };
 using LegacyTable = cuda::IpcTable<LegacyMemory>;
-using EventTable = cuda::IpcTable<cuda::Event>;
+// How long a destructor lets its stream drain before it gives up on the peer's part: the stream
+// may wait on a peer's semaphore that a live but stuck peer never advances.
+constexpr std::chrono::seconds kDrainLimit{5};
+// How often a CPU wait for a frame looks whether the producer died meanwhile.
+constexpr std::uint64_t kDeadCheckNs = 100'000'000;
 
 std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
   return (v + to - 1) / to * to;
@@ -169,7 +186,8 @@ cuda::Mapping map_for_reading(cuda::ContextPtr ctx, CUmemGenericAllocationHandle
     try {
       cuda::Mapping m(ctx, h, size, device_access(dev, CU_MEM_ACCESS_FLAGS_PROT_READ));
       static std::atomic<bool> said{false};
-      if (!said.exchange(true)) log(LogLevel::info, "CUDA slots mapped read-only for this consumer");
+      if (!said.exchange(true))
+        log(LogLevel::info, "CUDA slots mapped read-only for this consumer");
       return m;
     } catch (const Error& e) {
       g_read_only_refused.store(true, std::memory_order_relaxed);
@@ -180,6 +198,28 @@ cuda::Mapping map_for_reading(cuda::ContextPtr ctx, CUmemGenericAllocationHandle
     }
   }
   return cuda::Mapping(std::move(ctx), h, size, read_write_access(dev));
+}
+
+// Memory that a stream which never drained may still touch. Freeing it would turn a stalled stream
+// into a GPU fault the moment it resumes, so it stays until the process exits (and is logged).
+struct KeptMemory {
+  cuda::VmmAllocation allocation;
+  cuda::Mapping mapping;
+  LegacyTable::Ref legacy;
+};
+
+void keep_until_exit(KeptMemory m, const char* whose) noexcept {
+  static std::mutex mu;
+  static std::vector<KeptMemory> kept;
+  try {
+    std::lock_guard<std::mutex> lock(mu);
+    kept.push_back(std::move(m));
+    log(LogLevel::error, (std::string("the ") + whose +
+                          " CUDA stream did not drain: its slot memory is kept until exit")
+                             .c_str());
+  } catch (...) {
+    // Out of memory while keeping it: the memory goes with `m`, as it would have anyway.
+  }
 }
 
 // ---- the context and stream one side works in ------------------------------------------------
@@ -193,10 +233,10 @@ struct Engine {
   CUuuid uuid{};
 
   CUdevice device() const noexcept { return ctx->device(); }
-  void synchronize() const { check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize"); }
-  void synchronize(std::nothrow_t) const noexcept {
+  // Polls until the stream has run everything queued on it, for at most `limit`.
+  bool drain(std::chrono::nanoseconds limit) const noexcept {
     ScopedContext current(ctx->get(), std::nothrow);
-    cuda::loaded_driver().cuStreamSynchronize(stream);
+    return current.pushed() && cuda::drain(stream, limit);
   }
 };
 
@@ -220,32 +260,6 @@ std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice devi
   }
   e->uuid = device_uuid(e->device());
   return e;
-}
-
-cuda::IpcTable<cuda::Event>::Ref export_event(const ContextPtr& ctx, CUipcEventHandle* handle) {
-  cuda::Event ev = cuda::make_ipc_event(ctx);
-  ScopedContext current(ctx->get());
-  check(driver().cuIpcGetEventHandle(handle, ev.get()), "cuIpcGetEventHandle");
-  return EventTable::instance().add(cuda::ipc_key(*handle), std::move(ev));
-}
-
-EventTable::Ref import_event(const ContextPtr& ctx, const CUipcEventHandle& handle) {
-  return EventTable::instance().get_or_open(cuda::ipc_key(handle),
-                                            [&] { return cuda::open_ipc_event(ctx, handle); });
-}
-
-// Reads `count` event handles and opens them (or finds them, when this process exported them).
-std::vector<EventTable::Ref> import_events(const ContextPtr& ctx, BlobReader& r,
-                                           std::uint32_t count) {
-  if (r.remaining() != std::uint64_t{count} * sizeof(CUipcEventHandle))
-    throw Error(Errc::protocol, "peer sent " + std::to_string(r.remaining()) +
-                                    " bytes of event handles for " + std::to_string(count) +
-                                    " slots");
-  std::vector<EventTable::Ref> events;
-  events.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i)
-    events.push_back(import_event(ctx, r.get<CUipcEventHandle>("event handle")));
-  return events;
 }
 
 void check_header(BlobReader& r, std::uint32_t magic, const char* what) {
@@ -296,7 +310,11 @@ class CudaProducerSlots final : public ProducerSlots {
   }
 
   // Writes queued on the stream may still target this set: let them land before the memory goes.
-  ~CudaProducerSlots() override { engine_->synchronize(std::nothrow); }
+  ~CudaProducerSlots() override {
+    if (!engine_->drain(kDrainLimit))
+      keep_until_exit({std::move(allocation_), std::move(mapping_), std::move(legacy_)},
+                      "producer's");
+  }
 
   std::uint32_t count() const noexcept override { return count_; }
   std::uint64_t slot_size() const noexcept override { return slot_size_; }
@@ -338,27 +356,73 @@ class CudaProducerSlots final : public ProducerSlots {
   LegacyTable::Ref legacy_;
 };
 
-class CudaProducerMemory final : public ProducerMemory {
- public:
-  CudaProducerMemory(const CudaOptions& opts, std::uint32_t slot_count) {
-    if (slot_count == 0)
-      throw Error(Errc::invalid_argument, "a CUDA channel needs at least 1 slot");
-    engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
-    mode_ = resolve_mode(opts.export_mode);
-    ScopedContext current(engine_->ctx->get());
-    ready_.reserve(slot_count);
-    ready_handles_.resize(slot_count);
-    for (auto& h : ready_handles_) ready_.push_back(export_event(engine_->ctx, &h));
+// One consumer's connection page as the producer's stream uses it.
+struct WatchedPage {
+  ConnPage* page = nullptr;
+  std::unique_ptr<cuda::RegisteredPage> reg;
+  CUdeviceptr ready = 0;
+  std::array<CUdeviceptr, kMaxSlots> done{};
+  // Per slot, the newest value the producer's stream was told to wait for in done[slot]: what the
+  // CPU stores there itself if the consumer dies before its stream does.
+  std::array<std::uint32_t, kMaxSlots> owed{};
+  std::uint64_t owed_mask = 0;
+
+  // Lets the producer's stream past every wait it has queued on this consumer.
+  void settle() noexcept {
+    for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+      if (owed_mask & (std::uint64_t{1} << i))
+        page->done[i].store(owed[i], std::memory_order_release);
+    owed_mask = 0;
   }
 
-  ~CudaProducerMemory() override { engine_->synchronize(std::nothrow); }
+  // Whether every frame the page says the consumer took has been read to the end.
+  bool reads_finished(std::uint32_t slots) const noexcept {
+    for (std::uint32_t i = 0; i < slots; ++i) {
+      const std::uint64_t took = page->acquired[i].load(std::memory_order_acquire);
+      if (took != 0 &&
+          !cuda::reached(page->done[i].load(std::memory_order_acquire), cuda::seq32(took)))
+        return false;
+    }
+    return true;
+  }
+};
+
+// A consumer that left. Its GPU reads may still be queued, so rewriting a slot keeps waiting for
+// them until they finish or the consumer is settled (dead, or gone too long); after that, the page
+// stays registered until the producer's stream has passed `passed`, recorded then.
+struct DepartedPage {
+  std::unique_ptr<WatchedPage> watched;
+  UniqueFd pidfd;
+  std::uint64_t since_ns = 0;
+  bool done_with = false;  // no more waits are queued on it
+  cuda::Event passed;
+};
+
+class CudaProducerMemory final : public ProducerMemory {
+ public:
+  CudaProducerMemory(const CudaOptions& opts, std::uint32_t slot_count) : slot_count_(slot_count) {
+    if (slot_count == 0 || slot_count > kMaxSlots)
+      throw Error(Errc::invalid_argument, "a CUDA channel needs 1.." + std::to_string(kMaxSlots) +
+                                              " slots, not " + std::to_string(slot_count));
+    engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
+    mode_ = resolve_mode(opts.export_mode);
+  }
+
+  ~CudaProducerMemory() override {
+    // Live consumers finish their reads first; whatever still holds the stream after that is a
+    // peer that will not come back, and the producer is leaving anyway.
+    if (engine_->drain(kDrainLimit)) return;
+    settle_all();
+    if (!engine_->drain(kDrainLimit))
+      log(LogLevel::error, "the producer's CUDA stream did not drain on close");
+  }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
 
   std::unique_ptr<ProducerSlots> allocate(std::uint32_t count, std::uint64_t bytes) override {
-    if (count == 0 || count > ready_.size())
+    if (count == 0 || count > slot_count_)
       throw Error(Errc::invalid_argument, "slot count " + std::to_string(count) +
-                                              " is outside 1.." + std::to_string(ready_.size()));
+                                              " is outside 1.." + std::to_string(slot_count_));
     if (bytes == 0 || bytes > kMaxSetBytes / count)
       throw Error(Errc::invalid_argument,
                   "slot size " + std::to_string(bytes) + " is out of range");
@@ -370,54 +434,106 @@ class CudaProducerMemory final : public ProducerMemory {
     b.put(kProducerSyncMagic);
     b.put(kWireVersion);
     b.put(engine_->uuid);
-    b.put(static_cast<std::uint32_t>(ready_handles_.size()));
-    for (const auto& h : ready_handles_) b.put(h);
+    b.put(slot_count_);
     return b;
   }
 
-  // attach_consumer/detach_consumer run on the producer's socket thread and begin_write on the
-  // publishing thread: consumers_mu_ guards the table, and the slow part (opening the consumer's
-  // IPC events) happens before it is taken, so publishing does not wait for it.
-  void attach_consumer(std::uint32_t consumer, const WireBlob& sync) override {
+  // attach_consumer, detach_consumer and reap run on the producer's socket thread, begin_write and
+  // end_write on the publishing thread. mu_ guards the page tables and the order of what is queued
+  // on the stream; the slow part of an attach (registering the page, ~tens of µs) happens before
+  // it is taken, so publishing waits for no more than one queued write.
+  void attach_consumer(std::uint32_t consumer, const WireBlob& sync, ConnPage* page,
+                       std::shared_ptr<const void> keep) override {
     BlobReader r(sync);
-    check_header(r, kConsumerSyncMagic, "CUDA consumer sync objects");
+    check_header(r, kConsumerSyncMagic, "CUDA consumer sync description");
     const auto count = r.get<std::uint32_t>("slot count");
-    if (count != ready_.size())
-      throw Error(Errc::protocol, "consumer sent events for " + std::to_string(count) +
-                                      " slots, the channel has " + std::to_string(ready_.size()));
-    if (!sync.fds.empty()) throw Error(Errc::protocol, "consumer sync objects carry no fds");
-    auto events = import_events(engine_->ctx, r, count);
-    std::lock_guard<std::mutex> lock(consumers_mu_);
-    consumers_[consumer] = std::move(events);
+    if (count != slot_count_)
+      throw Error(Errc::protocol, "consumer expects " + std::to_string(count) +
+                                      " slots, the channel has " + std::to_string(slot_count_));
+    if (r.remaining() != 0 || !sync.fds.empty())
+      throw Error(Errc::protocol, "trailing data after the consumer's sync description");
+    if (!page) throw Error(Errc::invalid_argument, "a CUDA consumer needs its connection page");
+    auto w = std::make_unique<WatchedPage>();
+    w->page = page;
+    w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page,
+                                                    page->page_size);
+    w->ready = w->reg->device_address(&page->ready);
+    for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+      w->done[i] = w->reg->device_address(&page->done[i]);
+    ScopedContext current(engine_->ctx->get());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (watched_.size() >= cuda::WriteBatch::capacity)
+      throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
+                                  " consumer pages already");
+    // Until the stream's write below lands, `ready` must read as "long before" any frame this
+    // consumer can take; afterwards it covers every frame written so far.
+    page->ready.store(cuda::seq32(last_written_) - (1u << 30), std::memory_order_release);
+    if (last_written_ != 0)
+      cuda::stream_write(engine_->stream, w->ready, cuda::seq32(last_written_));
+    watched_[consumer] = std::move(w);
   }
 
-  void detach_consumer(std::uint32_t consumer) override {
-    std::vector<EventTable::Ref> gone;
-    {
-      std::lock_guard<std::mutex> lock(consumers_mu_);
-      auto it = consumers_.find(consumer);
-      if (it == consumers_.end()) return;
-      gone = std::move(it->second);
-      consumers_.erase(it);
+  void detach_consumer(std::uint32_t consumer, UniqueFd pidfd) override {
+    ScopedContext current(engine_->ctx->get());
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = watched_.find(consumer);
+    if (it == watched_.end()) return;
+    DepartedPage d;
+    d.watched = std::move(it->second);
+    d.pidfd = std::move(pidfd);
+    d.since_ns = monotonic_ns();
+    watched_.erase(it);
+    // Without a pidfd the hang-up is the only sign of death there is.
+    if (!d.pidfd || process_exited(d.pidfd.get())) finish(d, "its process exited");
+    departed_.push_back(std::move(d));
+  }
+
+  void reap(std::uint64_t now_ns, std::uint64_t give_up_ns) override {
+    ScopedContext current(engine_->ctx->get());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& d : departed_) {
+      if (d.done_with) continue;
+      if (d.pidfd && process_exited(d.pidfd.get()))
+        finish(d, "its process exited");
+      else if (d.watched->reads_finished(slot_count_))
+        finish(d, nullptr);
+      else if (give_up_ns > 0 && now_ns - d.since_ns > give_up_ns)
+        finish(d, "it left and its GPU reads did not finish in time");
     }
-    // The events close here, outside the lock.
+    departed_.erase(std::remove_if(departed_.begin(), departed_.end(),
+                                   [](const DepartedPage& d) {
+                                     // Not ready: keep it. Failed: the stream is lost anyway.
+                                     return d.done_with &&
+                                            cuda::loaded_driver().cuEventQuery(d.passed.get()) !=
+                                                CUDA_ERROR_NOT_READY;
+                                   }),
+                    departed_.end());
   }
 
-  // The write into slot i must follow every consumer's last read of it. A "done" event that was
-  // never recorded reads as complete, so a fresh consumer costs nothing here.
+  // The write into slot i must follow the last read of every consumer that took the frame the
+  // slot holds. A page is untrusted: `acquired` only selects whose `done` to wait on, and a wait
+  // that a live consumer never satisfies holds only this stream, which its death releases.
   void begin_write(std::uint32_t slot) override {
     check_slot(slot);
-    const Driver& d = driver();
+    const std::uint64_t held = slot_frame_[slot];
+    if (held == 0) return;
     ScopedContext current(engine_->ctx->get());
-    std::lock_guard<std::mutex> lock(consumers_mu_);
-    for (const auto& [id, done] : consumers_)
-      check(d.cuStreamWaitEvent(engine_->stream, done[slot]->get(), 0), "cuStreamWaitEvent");
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, w] : watched_) wait_for_reader(*w, slot, held);
+    for (auto& d : departed_)
+      if (!d.done_with) wait_for_reader(*d.watched, slot, held);
   }
 
-  void end_write(std::uint32_t slot) override {
+  void end_write(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
+    if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
+    slot_frame_[slot] = seq;
     ScopedContext current(engine_->ctx->get());
-    check(driver().cuEventRecord(ready_[slot]->get(), engine_->stream), "cuEventRecord");
+    std::lock_guard<std::mutex> lock(mu_);
+    batch_.clear();
+    for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
+    batch_.enqueue(engine_->stream);
+    last_written_ = seq;
   }
 
   // With page-locked host memory or a device source the copy is asynchronous: the source must
@@ -456,8 +572,10 @@ class CudaProducerMemory final : public ProducerMemory {
   }
 
   void flush() override {
-    ScopedContext current(engine_->ctx->get());
-    engine_->synchronize();
+    if (!engine_->drain(kDrainLimit))
+      throw Error(Errc::timeout, "the producer's CUDA stream did not drain within " +
+                                     std::to_string(kDrainLimit.count()) +
+                                     " s (a consumer's GPU reads hold it)");
   }
 
   void* stream() const noexcept override { return engine_->stream; }
@@ -484,16 +602,48 @@ class CudaProducerMemory final : public ProducerMemory {
   }
 
   void check_slot(std::uint32_t slot) const {
-    if (slot >= ready_.size())
+    if (slot >= slot_count_)
       throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
   }
 
+  void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
+    const std::uint32_t target = cuda::seq32(held);
+    if (w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
+    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
+    cuda::stream_wait(engine_->stream, w.done[slot], target);
+    w.owed[slot] = target;
+    w.owed_mask |= std::uint64_t{1} << slot;
+  }
+
+  // Stops queueing waits on a departed page; `why` non-null: first releases the ones queued.
+  // Called with mu_ held and the context current.
+  void finish(DepartedPage& d, const char* why) {
+    d.done_with = true;
+    if (why && d.watched->owed_mask != 0) {
+      d.watched->settle();
+      log(LogLevel::info,
+          (std::string("released the producer's CUDA stream from a consumer's reads: ") + why)
+              .c_str());
+    }
+    d.passed = cuda::make_event(engine_->ctx);
+    check(driver().cuEventRecord(d.passed.get(), engine_->stream), "cuEventRecord");
+  }
+
+  void settle_all() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, w] : watched_) w->settle();
+    for (auto& d : departed_) d.watched->settle();
+  }
+
   std::shared_ptr<const Engine> engine_;
+  std::uint32_t slot_count_;
   CudaExportMode mode_ = CudaExportMode::vmm;
-  std::vector<EventTable::Ref> ready_;  // recorded by end_write, waited on by consumers
-  std::vector<CUipcEventHandle> ready_handles_;
-  std::mutex consumers_mu_;
-  std::map<std::uint32_t, std::vector<EventTable::Ref>> consumers_;  // their "done" events
+  std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // publishing thread only
+  std::mutex mu_;
+  std::map<std::uint32_t, std::unique_ptr<WatchedPage>> watched_;
+  std::uint64_t last_written_ = 0;
+  cuda::WriteBatch batch_;
+  std::vector<DepartedPage> departed_;
 };
 
 // ---- consumer --------------------------------------------------------------------------------
@@ -506,7 +656,10 @@ class CudaConsumerSlots final : public ConsumerSlots {
 
   // Frames may have been released while reads queued on the consumer stream still use this set;
   // those must finish before the memory is unmapped (once per set, never per frame).
-  ~CudaConsumerSlots() override { engine_->synchronize(std::nothrow); }
+  ~CudaConsumerSlots() override {
+    if (!engine_->drain(kDrainLimit))
+      keep_until_exit({{}, std::move(mapping_), std::move(legacy_)}, "consumer's");
+  }
 
   std::uint32_t count() const noexcept override { return count_; }
   std::uint64_t slot_size() const noexcept override { return slot_size_; }
@@ -571,14 +724,19 @@ class CudaConsumerMemory final : public ConsumerMemory {
  public:
   CudaConsumerMemory(const CudaOptions& opts, std::uint32_t slot_count)
       : opts_(opts), slot_count_(slot_count) {
-    if (slot_count == 0)
-      throw Error(Errc::invalid_argument, "a CUDA channel needs at least 1 slot");
+    if (slot_count == 0 || slot_count > kMaxSlots)
+      throw Error(Errc::invalid_argument, "a CUDA channel needs 1.." + std::to_string(kMaxSlots) +
+                                              " slots, not " + std::to_string(slot_count));
     driver();  // fail now, with the reason, where there is no CUDA
     if (opts_.context || opts_.device >= 0) bind(nullptr);
   }
 
   ~CudaConsumerMemory() override {
-    if (engine_) engine_->synchronize(std::nothrow);
+    // close() normally ran; this catches a connection that failed during its handshake.
+    if (engine_ && !engine_->drain(kDrainLimit)) {
+      producer_gone();
+      engine_->drain(kDrainLimit);
+    }
   }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
@@ -630,58 +788,120 @@ class CudaConsumerMemory final : public ConsumerMemory {
 
   void import_sync(const WireBlob& sync) override {
     BlobReader r(sync);
-    check_header(r, kProducerSyncMagic, "CUDA producer sync objects");
+    check_header(r, kProducerSyncMagic, "CUDA producer sync description");
     const auto uuid = r.get<CUuuid>("device UUID");
     const auto count = r.get<std::uint32_t>("slot count");
     if (count != slot_count_)
-      throw Error(Errc::protocol, "producer sent events for " + std::to_string(count) +
+      throw Error(Errc::protocol, "producer describes " + std::to_string(count) +
                                       " slots, the channel has " + std::to_string(slot_count_));
-    if (!sync.fds.empty()) throw Error(Errc::protocol, "producer sync objects carry no fds");
+    if (r.remaining() != 0 || !sync.fds.empty())
+      throw Error(Errc::protocol, "trailing data after the producer's sync description");
     std::lock_guard<std::mutex> lock(mu_);
     bind(&uuid);
-    // A reconnect replaces the previous producer's events; a wait already queued on one of them
-    // stays valid after it is destroyed.
-    ready_ = import_events(engine_->ctx, r, count);
   }
 
-  WireBlob export_sync() override {
+  void attach_page(ConnPage* page, std::size_t bytes, int producer_pidfd) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!engine_)
       throw Error(Errc::invalid_argument,
                   "the consumer's CUDA device follows the producer's: import_sync comes first");
+    reg_ = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, bytes);
+    page_ = page;
+    producer_pidfd_ = producer_pidfd;
+    ready_ = reg_->device_address(&page->ready);
+    for (std::uint32_t i = 0; i < kMaxSlots; ++i) done_[i] = reg_->device_address(&page->done[i]);
+  }
+
+  WireBlob export_sync() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!engine_ || !page_)
+      throw Error(Errc::invalid_argument,
+                  "the consumer's CUDA side is set up by import_sync and attach_page first");
     WireBlob b;
     b.put(kConsumerSyncMagic);
     b.put(kWireVersion);
     b.put(slot_count_);
-    for (const auto& h : done_handles_) b.put(h);
     return b;
   }
 
-  // on_acquire runs on the thread that acquires frames, which is also the one that imports
-  // (import_sync/import_slots are never concurrent with it); on_release may run on any thread, and
-  // touches only what bind() set once before the first frame existed.
-  void on_acquire(std::uint32_t slot) override {
-    if (slot >= ready_.size())
-      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
-    const Driver& d = driver();
+  // on_acquire runs on the thread that acquires frames, on_release on any thread; both touch only
+  // what was set up before the first frame existed.
+  bool on_acquire(std::uint32_t slot, std::uint64_t seq, std::uint64_t deadline_ns) override {
+    check_slot(slot);
+    ConnPage& page = *page_;
+    const std::uint32_t t = cuda::seq32(seq);
+    // Tells the producer to wait for done[slot] before it rewrites the slot. A done value from
+    // more than 2^30 frames ago could read as "ahead" of t once the counter wraps: move it just
+    // behind t (no write of ours to it can still be queued after so many frames).
+    page.acquired[slot].store(seq, std::memory_order_release);
+    if (t - page.done[slot].load(std::memory_order_acquire) > (1u << 30))
+      page.done[slot].store(t - 1, std::memory_order_release);
+    note_wait(t);
+    if (opts_.cpu_wait) {
+      // In slices, so a dead producer ends the wait however far off the caller's deadline is.
+      for (;;) {
+        const std::uint64_t slice = std::min(deadline_ns, monotonic_ns() + kDeadCheckNs);
+        if (cuda::cpu_wait(page.ready, t, slice)) return true;
+        if (slice >= deadline_ns || producer_dead()) return false;
+      }
+    }
     ScopedContext current(engine_->ctx->get());
-    const CUevent ready = ready_[slot]->get();
-    if (opts_.cpu_wait)
-      check(d.cuEventSynchronize(ready), "cuEventSynchronize");
-    else
-      check(d.cuStreamWaitEvent(engine_->stream, ready, 0), "cuStreamWaitEvent");
+    cuda::stream_wait(engine_->stream, ready_, t);
+    return true;
   }
 
-  void on_release(std::uint32_t slot) override {
-    if (!engine_ || slot >= done_.size())
-      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
+  void on_release(std::uint32_t slot, std::uint64_t seq) override {
+    check_slot(slot);
     ScopedContext current(engine_->ctx->get());
-    check(driver().cuEventRecord(done_[slot]->get(), engine_->stream), "cuEventRecord");
+    cuda::stream_write(engine_->stream, done_[slot], cuda::seq32(seq));
+  }
+
+  void producer_gone() noexcept override {
+    if (!page_ || !waited_.load(std::memory_order_acquire)) return;
+    page_->ready.store(newest_wait_.load(std::memory_order_acquire), std::memory_order_release);
+  }
+
+  void close() noexcept override {
+    if (!engine_) return;
+    ScopedContext current(engine_->ctx->get(), std::nothrow);
+    if (!current.pushed()) return;
+    const std::uint64_t deadline =
+        monotonic_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(kDrainLimit).count());
+    bool released = false;
+    while (!cuda::drain(engine_->stream, std::chrono::milliseconds(1))) {
+      // A live producer writes what our stream waits for; a dead one never will.
+      if (!released && producer_dead()) {
+        producer_gone();
+        released = true;
+      }
+      if (monotonic_ns() >= deadline) {
+        if (released) break;
+        producer_gone();  // out of patience: a stuck producer must not hold this thread
+        released = true;
+      }
+    }
   }
 
   void* stream() const noexcept override { return engine_ ? engine_->stream : nullptr; }
 
  private:
+  void check_slot(std::uint32_t slot) const {
+    if (!page_ || slot >= slot_count_)
+      throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
+  }
+
+  bool producer_dead() const noexcept {
+    return producer_pidfd_ >= 0 && process_exited(producer_pidfd_);
+  }
+
+  // The newest frame this stream waits for: what producer_gone() stores for it.
+  void note_wait(std::uint32_t t) noexcept {
+    if (!waited_.load(std::memory_order_relaxed) ||
+        cuda::reached(t, newest_wait_.load(std::memory_order_relaxed)))
+      newest_wait_.store(t, std::memory_order_release);
+    waited_.store(true, std::memory_order_release);
+  }
+
   // Picks this consumer's device and context the first time (from `producer` when the options
   // leave it to the producer), then checks that the producer's device is reachable from it.
   // Returns the producer's device; with producer == nullptr, binds only.
@@ -699,9 +919,6 @@ class CudaConsumerMemory final : public ConsumerMemory {
                               : producer_device ? *producer_device
                                                 : 0;
       engine_ = make_engine(opts_, device);
-      done_.reserve(slot_count_);
-      done_handles_.resize(slot_count_);
-      for (auto& h : done_handles_) done_.push_back(export_event(engine_->ctx, &h));
     }
     if (!producer_device) return engine_->device();
     const CUdevice mine = engine_->device();
@@ -719,9 +936,13 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::uint32_t slot_count_;
   std::mutex mu_;  // binding and the import paths; the per-frame calls take no lock
   std::shared_ptr<const Engine> engine_;
-  std::vector<EventTable::Ref> done_;  // recorded by on_release, waited on by the producer
-  std::vector<CUipcEventHandle> done_handles_;
-  std::vector<EventTable::Ref> ready_;  // the producer's, from import_sync
+  ConnPage* page_ = nullptr;
+  int producer_pidfd_ = -1;  // owned by the connection, which outlives this object
+  std::unique_ptr<cuda::RegisteredPage> reg_;
+  CUdeviceptr ready_ = 0;
+  std::array<CUdeviceptr, kMaxSlots> done_{};
+  std::atomic<bool> waited_{false};
+  std::atomic<std::uint32_t> newest_wait_{0};
 };
 
 }  // namespace

@@ -43,8 +43,6 @@ namespace cudaipc::cuda {
   X(cuEventRecord, 2000)                           \
   X(cuEventSynchronize, 2000)                      \
   X(cuEventQuery, 2000)                            \
-  X(cuIpcGetEventHandle, 4010)                     \
-  X(cuIpcOpenEventHandle, 4010)                    \
   X(cuIpcGetMemHandle, 4010)                       \
   X(cuIpcOpenMemHandle, 11000)                     \
   X(cuIpcCloseMemHandle, 4010)                     \
@@ -63,6 +61,12 @@ namespace cudaipc::cuda {
   X(cuMemMap, 10020)                               \
   X(cuMemUnmap, 10020)                             \
   X(cuMemSetAccess, 10020)                         \
+  X(cuMemHostRegister, 6050)                       \
+  X(cuMemHostUnregister, 4000)                     \
+  X(cuMemHostGetDevicePointer, 3020)               \
+  X(cuStreamWaitValue32, 11070)                    \
+  X(cuStreamWriteValue32, 11070)                   \
+  X(cuStreamBatchMemOp, 11070)                     \
   X(cuMemcpyHtoDAsync, 3020)                       \
   X(cuMemcpyDtoDAsync, 3020)                       \
   X(cuMemcpy2DAsync, 3020)                         \

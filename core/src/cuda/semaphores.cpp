@@ -1,0 +1,102 @@
+#include "semaphores.hpp"
+
+#include <time.h>
+
+#include <string>
+
+#include "../clock.hpp"
+#include "cudaipc/error.hpp"
+#include "cudaipc/log.hpp"
+
+namespace cudaipc::cuda {
+
+RegisteredPage::RegisteredPage(ContextPtr ctx, std::shared_ptr<const void> keep, void* page,
+                               std::size_t bytes)
+    : ctx_(std::move(ctx)), keep_(std::move(keep)) {
+  const Driver& d = driver();
+  ScopedContext current(ctx_->get());
+  // PORTABLE: every context of the process may use it (a consumer's context need not be the one
+  // that registered); DEVICEMAP: streams address it directly, no staging copy.
+  check(
+      d.cuMemHostRegister(page, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+      "cuMemHostRegister (connection page)");
+  host_ = page;
+  const CUresult r = d.cuMemHostGetDevicePointer(&device_, page, 0);
+  if (r != CUDA_SUCCESS) {
+    d.cuMemHostUnregister(page);
+    host_ = nullptr;
+    check(r, "cuMemHostGetDevicePointer (connection page)");
+  }
+}
+
+RegisteredPage::~RegisteredPage() {
+  if (!host_) return;
+  ScopedContext current(ctx_->get(), std::nothrow);
+  loaded_driver().cuMemHostUnregister(host_);
+}
+
+void stream_wait(CUstream s, CUdeviceptr word, std::uint32_t target) {
+  check(driver().cuStreamWaitValue32(s, word, target, CU_STREAM_WAIT_VALUE_GEQ),
+        "cuStreamWaitValue32");
+}
+
+void stream_write(CUstream s, CUdeviceptr word, std::uint32_t value) {
+  // CU_STREAM_WRITE_VALUE_DEFAULT: the write is a release, so the peer that sees it sees every
+  // write the stream made before it (frames written, frames read to the end).
+  check(driver().cuStreamWriteValue32(s, word, value, CU_STREAM_WRITE_VALUE_DEFAULT),
+        "cuStreamWriteValue32");
+}
+
+void WriteBatch::add(CUdeviceptr word, std::uint32_t value) noexcept {
+  if (n_ == capacity) return;  // callers size their consumer tables below the capacity
+  CUstreamBatchMemOpParams& op = ops_[n_++];
+  op = CUstreamBatchMemOpParams{};
+  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  op.writeValue.address = word;
+  op.writeValue.value = value;
+  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+}
+
+void WriteBatch::enqueue(CUstream s) const {
+  if (n_ == 0) return;
+  if (n_ == 1) {
+    stream_write(s, ops_[0].writeValue.address, ops_[0].writeValue.value);
+    return;
+  }
+  check(driver().cuStreamBatchMemOp(s, static_cast<unsigned>(n_),
+                                    const_cast<CUstreamBatchMemOpParams*>(ops_.data()), 0),
+        "cuStreamBatchMemOp");
+}
+
+namespace {
+
+// Sleeps a little longer each round, up to 1 ms: a stream that drains at once costs no sleep, one
+// that takes long costs no spinning core.
+void backoff(unsigned round) noexcept {
+  if (round < 64) return;
+  timespec ts{0, round < 256 ? 20'000 : 1'000'000};
+  ::nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept {
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+  for (unsigned round = 0;; ++round) {
+    const CUresult r = loaded_driver().cuStreamQuery(s);
+    if (r != CUDA_ERROR_NOT_READY) return true;  // done, or failed: nothing more will run
+    if (monotonic_ns() >= deadline) return false;
+    backoff(round);
+  }
+}
+
+bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
+              std::uint64_t deadline_ns) noexcept {
+  for (unsigned round = 0;; ++round) {
+    if (reached(word.load(std::memory_order_acquire), target)) return true;
+    if (monotonic_ns() >= deadline_ns) return false;
+    backoff(round);
+  }
+}
+
+}  // namespace cudaipc::cuda

@@ -1,0 +1,85 @@
+// GPU semaphores: words of a connection page (conn_page.hpp) that the producer's and the
+// consumer's streams write (cuStreamWriteValue32) and wait on (cuStreamWaitValue32), in place of
+// IPC events. An IPC event whose recording process died stays incomplete for ever and takes every
+// stream that waits on it along; a word in host memory can be stored by the surviving CPU instead,
+// which releases the waiting stream within microseconds. The page is page-locked and mapped for the
+// device in each process that uses it (cuMemHostRegister), so both GPUs' streams and both CPUs see
+// the same word.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "cuda_handles.hpp"
+
+namespace cudaipc::cuda {
+
+// Whether a cyclic 32-bit counter `value` has reached `target`: the rule CU_STREAM_WAIT_VALUE_GEQ
+// applies on the GPU, so the CPU's shortcut and the stream's wait never disagree.
+inline bool reached(std::uint32_t value, std::uint32_t target) noexcept {
+  return static_cast<std::int32_t>(value - target) >= 0;
+}
+
+// The low half of a frame seq, as the 32-bit semaphores carry it.
+inline std::uint32_t seq32(std::uint64_t seq) noexcept {
+  return static_cast<std::uint32_t>(seq);
+}
+
+// A host range made visible to the device of `ctx` for as long as this object lives; `keep` holds
+// the host mapping alive meanwhile (it may be empty when the caller outlives this object).
+class RegisteredPage {
+ public:
+  RegisteredPage(ContextPtr ctx, std::shared_ptr<const void> keep, void* page, std::size_t bytes);
+  ~RegisteredPage();
+  RegisteredPage(const RegisteredPage&) = delete;
+  RegisteredPage& operator=(const RegisteredPage&) = delete;
+
+  // The device address of a word inside the page.
+  CUdeviceptr device_address(const void* word) const noexcept {
+    return device_ + static_cast<CUdeviceptr>(static_cast<const char*>(word) -
+                                              static_cast<const char*>(host_));
+  }
+
+ private:
+  ContextPtr ctx_;
+  std::shared_ptr<const void> keep_;
+  void* host_ = nullptr;
+  CUdeviceptr device_ = 0;
+};
+
+// The stream waits (on the GPU) until the word has reached `target`.
+void stream_wait(CUstream s, CUdeviceptr word, std::uint32_t target);
+// The stream writes `value` once everything queued before it has finished, its writes visible.
+void stream_write(CUstream s, CUdeviceptr word, std::uint32_t value);
+
+// Up to `capacity` word writes queued as one driver call (one per consumer of a frame).
+class WriteBatch {
+ public:
+  static constexpr std::size_t capacity = 128;
+  void clear() noexcept { n_ = 0; }
+  void add(CUdeviceptr word, std::uint32_t value) noexcept;
+  std::size_t size() const noexcept { return n_; }
+  void enqueue(CUstream s) const;
+
+ private:
+  std::array<CUstreamBatchMemOpParams, capacity> ops_{};
+  std::size_t n_ = 0;
+};
+
+// Waits on the CPU, polling, until `s` has run everything queued on it or `timeout` has passed:
+// true when it drained. Never blocks inside the driver, so a stream held by a peer that will not
+// come back cannot hang the caller. The stream's context must be current.
+bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept;
+
+// Polls a semaphore word from the CPU until it reaches `target` or `deadline_ns` (monotonic)
+// passes.
+bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
+              std::uint64_t deadline_ns) noexcept;
+
+}  // namespace cudaipc::cuda
