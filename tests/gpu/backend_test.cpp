@@ -528,12 +528,12 @@ TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
   const bool vmm = j.slots->export_slots().fds.size() == 1;
   auto fresh = [] { return make_cuda_consumer_memory({}, 4); };
 
-  // Producer sync objects: magic, version, UUID (16), count, handles.
+  // Producer sync description: magic, version, UUID (16), count.
   const WireBlob psync = j.producer->export_sync();
   EXPECT_EQ(error_of([&] { fresh()->import_sync({}); }), Errc::protocol);
   EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 0, 1)); }),
             Errc::protocol);
-  EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 4, 2)); }),
+  EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 4, 1)); }),
             Errc::version_mismatch);
   EXPECT_EQ(error_of([&] { fresh()->import_sync(patched<std::uint32_t>(psync, 24, 5)); }),
             Errc::protocol);
