@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "cudaipc/options.hpp"
 #include "unique_fd.hpp"
@@ -65,8 +66,11 @@ class ProducerMemory {
   virtual void detach_consumer(std::uint32_t /*consumer*/, UniqueFd /*pidfd*/) {}
   // Called by the socket thread every tick: frees what departed consumers left behind once the
   // producer's stream no longer needs it, and releases the producer's stream from waits on a
-  // consumer that died, or that left `give_up_ns` ago without finishing its reads.
-  virtual void reap(std::uint64_t /*now_ns*/, std::uint64_t /*give_up_ns*/) {}
+  // consumer that died, or that left `give_up_ns` ago without finishing its reads. A connected
+  // consumer whose GPU reads have held a slot for `give_up_ns` is released the same way and
+  // named in `stalled`, for the caller to evict.
+  virtual void reap(std::uint64_t /*now_ns*/, std::uint64_t /*give_up_ns*/,
+                    std::vector<std::uint32_t>& /*stalled*/) {}
   virtual void begin_write(std::uint32_t /*slot*/) {}
   // `seq` is the frame now in the slot; 0 when the write was abandoned (nothing to announce).
   virtual void end_write(std::uint32_t /*slot*/, std::uint64_t /*seq*/) {}

@@ -71,11 +71,26 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
     if (c.fd && c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs)
       drop(c, "handshake not finished within 5 s");
   act_on_records();
+  std::vector<std::uint32_t> stalled;
   try {
-    // A consumer that left without finishing its GPU reads gets as long as a lease would.
-    memory_->reap(now, static_cast<std::uint64_t>(opts_.lease_timeout.count()));
+    // GPU reads get as long as a lease to finish, whether their consumer is connected or left.
+    memory_->reap(now, static_cast<std::uint64_t>(opts_.lease_timeout.count()), stalled);
   } catch (const Error& e) {
-    log(LogLevel::error, (std::string("settling departed consumers: ") + e.what()).c_str());
+    log(LogLevel::error, (std::string("settling GPU reads: ") + e.what()).c_str());
+  }
+  if (!stalled.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(table_mu_);
+      for (std::uint32_t id : stalled) {
+        Record* r = id < kMaxRecords ? records_[id].get() : nullptr;
+        if (!r || !r->active) continue;
+        r->active = false;
+        r->evicted = true;
+        r->page->revoked.store(1, std::memory_order_seq_cst);
+        r->evict_reason = "its GPU reads held a slot for longer than the lease timeout";
+      }
+    }
+    act_on_records();
   }
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.fd; }),
                conns_.end());

@@ -466,6 +466,40 @@ TEST_P(CudaBackend, AWaitOnAConsumerThatDiedIsReleased) {
             kSize);
 }
 
+// A live consumer whose stream never writes `done` for a frame it took (a kernel that does not
+// end, or a page that lies) holds the producer's stream only for the lease timeout: reap() then
+// names it for eviction and lets the stream go, and later writes no longer wait for it.
+TEST_P(CudaBackend, AReaderThatHoldsASlotTooLongIsReleased) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 1, kSize);
+  std::uint64_t key = 1;
+  j.producer->begin_write(0);
+  k.fill(j.pstream(), j.slots->address(0), kSize, key);
+  j.producer->end_write(0, key);
+  ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
+  ++key;
+  j.producer->begin_write(0);
+  k.fill(j.pstream(), j.slots->address(0), kSize, key);
+  j.producer->end_write(0, key);
+  EXPECT_TRUE(stuck(j.pstream(), k));
+  constexpr std::uint64_t kLimit = 5'000'000'000;
+  std::vector<std::uint32_t> stalled;
+  j.producer->reap(monotonic_ns(), kLimit, stalled);
+  EXPECT_TRUE(stalled.empty()) << "evicted before the lease timeout";
+  EXPECT_TRUE(stuck(j.pstream(), k));
+  j.producer->reap(monotonic_ns() + kLimit + 1'000'000'000, kLimit, stalled);
+  ASSERT_EQ(stalled, std::vector<std::uint32_t>{0});
+  EXPECT_FALSE(stuck(j.pstream(), k)) << "the producer's stream stayed stuck";
+  // It took frame 2 as well and never reads it: the next write does not wait for it any more.
+  ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
+  ++key;
+  j.producer->begin_write(0);
+  k.fill(j.pstream(), j.slots->address(0), kSize, key);
+  j.producer->end_write(0, key);
+  EXPECT_FALSE(stuck(j.pstream(), k));
+}
+
 // The producer announced a frame and died before its stream wrote it: the consumer's stream waits
 // for `ready` until producer_gone() stores it.
 TEST_P(CudaBackend, AWaitOnAProducerThatDiedIsReleased) {

@@ -423,6 +423,40 @@ TEST_P(Channel, StoppedConsumerWithReadsQueuedIsEvictedWithoutStallingTheGpu) {
   victim->wait_exit(30s);
 }
 
+// 4e. A live consumer whose GPU reads hold a slot (a 3 s kernel) while its CPU has long released
+//     the frame: the producer's stream waits for it only for lease_timeout, then the consumer is
+//     evicted, the stream goes on and the other consumer gets every frame intact.
+TEST_P(Channel, ConsumerWhoseGpuReadsHoldASlotIsEvicted) {
+  ProducerOptions o;
+  o.path = path_;
+  o.slots = 2;
+  o.memory = MemoryKind::cuda;
+  o.cuda.export_mode = GetParam();
+  o.block_timeout = 10s;
+  o.lease_timeout = 1s;
+  Producer p(o);
+  p.set_format(testing::pattern_format(kSize));
+  auto steady = consumer();
+  auto victim = consumer({"--slow-read-ns", std::to_string(3000 * kMs), "--no-reconnect"});
+  wait_consumers(p, 2);
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint64_t key = 1; key <= 30; ++key)
+    ASSERT_EQ(gputest::publish_pattern(p, *kernels_, key, kSize), PublishStatus::published);
+  {
+    cuda::ScopedContext current(kernels_->context()->get());
+    expect_stream_drains(static_cast<CUstream>(p.cuda_stream()), 30s);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  p.end_of_stream();
+  auto r = finished(*steady);
+  EXPECT_EQ(r["frames"], 30);
+  EXPECT_EQ(r["bad"], 0);
+  auto v = finished(*victim);
+  EXPECT_EQ(v["disconnects"], 1) << victim->transcript();
+  EXPECT_NE(victim->transcript().find("GPU reads held a slot"), std::string::npos)
+      << victim->transcript();
+}
+
 int gpu_count() {
   int n = 0;
   cuda::check(cuda::driver().cuDeviceGetCount(&n), "cuDeviceGetCount");

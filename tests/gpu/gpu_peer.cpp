@@ -90,6 +90,7 @@ int consume(const Args& a) {
     } else if (ev.type == EventType::eos) {
       break;
     } else if (ev.type == EventType::disconnected) {
+      say("DISCONNECTED " + ev.message);
       ++disconnects;
       if (!opts.reconnect) break;
     } else if (ev.type == EventType::timeout) {

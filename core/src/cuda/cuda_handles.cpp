@@ -40,6 +40,13 @@ Event make_event(ContextPtr ctx) {
   return Event(std::move(ctx), e);
 }
 
+HostAllocation make_host_allocation(ContextPtr ctx, std::size_t bytes) {
+  ScopedContext current(ctx->get());
+  void* p = nullptr;
+  check(driver().cuMemAllocHost(&p, bytes), "cuMemAllocHost");
+  return HostAllocation(std::move(ctx), p);
+}
+
 DeviceAllocation make_device_allocation(ContextPtr ctx, std::size_t bytes) {
   ScopedContext current(ctx->get());
   CUdeviceptr p = 0;

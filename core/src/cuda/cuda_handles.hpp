@@ -104,7 +104,13 @@ struct IpcImportPolicy {
   static void release(CUdeviceptr p) noexcept { loaded_driver().cuIpcCloseMemHandle(p); }
 };
 
+struct HostAllocationPolicy {
+  using Handle = void*;
+  static void release(void* p) noexcept { loaded_driver().cuMemFreeHost(p); }
+};
+
 using Stream = Owned<StreamPolicy>;
+using HostAllocation = Owned<HostAllocationPolicy>;  // cuMemAllocHost
 using Event = Owned<EventPolicy>;
 using VmmAllocation = Owned<VmmAllocationPolicy>;        // cuMemCreate / cuMemImport...
 using DeviceAllocation = Owned<DeviceAllocationPolicy>;  // cuMemAlloc
@@ -114,6 +120,7 @@ using IpcImport = Owned<IpcImportPolicy>;                // cuIpcOpenMemHandle
 Stream make_stream(ContextPtr ctx);    // CU_STREAM_NON_BLOCKING: never serialised with stream 0
 Event make_ipc_event(ContextPtr ctx);  // the channel no longer uses them; the call-cost probe does
 Event make_event(ContextPtr ctx);      // a local marker: has the stream got this far?
+HostAllocation make_host_allocation(ContextPtr ctx, std::size_t bytes);  // page-locked, mapped
 DeviceAllocation make_device_allocation(ContextPtr ctx, std::size_t bytes);
 IpcImport open_ipc_memory(ContextPtr ctx, const CUipcMemHandle& handle);
 

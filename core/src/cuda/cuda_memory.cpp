@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -365,7 +366,9 @@ struct WatchedPage {
   // Per slot, the newest value the producer's stream was told to wait for in done[slot]: what the
   // CPU stores there itself if the consumer dies before its stream does.
   std::array<std::uint32_t, kMaxSlots> owed{};
+  std::array<std::uint64_t, kMaxSlots> owed_since{};  // when the stream began to wait on done[i]
   std::uint64_t owed_mask = 0;
+  bool stalled = false;  // released for good: its reads held a slot too long; no more waits
 
   // Lets the producer's stream past every wait it has queued on this consumer.
   void settle() noexcept {
@@ -406,6 +409,11 @@ class CudaProducerMemory final : public ProducerMemory {
                                               " slots, not " + std::to_string(slot_count));
     engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
     mode_ = resolve_mode(opts.export_mode);
+    progress_memory_ = cuda::make_host_allocation(engine_->ctx, sizeof(std::atomic<std::uint32_t>));
+    progress_ = new (progress_memory_.get()) std::atomic<std::uint32_t>(0);
+    ScopedContext current(engine_->ctx->get());
+    check(driver().cuMemHostGetDevicePointer(&progress_word_, progress_memory_.get(), 0),
+          "cuMemHostGetDevicePointer (progress word)");
   }
 
   ~CudaProducerMemory() override {
@@ -462,7 +470,7 @@ class CudaProducerMemory final : public ProducerMemory {
       w->done[i] = w->reg->device_address(&page->done[i]);
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
-    if (watched_.size() >= cuda::WriteBatch::capacity)
+    if (watched_.size() + 1 >= cuda::WriteBatch::capacity)  // + the progress word
       throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
                                   " consumer pages already");
     // Until the stream's write below lands, `ready` must read as "long before" any frame this
@@ -488,9 +496,23 @@ class CudaProducerMemory final : public ProducerMemory {
     departed_.push_back(std::move(d));
   }
 
-  void reap(std::uint64_t now_ns, std::uint64_t give_up_ns) override {
+  void reap(std::uint64_t now_ns, std::uint64_t give_up_ns,
+            std::vector<std::uint32_t>& stalled) override {
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, w] : watched_)
+      if (!w->stalled && holds_too_long(*w, now_ns, give_up_ns)) {
+        // A consumer whose stream never writes done (a kernel that does not end, or a page that
+        // claims frames it never read) would hold the producer's stream, and every consumer
+        // behind it, for as long as it lives. It gets as long as a lease, like a CPU hold.
+        w->stalled = true;
+        w->settle();
+        stalled.push_back(id);
+        log(LogLevel::warning, ("consumer " + std::to_string(id) +
+                                ": its GPU reads held a slot for longer than the lease timeout; "
+                                "the producer's stream no longer waits for them")
+                                   .c_str());
+      }
     for (auto& d : departed_) {
       if (d.done_with) continue;
       if (d.pidfd && process_exited(d.pidfd.get()))
@@ -531,6 +553,7 @@ class CudaProducerMemory final : public ProducerMemory {
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
     batch_.clear();
+    batch_.add(progress_word_, cuda::seq32(seq));
     for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
     batch_.enqueue(engine_->stream);
     last_written_ = seq;
@@ -608,11 +631,34 @@ class CudaProducerMemory final : public ProducerMemory {
 
   void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
-    if (w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
-    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
+    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
+    const std::uint32_t done = w.page->done[slot].load(std::memory_order_acquire);
+    if (cuda::reached(done, target)) return;
     cuda::stream_wait(engine_->stream, w.done[slot], target);
+    const std::uint64_t bit = std::uint64_t{1} << slot;
+    // A new hold starts unless an older one on this slot is still unfinished.
+    if (!(w.owed_mask & bit) || cuda::reached(done, w.owed[slot]))
+      w.owed_since[slot] = monotonic_ns();
     w.owed[slot] = target;
-    w.owed_mask |= std::uint64_t{1} << slot;
+    w.owed_mask |= bit;
+  }
+
+  // Forgets holds that ended; true when one has lasted longer than `give_up_ns` (0: never). A
+  // hold counts from when the producer's own stream had written the frame (its private progress
+  // word, which no consumer can touch): a producer running behind is not the reader's fault.
+  bool holds_too_long(WatchedPage& w, std::uint64_t now_ns, std::uint64_t give_up_ns) const {
+    const std::uint32_t written = progress_->load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; i < slot_count_; ++i) {
+      const std::uint64_t bit = std::uint64_t{1} << i;
+      if (!(w.owed_mask & bit)) continue;
+      if (cuda::reached(w.page->done[i].load(std::memory_order_acquire), w.owed[i]))
+        w.owed_mask &= ~bit;
+      else if (!cuda::reached(written, w.owed[i]))
+        w.owed_since[i] = now_ns;
+      else if (give_up_ns > 0 && now_ns - w.owed_since[i] > give_up_ns)
+        return true;
+    }
+    return false;
   }
 
   // Stops queueing waits on a departed page; `why` non-null: first releases the ones queued.
@@ -643,6 +689,11 @@ class CudaProducerMemory final : public ProducerMemory {
   std::map<std::uint32_t, std::unique_ptr<WatchedPage>> watched_;
   std::uint64_t last_written_ = 0;
   cuda::WriteBatch batch_;
+  // The newest frame the producer's stream has written, stored by the stream itself in private
+  // page-locked memory.
+  cuda::HostAllocation progress_memory_;
+  std::atomic<std::uint32_t>* progress_ = nullptr;
+  CUdeviceptr progress_word_ = 0;
   std::vector<DepartedPage> departed_;
 };
 

@@ -16,7 +16,8 @@ namespace cudaipc::cuda {
 // when the driver is newer than these headers (or older, down to CUDA 12.0). Names are the
 // unversioned API names: cuda.h's #defines (cuMemAlloc -> cuMemAlloc_v2) rename the member in
 // declaration and use alike, while the string looked up stays the base name.
-// The last group is used by the GPU tests only; every CUDA 12 driver has them.
+// The last group is used by the GPU tests (and cuMemAllocHost/cuMemFreeHost by the producer's
+// progress word); every CUDA 12 driver has them.
 #define CUDAIPC_DRIVER_FUNCTIONS(X)                \
   X(cuInit, 2000)                                  \
   X(cuDriverGetVersion, 2020)                      \
