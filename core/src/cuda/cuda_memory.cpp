@@ -366,7 +366,6 @@ struct WatchedPage {
   // Per slot, the newest value the producer's stream was told to wait for in done[slot]: what the
   // CPU stores there itself if the consumer dies before its stream does.
   std::array<std::uint32_t, kMaxSlots> owed{};
-  std::array<std::uint64_t, kMaxSlots> owed_since{};  // when the stream began to wait on done[i]
   std::uint64_t owed_mask = 0;
   bool stalled = false;  // released for good: its reads held a slot too long; no more waits
 
@@ -500,19 +499,7 @@ class CudaProducerMemory final : public ProducerMemory {
             std::vector<std::uint32_t>& stalled) override {
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, w] : watched_)
-      if (!w->stalled && holds_too_long(*w, now_ns, give_up_ns)) {
-        // A consumer whose stream never writes done (a kernel that does not end, or a page that
-        // claims frames it never read) would hold the producer's stream, and every consumer
-        // behind it, for as long as it lives. It gets as long as a lease, like a CPU hold.
-        w->stalled = true;
-        w->settle();
-        stalled.push_back(id);
-        log(LogLevel::warning, ("consumer " + std::to_string(id) +
-                                ": its GPU reads held a slot for longer than the lease timeout; "
-                                "the producer's stream no longer waits for them")
-                                   .c_str());
-      }
+    release_holders(now_ns, give_up_ns, stalled);
     for (auto& d : departed_) {
       if (d.done_with) continue;
       if (d.pidfd && process_exited(d.pidfd.get()))
@@ -549,9 +536,10 @@ class CudaProducerMemory final : public ProducerMemory {
   void end_write(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
     if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
-    slot_frame_[slot] = seq;
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
+    frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot};
+    slot_frame_[slot] = seq;
     batch_.clear();
     batch_.add(progress_word_, cuda::seq32(seq));
     for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
@@ -632,33 +620,50 @@ class CudaProducerMemory final : public ProducerMemory {
   void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
     if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
-    const std::uint32_t done = w.page->done[slot].load(std::memory_order_acquire);
-    if (cuda::reached(done, target)) return;
+    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
     cuda::stream_wait(engine_->stream, w.done[slot], target);
-    const std::uint64_t bit = std::uint64_t{1} << slot;
-    // A new hold starts unless an older one on this slot is still unfinished.
-    if (!(w.owed_mask & bit) || cuda::reached(done, w.owed[slot]))
-      w.owed_since[slot] = monotonic_ns();
     w.owed[slot] = target;
-    w.owed_mask |= bit;
+    w.owed_mask |= std::uint64_t{1} << slot;
   }
 
-  // Forgets holds that ended; true when one has lasted longer than `give_up_ns` (0: never). A
-  // hold counts from when the producer's own stream had written the frame (its private progress
-  // word, which no consumer can touch): a producer running behind is not the reader's fault.
-  bool holds_too_long(WatchedPage& w, std::uint64_t now_ns, std::uint64_t give_up_ns) const {
+  // A consumer whose stream never writes done (a kernel that does not end, or a page claiming
+  // frames it never read) would hold the producer's stream, and every consumer behind it, for as
+  // long as it lives. It gets as long as a lease, like a CPU hold: when the producer's own
+  // progress word (private, written by its stream) has not moved for `give_up_ns` with frames
+  // still to write, the frame it is stuck on names the slot and the frame its waits were for;
+  // whoever took that frame and has not finished reading it is let go.
+  void release_holders(std::uint64_t now_ns, std::uint64_t give_up_ns,
+                       std::vector<std::uint32_t>& stalled) {
     const std::uint32_t written = progress_->load(std::memory_order_acquire);
-    for (std::uint32_t i = 0; i < slot_count_; ++i) {
-      const std::uint64_t bit = std::uint64_t{1} << i;
-      if (!(w.owed_mask & bit)) continue;
-      if (cuda::reached(w.page->done[i].load(std::memory_order_acquire), w.owed[i]))
-        w.owed_mask &= ~bit;
-      else if (!cuda::reached(written, w.owed[i]))
-        w.owed_since[i] = now_ns;
-      else if (give_up_ns > 0 && now_ns - w.owed_since[i] > give_up_ns)
-        return true;
+    const std::uint32_t behind = cuda::seq32(last_written_) - written;
+    if (written != last_progress_ || behind == 0) {
+      last_progress_ = written;
+      progress_since_ = now_ns;
+      return;
     }
-    return false;
+    if (give_up_ns == 0 || now_ns - progress_since_ <= give_up_ns) return;
+    progress_since_ = now_ns;  // what is released below gets a fresh period
+    const std::uint64_t stuck = last_written_ - behind + 1;
+    const FrameRecord& f = frame_log_[stuck % kFrameLog];
+    if (f.seq != stuck || f.replaced == 0) return;  // further behind than the log reaches
+    auto holds = [&](const WatchedPage& w) {
+      return w.page->acquired[f.slot].load(std::memory_order_acquire) == f.replaced &&
+             !cuda::reached(w.page->done[f.slot].load(std::memory_order_acquire),
+                            cuda::seq32(f.replaced));
+    };
+    for (auto& [id, w] : watched_)
+      if (!w->stalled && holds(*w)) {
+        w->stalled = true;
+        w->settle();
+        stalled.push_back(id);
+        log(LogLevel::warning, ("consumer " + std::to_string(id) +
+                                ": its GPU reads held a slot for longer than the lease timeout; "
+                                "the producer's stream no longer waits for them")
+                                   .c_str());
+      }
+    for (auto& d : departed_)
+      if (!d.done_with && holds(*d.watched))
+        finish(d, "it left and its GPU reads did not finish in time");
   }
 
   // Stops queueing waits on a departed page; `why` non-null: first releases the ones queued.
@@ -684,13 +689,23 @@ class CudaProducerMemory final : public ProducerMemory {
   std::shared_ptr<const Engine> engine_;
   std::uint32_t slot_count_;
   CudaExportMode mode_ = CudaExportMode::vmm;
-  std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // publishing thread only
+  // What each frame replaced, for naming who holds the stream when it is stuck on that frame.
+  struct FrameRecord {
+    std::uint64_t seq = 0;
+    std::uint64_t replaced = 0;  // the frame the slot held before, whose readers it waited for
+    std::uint32_t slot = 0;
+  };
+  static constexpr std::size_t kFrameLog = 1024;
+  std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // written under mu_ by the publishing thread
   std::mutex mu_;
   std::map<std::uint32_t, std::unique_ptr<WatchedPage>> watched_;
   std::uint64_t last_written_ = 0;
   cuda::WriteBatch batch_;
   // The newest frame the producer's stream has written, stored by the stream itself in private
   // page-locked memory.
+  std::array<FrameRecord, kFrameLog> frame_log_{};
+  std::uint32_t last_progress_ = 0;  // socket thread: the progress word at its last look
+  std::uint64_t progress_since_ = 0;
   cuda::HostAllocation progress_memory_;
   std::atomic<std::uint32_t>* progress_ = nullptr;
   CUdeviceptr progress_word_ = 0;
