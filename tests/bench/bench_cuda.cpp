@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,6 +18,7 @@
 #include "bench.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/driver.hpp"
+#include "cuda/semaphores.hpp"
 #include "cudaipc/error.hpp"
 
 namespace bench {
@@ -95,7 +97,7 @@ class CudaProducer final : public ProducerSide {
     if (!slot) return st;
     if (write) {
       // The stream already waits for every consumer's last read of this slot (begin_frame), and
-      // commit records the slot's ready event after this.
+      // commit queues the ready semaphore writes after this.
       cu::ScopedContext current(ctx_->get());
       cu::check(cu::driver().cuMemsetD8Async(slot.address(), fill_byte(seq), s_.bytes, stream_),
                 "cuMemsetD8Async (slot)");
@@ -142,13 +144,20 @@ class CudaConsumer final : public ConsumerSide {
     const CUdeviceptr base = f.slot_address() + f.desc().tensor.byte_offset;
     const std::uint64_t bytes = f.size();
     const std::uint64_t offsets[kWords] = {0, bytes / 3, 2 * (bytes / 3), bytes - 4};
-    // On the consumer's stream, behind the wait for the producer's ready event that next()
+    // On the consumer's stream, behind the wait on the ready semaphore that next()
     // enqueued: these reads see the slot exactly as a consumer kernel would.
     if (verify)
       for (std::size_t i = 0; i < kWords; ++i)
         cu::check(d.cuMemcpyDtoHAsync(host_ + 4 * i, base + offsets[i], 4, stream),
                   "cuMemcpyDtoHAsync");
-    cu::check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    // Polled with back-off, not cuStreamSynchronize: the driver's default sync spins a core for as
+    // long as the GPU is behind, which would bill GPU time to the channel's consumer CPU.
+    if (!cu::drain(stream, std::chrono::seconds(10))) {
+      std::fprintf(stderr, "consumer: frame %llu: the stream did not drain in 10 s\n",
+                   static_cast<unsigned long long>(seq));
+      return false;
+    }
+    cu::check(d.cuStreamQuery(stream), "cuStreamQuery (after the frame's reads)");
     if (!verify) return true;
     const std::uint8_t want = fill_byte(seq);
     for (std::size_t i = 0; i < kWords * 4; ++i)
@@ -328,7 +337,7 @@ class CudaSection final : public Section {
 
     std::printf(
         "\nGPU memory (%u slots; latency: publish -> next() returned, i.e. slot held and the "
-        "consumer stream's wait on the ready event enqueued, paced, %llu us idle, consumers "
+        "consumer stream's wait on the ready semaphore enqueued, paced, %llu us idle, consumers "
         "pooled; frames/s: slowest consumer at full speed, up to its stream finishing the last "
         "frame; data checked on frame 1, every %llu-th and the last)\n",
         o.slots, static_cast<unsigned long long>(o.gap_us),
