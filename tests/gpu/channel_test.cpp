@@ -437,7 +437,9 @@ TEST_P(Channel, ConsumerWhoseGpuReadsHoldASlotIsEvicted) {
   Producer p(o);
   p.set_format(testing::pattern_format(kSize));
   auto steady = consumer();
-  auto victim = consumer({"--slow-read-ns", std::to_string(3000 * kMs), "--no-reconnect"});
+  // Only its first read is slow: a failure here must not leave a process spinning the GPU for long.
+  auto victim = consumer(
+      {"--slow-read-ns", std::to_string(3000 * kMs), "--slow-count", "1", "--no-reconnect"});
   wait_consumers(p, 2);
   const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t key = 1; key <= 30; ++key)

@@ -2,7 +2,8 @@
 // pattern on the GPU. It prints "READY" once connected (consumer) or once its format is set
 // (producer), and "RESULT key=value..." when it ends normally.
 //   cudaipc-gpu-peer consume --path P [--frames N] [--mode every|latest] [--slow-read-ns NS]
-//                    [--cpu-wait] [--unordered] [--no-reconnect] [--timeout-ms MS] [--device D]
+//                    [--slow-count K] [--cpu-wait] [--unordered] [--no-reconnect]
+//                    [--timeout-ms MS] [--device D]
 //   cudaipc-gpu-peer produce --path P --size BYTES [--frames N|--forever] [--slots S]
 //                    [--export auto|vmm|legacy] [--slow-fill-ns NS] [--consumers K]
 //                    [--interval-us US]
@@ -66,6 +67,7 @@ int consume(const Args& a) {
   opts.cuda.cpu_wait = a.has("cpu-wait");
   const std::uint64_t limit = a.num("frames");
   const std::uint64_t slow_ns = a.num("slow-read-ns");
+  const std::uint64_t slow_count = a.num("slow-count", ~std::uint64_t{0});  // frames read slowly
   const auto timeout = std::chrono::milliseconds(a.num("timeout-ms", 20000));
   Consumer consumer(opts);
   say("READY");
@@ -77,7 +79,7 @@ int consume(const Args& a) {
       const auto stream = static_cast<CUstream>(consumer.cuda_stream());
       const auto data = reinterpret_cast<CUdeviceptr>(ev.frame.data());
       const std::uint64_t key = ev.frame.desc().pts;
-      if (slow_ns)
+      if (slow_ns && frames < slow_count)
         kernels.slow_read(stream, data, ev.frame.size(), key, slow_ns);
       else if (a.has("unordered"))  // control: a read the channel does not order
         kernels.verify(kernels.own_stream(), data, ev.frame.size(), key);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -74,6 +75,8 @@ using LegacyTable = cuda::IpcTable<LegacyMemory>;
 // How long a destructor lets its stream drain before it gives up on the peer's part: the stream
 // may wait on a peer's semaphore that a live but stuck peer never advances.
 constexpr std::chrono::seconds kDrainLimit{5};
+// Consumer ids the core hands out are below this (its record table is smaller).
+constexpr std::size_t kMaxConsumerIds = 128;
 // How often a CPU wait for a frame looks whether the producer died meanwhile.
 constexpr std::uint64_t kDeadCheckNs = 100'000'000;
 
@@ -393,6 +396,7 @@ struct WatchedPage {
 // them until they finish or the consumer is settled (dead, or gone too long); after that, the page
 // stays registered until the producer's stream has passed `passed`, recorded then.
 struct DepartedPage {
+  std::uint32_t id = 0;  // the consumer id it had
   std::unique_ptr<WatchedPage> watched;
   UniqueFd pidfd;
   std::uint64_t since_ns = 0;
@@ -460,6 +464,9 @@ class CudaProducerMemory final : public ProducerMemory {
     if (r.remaining() != 0 || !sync.fds.empty())
       throw Error(Errc::protocol, "trailing data after the consumer's sync description");
     if (!page) throw Error(Errc::invalid_argument, "a CUDA consumer needs its connection page");
+    if (consumer >= kMaxConsumerIds)
+      throw Error(Errc::invalid_argument, "consumer id " + std::to_string(consumer) +
+                                              " is beyond the CUDA backend's table");
     auto w = std::make_unique<WatchedPage>();
     w->page = page;
     w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page,
@@ -486,6 +493,7 @@ class CudaProducerMemory final : public ProducerMemory {
     auto it = watched_.find(consumer);
     if (it == watched_.end()) return;
     DepartedPage d;
+    d.id = consumer;
     d.watched = std::move(it->second);
     d.pidfd = std::move(pidfd);
     d.since_ns = monotonic_ns();
@@ -528,9 +536,12 @@ class CudaProducerMemory final : public ProducerMemory {
     if (held == 0) return;
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, w] : watched_) wait_for_reader(*w, slot, held);
+    waited_for_.reset();
+    for (auto& [id, w] : watched_)
+      if (wait_for_reader(*w, slot, held) && id < waited_for_.size()) waited_for_.set(id);
     for (auto& d : departed_)
-      if (!d.done_with) wait_for_reader(*d.watched, slot, held);
+      if (!d.done_with && wait_for_reader(*d.watched, slot, held) && d.id < waited_for_.size())
+        waited_for_.set(d.id);
   }
 
   void end_write(std::uint32_t slot, std::uint64_t seq) override {
@@ -538,7 +549,8 @@ class CudaProducerMemory final : public ProducerMemory {
     if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
     ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
-    frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot};
+    frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot, waited_for_};
+    waited_for_.reset();
     slot_frame_[slot] = seq;
     batch_.clear();
     batch_.add(progress_word_, cuda::seq32(seq));
@@ -617,13 +629,15 @@ class CudaProducerMemory final : public ProducerMemory {
       throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
   }
 
-  void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
+  // True when the stream was told to wait for this reader.
+  bool wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
-    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
-    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
+    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return false;
+    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return false;
     cuda::stream_wait(engine_->stream, w.done[slot], target);
     w.owed[slot] = target;
     w.owed_mask |= std::uint64_t{1} << slot;
+    return true;
   }
 
   // A consumer whose stream never writes done (a kernel that does not end, or a page claiming
@@ -646,13 +660,15 @@ class CudaProducerMemory final : public ProducerMemory {
     const std::uint64_t stuck = last_written_ - behind + 1;
     const FrameRecord& f = frame_log_[stuck % kFrameLog];
     if (f.seq != stuck || f.replaced == 0) return;  // further behind than the log reaches
-    auto holds = [&](const WatchedPage& w) {
-      return w.page->acquired[f.slot].load(std::memory_order_acquire) == f.replaced &&
+    // Only those the stuck frame's write was told to wait for: a consumer's CPU may have taken
+    // newer frames since, so its page no longer names the one its GPU still reads.
+    auto holds = [&](std::uint32_t id, const WatchedPage& w) {
+      return id < f.waited_for.size() && f.waited_for.test(id) &&
              !cuda::reached(w.page->done[f.slot].load(std::memory_order_acquire),
                             cuda::seq32(f.replaced));
     };
     for (auto& [id, w] : watched_)
-      if (!w->stalled && holds(*w)) {
+      if (!w->stalled && holds(id, *w)) {
         w->stalled = true;
         w->settle();
         stalled.push_back(id);
@@ -662,7 +678,7 @@ class CudaProducerMemory final : public ProducerMemory {
                                    .c_str());
       }
     for (auto& d : departed_)
-      if (!d.done_with && holds(*d.watched))
+      if (!d.done_with && holds(d.id, *d.watched))
         finish(d, "it left and its GPU reads did not finish in time");
   }
 
@@ -694,8 +710,10 @@ class CudaProducerMemory final : public ProducerMemory {
     std::uint64_t seq = 0;
     std::uint64_t replaced = 0;  // the frame the slot held before, whose readers it waited for
     std::uint32_t slot = 0;
+    std::bitset<kMaxConsumerIds> waited_for;  // the consumers it waited for
   };
   static constexpr std::size_t kFrameLog = 1024;
+  std::bitset<kMaxConsumerIds> waited_for_;  // by the write in progress (begin_write to end_write)
   std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // written under mu_ by the publishing thread
   std::mutex mu_;
   std::map<std::uint32_t, std::unique_ptr<WatchedPage>> watched_;
