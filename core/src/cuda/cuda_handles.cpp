@@ -33,13 +33,6 @@ Event make_ipc_event(ContextPtr ctx) {
   return Event(std::move(ctx), e);
 }
 
-Event make_event(ContextPtr ctx) {
-  ScopedContext current(ctx->get());
-  CUevent e = nullptr;
-  check(driver().cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  return Event(std::move(ctx), e);
-}
-
 HostAllocation make_host_allocation(ContextPtr ctx, std::size_t bytes) {
   ScopedContext current(ctx->get());
   void* p = nullptr;

@@ -119,7 +119,6 @@ using IpcImport = Owned<IpcImportPolicy>;                // cuIpcOpenMemHandle
 // The factories make the context current themselves and throw Error(Errc::cuda) on failure.
 Stream make_stream(ContextPtr ctx);    // CU_STREAM_NON_BLOCKING: never serialised with stream 0
 Event make_ipc_event(ContextPtr ctx);  // the channel no longer uses them; the call-cost probe does
-Event make_event(ContextPtr ctx);      // a local marker: has the stream got this far?
 HostAllocation make_host_allocation(ContextPtr ctx, std::size_t bytes);  // page-locked, mapped
 DeviceAllocation make_device_allocation(ContextPtr ctx, std::size_t bytes);
 IpcImport open_ipc_memory(ContextPtr ctx, const CUipcMemHandle& handle);

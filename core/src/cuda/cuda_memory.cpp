@@ -360,8 +360,10 @@ class CudaProducerSlots final : public ProducerSlots {
   LegacyTable::Ref legacy_;
 };
 
-// One consumer's connection page as the producer's stream uses it.
+// One consumer's connection page as the producer's stream uses it. The plain fields are guarded by
+// the producer memory's mu_.
 struct WatchedPage {
+  std::uint32_t id = 0;  // the consumer id
   ConnPage* page = nullptr;
   std::unique_ptr<cuda::RegisteredPage> reg;
   CUdeviceptr ready = 0;
@@ -371,6 +373,7 @@ struct WatchedPage {
   std::array<std::uint32_t, kMaxSlots> owed{};
   std::uint64_t owed_mask = 0;
   bool stalled = false;  // released for good: its reads held a slot too long; no more waits
+  std::uint64_t first_batch = 0;  // the first frame whose ready writes include this page
 
   // Lets the producer's stream past every wait it has queued on this consumer.
   void settle() noexcept {
@@ -390,20 +393,34 @@ struct WatchedPage {
     }
     return true;
   }
+
+  // Raises `ready` to `written` unless the stream has already put it further: the CPU may race
+  // with the stream's own writes here, and must never move the word back.
+  void raise_ready(std::uint32_t written) noexcept {
+    std::uint32_t seen = page->ready.load(std::memory_order_acquire);
+    while (!cuda::reached(seen, written) &&
+           !page->ready.compare_exchange_weak(seen, written, std::memory_order_acq_rel)) {
+    }
+  }
 };
 
 // A consumer that left. Its GPU reads may still be queued, so rewriting a slot keeps waiting for
-// them until they finish or the consumer is settled (dead, or gone too long); after that, the page
-// stays registered until the producer's stream has passed `passed`, recorded then.
+// them until they finish or the consumer is settled (dead, or gone too long). After that the page
+// stays registered until the producer's progress word shows its stream has passed every wait and
+// write queued on it (frame `passed_at`).
 struct DepartedPage {
-  std::uint32_t id = 0;  // the consumer id it had
   std::unique_ptr<WatchedPage> watched;
   UniqueFd pidfd;
   std::uint64_t since_ns = 0;
   bool done_with = false;  // no more waits are queued on it
-  cuda::Event passed;
+  std::uint64_t passed_at = 0;
 };
 
+// Threads: attach_consumer, detach_consumer and reap run on the producer's socket thread,
+// begin_write and end_write on the publishing thread. mu_ guards the page tables and the frame
+// log, and is never held across a call that queues work on the stream: a stream stuck on a dead
+// consumer fills the driver's queue, a queueing call then blocks, and the socket thread must still
+// be able to take mu_ to release the stream. The socket thread queues nothing on the stream at all.
 class CudaProducerMemory final : public ProducerMemory {
  public:
   CudaProducerMemory(const CudaOptions& opts, std::uint32_t slot_count) : slot_count_(slot_count) {
@@ -424,8 +441,16 @@ class CudaProducerMemory final : public ProducerMemory {
     // peer that will not come back, and the producer is leaving anyway.
     if (engine_->drain(kDrainLimit)) return;
     settle_all();
-    if (!engine_->drain(kDrainLimit))
-      log(LogLevel::error, "the producer's CUDA stream did not drain on close");
+    if (engine_->drain(kDrainLimit)) return;
+    // Unregistering pages the stream may still touch would fault it when it resumes.
+    log(LogLevel::error, "the producer's CUDA stream did not drain on close: its pages are kept");
+    static std::mutex mu;
+    static std::vector<std::unique_ptr<WatchedPage>> kept;
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [id, w] : watched_) kept.push_back(std::move(w));
+    for (auto& d : departed_) kept.push_back(std::move(d.watched));
+    static std::vector<cuda::HostAllocation> kept_words;
+    kept_words.push_back(std::move(progress_memory_));
   }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
@@ -449,10 +474,6 @@ class CudaProducerMemory final : public ProducerMemory {
     return b;
   }
 
-  // attach_consumer, detach_consumer and reap run on the producer's socket thread, begin_write and
-  // end_write on the publishing thread. mu_ guards the page tables and the order of what is queued
-  // on the stream; the slow part of an attach (registering the page, ~tens of µs) happens before
-  // it is taken, so publishing waits for no more than one queued write.
   void attach_consumer(std::uint32_t consumer, const WireBlob& sync, ConnPage* page,
                        std::shared_ptr<const void> keep) override {
     BlobReader r(sync);
@@ -467,33 +488,31 @@ class CudaProducerMemory final : public ProducerMemory {
     if (consumer >= kMaxConsumerIds)
       throw Error(Errc::invalid_argument, "consumer id " + std::to_string(consumer) +
                                               " is beyond the CUDA backend's table");
+    // The slow part (registering the page) before the lock: publishing never waits for it.
     auto w = std::make_unique<WatchedPage>();
+    w->id = consumer;
     w->page = page;
     w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page,
                                                     page->page_size);
     w->ready = w->reg->device_address(&page->ready);
     for (std::uint32_t i = 0; i < kMaxSlots; ++i)
       w->done[i] = w->reg->device_address(&page->done[i]);
-    ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
     if (watched_.size() + 1 >= cuda::WriteBatch::capacity)  // + the progress word
       throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
                                   " consumer pages already");
-    // Until the stream's write below lands, `ready` must read as "long before" any frame this
-    // consumer can take; afterwards it covers every frame written so far.
-    page->ready.store(cuda::seq32(last_written_) - (1u << 30), std::memory_order_release);
-    if (last_written_ != 0)
-      cuda::stream_write(engine_->stream, w->ready, cuda::seq32(last_written_));
+    // Frames up to the producer's progress have landed; later ones already queued reach this
+    // page from the CPU too (reap), until the first frame whose own writes include it.
+    page->ready.store(progress_->load(std::memory_order_acquire), std::memory_order_release);
+    w->first_batch = last_written_ + 1;
     watched_[consumer] = std::move(w);
   }
 
   void detach_consumer(std::uint32_t consumer, UniqueFd pidfd) override {
-    ScopedContext current(engine_->ctx->get());
     std::lock_guard<std::mutex> lock(mu_);
     auto it = watched_.find(consumer);
     if (it == watched_.end()) return;
     DepartedPage d;
-    d.id = consumer;
     d.watched = std::move(it->second);
     d.pidfd = std::move(pidfd);
     d.since_ns = monotonic_ns();
@@ -505,58 +524,72 @@ class CudaProducerMemory final : public ProducerMemory {
 
   void reap(std::uint64_t now_ns, std::uint64_t give_up_ns,
             std::vector<std::uint32_t>& stalled) override {
-    ScopedContext current(engine_->ctx->get());
-    std::lock_guard<std::mutex> lock(mu_);
-    release_holders(now_ns, give_up_ns, stalled);
-    for (auto& d : departed_) {
-      if (d.done_with) continue;
-      if (d.pidfd && process_exited(d.pidfd.get()))
-        finish(d, "its process exited");
-      else if (d.watched->reads_finished(slot_count_))
-        finish(d, nullptr);
-      else if (give_up_ns > 0 && now_ns - d.since_ns > give_up_ns)
-        finish(d, "it left and its GPU reads did not finish in time");
+    std::vector<DepartedPage> gone;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::uint32_t written = progress_->load(std::memory_order_acquire);
+      for (auto& [id, w] : watched_)
+        if (!cuda::reached(written, cuda::seq32(w->first_batch))) w->raise_ready(written);
+      release_holders(written, now_ns, give_up_ns, stalled);
+      for (auto& d : departed_) {
+        if (d.done_with) continue;
+        if (d.pidfd && process_exited(d.pidfd.get()))
+          finish(d, "its process exited");
+        else if (d.watched->reads_finished(slot_count_))
+          finish(d, nullptr);
+        else if (give_up_ns > 0 && now_ns - d.since_ns > give_up_ns)
+          finish(d, "it left and its GPU reads did not finish in time");
+      }
+      for (auto it = departed_.begin(); it != departed_.end();) {
+        if (it->done_with && cuda::reached(written, cuda::seq32(it->passed_at))) {
+          gone.push_back(std::move(*it));
+          it = departed_.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
-    departed_.erase(std::remove_if(departed_.begin(), departed_.end(),
-                                   [](const DepartedPage& d) {
-                                     // Not ready: keep it. Failed: the stream is lost anyway.
-                                     return d.done_with &&
-                                            cuda::loaded_driver().cuEventQuery(d.passed.get()) !=
-                                                CUDA_ERROR_NOT_READY;
-                                   }),
-                    departed_.end());
+    // Unregistered here, outside the lock.
   }
 
   // The write into slot i must follow the last read of every consumer that took the frame the
   // slot holds. A page is untrusted: `acquired` only selects whose `done` to wait on, and a wait
-  // that a live consumer never satisfies holds only this stream, which its death releases.
+  // that a live consumer never satisfies is ended by reap() after the lease timeout.
   void begin_write(std::uint32_t slot) override {
     check_slot(slot);
     const std::uint64_t held = slot_frame_[slot];
-    if (held == 0) return;
+    std::size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = true;
+      waited_for_.reset();
+      if (held == 0) return;
+      for (auto& [id, w] : watched_) n = wait_for_reader(*w, slot, held, n);
+      for (auto& d : departed_)
+        if (!d.done_with) n = wait_for_reader(*d.watched, slot, held, n);
+    }
+    if (n == 0) return;
     ScopedContext current(engine_->ctx->get());
-    std::lock_guard<std::mutex> lock(mu_);
-    waited_for_.reset();
-    for (auto& [id, w] : watched_)
-      if (wait_for_reader(*w, slot, held) && id < waited_for_.size()) waited_for_.set(id);
-    for (auto& d : departed_)
-      if (!d.done_with && wait_for_reader(*d.watched, slot, held) && d.id < waited_for_.size())
-        waited_for_.set(d.id);
+    for (std::size_t i = 0; i < n; ++i)
+      cuda::stream_wait(engine_->stream, waits_[i].word, waits_[i].target);
   }
 
   void end_write(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
-    if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
+      frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot, waited_for_};
+      slot_frame_[slot] = seq;
+      batch_.clear();
+      for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
+      // Last: once the progress word shows this frame, every write before it has landed.
+      batch_.add(progress_word_, cuda::seq32(seq));
+      last_written_ = seq;
+    }
     ScopedContext current(engine_->ctx->get());
-    std::lock_guard<std::mutex> lock(mu_);
-    frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot, waited_for_};
-    waited_for_.reset();
-    slot_frame_[slot] = seq;
-    batch_.clear();
-    batch_.add(progress_word_, cuda::seq32(seq));
-    for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
     batch_.enqueue(engine_->stream);
-    last_written_ = seq;
   }
 
   // With page-locked host memory or a device source the copy is asynchronous: the source must
@@ -629,26 +662,29 @@ class CudaProducerMemory final : public ProducerMemory {
       throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
   }
 
-  // True when the stream was told to wait for this reader.
-  bool wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
+  // Adds a wait for this reader to waits_ (returning the new count) where it took the frame the
+  // slot holds and has not finished reading it. Called with mu_ held.
+  std::size_t wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held,
+                              std::size_t n) {
     const std::uint32_t target = cuda::seq32(held);
-    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return false;
-    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return false;
-    cuda::stream_wait(engine_->stream, w.done[slot], target);
+    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return n;
+    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return n;
+    if (n == waits_.size()) return n;  // more readers than the tables hold: cannot happen
+    waits_[n] = Wait{w.done[slot], target};
     w.owed[slot] = target;
     w.owed_mask |= std::uint64_t{1} << slot;
-    return true;
+    waited_for_.set(w.id);
+    return n + 1;
   }
 
   // A consumer whose stream never writes done (a kernel that does not end, or a page claiming
   // frames it never read) would hold the producer's stream, and every consumer behind it, for as
   // long as it lives. It gets as long as a lease, like a CPU hold: when the producer's own
   // progress word (private, written by its stream) has not moved for `give_up_ns` with frames
-  // still to write, the frame it is stuck on names the slot and the frame its waits were for;
-  // whoever took that frame and has not finished reading it is let go.
-  void release_holders(std::uint64_t now_ns, std::uint64_t give_up_ns,
+  // still to write, the frame it is stuck on names the slot, the frame its waits were for and
+  // whom they waited for; whoever of those has not finished reading is let go. Called with mu_.
+  void release_holders(std::uint32_t written, std::uint64_t now_ns, std::uint64_t give_up_ns,
                        std::vector<std::uint32_t>& stalled) {
-    const std::uint32_t written = progress_->load(std::memory_order_acquire);
     const std::uint32_t behind = cuda::seq32(last_written_) - written;
     if (written != last_progress_ || behind == 0) {
       last_progress_ = written;
@@ -660,15 +696,15 @@ class CudaProducerMemory final : public ProducerMemory {
     const std::uint64_t stuck = last_written_ - behind + 1;
     const FrameRecord& f = frame_log_[stuck % kFrameLog];
     if (f.seq != stuck || f.replaced == 0) return;  // further behind than the log reaches
-    // Only those the stuck frame's write was told to wait for: a consumer's CPU may have taken
-    // newer frames since, so its page no longer names the one its GPU still reads.
-    auto holds = [&](std::uint32_t id, const WatchedPage& w) {
-      return id < f.waited_for.size() && f.waited_for.test(id) &&
+    // Only those the stuck write waited for: a consumer's CPU may have taken newer frames since,
+    // so its page no longer names the one its GPU still reads.
+    auto holds = [&](const WatchedPage& w) {
+      return f.waited_for.test(w.id) &&
              !cuda::reached(w.page->done[f.slot].load(std::memory_order_acquire),
                             cuda::seq32(f.replaced));
     };
     for (auto& [id, w] : watched_)
-      if (!w->stalled && holds(id, *w)) {
+      if (!w->stalled && holds(*w)) {
         w->stalled = true;
         w->settle();
         stalled.push_back(id);
@@ -678,22 +714,22 @@ class CudaProducerMemory final : public ProducerMemory {
                                    .c_str());
       }
     for (auto& d : departed_)
-      if (!d.done_with && holds(d.id, *d.watched))
+      if (!d.done_with && holds(*d.watched))
         finish(d, "it left and its GPU reads did not finish in time");
   }
 
   // Stops queueing waits on a departed page; `why` non-null: first releases the ones queued.
-  // Called with mu_ held and the context current.
+  // Called with mu_ held.
   void finish(DepartedPage& d, const char* why) {
     d.done_with = true;
+    // A write begun but not ended may have queued a wait on it: its frame is the next one.
+    d.passed_at = last_written_ + (writing_ ? 1 : 0);
     if (why && d.watched->owed_mask != 0) {
       d.watched->settle();
       log(LogLevel::info,
           (std::string("released the producer's CUDA stream from a consumer's reads: ") + why)
               .c_str());
     }
-    d.passed = cuda::make_event(engine_->ctx);
-    check(driver().cuEventRecord(d.passed.get(), engine_->stream), "cuEventRecord");
   }
 
   void settle_all() noexcept {
@@ -702,9 +738,6 @@ class CudaProducerMemory final : public ProducerMemory {
     for (auto& d : departed_) d.watched->settle();
   }
 
-  std::shared_ptr<const Engine> engine_;
-  std::uint32_t slot_count_;
-  CudaExportMode mode_ = CudaExportMode::vmm;
   // What each frame replaced, for naming who holds the stream when it is stuck on that frame.
   struct FrameRecord {
     std::uint64_t seq = 0;
@@ -712,22 +745,34 @@ class CudaProducerMemory final : public ProducerMemory {
     std::uint32_t slot = 0;
     std::bitset<kMaxConsumerIds> waited_for;  // the consumers it waited for
   };
+  struct Wait {
+    CUdeviceptr word = 0;
+    std::uint32_t target = 0;
+  };
   static constexpr std::size_t kFrameLog = 1024;
-  std::bitset<kMaxConsumerIds> waited_for_;  // by the write in progress (begin_write to end_write)
-  std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // written under mu_ by the publishing thread
+
+  std::shared_ptr<const Engine> engine_;
+  std::uint32_t slot_count_;
+  CudaExportMode mode_ = CudaExportMode::vmm;
+  // Publishing thread only.
+  std::array<Wait, 2 * kMaxConsumerIds> waits_{};
+  cuda::WriteBatch batch_;
+  // mu_.
   std::mutex mu_;
   std::map<std::uint32_t, std::unique_ptr<WatchedPage>> watched_;
-  std::uint64_t last_written_ = 0;
-  cuda::WriteBatch batch_;
-  // The newest frame the producer's stream has written, stored by the stream itself in private
-  // page-locked memory.
+  std::vector<DepartedPage> departed_;
+  std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // the frame in each slot (publishing thread)
   std::array<FrameRecord, kFrameLog> frame_log_{};
-  std::uint32_t last_progress_ = 0;  // socket thread: the progress word at its last look
+  std::bitset<kMaxConsumerIds> waited_for_;  // by the write in progress (begin_write to end_write)
+  std::uint64_t last_written_ = 0;
+  bool writing_ = false;
+  std::uint32_t last_progress_ = 0;  // the progress word at reap()'s last look
   std::uint64_t progress_since_ = 0;
+  // The newest frame the producer's stream has written, stored by the stream itself in private
+  // page-locked memory no consumer can reach.
   cuda::HostAllocation progress_memory_;
   std::atomic<std::uint32_t>* progress_ = nullptr;
   CUdeviceptr progress_word_ = 0;
-  std::vector<DepartedPage> departed_;
 };
 
 // ---- consumer --------------------------------------------------------------------------------
