@@ -94,6 +94,8 @@ int consume(const Args& a) {
     } else if (ev.type == EventType::disconnected) {
       say("DISCONNECTED " + ev.message);
       ++disconnects;
+      // The connection, and the stream it read on, are gone: its close() drained that stream.
+      last = kernels.own_stream();
       if (!opts.reconnect) break;
     } else if (ev.type == EventType::timeout) {
       std::fprintf(stderr, "peer: no event within %lld ms after %llu frames\n",
