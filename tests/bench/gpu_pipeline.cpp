@@ -562,8 +562,9 @@ struct Mps {
   std::string line;
 };
 
-// The control pipe of an MPS daemon in the directory clients look in. Its presence is what makes
-// a client try MPS; a pipe left by a daemon that died would fail the clients loudly, not silently.
+// The control pipe of an MPS daemon in the directory clients look in. It is only a hint: a client
+// that cannot reach a daemon through it runs without MPS and says nothing, which is why
+// run-mps.sh also logs the daemon's server list, and why --label can name the run instead.
 Mps detect_mps() {
   const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string dir = env && *env ? env : "/tmp/nvidia-mps";
@@ -571,9 +572,9 @@ Mps detect_mps() {
   struct stat st {};
   Mps m;
   m.active = ::stat(pipe.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
-  m.line = "MPS: " + std::string(m.active ? "active" : "not active") + " (control pipe " + pipe +
-           (m.active ? " exists" : " absent") +
-           (env && *env ? ", from CUDA_MPS_PIPE_DIRECTORY)" : ", the default directory)");
+  m.line = std::string(m.active ? "MPS: active as far as this process can tell (control pipe "
+                                : "MPS: not active (no control pipe at ") +
+           pipe + (env && *env ? ", from CUDA_MPS_PIPE_DIRECTORY)" : ", the default directory)");
   return m;
 }
 
