@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Copies what the GPU suites need to run on a machine without meson (the device machine) into one
-# directory: the test binaries, their peer program and libcudaipc under its soname.
+# directory: the test binaries, their peer program, the GPU pipeline benchmark
+# (tests/bench/gpu/run-mps.sh runs it) and libcudaipc under its soname.
 #   bash tests/gpu/collect.sh BUILD_DIR DEST      e.g.  bash tests/gpu/collect.sh build-cuda .gpu
 set -euo pipefail
 build=${1:?usage: collect.sh BUILD_DIR DEST}
@@ -9,6 +10,7 @@ mkdir -p "$dest"
 for f in cudaipc-gpu-backend-test cudaipc-gpu-channel-test cudaipc-gpu-peer; do
   cp -f "$build/tests/gpu/$f" "$dest/"
 done
+cp -f "$build/tests/bench/cudaipc-bench-gpu-pipeline" "$dest/"
 # Only the name the binaries ask for (the soname), as a plain file.
 soname=$(readelf -d "$build/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$build/core/$soname" "$dest/"
