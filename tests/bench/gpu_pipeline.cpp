@@ -571,7 +571,8 @@ Mps detect_mps() {
   const std::string pipe = dir + "/control";
   struct stat st {};
   Mps m;
-  m.active = ::stat(pipe.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  // A FIFO in older releases, a unix socket in CUDA 13's.
+  m.active = ::stat(pipe.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
   m.line = std::string(m.active ? "MPS: active as far as this process can tell (control pipe "
                                 : "MPS: not active (no control pipe at ") +
            pipe + (env && *env ? ", from CUDA_MPS_PIPE_DIRECTORY)" : ", the default directory)");
