@@ -711,6 +711,16 @@ TEST(CudaCallCosts, PrintPerCallCpuCost) {
     d.cuEventRecord(ipc.get(), s);
     d.cuStreamWaitEvent(s, ipc.get(), 0);
   });
+  // The GPU semaphores that replaced the events: a registered host page, as the channel uses.
+  SharedPage page;
+  cuda::RegisteredPage reg(k.context(), page.producer_side, page.producer_page(), 4096);
+  const CUdeviceptr word = reg.device_address(&page.producer_page()->ready);
+  time("cuStreamWriteValue32 (host page)", [&] { cuda::stream_write(s, word, 1); });
+  time("cuStreamWaitValue32 (host page, reached)", [&] { cuda::stream_wait(s, word, 1); });
+  time("write + wait (semaphores, one frame's pair)", [&] {
+    cuda::stream_write(s, word, 1);
+    cuda::stream_wait(s, word, 1);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(ExportModes, CudaBackend,
