@@ -81,6 +81,11 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
                                          : make_host_consumer_memory();
   memory_->import_sync(w.sync);
   memory_->attach_page(page_, w.page_size, producer_pidfd_ ? producer_pidfd_.get() : -1);
+  if (w.memory == MemoryKind::cuda && producer_pidfd_) {
+    ConsumerMemory* memory = memory_.get();
+    watch_ =
+        std::make_unique<DeathWatch>(producer_pidfd_.get(), [memory] { memory->producer_gone(); });
+  }
   send_ready(sock_.get(), memory_->export_sync());
 
   for (;;) {
@@ -99,6 +104,7 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
 }
 
 ConsumerConnection::~ConsumerConnection() {
+  watch_.reset();  // before the memory it would release
   // Queued GPU reads finish before the memory they read is unmapped.
   if (memory_) memory_->close();
   // Slot imports go before the backend that made them (CUDA contexts, streams).

@@ -11,6 +11,7 @@
 #include "conn_page.hpp"
 #include "control_block.hpp"
 #include "cudaipc/options.hpp"
+#include "death_watch.hpp"
 #include "mapping.hpp"
 #include "memory_backend.hpp"
 #include "protocol.hpp"
@@ -76,6 +77,8 @@ class ConsumerConnection {
   std::uint64_t format_owed_since_ = 0;  // when a generation we have no format for was first seen
   std::uint64_t start_cursor_ = 0;
   std::unique_ptr<ConsumerMemory> memory_;
+  // Releases GPU work waiting on the producer the moment it dies (CUDA channels with a pidfd).
+  std::unique_ptr<DeathWatch> watch_;
   std::vector<Generation> gens_;  // oldest first
 };
 

@@ -310,10 +310,10 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
 }
 
 // 4c. kill -9 of the producer while its stream still has slow writes queued and this consumer's
-//     stream waits for them on the GPU: the consumer is told `disconnected`, its stream is let go
-//     (it would wait for ever on frames that will never be written), and a new producer is joined
-//     with every frame intact. The frames caught in the kill carry whatever the slot held: only the
-//     frames before and after it are checked.
+//     stream waits for them on the GPU: its stream is let go at once (it would wait for ever on
+//     frames that will never be written), the consumer is told `disconnected`, and a new producer
+//     is joined with every frame intact. The frames caught in the kill carry whatever the slot
+//     held: only the frames before and after it are checked.
 TEST_P(Channel, KilledProducerWithWritesQueuedReleasesTheConsumersStream) {
   auto first = std::make_unique<Peer>([&] {
     auto a = produce_args(GetParam());
@@ -353,6 +353,12 @@ TEST_P(Channel, KilledProducerWithWritesQueuedReleasesTheConsumersStream) {
   ASSERT_TRUE(waiting) << "the consumer's stream never had to wait for a queued write";
   first->kill_hard();
   EXPECT_TRUE(killed_by(first->wait_exit(30s), SIGKILL));
+  {
+    // Released without another call into cudaipc: a caller blocked in cuStreamSynchronize (a
+    // GStreamer element, torch.cuda.synchronize) must be let go by the death alone.
+    cuda::ScopedContext current(kernels_->context()->get());
+    expect_stream_drains(mine.get(), 10s);
+  }
   for (;;) {
     const EventType t = read_one(10s);
     ASSERT_NE(t, EventType::timeout) << "no disconnect after the producer died";
