@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "peer %s: %s (%s)\n", role.c_str(), e.what(), errc_name(e.code()));
+    say(std::string("ERROR ") + e.what());  // on stdout too: the tests read only that
     return 1;
   }
 }

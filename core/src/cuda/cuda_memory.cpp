@@ -823,11 +823,19 @@ class CudaConsumerSlots final : public ConsumerSlots {
     base_ = mapping_.address();
   }
 
-  void import_legacy(const CUipcMemHandle& handle, std::uint64_t size) {
+  void import_legacy(const CUipcMemHandle& handle, std::uint64_t size, CUdevice memory_device) {
     const ContextPtr& ctx = engine_->ctx;
     legacy_ = LegacyTable::instance().get_or_open(cuda::ipc_key(handle), [&] {
       return LegacyMemory{{}, cuda::open_ipc_memory(ctx, handle)};
     });
+    if (legacy_->own) {
+      // This process's own export (a producer here too): its size is what it allocated, and only
+      // its context can look it up. On another GPU the kernels reading it need peer access, which
+      // cuIpcOpenMemHandle would have enabled lazily for an import.
+      if (memory_device != engine_->device()) enable_peer_access(memory_device);
+      base_ = legacy_->address();
+      return;
+    }
     CUdeviceptr start = 0;
     std::size_t bytes = 0;
     ScopedContext current(ctx->get());
@@ -840,6 +848,14 @@ class CudaConsumerSlots final : public ConsumerSlots {
   }
 
  private:
+  void enable_peer_access(CUdevice owner) {
+    const ContextPtr peer = cuda::Context::primary(owner);
+    ScopedContext current(engine_->ctx->get());
+    const CUresult r = driver().cuCtxEnablePeerAccess(peer->get(), 0);
+    if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+      check(r, "cuCtxEnablePeerAccess (slots of another GPU in this process)");
+  }
+
   std::shared_ptr<const Engine> engine_;
   std::uint32_t count_;
   std::uint64_t slot_size_;
@@ -910,7 +926,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
                                         " is not a multiple of the device's granularity");
       slots->import_vmm(blob.fds[0].get(), size, memory_device);
     } else {
-      slots->import_legacy(handle, size);
+      slots->import_legacy(handle, size, memory_device);
     }
     return slots;
   }

@@ -35,6 +35,7 @@ namespace cudaipc::cuda {
   X(cuCtxPushCurrent, 4000)                        \
   X(cuCtxPopCurrent, 4000)                         \
   X(cuCtxGetDevice, 2000)                          \
+  X(cuCtxEnablePeerAccess, 4000)                   \
   X(cuStreamCreate, 2000)                          \
   X(cuStreamDestroy, 4000)                         \
   X(cuStreamSynchronize, 2000)                     \
