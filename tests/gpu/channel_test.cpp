@@ -506,11 +506,12 @@ TEST_P(Channel, ConsumerThatCannotReachTheProducersGpuSaysWhy) {
   ::setenv("CUDA_VISIBLE_DEVICES", visible, 1);
   Peer c({"consume", "--path", path_, "--no-reconnect", "--timeout-ms", "5000"});
   ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const auto error = c.wait_for("ERROR", 60s);
+  ASSERT_TRUE(error) << c.transcript();
+  EXPECT_NE(error->find("is not visible to this process"), std::string::npos) << *error;
   const auto status = c.wait_exit(60s);
   ASSERT_TRUE(status && WIFEXITED(*status)) << c.transcript();
   EXPECT_EQ(WEXITSTATUS(*status), 1) << c.transcript();
-  EXPECT_NE(c.transcript().find("is not visible to this process"), std::string::npos)
-      << c.transcript();
   EXPECT_EQ(p->consumer_count(), 0u);
 }
 
