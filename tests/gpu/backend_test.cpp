@@ -92,6 +92,12 @@ struct Joined {
     consumer.reset();
     if (producer) producer->detach_consumer(0, UniqueFd());
   }
+  // Frame `key` written into `slot` by a kernel on the producer's stream, between the hooks.
+  void write_frame(Kernels& k, std::uint32_t slot, std::uint64_t key, std::uint64_t size) {
+    producer->begin_write(slot);
+    k.fill(pstream(), slots->address(slot), size, key);
+    producer->end_write(slot, key);
+  }
   CUstream pstream() const { return static_cast<CUstream>(producer->stream()); }
   CUstream cstream() const { return static_cast<CUstream>(consumer->stream()); }
 };
@@ -435,6 +441,16 @@ bool stuck(CUstream s, const Kernels& k) {
   return !cuda::drain(s, std::chrono::milliseconds(200));
 }
 
+// The consumer takes frame 1 from slot 0 and never releases it (its stream never writes `done`);
+// the producer then writes frame 2 into that slot, which must wait on the GPU. Returns 2.
+std::uint64_t write_past_an_unfinished_read(Joined& j, Kernels& k) {
+  j.write_frame(k, 0, 1, kSize);
+  EXPECT_TRUE(j.consumer->on_acquire(0, 1, kForever));
+  j.write_frame(k, 0, 2, kSize);
+  EXPECT_TRUE(stuck(j.pstream(), k)) << "the producer's write did not wait for the reader";
+  return 2;
+}
+
 // A consumer that took a frame and died before its stream wrote `done`: the producer's next write
 // into that slot waits on the GPU for a value that never comes, until the producer, shown the
 // death (an exited child's pidfd here), stores it itself.
@@ -442,17 +458,8 @@ TEST_P(CudaBackend, AWaitOnAConsumerThatDiedIsReleased) {
   CUDAIPC_REQUIRE_GPU();
   Kernels k;
   Joined j(with_mode(GetParam()), {}, 1, kSize);
-  std::uint64_t key = 1;
-  j.producer->begin_write(0);
-  k.fill(j.pstream(), j.slots->address(0), kSize, key);
-  j.producer->end_write(0, key);
-  ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
-  // ... and no on_release: the consumer "dies" holding its read.
-  ++key;
-  j.producer->begin_write(0);
-  k.fill(j.pstream(), j.slots->address(0), kSize, key);
-  j.producer->end_write(0, key);
-  EXPECT_TRUE(stuck(j.pstream(), k)) << "the producer's write did not wait for the reader";
+  std::uint64_t key = 0;
+  ASSERT_NO_FATAL_FAILURE(key = write_past_an_unfinished_read(j, k));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) ::_exit(0);
@@ -473,16 +480,8 @@ TEST_P(CudaBackend, AReaderThatHoldsASlotTooLongIsReleased) {
   CUDAIPC_REQUIRE_GPU();
   Kernels k;
   Joined j(with_mode(GetParam()), {}, 1, kSize);
-  std::uint64_t key = 1;
-  j.producer->begin_write(0);
-  k.fill(j.pstream(), j.slots->address(0), kSize, key);
-  j.producer->end_write(0, key);
-  ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
-  ++key;
-  j.producer->begin_write(0);
-  k.fill(j.pstream(), j.slots->address(0), kSize, key);
-  j.producer->end_write(0, key);
-  EXPECT_TRUE(stuck(j.pstream(), k));
+  std::uint64_t key = 0;
+  ASSERT_NO_FATAL_FAILURE(key = write_past_an_unfinished_read(j, k));
   constexpr std::uint64_t kLimit = 5'000'000'000;
   std::vector<std::uint32_t> stalled;
   j.producer->reap(monotonic_ns(), kLimit, stalled);
@@ -494,9 +493,7 @@ TEST_P(CudaBackend, AReaderThatHoldsASlotTooLongIsReleased) {
   // It took frame 2 as well and never reads it: the next write does not wait for it any more.
   ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
   ++key;
-  j.producer->begin_write(0);
-  k.fill(j.pstream(), j.slots->address(0), kSize, key);
-  j.producer->end_write(0, key);
+  j.write_frame(k, 0, key, kSize);
   EXPECT_FALSE(stuck(j.pstream(), k));
 }
 

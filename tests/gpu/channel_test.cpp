@@ -57,13 +57,15 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
     path_ = dir_.file("channel");
   }
 
-  std::unique_ptr<Producer> producer(std::uint32_t slots = 4, std::uint64_t bytes = kSize) {
+  std::unique_ptr<Producer> producer(std::uint32_t slots = 4, std::uint64_t bytes = kSize,
+                                     std::chrono::nanoseconds lease_timeout = 5s) {
     ProducerOptions o;
     o.path = path_;
     o.slots = slots;
     o.memory = MemoryKind::cuda;
     o.cuda.export_mode = GetParam();
     o.block_timeout = 10s;
+    o.lease_timeout = lease_timeout;
     auto p = std::make_unique<Producer>(o);
     p->set_format(testing::pattern_format(bytes));
     return p;
@@ -85,6 +87,18 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
   void wait_consumers(const Producer& p, std::size_t n) {
     ASSERT_TRUE(testing::wait_consumers(p, n, 60s))
         << p.consumer_count() << " consumers, expected " << n;
+  }
+
+  // Publishes frames 1..n (pattern by key), ends the stream, and checks that consumer `c` read
+  // every one intact; returns its RESULT.
+  Result publish_all_to(Producer& p, Peer& c, std::uint64_t n) {
+    for (std::uint64_t key = 1; key <= n; ++key)
+      EXPECT_EQ(gputest::publish_pattern(p, *kernels_, key, kSize), PublishStatus::published);
+    p.end_of_stream();
+    Result r = finished(c);
+    EXPECT_EQ(r["frames"], static_cast<long long>(n));
+    EXPECT_EQ(r["bad"], 0);
+    return r;
   }
 
   // Checks a peer ended well and returns its RESULT.
@@ -168,13 +182,7 @@ TEST_P(Channel, ProducerNeverOverwritesASlowRead) {
   auto p = producer(2);
   auto c = consumer({"--slow-read-ns", std::to_string(2 * kMs)});
   wait_consumers(*p, 1);
-  const std::uint64_t frames = gputest::frame_count(300);
-  for (std::uint64_t key = 1; key <= frames; ++key)
-    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
-  p->end_of_stream();
-  auto r = finished(*c);
-  EXPECT_EQ(r["frames"], static_cast<long long>(frames));
-  EXPECT_EQ(r["bad"], 0);
+  auto r = publish_all_to(*p, *c, gputest::frame_count(300));
   EXPECT_EQ(r["changed"], 0);
 }
 
@@ -394,15 +402,8 @@ TEST_P(Channel, KilledProducerWithWritesQueuedReleasesTheConsumersStream) {
 //     it is evicted after lease_timeout like any stalled consumer, and neither the producer's
 //     stream nor the other consumer is held up.
 TEST_P(Channel, StoppedConsumerWithReadsQueuedIsEvictedWithoutStallingTheGpu) {
-  ProducerOptions o;
-  o.path = path_;
-  o.slots = 4;
-  o.memory = MemoryKind::cuda;
-  o.cuda.export_mode = GetParam();
-  o.block_timeout = 10s;
-  o.lease_timeout = 1s;
-  Producer p(o);
-  p.set_format(testing::pattern_format(kSize));
+  auto owned = producer(4, kSize, 1s);
+  Producer& p = *owned;
   auto steady = consumer();
   auto victim = consumer({"--slow-read-ns", std::to_string(5 * kMs)});
   wait_consumers(p, 2);
@@ -433,15 +434,8 @@ TEST_P(Channel, StoppedConsumerWithReadsQueuedIsEvictedWithoutStallingTheGpu) {
 //     the frame: the producer's stream waits for it only for lease_timeout, then the consumer is
 //     evicted, the stream goes on and the other consumer gets every frame intact.
 TEST_P(Channel, ConsumerWhoseGpuReadsHoldASlotIsEvicted) {
-  ProducerOptions o;
-  o.path = path_;
-  o.slots = 2;
-  o.memory = MemoryKind::cuda;
-  o.cuda.export_mode = GetParam();
-  o.block_timeout = 10s;
-  o.lease_timeout = 1s;
-  Producer p(o);
-  p.set_format(testing::pattern_format(kSize));
+  auto owned = producer(2, kSize, 1s);
+  Producer& p = *owned;
   auto steady = consumer();
   // Only its first read is slow: a failure here must not leave a process spinning the GPU for long.
   auto victim = consumer(
@@ -481,13 +475,7 @@ TEST_P(Channel, ConsumerOnAnotherGpuReadsEveryFrame) {
   auto p = producer();
   auto c = consumer({"--device", "1"});
   wait_consumers(*p, 1);
-  const std::uint64_t frames = gputest::frame_count(2000);
-  for (std::uint64_t key = 1; key <= frames; ++key)
-    ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, key, kSize), PublishStatus::published);
-  p->end_of_stream();
-  auto r = finished(*c);
-  EXPECT_EQ(r["frames"], static_cast<long long>(frames));
-  EXPECT_EQ(r["bad"], 0);
+  publish_all_to(*p, *c, gputest::frame_count(2000));
 }
 
 // 6b. A consumer that cannot reach the producer's GPU (here: it is not visible to the consumer
@@ -495,15 +483,8 @@ TEST_P(Channel, ConsumerOnAnotherGpuReadsEveryFrame) {
 TEST_P(Channel, ConsumerThatCannotReachTheProducersGpuSaysWhy) {
   if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs, this machine has " << gpu_count();
   auto p = producer();
-  CUuuid other{};
-  cuda::check(cuda::driver().cuDeviceGetUuid(&other, 1), "cuDeviceGetUuid");
-  const auto* b = reinterpret_cast<const unsigned char*>(other.bytes);
-  char visible[64];
-  std::snprintf(visible, sizeof visible,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  ::setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+  // Ordinals here and in the peer count in the same (the driver's default) order.
+  ::setenv("CUDA_VISIBLE_DEVICES", "1", 1);
   Peer c({"consume", "--path", path_, "--no-reconnect", "--timeout-ms", "5000"});
   ::unsetenv("CUDA_VISIBLE_DEVICES");
   const auto error = c.wait_for("ERROR", 60s);
