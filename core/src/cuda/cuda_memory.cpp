@@ -981,6 +981,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
     page.acquired[slot].store(seq, std::memory_order_release);
     if (t - page.done[slot].load(std::memory_order_acquire) > (1u << 30))
       page.done[slot].store(t - 1, std::memory_order_release);
+    // Already written (the common case once the consumer has woken up): the write and its
+    // release landed before this load saw `ready`, so kernels queued from here read the whole
+    // frame, exactly as after a CPU wait. No driver call, no wait queued.
+    if (cuda::reached(page.ready.load(std::memory_order_acquire), t)) return true;
     note_wait(t);
     if (opts_.cpu_wait) {
       // In slices, so a dead producer ends the wait however far off the caller's deadline is.
