@@ -328,6 +328,11 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       if (monotonic_ns() >= deadline) return ev;
       continue;
     }
+    if (page.revoked.load(std::memory_order_acquire) != 0) {
+      // Evicted: that is the news, not an end of stream the producer may announce meanwhile.
+      disconnect("evicted by the producer");
+      continue;
+    }
     const std::uint64_t eos = cb.eos_after.load(std::memory_order_acquire);
     if (eos != 0 && eos != reported_eos_ && cursor_ + 1 >= eos &&
         cb.published.load(std::memory_order_acquire) <= cursor_) {
