@@ -1,6 +1,9 @@
 #include "consumer_connection.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
@@ -105,8 +108,20 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
 
 ConsumerConnection::~ConsumerConnection() {
   watch_.reset();  // before the memory it would release
-  // Queued GPU reads finish before the memory they read is unmapped.
-  if (memory_) memory_->close();
+  // Queued GPU reads finish before the memory they read is unmapped. Where they did not, the
+  // page they write and the registration of it stay until exit: freeing them under a stream that
+  // may still run would turn a stall into a GPU fault.
+  if (memory_ && !memory_->close()) {
+    static std::mutex mu;
+    static std::vector<std::pair<std::unique_ptr<ConsumerMemory>, Mapping>> kept;
+    log(LogLevel::error, "a consumer's CUDA stream did not drain: its connection page is kept");
+    try {
+      std::lock_guard<std::mutex> lock(mu);
+      kept.emplace_back(std::move(memory_), std::move(page_map_));
+    } catch (...) {
+      // Out of memory: what could not be kept goes the ordinary way.
+    }
+  }
   // Slot imports go before the backend that made them (CUDA contexts, streams).
   gens_.clear();
 }

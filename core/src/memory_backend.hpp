@@ -57,10 +57,11 @@ class ProducerMemory {
   // Producer-side sync description (CUDA: its device), sent once per connection.
   virtual WireBlob export_sync() const { return {}; }
   // A consumer finished its handshake: `sync` (untrusted) is its ConsumerMemory::export_sync, and
-  // `page` its connection page, which `keep` holds mapped. Runs on the socket thread; it must not
-  // hold up publishing for longer than a few driver calls.
+  // `page` its connection page of `page_bytes` (the producer's size, never the page's own word),
+  // which `keep` holds mapped. Runs on the socket thread; publishing never waits for it.
   virtual void attach_consumer(std::uint32_t /*consumer*/, const WireBlob& /*sync*/,
-                               ConnPage* /*page*/, std::shared_ptr<const void> /*keep*/) {}
+                               ConnPage* /*page*/, std::size_t /*page_bytes*/,
+                               std::shared_ptr<const void> /*keep*/) {}
   // The consumer is gone. `pidfd` (may be empty: then the hang-up counts as its death) tells
   // whether its process still lives; what it left queued on the GPU is settled in reap().
   virtual void detach_consumer(std::uint32_t /*consumer*/, UniqueFd /*pidfd*/) {}
@@ -112,8 +113,9 @@ class ConsumerMemory {
   // this consumer's stream still waits for, so its queued work runs and drains.
   virtual void producer_gone() noexcept {}
   // The connection ends: lets this consumer's queued GPU work finish before its imports go,
-  // releasing it early when the producer is dead. Bounded.
-  virtual void close() noexcept {}
+  // releasing it early when the producer is dead. Bounded; false when the stream still had work
+  // (the caller must then keep what that work may touch).
+  virtual bool close() noexcept { return true; }
   // The CUstream a consumer's reads are ordered on (nullptr for host memory).
   virtual void* stream() const noexcept { return nullptr; }
 };

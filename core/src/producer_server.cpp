@@ -296,7 +296,9 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
       page_map = rec.page_map;
       page = rec.page;
     }
-    memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync, page, std::move(page_map));
+    const std::size_t page_bytes = page_map->size();
+    memory_->attach_consumer(static_cast<std::uint32_t>(c.record), sync, page, page_bytes,
+                             std::move(page_map));
   }
   std::uint64_t cursor;
   {

@@ -67,7 +67,8 @@ void join(ProducerMemory& producer, ConsumerMemory& consumer, std::uint32_t id,
           const SharedPage& page) {
   consumer.import_sync(producer.export_sync());
   consumer.attach_page(page.consumer_page(), 4096, -1);
-  producer.attach_consumer(id, consumer.export_sync(), page.producer_page(), page.producer_side);
+  producer.attach_consumer(id, consumer.export_sync(), page.producer_page(), 4096,
+                           page.producer_side);
 }
 
 // A producer memory and a consumer memory in this process, joined the way the core joins them.
@@ -581,8 +582,9 @@ TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
   const WireBlob csync = j.consumer->export_sync();
   SharedPage other;
   auto attach = [&](const WireBlob& b) {
-    return error_of(
-        [&] { j.producer->attach_consumer(7, b, other.producer_page(), other.producer_side); });
+    return error_of([&] {
+      j.producer->attach_consumer(7, b, other.producer_page(), 4096, other.producer_side);
+    });
   };
   EXPECT_EQ(attach({}), Errc::protocol);
   EXPECT_EQ(attach(copy(psync)), Errc::protocol);
@@ -593,7 +595,7 @@ TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
   WireBlob clonger = copy(csync);
   clonger.bytes.push_back(0);
   EXPECT_EQ(attach(clonger), Errc::protocol);
-  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(csync), nullptr, nullptr); }),
+  EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(csync), nullptr, 0, nullptr); }),
             Errc::invalid_argument);
 
   // Slots: magic, version, mode, count, UUID (16), slot_size, stride, allocation size, [handle].

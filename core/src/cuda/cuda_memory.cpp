@@ -375,12 +375,13 @@ struct WatchedPage {
   bool stalled = false;  // released for good: its reads held a slot too long; no more waits
   std::uint64_t first_batch = 0;  // the first frame whose ready writes include this page
 
-  // Lets the producer's stream past every wait it has queued on this consumer.
+  // Lets the producer's stream past every wait it has queued on this consumer. The values are
+  // kept: a consumer that is still alive could write its words back down, so a page that was let
+  // go is settled again on every reap until the stream has passed it.
   void settle() noexcept {
     for (std::uint32_t i = 0; i < kMaxSlots; ++i)
       if (owed_mask & (std::uint64_t{1} << i))
         page->done[i].store(owed[i], std::memory_order_release);
-    owed_mask = 0;
   }
 
   // Whether every frame the page says the consumer took has been read to the end.
@@ -396,12 +397,7 @@ struct WatchedPage {
 
   // Raises `ready` to `written` unless the stream has already put it further: the CPU may race
   // with the stream's own writes here, and must never move the word back.
-  void raise_ready(std::uint32_t written) noexcept {
-    std::uint32_t seen = page->ready.load(std::memory_order_acquire);
-    while (!cuda::reached(seen, written) &&
-           !page->ready.compare_exchange_weak(seen, written, std::memory_order_acq_rel)) {
-    }
-  }
+  void raise_ready(std::uint32_t written) noexcept { cuda::raise(page->ready, written); }
 };
 
 // A consumer that left. Its GPU reads may still be queued, so rewriting a slot keeps waiting for
@@ -429,6 +425,7 @@ class CudaProducerMemory final : public ProducerMemory {
                                               " slots, not " + std::to_string(slot_count));
     engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
     mode_ = resolve_mode(opts.export_mode);
+    waits_.reserve(2 * kMaxConsumerIds);
     progress_memory_ = cuda::make_host_allocation(engine_->ctx, sizeof(std::atomic<std::uint32_t>));
     progress_ = new (progress_memory_.get()) std::atomic<std::uint32_t>(0);
     ScopedContext current(engine_->ctx->get());
@@ -475,7 +472,7 @@ class CudaProducerMemory final : public ProducerMemory {
   }
 
   void attach_consumer(std::uint32_t consumer, const WireBlob& sync, ConnPage* page,
-                       std::shared_ptr<const void> keep) override {
+                       std::size_t page_bytes, std::shared_ptr<const void> keep) override {
     BlobReader r(sync);
     check_header(r, kConsumerSyncMagic, "CUDA consumer sync description");
     const auto count = r.get<std::uint32_t>("slot count");
@@ -492,8 +489,8 @@ class CudaProducerMemory final : public ProducerMemory {
     auto w = std::make_unique<WatchedPage>();
     w->id = consumer;
     w->page = page;
-    w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page,
-                                                    page->page_size);
+    w->reg =
+        std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page, page_bytes);
     w->ready = w->reg->device_address(&page->ready);
     for (std::uint32_t i = 0; i < kMaxSlots; ++i)
       w->done[i] = w->reg->device_address(&page->done[i]);
@@ -505,6 +502,9 @@ class CudaProducerMemory final : public ProducerMemory {
     // page from the CPU too (reap), until the first frame whose own writes include it.
     page->ready.store(progress_->load(std::memory_order_acquire), std::memory_order_release);
     w->first_batch = last_written_ + 1;
+    // The id may have been someone else's: what the log says was waited for is about them.
+    for (auto& f : frame_log_) f.waited_for.reset(consumer);
+    pending_.waited_for.reset(consumer);
     watched_[consumer] = std::move(w);
   }
 
@@ -518,7 +518,10 @@ class CudaProducerMemory final : public ProducerMemory {
     d.since_ns = monotonic_ns();
     watched_.erase(it);
     // Without a pidfd the hang-up is the only sign of death there is.
-    if (!d.pidfd || process_exited(d.pidfd.get())) finish(d, "its process exited");
+    if (!d.pidfd || process_exited(d.pidfd.get()))
+      finish(d, "its process exited");
+    else if (d.watched->stalled)
+      finish(d, "its GPU reads held a slot for longer than the lease timeout");
     departed_.push_back(std::move(d));
   }
 
@@ -531,8 +534,13 @@ class CudaProducerMemory final : public ProducerMemory {
       for (auto& [id, w] : watched_)
         if (!cuda::reached(written, cuda::seq32(w->first_batch))) w->raise_ready(written);
       release_holders(written, now_ns, give_up_ns, stalled);
+      for (auto& [id, w] : watched_)
+        if (w->stalled) w->settle();
       for (auto& d : departed_) {
-        if (d.done_with) continue;
+        if (d.done_with) {
+          d.watched->settle();
+          continue;
+        }
         if (d.pidfd && process_exited(d.pidfd.get()))
           finish(d, "its process exited");
         else if (d.watched->reads_finished(slot_count_))
@@ -558,20 +566,21 @@ class CudaProducerMemory final : public ProducerMemory {
   void begin_write(std::uint32_t slot) override {
     check_slot(slot);
     const std::uint64_t held = slot_frame_[slot];
-    std::size_t n = 0;
+    waits_.clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      pending_ = FrameRecord{last_written_ + 1, held, slot, {}};
       writing_ = true;
-      waited_for_.reset();
       if (held == 0) return;
-      for (auto& [id, w] : watched_) n = wait_for_reader(*w, slot, held, n);
+      for (auto& [id, w] : watched_) wait_for_reader(*w, slot, held);
       for (auto& d : departed_)
-        if (!d.done_with) n = wait_for_reader(*d.watched, slot, held, n);
+        if (!d.done_with) wait_for_reader(*d.watched, slot, held);
+      // Until a frame is committed after them, these waits may still be ahead of the stream.
+      if (!waits_.empty()) waits_unpassed_ = true;
     }
-    if (n == 0) return;
+    if (waits_.empty()) return;
     ScopedContext current(engine_->ctx->get());
-    for (std::size_t i = 0; i < n; ++i)
-      cuda::stream_wait(engine_->stream, waits_[i].word, waits_[i].target);
+    for (const Wait& w : waits_) cuda::stream_wait(engine_->stream, w.word, w.target);
   }
 
   void end_write(std::uint32_t slot, std::uint64_t seq) override {
@@ -580,7 +589,8 @@ class CudaProducerMemory final : public ProducerMemory {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
       if (seq == 0) return;  // abandoned: the slot stays invalid, nobody waits for it
-      frame_log_[seq % kFrameLog] = FrameRecord{seq, slot_frame_[slot], slot, waited_for_};
+      frame_log_[seq % kFrameLog] = pending_;
+      waits_unpassed_ = false;  // this frame's progress write comes after them
       slot_frame_[slot] = seq;
       batch_.clear();
       for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
@@ -662,19 +672,16 @@ class CudaProducerMemory final : public ProducerMemory {
       throw Error(Errc::invalid_argument, "slot " + std::to_string(slot) + " out of range");
   }
 
-  // Adds a wait for this reader to waits_ (returning the new count) where it took the frame the
-  // slot holds and has not finished reading it. Called with mu_ held.
-  std::size_t wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held,
-                              std::size_t n) {
+  // Adds a wait for this reader to waits_ where it took the frame the slot holds and has not
+  // finished reading it. Called with mu_ held.
+  void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
-    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return n;
-    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return n;
-    if (n == waits_.size()) return n;  // more readers than the tables hold: cannot happen
-    waits_[n] = Wait{w.done[slot], target};
+    if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
+    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
+    waits_.push_back(Wait{w.done[slot], target});  // reserved: allocates only past 256 readers
     w.owed[slot] = target;
     w.owed_mask |= std::uint64_t{1} << slot;
-    waited_for_.set(w.id);
-    return n + 1;
+    pending_.waited_for.set(w.id);
   }
 
   // A consumer whose stream never writes done (a kernel that does not end, or a page claiming
@@ -686,7 +693,9 @@ class CudaProducerMemory final : public ProducerMemory {
   void release_holders(std::uint32_t written, std::uint64_t now_ns, std::uint64_t give_up_ns,
                        std::vector<std::uint32_t>& stalled) {
     const std::uint32_t behind = cuda::seq32(last_written_) - written;
-    if (written != last_progress_ || behind == 0) {
+    // The stream can also be stuck on a write not committed yet: a copy from pageable memory
+    // blocks publish() until the stream reaches it, behind the write's waits.
+    if (written != last_progress_ || (behind == 0 && !writing_)) {
       last_progress_ = written;
       progress_since_ = now_ns;
       return;
@@ -694,7 +703,7 @@ class CudaProducerMemory final : public ProducerMemory {
     if (give_up_ns == 0 || now_ns - progress_since_ <= give_up_ns) return;
     progress_since_ = now_ns;  // what is released below gets a fresh period
     const std::uint64_t stuck = last_written_ - behind + 1;
-    const FrameRecord& f = frame_log_[stuck % kFrameLog];
+    const FrameRecord& f = behind == 0 ? pending_ : frame_log_[stuck % kFrameLog];
     if (f.seq != stuck || f.replaced == 0) return;  // further behind than the log reaches
     // Only those the stuck write waited for: a consumer's CPU may have taken newer frames since,
     // so its page no longer names the one its GPU still reads.
@@ -722,14 +731,16 @@ class CudaProducerMemory final : public ProducerMemory {
   // Called with mu_ held.
   void finish(DepartedPage& d, const char* why) {
     d.done_with = true;
-    // A write begun but not ended may have queued a wait on it: its frame is the next one.
-    d.passed_at = last_written_ + (writing_ ? 1 : 0);
-    if (why && d.watched->owed_mask != 0) {
-      d.watched->settle();
+    // Waits queued by a write begun, or abandoned, since the last committed frame are passed
+    // only once the next committed frame has landed.
+    d.passed_at = last_written_ + (waits_unpassed_ ? 1 : 0);
+    // Settled even when its reads look finished: the page could say so and then write its words
+    // back down. Storing what the stream waits for is harmless to an honest reader that is done.
+    d.watched->settle();
+    if (why && d.watched->owed_mask != 0)
       log(LogLevel::info,
           (std::string("released the producer's CUDA stream from a consumer's reads: ") + why)
               .c_str());
-    }
   }
 
   void settle_all() noexcept {
@@ -749,13 +760,15 @@ class CudaProducerMemory final : public ProducerMemory {
     CUdeviceptr word = 0;
     std::uint32_t target = 0;
   };
-  static constexpr std::size_t kFrameLog = 1024;
+  // Longer than the driver lets a stream's queue grow in frames, so the frame a stuck stream is on
+  // is still here when it is looked up.
+  static constexpr std::size_t kFrameLog = 4096;
 
   std::shared_ptr<const Engine> engine_;
   std::uint32_t slot_count_;
   CudaExportMode mode_ = CudaExportMode::vmm;
   // Publishing thread only.
-  std::array<Wait, 2 * kMaxConsumerIds> waits_{};
+  std::vector<Wait> waits_;
   cuda::WriteBatch batch_;
   // mu_.
   std::mutex mu_;
@@ -763,7 +776,8 @@ class CudaProducerMemory final : public ProducerMemory {
   std::vector<DepartedPage> departed_;
   std::array<std::uint64_t, kMaxSlots> slot_frame_{};  // the frame in each slot (publishing thread)
   std::array<FrameRecord, kFrameLog> frame_log_{};
-  std::bitset<kMaxConsumerIds> waited_for_;  // by the write in progress (begin_write to end_write)
+  FrameRecord pending_;          // the write in progress (begin_write to end_write)
+  bool waits_unpassed_ = false;  // waits were queued since the last committed frame
   std::uint64_t last_written_ = 0;
   bool writing_ = false;
   std::uint32_t last_progress_ = 0;  // the progress word at reap()'s last look
@@ -876,13 +890,9 @@ class CudaConsumerMemory final : public ConsumerMemory {
     if (opts_.context || opts_.device >= 0) bind(nullptr);
   }
 
-  ~CudaConsumerMemory() override {
-    // close() normally ran; this catches a connection that failed during its handshake.
-    if (engine_ && !engine_->drain(kDrainLimit)) {
-      producer_gone();
-      engine_->drain(kDrainLimit);
-    }
-  }
+  // close() ran before (the connection keeps this object alive for ever when it did not drain);
+  // this catches a connection that failed during its handshake, before any frame.
+  ~CudaConsumerMemory() override { close(); }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
 
@@ -986,6 +996,11 @@ class CudaConsumerMemory final : public ConsumerMemory {
     // frame, exactly as after a CPU wait. No driver call, no wait queued.
     if (cuda::reached(page.ready.load(std::memory_order_acquire), t)) return true;
     note_wait(t);
+    // After the death watch has fired nobody will release a new wait: the frame will never be
+    // written. (Before it fires, note_wait's newest value is what the watch releases.)
+    if (gone_.load(std::memory_order_seq_cst))
+      throw Error(Errc::disconnected,
+                  "the producer died before frame " + std::to_string(seq) + " was written");
     if (opts_.cpu_wait) {
       // In slices, so a dead producer ends the wait however far off the caller's deadline is.
       for (;;) {
@@ -1006,15 +1021,16 @@ class CudaConsumerMemory final : public ConsumerMemory {
   }
 
   void producer_gone() noexcept override {
-    if (!page_ || !waited_.load(std::memory_order_acquire)) return;
-    page_->ready.store(newest_wait_.load(std::memory_order_acquire), std::memory_order_release);
+    gone_.store(true, std::memory_order_seq_cst);
+    if (!page_ || !waited_.load(std::memory_order_seq_cst)) return;
+    cuda::raise(page_->ready, newest_wait_.load(std::memory_order_seq_cst));
   }
 
-  void close() noexcept override {
-    if (!engine_) return;
+  bool close() noexcept override {
+    if (!engine_) return true;
     ScopedContext current(engine_->ctx->get(), std::nothrow);
-    if (!current.pushed()) return;
-    const std::uint64_t deadline =
+    if (!current.pushed()) return false;
+    std::uint64_t deadline =
         monotonic_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(kDrainLimit).count());
     bool released = false;
     while (!cuda::drain(engine_->stream, std::chrono::milliseconds(1))) {
@@ -1024,11 +1040,15 @@ class CudaConsumerMemory final : public ConsumerMemory {
         released = true;
       }
       if (monotonic_ns() >= deadline) {
-        if (released) break;
-        producer_gone();  // out of patience: a stuck producer must not hold this thread
+        if (released) return false;
+        // Out of patience: a stuck producer must not hold this thread. One more second for
+        // what is released to run.
+        producer_gone();
         released = true;
+        deadline = monotonic_ns() + 1'000'000'000;
       }
     }
+    return true;
   }
 
   void* stream() const noexcept override { return engine_ ? engine_->stream : nullptr; }
@@ -1045,10 +1065,12 @@ class CudaConsumerMemory final : public ConsumerMemory {
 
   // The newest frame this stream waits for: what producer_gone() stores for it.
   void note_wait(std::uint32_t t) noexcept {
+    // seq_cst, paired with producer_gone(): either the watch sees this value or on_acquire sees
+    // the watch's flag.
     if (!waited_.load(std::memory_order_relaxed) ||
         cuda::reached(t, newest_wait_.load(std::memory_order_relaxed)))
-      newest_wait_.store(t, std::memory_order_release);
-    waited_.store(true, std::memory_order_release);
+      newest_wait_.store(t, std::memory_order_seq_cst);
+    waited_.store(true, std::memory_order_seq_cst);
   }
 
   // Picks this consumer's device and context the first time (from `producer` when the options
@@ -1092,6 +1114,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::array<CUdeviceptr, kMaxSlots> done_{};
   std::atomic<bool> waited_{false};
   std::atomic<std::uint32_t> newest_wait_{0};
+  std::atomic<bool> gone_{false};  // the producer is known dead
 };
 
 }  // namespace

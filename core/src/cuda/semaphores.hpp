@@ -26,6 +26,15 @@ inline bool reached(std::uint32_t value, std::uint32_t target) noexcept {
   return static_cast<std::int32_t>(value - target) >= 0;
 }
 
+// Raises `word` to `value` unless it is already there: the CPU may race with a stream's writes to
+// the same word and must never move it back.
+inline void raise(std::atomic<std::uint32_t>& word, std::uint32_t value) noexcept {
+  std::uint32_t seen = word.load(std::memory_order_acquire);
+  while (!reached(seen, value) &&
+         !word.compare_exchange_weak(seen, value, std::memory_order_acq_rel)) {
+  }
+}
+
 // The low half of a frame seq, as the 32-bit semaphores carry it.
 inline std::uint32_t seq32(std::uint64_t seq) noexcept {
   return static_cast<std::uint32_t>(seq);
