@@ -498,6 +498,30 @@ TEST_P(CudaBackend, AReaderThatHoldsASlotTooLongIsReleased) {
   EXPECT_FALSE(stuck(j.pstream(), k));
 }
 
+// The same hold while the producer's write is still in progress (begun, not committed: a copy
+// from pageable memory blocks publish() until the stream reaches it, behind the hold): reap()
+// must find it from the write in progress, since no committed frame is behind.
+TEST_P(CudaBackend, AHoldOnAWriteInProgressIsReleased) {
+  CUDAIPC_REQUIRE_GPU();
+  Kernels k;
+  Joined j(with_mode(GetParam()), {}, 1, kSize);
+  j.write_frame(k, 0, 1, kSize);
+  ASSERT_TRUE(j.consumer->on_acquire(0, 1, kForever));
+  j.producer->begin_write(0);  // waits for the reader; frame 2 is not committed
+  k.fill(j.pstream(), j.slots->address(0), kSize, 2);
+  EXPECT_TRUE(stuck(j.pstream(), k));
+  constexpr std::uint64_t kLimit = 5'000'000'000;
+  std::vector<std::uint32_t> stalled;
+  j.producer->reap(monotonic_ns(), kLimit, stalled);
+  EXPECT_TRUE(stalled.empty());
+  j.producer->reap(monotonic_ns() + kLimit + 1'000'000'000, kLimit, stalled);
+  ASSERT_EQ(stalled, std::vector<std::uint32_t>{0});
+  EXPECT_FALSE(stuck(j.pstream(), k)) << "the producer's stream stayed stuck";
+  j.producer->end_write(0, 2);
+  EXPECT_EQ(testing::check_pattern(read_back(k, j.slots->address(0), kSize).data(), kSize, 2),
+            kSize);
+}
+
 // The producer announced a frame and died before its stream wrote it: the consumer's stream waits
 // for `ready` until producer_gone() stores it.
 TEST_P(CudaBackend, AWaitOnAProducerThatDiedIsReleased) {
