@@ -101,7 +101,7 @@ class ConsumerImpl {
   std::uint64_t next_connect_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress
   bool at_limit_ = false;       // holding as many frames as the producer allows
-  bool format_late_ = false;    // a frame's format (or, with cpu_wait, its bytes) came too late
+  bool late_ = false;  // a frame's format (or, with cpu_wait, its bytes) missed the deadline
 };
 
 void ConsumerImpl::connect() {
@@ -118,7 +118,6 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
   std::string why = conn_ ? conn_->parting_words() : std::string();
   // The producer's own words (an eviction's reason) when they arrived already.
   lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "producer went away";
-  if (conn_) conn_->producer_lost();
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_.reset();
 }
@@ -207,7 +206,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
       }
       if (g > conn_->newest_generation() && !conn_->sync_formats(g, deadline_)) {
         conn_->unlease(bit);
-        format_late_ = true;
+        late_ = true;
         return false;
       }
       const auto* gen = conn_->find_generation(g);
@@ -237,7 +236,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
       // cpu_wait: the frame was not written by the deadline. Taken again on the next call.
       f.conn_.reset();
       conn_->release(slot, t);
-      format_late_ = true;
+      late_ = true;
       return false;
     }
     if (!every && t > cursor_ + 1) {
@@ -308,12 +307,12 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     ConnPage& page = conn_->page();
     const std::uint32_t seen = cb.frame_futex.load(std::memory_order_seq_cst);
     const std::uint32_t released = page.release_futex.load(std::memory_order_seq_cst);
-    format_late_ = false;
+    late_ = false;
     try {
       if (try_acquire(ev)) return ev;
       const std::uint64_t g = cb.generation.load(std::memory_order_acquire);
-      if (!format_late_ && g > conn_->newest_generation() && !conn_->sync_formats(g, deadline))
-        format_late_ = true;
+      if (!late_ && g > conn_->newest_generation() && !conn_->sync_formats(g, deadline))
+        late_ = true;
       // No frame is pending: a newer format with no frame yet is news on its own.
       if (conn_->newest_generation() > reported_gen_ &&
           format_event(conn_->newest_generation(), ev))
@@ -323,8 +322,8 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       disconnect(e.what());
       continue;
     }
-    if (format_late_) {
-      // The deadline passed or an interrupt came first; the format is read on the next call.
+    if (late_) {
+      // The deadline passed or an interrupt came first; the frame is taken on the next call.
       if (monotonic_ns() >= deadline) return ev;
       continue;
     }

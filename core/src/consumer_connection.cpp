@@ -216,10 +216,6 @@ void ConsumerConnection::prune_before(std::uint64_t g) {
               gens_.end());
 }
 
-void ConsumerConnection::producer_lost() noexcept {
-  if (producer_pidfd_ && process_exited(producer_pidfd_.get())) memory_->producer_gone();
-}
-
 void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept {
   try {
     memory_->on_release(slot, seq);

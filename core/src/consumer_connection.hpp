@@ -34,8 +34,6 @@ class ConsumerConnection {
 
   // Ends the lease on frame `seq` in `slot` taken by the consumer thread; callable from any thread.
   void release(std::uint32_t slot, std::uint64_t seq) noexcept;
-  // The producer hung up: if its process is gone, GPU work waiting for its frames is let go.
-  void producer_lost() noexcept;
   // Gives back a lease no frame was handed out for (a lost race, a format first).
   void unlease(std::uint64_t bit) noexcept;
   // Reads format messages until generation `g` is known. False when `deadline_ns` passed first;
