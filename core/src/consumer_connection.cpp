@@ -1,13 +1,12 @@
 #include "consumer_connection.hpp"
 
 #include <algorithm>
-#include <mutex>
 #include <utility>
-#include <vector>
 
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
+#include "keep_until_exit.hpp"
 #include "process_watch.hpp"
 
 namespace cudaipc {
@@ -111,17 +110,9 @@ ConsumerConnection::~ConsumerConnection() {
   // Queued GPU reads finish before the memory they read is unmapped. Where they did not, the
   // page they write and the registration of it stay until exit: freeing them under a stream that
   // may still run would turn a stall into a GPU fault.
-  if (memory_ && !memory_->close()) {
-    static std::mutex mu;
-    static std::vector<std::pair<std::unique_ptr<ConsumerMemory>, Mapping>> kept;
-    log(LogLevel::error, "a consumer's CUDA stream did not drain: its connection page is kept");
-    try {
-      std::lock_guard<std::mutex> lock(mu);
-      kept.emplace_back(std::move(memory_), std::move(page_map_));
-    } catch (...) {
-      // Out of memory: what could not be kept goes the ordinary way.
-    }
-  }
+  if (memory_ && !memory_->close())
+    keep_until_exit(std::make_pair(std::move(memory_), std::move(page_map_)),
+                    "a consumer's CUDA stream did not drain: its connection page is kept");
   // Slot imports go before the backend that made them (CUDA contexts, streams).
   gens_.clear();
 }

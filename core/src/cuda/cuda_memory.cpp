@@ -36,6 +36,7 @@
 
 #include "../clock.hpp"
 #include "../conn_page.hpp"
+#include "../keep_until_exit.hpp"
 #include "../process_watch.hpp"
 #include "cuda_handles.hpp"
 #include "cudaipc/error.hpp"
@@ -204,27 +205,12 @@ cuda::Mapping map_for_reading(cuda::ContextPtr ctx, CUmemGenericAllocationHandle
   return cuda::Mapping(std::move(ctx), h, size, read_write_access(dev));
 }
 
-// Memory that a stream which never drained may still touch. Freeing it would turn a stalled stream
-// into a GPU fault the moment it resumes, so it stays until the process exits (and is logged).
+// A slot set's memory, for keep_until_exit.
 struct KeptMemory {
   cuda::VmmAllocation allocation;
   cuda::Mapping mapping;
   LegacyTable::Ref legacy;
 };
-
-void keep_until_exit(KeptMemory m, const char* whose) noexcept {
-  static std::mutex mu;
-  static std::vector<KeptMemory> kept;
-  try {
-    std::lock_guard<std::mutex> lock(mu);
-    kept.push_back(std::move(m));
-    log(LogLevel::error, (std::string("the ") + whose +
-                          " CUDA stream did not drain: its slot memory is kept until exit")
-                             .c_str());
-  } catch (...) {
-    // Out of memory while keeping it: the memory goes with `m`, as it would have anyway.
-  }
-}
 
 // ---- the context and stream one side works in ------------------------------------------------
 
@@ -316,8 +302,8 @@ class CudaProducerSlots final : public ProducerSlots {
   // Writes queued on the stream may still target this set: let them land before the memory goes.
   ~CudaProducerSlots() override {
     if (!engine_->drain(kDrainLimit))
-      keep_until_exit({std::move(allocation_), std::move(mapping_), std::move(legacy_)},
-                      "producer's");
+      keep_until_exit(KeptMemory{std::move(allocation_), std::move(mapping_), std::move(legacy_)},
+                      "the producer's CUDA stream did not drain: a slot set is kept until exit");
   }
 
   std::uint32_t count() const noexcept override { return count_; }
@@ -394,10 +380,6 @@ struct WatchedPage {
     }
     return true;
   }
-
-  // Raises `ready` to `written` unless the stream has already put it further: the CPU may race
-  // with the stream's own writes here, and must never move the word back.
-  void raise_ready(std::uint32_t written) noexcept { cuda::raise(page->ready, written); }
 };
 
 // A consumer that left. Its GPU reads may still be queued, so rewriting a slot keeps waiting for
@@ -440,14 +422,10 @@ class CudaProducerMemory final : public ProducerMemory {
     settle_all();
     if (engine_->drain(kDrainLimit)) return;
     // Unregistering pages the stream may still touch would fault it when it resumes.
-    log(LogLevel::error, "the producer's CUDA stream did not drain on close: its pages are kept");
-    static std::mutex mu;
-    static std::vector<std::unique_ptr<WatchedPage>> kept;
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& [id, w] : watched_) kept.push_back(std::move(w));
-    for (auto& d : departed_) kept.push_back(std::move(d.watched));
-    static std::vector<cuda::HostAllocation> kept_words;
-    kept_words.push_back(std::move(progress_memory_));
+    const char* why = "the producer's CUDA stream did not drain on close: its pages are kept";
+    for (auto& [id, w] : watched_) keep_until_exit(std::move(w), why);
+    for (auto& d : departed_) keep_until_exit(std::move(d.watched), why);
+    keep_until_exit(std::move(progress_memory_), why);
   }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
@@ -532,7 +510,8 @@ class CudaProducerMemory final : public ProducerMemory {
       std::lock_guard<std::mutex> lock(mu_);
       const std::uint32_t written = progress_->load(std::memory_order_acquire);
       for (auto& [id, w] : watched_)
-        if (!cuda::reached(written, cuda::seq32(w->first_batch))) w->raise_ready(written);
+        if (!cuda::reached(written, cuda::seq32(w->first_batch)))
+          cuda::raise(w->page->ready, written);
       release_holders(written, now_ns, give_up_ns, stalled);
       for (auto& [id, w] : watched_)
         if (w->stalled) w->settle();
@@ -801,7 +780,8 @@ class CudaConsumerSlots final : public ConsumerSlots {
   // those must finish before the memory is unmapped (once per set, never per frame).
   ~CudaConsumerSlots() override {
     if (!engine_->drain(kDrainLimit))
-      keep_until_exit({{}, std::move(mapping_), std::move(legacy_)}, "consumer's");
+      keep_until_exit(KeptMemory{{}, std::move(mapping_), std::move(legacy_)},
+                      "a consumer's CUDA stream did not drain: a slot set is kept until exit");
   }
 
   std::uint32_t count() const noexcept override { return count_; }
