@@ -62,20 +62,34 @@ void ProducerImpl::evict_stalled(std::uint64_t now) {
       const bool holds_frames =
           r->mode == ConsumeMode::every_frame && !r->last.retired && r->last.cursor < seq_;
       if (!holds_slots && !holds_frames) continue;
-      r->active = false;
-      r->evicted = true;
-      // It takes no new frame from here on, even before the socket thread hangs up on it.
-      r->page->revoked.store(1, std::memory_order_seq_cst);
-      r->evict_reason = holds_slots ? "held frames without releasing them for the lease timeout"
-                                    : "read no frame for the lease timeout while publishing "
-                                      "waited for it";
+      mark_evicted(*r, holds_slots ? "held frames without releasing them for the lease timeout"
+                                   : "read no frame for the lease timeout while publishing "
+                                     "waited for it");
       notify = true;
-      std::string msg = "evicting consumer " + std::to_string(r->id) + " (pid " +
-                        std::to_string(r->pid) + ") from " + path_ + ": " + r->evict_reason;
-      log(LogLevel::warning, msg.c_str());
     }
   }
   if (notify) post_to_server();
+}
+
+void ProducerImpl::evict_gpu_holders(const std::vector<std::uint32_t>& ids) {
+  std::lock_guard<std::mutex> lock(table_mu_);
+  for (std::uint32_t id : ids) {
+    Record* r = id < kMaxRecords ? records_[id].get() : nullptr;
+    if (r && r->active)
+      mark_evicted(*r, "its GPU reads held a slot for longer than the lease timeout");
+  }
+}
+
+// Called with table_mu_ held; the socket thread hangs up on it and says why.
+void ProducerImpl::mark_evicted(Record& r, const char* reason) {
+  r.active = false;
+  r.evicted = true;
+  // It takes no new frame from here on, even before the socket thread hangs up on it.
+  r.page->revoked.store(1, std::memory_order_seq_cst);
+  r.evict_reason = reason;
+  std::string msg = "evicting consumer " + std::to_string(r.id) + " (pid " + std::to_string(r.pid) +
+                    ") from " + path_ + ": " + reason;
+  log(LogLevel::warning, msg.c_str());
 }
 
 // Says, at most every 2 s, which consumers have kept publishing from finding a free slot.

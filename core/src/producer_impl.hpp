@@ -114,6 +114,8 @@ class ProducerImpl {
   // lease_table.cpp: the records, read by both threads
   Occupancy occupancy(std::uint64_t now);
   void evict_stalled(std::uint64_t now);
+  void evict_gpu_holders(const std::vector<std::uint32_t>& ids);
+  void mark_evicted(Record& r, const char* reason);
   void log_holdback(std::uint64_t now);
   bool any_sleeping();
 

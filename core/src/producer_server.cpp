@@ -79,17 +79,7 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
     log(LogLevel::error, (std::string("settling GPU reads: ") + e.what()).c_str());
   }
   if (!stalled.empty()) {
-    {
-      std::lock_guard<std::mutex> lock(table_mu_);
-      for (std::uint32_t id : stalled) {
-        Record* r = id < kMaxRecords ? records_[id].get() : nullptr;
-        if (!r || !r->active) continue;
-        r->active = false;
-        r->evicted = true;
-        r->page->revoked.store(1, std::memory_order_seq_cst);
-        r->evict_reason = "its GPU reads held a slot for longer than the lease timeout";
-      }
-    }
+    evict_gpu_holders(stalled);
     act_on_records();
   }
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const Conn& c) { return !c.fd; }),

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench.hpp"
 #include "clock.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/driver.hpp"
@@ -111,14 +112,11 @@ std::string connections_label() {
   return v ? std::string(v) + " (set)" : std::string("unset (default 8)");
 }
 
-// Nearest rank; "stalled" when the rank falls on a try that hit the cap.
+// "stalled" when the rank falls on a try that hit the cap.
 std::string percentile(std::vector<std::uint64_t> ns, double p) {
   if (ns.empty()) return "-";
-  std::sort(ns.begin(), ns.end());
-  std::size_t rank = static_cast<std::size_t>(p * static_cast<double>(ns.size()) + 0.999999);
-  rank = std::min(std::max<std::size_t>(rank, 1), ns.size());
-  const std::uint64_t v = ns[rank - 1];
-  return v == kStalled ? "stalled" : fmt("%.1f", static_cast<double>(v) / 1e3);
+  const double v = bench::percentile(ns, p);
+  return v == static_cast<double>(kStalled) ? "stalled" : fmt("%.1f", v / 1e3);
 }
 
 // One word per cache line, so the GPU's polls of one wait and the CPU's stores never share a line.

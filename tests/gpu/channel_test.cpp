@@ -84,6 +84,16 @@ class Channel : public ::testing::TestWithParam<CudaExportMode> {
         "produce", "--path", path_, "--export", mode_name(mode), "--size", std::to_string(kSize)};
   }
 
+  // A producer peer in the other export mode on the same path, for a consumer that reconnects:
+  // 50 frames once one consumer has joined.
+  std::unique_ptr<Peer> next_producer() const {
+    const CudaExportMode other =
+        GetParam() == CudaExportMode::vmm ? CudaExportMode::legacy : CudaExportMode::vmm;
+    auto a = produce_args(other);
+    a.insert(a.end(), {"--frames", "50", "--consumers", "1"});
+    return std::make_unique<Peer>(a);
+  }
+
   void wait_consumers(const Producer& p, std::size_t n) {
     ASSERT_TRUE(testing::wait_consumers(p, n, 60s))
         << p.consumer_count() << " consumers, expected " << n;
@@ -291,13 +301,7 @@ TEST_P(Channel, KilledProducerLeavesHeldFrameReadableThenReconnects) {
   EXPECT_EQ(kernels_->counters(kernels_->own_stream()).bad, 0u);
   held.release();
 
-  const CudaExportMode other =
-      GetParam() == CudaExportMode::vmm ? CudaExportMode::legacy : CudaExportMode::vmm;
-  auto second = std::make_unique<Peer>([&] {
-    auto a = produce_args(other);
-    a.insert(a.end(), {"--frames", "50", "--consumers", "1"});
-    return a;
-  }());
+  auto second = next_producer();
   std::uint64_t after = 0, formats = 0;
   CUstream stream = nullptr;
   for (;;) {
@@ -378,13 +382,7 @@ TEST_P(Channel, KilledProducerWithWritesQueuedReleasesTheConsumersStream) {
   }
   kernels_->reset_counters();
 
-  const CudaExportMode other =
-      GetParam() == CudaExportMode::vmm ? CudaExportMode::legacy : CudaExportMode::vmm;
-  auto second = std::make_unique<Peer>([&] {
-    auto a = produce_args(other);
-    a.insert(a.end(), {"--frames", "50", "--consumers", "1"});
-    return a;
-  }());
+  auto second = next_producer();
   std::uint64_t after = 0;
   for (;;) {
     const EventType t = read_one(30s);

@@ -695,11 +695,7 @@ class CudaProducerMemory final : public ProducerMemory {
       if (!w->stalled && holds(*w)) {
         w->stalled = true;
         w->settle();
-        stalled.push_back(id);
-        log(LogLevel::warning, ("consumer " + std::to_string(id) +
-                                ": its GPU reads held a slot for longer than the lease timeout; "
-                                "the producer's stream no longer waits for them")
-                                   .c_str());
+        stalled.push_back(id);  // the core evicts it and says so
       }
     for (auto& d : departed_)
       if (!d.done_with && holds(*d.watched))

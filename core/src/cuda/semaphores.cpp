@@ -59,10 +59,6 @@ void WriteBatch::add(CUdeviceptr word, std::uint32_t value) noexcept {
 
 void WriteBatch::enqueue(CUstream s) const {
   if (n_ == 0) return;
-  if (n_ == 1) {
-    stream_write(s, ops_[0].writeValue.address, ops_[0].writeValue.value);
-    return;
-  }
   check(driver().cuStreamBatchMemOp(s, static_cast<unsigned>(n_),
                                     const_cast<CUstreamBatchMemOpParams*>(ops_.data()), 0),
         "cuStreamBatchMemOp");
