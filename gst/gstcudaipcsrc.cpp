@@ -511,7 +511,8 @@ static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
   return true;
 }
 
-static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameDesc& d) {
+static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameDesc& d,
+                           std::uint64_t acquired_ns) {
   SrcState* st = self->st;
   TimingRecord t{};
   const bool has = read_timing(d.user_meta, d.user_meta_size, &t);
@@ -548,6 +549,8 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   if (has)
     gst_buffer_add_reference_timestamp_meta(buf, chain_reference_caps(), t.chain_mono_ns,
                                             GST_CLOCK_TIME_NONE);
+  gst_buffer_add_reference_timestamp_meta(buf, acquire_reference_caps(), acquired_ns,
+                                          GST_CLOCK_TIME_NONE);
   if (!(d.flags & kFlagKeyframe)) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
   if (d.flags & kFlagGap) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_GAP);
   if (d.flags & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
@@ -637,7 +640,8 @@ static bool copy_planes_to_pool(GstCudaIpcRingSrc* self, const Frame& frame, Gst
 
 // Builds the output buffer for a leased frame, consuming the lease (kept in the buffer, or
 // released after a copy).
-static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer** out) {
+static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint64_t acquired_ns,
+                                 GstBuffer** out) {
   SrcState* st = self->st;
   const FrameDesc d = frame.desc();
   const TensorDesc& t = d.tensor;
@@ -772,7 +776,7 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, GstBuffer
     add_slot_video_meta(st, buf, t);
   }
   add_tensor_meta(buf, out_tensor, data, device, d.seq);
-  set_timestamps(self, buf, d);
+  set_timestamps(self, buf, d, acquired_ns);
   *out = buf;
   return GST_FLOW_OK;
 }
@@ -792,6 +796,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
       post_core_error(GST_ELEMENT(self), e, s.socket_path.c_str());
       return GST_FLOW_ERROR;
     }
+    const std::uint64_t acquired_ns = monotonic_now_ns();
     switch (ev.type) {
       case EventType::frame:
         if (!st->format.valid) continue;  // cannot happen: the core sends the format first
@@ -799,7 +804,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
           st->need_negotiate = false;
           if (!gst_base_src_negotiate(GST_BASE_SRC(self))) return GST_FLOW_NOT_NEGOTIATED;
         }
-        return make_buffer(self, std::move(ev.frame), out);
+        return make_buffer(self, std::move(ev.frame), acquired_ns, out);
       case EventType::format:
         if (!take_format(self, ev)) return GST_FLOW_ERROR;
         continue;

@@ -52,4 +52,10 @@ GstCaps* chain_reference_caps() {
   return once;
 }
 
+GstCaps* acquire_reference_caps() {
+  static GstStaticCaps caps = GST_STATIC_CAPS("timestamp/x-cudaipc-acquire");
+  static GstCaps* once = static_caps(&caps);
+  return once;
+}
+
 }  // namespace cudaipc::gst

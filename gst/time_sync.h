@@ -32,5 +32,6 @@ bool read_timing(const void* data, std::uint32_t size, TimingRecord* out);
 GstCaps* pts_reference_caps();      // timestamp/x-cudaipc-pts: the producer's own PTS
 GstCaps* publish_reference_caps();  // timestamp/x-cudaipc-publish: CLOCK_MONOTONIC at publish
 GstCaps* chain_reference_caps();    // timestamp/x-cudaipc-sink-chain: the sink's render() entry
+GstCaps* acquire_reference_caps();  // timestamp/x-cudaipc-acquire: the source took the frame
 
 }  // namespace cudaipc::gst

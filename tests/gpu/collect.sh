@@ -13,9 +13,9 @@ done
 cp -f "$build/tests/bench/cudaipc-bench-gpu-pipeline" "$dest/"
 # Issue #8's probe of streams blocked in cuStreamWaitValue32: a bench program, not a suite; built
 # only with the CUDA backend.
-if [ -f "$build/tests/bench/cudaipc-bench-blocked-streams" ]; then
-  cp -f "$build/tests/bench/cudaipc-bench-blocked-streams" "$dest/"
-fi
+for probe in cudaipc-bench-blocked-streams cudaipc-bench-timeslice; do
+  if [ -f "$build/tests/bench/$probe" ]; then cp -f "$build/tests/bench/$probe" "$dest/"; fi
+done
 # Only the name the binaries ask for (the soname), as a plain file.
 soname=$(readelf -d "$build/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$build/core/$soname" "$dest/"

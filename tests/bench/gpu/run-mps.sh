@@ -51,69 +51,20 @@ step() {
   grep -E '^(MPS|label|skipped|FAILED)' "$out/$name.log" | tee -a "$summary"
 }
 
-mps_control=$(command -v nvidia-cuda-mps-control || echo /usr/local/nvidia/bin/nvidia-cuda-mps-control)
-mps_pipe=
-mps_log=
-# ask COMMAND: one command to this script's daemon, answer into mps-control.log.
-ask() {
-  echo "\$ echo $1 | nvidia-cuda-mps-control" >>"$out/mps-control.log"
-  echo "$1" | CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
-    timeout 15 "$mps_control" >>"$out/mps-control.log" 2>&1
-}
-# The daemon and server of this script's own: same uid, and our pipe directory in their
-# environment (a daemon someone else runs is never touched).
-our_mps_pids() {
-  local pid
-  for pid in $(pgrep -u "$(id -u)" -x nvidia-cuda-mps 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null \
-      | grep -qx "CUDA_MPS_PIPE_DIRECTORY=$mps_pipe" && echo "$pid"
-  done
-}
-stop_mps() {
-  [ -n "$mps_pipe" ] || return 0
-  ask quit
-  # quit returns before the daemon and its server have gone: wait, so the next step really runs
-  # without MPS; if they outstay 10 s, end them (they are this script's).
-  for _ in $(seq 50); do
-    [ -z "$(our_mps_pids)" ] && break
-    sleep 0.2
-  done
-  local left
-  left=$(our_mps_pids)
-  if [ -n "$left" ]; then
-    echo "MPS processes still there after quit, terminated: $left" | tee -a "$summary"
-    # shellcheck disable=SC2086  # one pid a word
-    kill $left 2>/dev/null
-  fi
-  cat "$mps_log"/*.log >>"$out/mps-control.log" 2>/dev/null
-  rm -rf "$mps_pipe" "$mps_log"
-  mps_pipe=
-}
-trap stop_mps EXIT
+# shellcheck source=mps.sh
+source "$(dirname "$0")/mps.sh"
+trap mps_stop EXIT
 trap 'exit 130' INT TERM
 
 step pipeline-no-mps 50 -- --scenario=pipeline --label="MPS off"
 
-if [ -x "$mps_control" ]; then
-  mps_pipe=$(mktemp -d /tmp/cudaipc-mps-pipe-XXXXXX)
-  mps_log=$(mktemp -d /tmp/cudaipc-mps-log-XXXXXX)
-  echo "starting MPS: $mps_control -d (pipe $mps_pipe, log $mps_log)" | tee -a "$summary"
-  if CUDA_MPS_PIPE_DIRECTORY=$mps_pipe CUDA_MPS_LOG_DIRECTORY=$mps_log \
-    timeout 15 "$mps_control" -d >>"$out/mps-control.log" 2>&1; then
-    step pipeline-mps 50 CUDA_MPS_PIPE_DIRECTORY="$mps_pipe" \
-      CUDA_MPS_LOG_DIRECTORY="$mps_log" -- --scenario=pipeline --label="MPS on"
-    # A server listed here means the benchmark's processes really were MPS clients: a client
-    # that cannot reach the daemon runs without MPS and says nothing.
-    ask get_server_list
-    grep -A3 'get_server_list' "$out/mps-control.log" | tee -a "$summary"
-  else
-    echo "MPS daemon did not start (mps-control.log)" | tee -a "$summary"
-    status=1
-  fi
-  stop_mps
+if mps_start "$out/mps-control.log"; then
+  echo "MPS daemon started (pipe $CUDA_MPS_PIPE_DIRECTORY)" | tee -a "$summary"
+  step pipeline-mps 50 -- --scenario=pipeline --label="MPS on"
+  mps_servers | tee -a "$summary"
+  mps_stop
 else
-  echo "no nvidia-cuda-mps-control (PATH or /usr/local/nvidia/bin): MPS step skipped" \
-    | tee -a "$summary"
+  echo "MPS step skipped: $(tail -n 1 "$out/mps-control.log")" | tee -a "$summary"
   status=1
 fi
 

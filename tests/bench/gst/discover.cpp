@@ -26,6 +26,14 @@ std::string plugin_of(const char* factory) {
   return s;
 }
 
+std::vector<Transport> filter(const std::vector<Transport>& ts, const std::vector<std::string>& only) {
+  std::vector<Transport> kept;
+  for (const auto& t : ts)
+    for (const auto& id : only)
+      if (t.id == id) kept.push_back(t);
+  return kept;
+}
+
 bool has_factories(const char* sink, const char* src) {
   return !plugin_of(sink).empty() && !plugin_of(src).empty();
 }
@@ -59,7 +67,7 @@ std::string plugin_file(const char* plugin) {
   return s;
 }
 
-std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
+std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::string>& only,
                                 std::string* ours_missing) {
   std::vector<Transport> ts;
   // Ours, by plugin name: the aliases where this build has them, else the plain names.
@@ -116,6 +124,9 @@ std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
   if (nv.unavailable.empty()) nv.unavailable = gpu_why;
   ts.push_back(nv);
 
+  // Live rows are camera-like sources: the appsrc and app-consumer rows measure ceilings.
+  if (live) return only.empty() ? ts : filter(ts, only);
+
   // Past videotestsrc's ceiling: producers pushing pre-made frames through an appsrc.
   Transport feed_host = make("cudaipc-host-appsrc",
                              "cudaipc host, pre-made appsrc producer (every-frame)", sink, src);
@@ -142,14 +153,7 @@ std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
   app_cuda.appsink = true;
   ts.push_back(app_cuda);
 
-  if (!only.empty()) {
-    std::vector<Transport> kept;
-    for (auto& t : ts)
-      for (const auto& id : only)
-        if (t.id == id) kept.push_back(t);
-    ts = kept;
-  }
-  return ts;
+  return only.empty() ? ts : filter(ts, only);
 }
 
 }  // namespace gstbench

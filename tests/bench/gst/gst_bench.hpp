@@ -30,6 +30,10 @@ struct RunSpec {
   // are shared); the consumer takes the index from the tensor meta's seq.
   bool feed = false;
   bool appsink = false;  // the consumer is an app pulling samples from an appsink
+  // Live (frames/s > 0): a live videotestsrc paces frames at this rate (the sink has sync=false:
+  // it renders each frame as it comes), the consumer ends in an appsink; latency is from the
+  // moment a frame enters the producer's sink to its arrival at the consumer's appsink.
+  int live_fps = 0;
   std::string dir;       // this run's socket, handshake and result files
   int timeout_s = 60;
   std::string ref0, ref1;  // expected bytes of one pixel group of plane 0 / 1 (hex); empty: none
@@ -53,6 +57,8 @@ struct Row {
   double over_source_us = 0;  // per-frame time above the baseline's (1e6/fps difference)
   double prod_cpu_us = 0, cons_cpu_us = 0;
   std::vector<std::uint64_t> lat, meta;  // ns: stamp-based, and our sink-chain meta
+  // Live rows through our elements: where each frame's time went (ns per frame, see kStages).
+  std::vector<std::uint64_t> stages[5];
   Kv producer, consumer;                 // the children's raw reports
 };
 
@@ -63,6 +69,17 @@ struct ReportInfo {
 // The Markdown table (stdout) and the raw numbers (JSON file).
 void print_table(const ReportInfo& info, const std::vector<Row>& rows);
 void write_json(const std::string& path, const ReportInfo& info, const std::vector<Row>& rows);
+
+// The per-frame budget of a live frame through cudaipcsink/cudaipcsrc: from the moment it enters
+// the sink (a pad probe) through the source's reference timestamps and the push (a pad probe) to
+// the appsink (a pad probe).
+inline constexpr const char* kStages[5] = {
+    "sink: enters the sink -> render() entry",  // basesink's chain before render()
+    "sink: render() entry -> published",         // slot, copy, commit
+    "wake: published -> source acquired it",     // futex wake across processes
+    "source: acquired -> pushed",                // buffer, metas, timestamps
+    "downstream: pushed -> appsink",             // the consumer pipeline's own hop
+};
 
 // ---- which transports exist (discover.cpp) ----
 struct Transport {
@@ -76,7 +93,7 @@ struct Transport {
 };
 // Every transport, runnable or with the reason it is not; `only` (ids) narrows the list.
 // `*ours_missing` says why the cudaipc plugin's elements were not found ("" when they were).
-std::vector<Transport> discover(bool gpu, const std::vector<std::string>& only,
+std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::string>& only,
                                 std::string* ours_missing);
 std::string plugin_file(const char* plugin);  // "" when the registry has no such plugin
 

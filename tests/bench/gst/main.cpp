@@ -31,6 +31,7 @@ struct Options {
   std::string json;
   int timeout_s = 60;
   std::vector<std::string> only;  // transport ids; empty: all
+  int live_fps = 0;
 };
 
 void usage() {
@@ -44,6 +45,10 @@ void usage() {
       "                      io-mode=import|copy; nvcodec's cudaipcsink/src where present)\n"
       "  --json FILE         raw numbers (all latency samples) as JSON\n"
       "  --timeout=S         per-run limit; children are killed past it: 60\n"
+      "  --live[=FPS]        live rows instead: videotestsrc is-live=true at FPS (60) into\n"
+      "                      the sink with sync=true, consumer into appsink; latency from\n"
+      "                      the moment the producer meant to render each frame, with the\n"
+      "                      per-frame budget of our elements\n"
       "  --transports=LIST   only these: cudaipc-host,shm,unixfd,cudaipc-cuda-import,\n"
       "                      cudaipc-cuda-copy,nvcodec,cudaipc-host-appsrc,\n"
       "                      cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,\n"
@@ -91,6 +96,8 @@ Options parse(int argc, char** argv) {
       o.timeout_s = std::stoi(v);
     else if (k == "--transports")
       o.only = split(v);
+    else if (k == "--live")
+      o.live_fps = v.empty() ? 60 : std::stoi(v);
     else if (k == "--help" || k == "-h") {
       usage();
       std::exit(0);
@@ -158,10 +165,20 @@ int run(const Options& o) {
       "the same 4 frames (CUDA: downloads, during warm-up and on the last frame). appsink rows: "
       "the consumer's main thread pulls samples and reads each one's tensor meta; frames/s and "
       "latency are taken where the app gets the sample.\n");
+  if (o.live_fps)
+    std::printf(
+        "live rows: a live videotestsrc paces %d frames/s (each frame numbered in system memory "
+        "before any upload); latency is from the moment a frame enters the producer's sink (a "
+        "pad probe; sync=false, so the sink renders it at once) to its arrival at the consumer's "
+        "appsink (a pad probe), the app thread taking and dropping each sample. The one-process "
+        "row shows what a sink with sync=true adds on this machine: how late its clock wait "
+        "ends. Our rows also get the per-frame budget from the source's reference timestamps.\n",
+        o.live_fps);
   std::fflush(stdout);
 
   std::string ours_missing;
-  const std::vector<Transport> transports = discover(o.gpu, o.only, &ours_missing);
+  const std::vector<Transport> transports =
+      discover(o.gpu, o.live_fps > 0, o.only, &ours_missing);
 
   char tmpl[] = "/tmp/cudaipc-gst-bench-XXXXXX";  // short: unix socket paths live in it
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -177,12 +194,20 @@ int run(const Options& o) {
     base.frames = o.frames;
     base.warmup = o.warmup;
     base.timeout_s = o.timeout_s;
+    base.live_fps = o.live_fps;
+    if (o.live_fps) {
+      // Long enough for every frame at that rate, plus start-up.
+      const auto need = static_cast<int>(base.total() / static_cast<std::uint64_t>(o.live_fps)) + 20;
+      base.timeout_s = std::max(base.timeout_s, need);
+    }
 
     std::fprintf(stderr, "gst-bench: %s baseline\n", format.c_str());
     RunSpec b = base;
     b.transport = "baseline";
     b.dir = make_dir(root, index++, b.transport);
-    Row br = run_baseline(b, "source only: videotestsrc ! fakesink (1 process)");
+    Row br = run_baseline(b, o.live_fps ? "one process: live videotestsrc ! fakesink sync=true "
+                                          "(latency: the sink's clock wait ending)"
+                                        : "source only: videotestsrc ! fakesink (1 process)");
     ok = ok && br.ok;
     if (format == "RGBA" && br.ok) {
       // videotestsrc paints ARGB kForeground; RGBA stores it R, G, B, A.
@@ -198,7 +223,7 @@ int run(const Options& o) {
     base.ref0 = kv_get(br.producer, "ref0");
     base.ref1 = kv_get(br.producer, "ref1");
     double cuda_base_fps = 0;
-    if (needs(transports, false, true)) {
+    if (!o.live_fps && needs(transports, false, true)) {
       RunSpec c = base;
       c.transport = "baseline";
       c.cuda = true;

@@ -56,6 +56,25 @@ std::string json_array(const std::vector<std::uint64_t>& v) {
   return o + "]";
 }
 
+// Live rows through our elements: each stage's p50 / p99, in the order a frame goes through them.
+void print_budget(const std::vector<Row>& rows) {
+  bool any = false;
+  for (const Row& r : rows) any = any || !r.stages[0].empty();
+  if (!any) return;
+  std::printf("\nPer-frame budget of the live rows through cudaipcsink/cudaipcsrc, p50 / p99 us "
+              "(the p50s need not add up to the total's)\n\n| transport | format | total |");
+  for (const char* st : kStages) std::printf(" %s |", st);
+  std::printf("\n|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    if (r.stages[0].empty()) continue;
+    std::printf("| %s | %s | %s / %s |", r.label.c_str(), r.format.c_str(),
+                us_pct(r.lat, 0.5).c_str(), us_pct(r.lat, 0.99).c_str());
+    for (const auto& v : r.stages)
+      std::printf(" %s / %s |", us_pct(v, 0.5).c_str(), us_pct(v, 0.99).c_str());
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 void print_table(const ReportInfo& info, const std::vector<Row>& rows) {
@@ -84,6 +103,7 @@ void print_table(const ReportInfo& info, const std::vector<Row>& rows) {
         fmt(r.prod_cpu_us, 1).c_str(), baseline ? "-" : fmt(r.cons_cpu_us, 1).c_str(),
         r.ok ? "" : "FAILED: ", r.note.c_str());
   }
+  print_budget(rows);
   std::fflush(stdout);
 }
 
@@ -106,7 +126,9 @@ void write_json(const std::string& path, const ReportInfo& info, const std::vect
       << ", \"prod_cpu_us_per_frame\": " << json_number(r.prod_cpu_us)
       << ", \"cons_cpu_us_per_frame\": " << json_number(r.cons_cpu_us)
       << ",\n     \"latency_ns\": " << json_array(r.lat)
-      << ",\n     \"meta_latency_ns\": " << json_array(r.meta)
+      << ",\n     \"meta_latency_ns\": " << json_array(r.meta);
+    for (int k = 0; k < 5; ++k) f << ",\n     \"stage" << k << "_ns\": " << json_array(r.stages[k]);
+    f
       << ",\n     \"producer\": " << json_kv(r.producer)
       << ",\n     \"consumer\": " << json_kv(r.consumer) << "}";
   }

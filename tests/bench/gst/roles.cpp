@@ -216,6 +216,11 @@ struct SenderProbe {
   FrameCheck fc;
   bool stamp;  // the feed's buffers share their memory: they are counted, never written
   bool baseline = false;
+  // Live: the probe sits on the live source's pad (system memory, before any upload) and stamps
+  // the moment `sink` will render the frame: base time + running time + its latency, which is
+  // CLOCK_MONOTONIC with the pipeline's system clock.
+  GstElement* pipe = nullptr;
+  GstBaseSink* sink = nullptr;
   std::uint32_t next = 0;
   std::uint64_t t0 = 0, t1 = 0, cpu0 = 0, cpu1 = 0, probe_cpu = 0;
   std::uint64_t copies = 0, stamp_failures = 0, bad = 0;
@@ -251,7 +256,11 @@ GstPadProbeReturn sender_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
     }
   }
   bool copied = false;
-  if (p->stamp && !write_stamp(&buf, p->fc, Stamp{mono_ns(), index, kStampMagic}, &copied))
+  std::uint64_t when = mono_ns();
+  if (p->sink && GST_BUFFER_PTS_IS_VALID(buf))
+    when = gst_element_get_base_time(p->pipe) + GST_BUFFER_PTS(buf) +
+           gst_base_sink_get_latency(p->sink);
+  if (p->stamp && !write_stamp(&buf, p->fc, Stamp{when, index, kStampMagic}, &copied))
     ++p->stamp_failures;
   if (copied) ++p->copies;
   GST_PAD_PROBE_INFO_DATA(info) = buf;
@@ -275,7 +284,12 @@ struct ReceiverProbe {
   FrameCheck fc;
   GstElement* src = nullptr;
   GstCaps* chain_caps = nullptr;
+  GstCaps* publish_caps = nullptr;
+  GstCaps* acquire_caps = nullptr;
+  std::uint64_t pushed = 0;  // live: when the source pushed the frame now arriving
   std::vector<std::uint64_t> lat, meta;
+  // Live, by frame index: arrival at the appsink, and our source's times (0 where absent).
+  std::vector<std::uint64_t> arrive, chain, publish, acquire, pushed_at;
   std::optional<Frames> refs;  // feed runs: the frames the producer pushes, made here again
   std::uint64_t received = 0, counted = 0, checked = 0, bad = 0, tensors = 0;
   std::int64_t last_index = -1;
@@ -296,6 +310,7 @@ constexpr std::uint64_t kCudaStampEvery = 16;
 
 bool reads_stamp(const RunSpec& s, std::uint64_t arrival) {
   if (s.feed) return false;
+  if (s.live_fps) return true;  // a frame every 16 ms leaves time for the read
   return !s.cuda || arrival < s.warmup || arrival % kCudaStampEvery == 0 ||
          arrival + 1 == s.total();
 }
@@ -333,6 +348,22 @@ void read_tensor(ReceiverProbe* p, GstBuffer* buf) {
   ++p->tensors;
 }
 
+std::uint64_t reference_time(GstBuffer* buf, GstCaps* caps) {
+  GstReferenceTimestampMeta* m = gst_buffer_get_reference_timestamp_meta(buf, caps);
+  return m ? m->timestamp : 0;
+}
+
+// Live: when frame `index` arrived, and our elements' times for it; latency and the budget are
+// worked out against the producer's send times (run_pair).
+void note_live(ReceiverProbe* p, GstBuffer* buf, std::uint64_t index, std::uint64_t now) {
+  if (index >= p->arrive.size()) return;
+  p->arrive[index] = now;
+  p->chain[index] = reference_time(buf, p->chain_caps);
+  p->publish[index] = reference_time(buf, p->publish_caps);
+  p->acquire[index] = reference_time(buf, p->acquire_caps);
+  p->pushed_at[index] = p->pushed;
+}
+
 // One frame at the consumer, arrived at `now`: its stamp or seq, meta latency, content, window.
 void receive(ReceiverProbe* p, GstBuffer* buf, std::uint64_t now) {
   const std::uint64_t tc0 = thread_cpu_ns();
@@ -354,7 +385,10 @@ void receive(ReceiverProbe* p, GstBuffer* buf, std::uint64_t now) {
           p, "frame " + std::to_string(st.index) + " after frame " + std::to_string(p->last_index));
     p->last_index = st.index;
     index = st.index;
-    if (index >= p->spec->warmup) p->lat.push_back(now - st.mono_ns);
+    if (p->spec->live_fps)
+      note_live(p, buf, index, now);
+    else if (index >= p->spec->warmup)
+      p->lat.push_back(now - st.mono_ns);
   }
   if (index >= p->spec->warmup)
     if (GstReferenceTimestampMeta* m = gst_buffer_get_reference_timestamp_meta(buf, p->chain_caps))
@@ -391,11 +425,38 @@ GstPadProbeReturn receiver_probe(GstPad*, GstPadProbeInfo* info, gpointer data) 
   return GST_PAD_PROBE_OK;
 }
 
+// Live producer: the moment each frame enters the sink, in order.
+GstPadProbeReturn sent_probe(GstPad*, GstPadProbeInfo*, gpointer data) {
+  static_cast<std::vector<std::uint64_t>*>(data)->push_back(mono_ns());
+  return GST_PAD_PROBE_OK;
+}
+
+// Live: the source's push, in the same streaming thread just before the appsink's probe.
+GstPadProbeReturn pushed_probe(GstPad*, GstPadProbeInfo*, gpointer data) {
+  static_cast<ReceiverProbe*>(data)->pushed = mono_ns();
+  return GST_PAD_PROBE_OK;
+}
+
+// Live baseline: fakesink's handoff comes from render(), after its clock wait.
+void live_handoff(GstElement*, GstBuffer* buf, GstPad*, gpointer data) {
+  auto* p = static_cast<ReceiverProbe*>(data);
+  const std::uint64_t now = mono_ns();
+  Stamp st;
+  if (!read_stamp(buf, p->fc, &st) || st.magic != kStampMagic) {
+    note_bad(p, "frame " + std::to_string(p->received) + " has no valid stamp");
+    return;
+  }
+  if (st.index >= p->spec->warmup) p->lat.push_back(now > st.mono_ns ? now - st.mono_ns : 0);
+  ++p->received;
+}
+
 // The appsink consumer: an app's loop pulling samples and reading each one's tensor meta,
 // measured where the app gets the frame. Ends as run_bus does.
+// `measure` false (live rows): the app only takes each sample and drops it; the appsink's pad
+// probe measured it on arrival.
 template <typename Idle>
-BusEnd pull_samples(GstElement* pipe, ReceiverProbe* p, std::uint64_t deadline, std::string* error,
-                    Idle idle) {
+BusEnd pull_samples(GstElement* pipe, ReceiverProbe* p, bool measure, std::uint64_t deadline,
+                    std::string* error, Idle idle) {
   Ref<GstBus> bus(gst_element_get_bus(pipe));
   Ref<GstElement> app(gst_bin_get_by_name(GST_BIN(pipe), "app"));
   if (!app) throw std::runtime_error("no appsink named app");
@@ -405,8 +466,10 @@ BusEnd pull_samples(GstElement* pipe, ReceiverProbe* p, std::uint64_t deadline, 
     if (sample) {
       const std::uint64_t now = mono_ns();
       GstBuffer* buf = gst_sample_get_buffer(sample);
-      read_tensor(p, buf);
-      receive(p, buf, now);
+      if (measure) {
+        read_tensor(p, buf);
+        receive(p, buf, now);
+      }
       gst_sample_unref(sample);
       if (p->finished) return BusEnd::done;
     }
@@ -459,12 +522,21 @@ int producer_role(const RunSpec& s) {
   std::optional<Feeder> feeder;
   Pipeline pipe = launch(producer_launch(s));
   if (frames) feeder.emplace(pipe.get(), *frames);
+  // Live: each frame is numbered in system memory at the source (before any upload), and the
+  // moment it enters the sink is kept here, so nothing is written into GPU memory on the way.
+  std::vector<std::uint64_t> sent;
+  sent.reserve(s.total());
   {
-    Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
+    Ref<GstPad> pad = s.live_fps ? pad_of(pipe.get(), "vsrc", "src") : pad_of(pipe.get(), "sink", "sink");
     gst_pad_add_probe(pad.get(),
                       static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
                                                    GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
                       sender_probe, &probe, nullptr);
+  }
+  {
+    Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");
+    if (s.live_fps)
+      gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, sent_probe, &sent, nullptr);
     if (s.transport == "shm")
       gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM, hide_allocator, nullptr,
                         nullptr);
@@ -503,6 +575,7 @@ int producer_role(const RunSpec& s) {
       if (stats) gst_structure_free(stats);
     }
   }
+  write_samples(s.path("sent.u64"), sent);
   write_kv(s.path("producer.kv"), kv);
   // The sink stays up until the consumer has all it will get: some transports lose what is
   // still in flight when the sink goes away.
@@ -518,7 +591,12 @@ int consumer_role(const RunSpec& s) {
   const std::uint64_t deadline = deadline_of(s);
   ReceiverProbe probe(s);
   probe.chain_caps = gst_caps_from_string("timestamp/x-cudaipc-sink-chain");
+  probe.publish_caps = gst_caps_from_string("timestamp/x-cudaipc-publish");
+  probe.acquire_caps = gst_caps_from_string("timestamp/x-cudaipc-acquire");
   probe.lat.reserve(s.frames);
+  if (s.live_fps)
+    for (auto* v : {&probe.arrive, &probe.chain, &probe.publish, &probe.acquire, &probe.pushed_at})
+      v->assign(s.total(), 0);
   probe.meta.reserve(s.frames);
   if (s.feed) {
     RunSpec host = s;  // the same frames in system memory, to compare downloads with
@@ -533,7 +611,12 @@ int consumer_role(const RunSpec& s) {
   } else {
     pipe = launch(consumer_launch(s));
     probe.src = gst_bin_get_by_name(GST_BIN(pipe.get()), "src");
-    if (!s.appsink) {
+    if (s.live_fps) {
+      Ref<GstPad> pushed = pad_of(pipe.get(), "src", "src");
+      gst_pad_add_probe(pushed.get(), GST_PAD_PROBE_TYPE_BUFFER, pushed_probe, &probe, nullptr);
+      Ref<GstPad> arrived = pad_of(pipe.get(), "app", "sink");
+      gst_pad_add_probe(arrived.get(), GST_PAD_PROBE_TYPE_BUFFER, receiver_probe, &probe, nullptr);
+    } else if (!s.appsink) {
       Ref<GstPad> pad = pad_of(pipe.get(), "src", "src");
       gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, receiver_probe, &probe, nullptr);
     }
@@ -547,8 +630,9 @@ int consumer_role(const RunSpec& s) {
             std::max(probe.last_arrival.load(std::memory_order_relaxed), producer_done);
         return mono_ns() - last > kIdleAfterProducerNs;
       };
-      end = s.appsink ? pull_samples(pipe.get(), &probe, deadline, &error, idle)
-                      : run_bus(pipe.get(), deadline, &error, idle);
+      end = s.appsink || s.live_fps
+                ? pull_samples(pipe.get(), &probe, !s.live_fps, deadline, &error, idle)
+                : run_bus(pipe.get(), deadline, &error, idle);
     }
     // Where the last frame never came, the window ends here, before the teardown's own work.
     const std::uint64_t end_cpu = cpu_rusage_ns();
@@ -573,15 +657,60 @@ int consumer_role(const RunSpec& s) {
   kv["bad_why"] = one_line(probe.bad_why);
   write_samples(s.path("lat.u64"), probe.lat);
   write_samples(s.path("meta.u64"), probe.meta);
+  write_samples(s.path("arrive.u64"), probe.arrive);
+  write_samples(s.path("chain.u64"), probe.chain);
+  write_samples(s.path("publish.u64"), probe.publish);
+  write_samples(s.path("acquire.u64"), probe.acquire);
+  write_samples(s.path("pushed.u64"), probe.pushed_at);
   gst_caps_unref(probe.chain_caps);
+  gst_caps_unref(probe.publish_caps);
+  gst_caps_unref(probe.acquire_caps);
   write_kv(s.path("consumer.kv"), kv);
   if (!ok)
     std::fprintf(stderr, "gst-bench consumer (%s): %s\n", s.transport.c_str(), error.c_str());
   return ok ? 0 : 1;
 }
 
+// Live baseline: one process, the live source into fakesink sync=true; "latency" is how late the
+// sink's clock wait lets render() run, the floor every live row above stands on.
+int live_baseline_role(const RunSpec& s) {
+  const std::uint64_t deadline = deadline_of(s);
+  SenderProbe probe(s);
+  probe.baseline = true;  // takes the colour consumers expect from the first frame
+  ReceiverProbe handoffs(s);
+  std::string error;
+  BusEnd end = BusEnd::error;
+  Pipeline pipe = launch(baseline_launch(s));
+  Ref<GstElement> sink(gst_bin_get_by_name(GST_BIN(pipe.get()), "sink"));
+  probe.pipe = pipe.get();
+  probe.sink = GST_BASE_SINK(sink.get());
+  {
+    Ref<GstPad> pad = pad_of(pipe.get(), "vsrc", "src");
+    gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, sender_probe, &probe, nullptr);
+  }
+  g_signal_connect(sink.get(), "handoff", G_CALLBACK(live_handoff), &handoffs);
+  if (set_state(pipe.get(), GST_STATE_PLAYING, &error))
+    end = run_bus(pipe.get(), deadline, &error, [] { return false; });
+  pipe.reset();
+  const bool ok = end == BusEnd::eos && handoffs.bad == 0 && handoffs.received == s.total();
+  Kv kv;
+  kv["ok"] = ok ? "1" : "0";
+  kv["error"] = error;
+  kv["received"] = std::to_string(handoffs.received);
+  kv["window_frames"] = std::to_string(s.frames);
+  kv["bad"] = std::to_string(handoffs.bad);
+  kv["bad_why"] = one_line(handoffs.bad_why);
+  kv["ref0"] = probe.ref0;
+  kv["ref1"] = probe.ref1;
+  write_samples(s.path("lat.u64"), handoffs.lat);
+  write_kv(s.path("baseline.kv"), kv);
+  if (!ok) std::fprintf(stderr, "gst-bench live baseline: %s\n", error.c_str());
+  return ok ? 0 : 1;
+}
+
 int baseline_role(const RunSpec& s) {
   die_with_parent();
+  if (s.live_fps) return live_baseline_role(s);
   const std::uint64_t deadline = deadline_of(s);
   SenderProbe probe(s);
   probe.baseline = true;

@@ -39,6 +39,29 @@ std::vector<std::string> role_args(const char* role, const RunSpec& s) {
   return a;
 }
 
+// Live rows: latency from the moment each frame entered the producer's sink to its arrival at
+// the consumer's appsink, and (our elements) where it went: kStages, from the source's reference
+// timestamps and the pushed-time probe.
+void live_latency(const RunSpec& s, Row& r) {
+  const auto sent = read_samples(s.path("sent.u64"));
+  const auto arrive = read_samples(s.path("arrive.u64"));
+  const std::vector<std::uint64_t> marks[4] = {
+      read_samples(s.path("chain.u64")), read_samples(s.path("publish.u64")),
+      read_samples(s.path("acquire.u64")), read_samples(s.path("pushed.u64"))};
+  for (std::uint64_t i = s.warmup; i < s.total() && i < sent.size() && i < arrive.size(); ++i) {
+    if (!arrive[i] || arrive[i] < sent[i]) continue;
+    r.lat.push_back(arrive[i] - sent[i]);
+    std::uint64_t t[6] = {sent[i], 0, 0, 0, 0, arrive[i]};
+    bool all = true;
+    for (int k = 0; k < 4; ++k) {
+      t[k + 1] = i < marks[k].size() ? marks[k][i] : 0;
+      all = all && t[k + 1] != 0;
+    }
+    if (!all) continue;
+    for (int k = 0; k < 5; ++k) r.stages[k].push_back(t[k + 1] > t[k] ? t[k + 1] - t[k] : 0);
+  }
+}
+
 }  // namespace
 
 std::uint64_t kv_u64(const Kv& kv, const char* key) {
@@ -75,6 +98,7 @@ Row run_baseline(const RunSpec& s, const std::string& label) {
   r.bad = kv_u64(r.producer, "bad") + kv_u64(r.producer, "stamp_failures");
   r.fps = fps_of(r.producer);
   r.prod_cpu_us = cpu_per_frame_us(r.producer);
+  if (s.live_fps) r.lat = read_samples(s.path("lat.u64"));
   r.ok = st == 0 && r.bad == 0 && kv_get(r.producer, "ok") == "1";
   if (st != 0) add_note(r, "baseline " + describe_status(st));
   add_note(r, kv_get(r.producer, "error"));
@@ -106,6 +130,7 @@ Row run_pair(const Transport& t, const RunSpec& s, double base_fps) {
   r.cons_cpu_us = cpu_per_frame_us(r.consumer);
   r.lat = read_samples(s.path("lat.u64"));
   r.meta = read_samples(s.path("meta.u64"));
+  if (s.live_fps) live_latency(s, r);
   r.ok = st[0] == 0 && st[1] == 0 && r.bad == 0 && (t.every_frame ? r.lost == 0 : r.received > 0);
   if (st[0] != 0) add_note(r, "producer " + describe_status(st[0]));
   if (st[1] != 0) add_note(r, "consumer " + describe_status(st[1]));

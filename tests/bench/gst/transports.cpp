@@ -11,14 +11,15 @@ namespace {
 
 std::string raw_caps(const RunSpec& s) {
   return "video/x-raw,format=" + s.format + ",width=" + std::to_string(s.width) +
-         ",height=" + std::to_string(s.height) + ",framerate=0/1";
+         ",height=" + std::to_string(s.height) + ",framerate=" + std::to_string(s.live_fps) + "/1";
 }
 
 std::string source(const RunSpec& s) {
   char fg[16];
   std::snprintf(fg, sizeof fg, "0x%08x", kForeground);
   std::string d =
-      "videotestsrc is-live=false pattern=solid-color foreground-color=" + std::string(fg) +
+      std::string("videotestsrc name=vsrc is-live=") + (s.live_fps ? "true" : "false") +
+      " pattern=solid-color foreground-color=" + std::string(fg) +
       " num-buffers=" + std::to_string(s.total()) + " ! " + raw_caps(s);
   if (s.cuda) d += " ! cudaupload ! video/x-raw(memory:CUDAMemory)";
   return d;
@@ -100,11 +101,14 @@ std::string consumer_launch(const RunSpec& s) {
   else
     throw std::runtime_error("no consumer for transport " + s.transport);
   // The app's queue is short, as an app that keeps up would hold it: the source waits on it.
-  return src + (s.appsink ? " ! appsink name=app sync=false max-buffers=2"
-                          : " ! fakesink name=sink sync=false");
+  // Live rows have an app too, taking each frame as it comes (latency ends at the appsink's pad).
+  if (s.appsink || s.live_fps) return src + " ! appsink name=app sync=false max-buffers=2";
+  return src + " ! fakesink name=sink sync=false";
 }
 
 std::string baseline_launch(const RunSpec& s) {
+  // Live: the sink's clock wait alone (its handoff comes after the wait), in one process.
+  if (s.live_fps) return source(s) + " ! fakesink name=sink sync=true signal-handoffs=true";
   return (s.feed ? feed_source() : source(s)) + " ! fakesink name=sink sync=false";
 }
 

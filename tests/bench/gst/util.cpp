@@ -35,6 +35,7 @@ std::vector<std::string> RunSpec::to_args() const {
           std::string("cuda=") + (cuda ? "1" : "0"),
           std::string("feed=") + (feed ? "1" : "0"),
           std::string("appsink=") + (appsink ? "1" : "0"),
+          "live_fps=" + std::to_string(live_fps),
           "dir=" + dir,
           "timeout=" + std::to_string(timeout_s),
           "ref0=" + ref0,
@@ -71,6 +72,8 @@ RunSpec RunSpec::from_args(const std::vector<std::string>& args) {
       s.feed = v == "1";
     else if (k == "appsink")
       s.appsink = v == "1";
+    else if (k == "live_fps")
+      s.live_fps = std::stoi(v);
     else if (k == "dir")
       s.dir = v;
     else if (k == "timeout")
