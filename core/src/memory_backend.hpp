@@ -124,7 +124,7 @@ class ConsumerMemory {
 std::unique_ptr<ProducerMemory> make_host_producer_memory();
 std::unique_ptr<ConsumerMemory> make_host_consumer_memory();
 
-// CUDA memory (cuda/cuda_memory.cpp); throw Error(Errc::no_cuda) with the reason where no driver,
+// CUDA memory (cuda/producer_memory.cpp, cuda/consumer_memory.cpp); throw Error(Errc::no_cuda) with the reason where no driver,
 // no device or no CUDA support in this build.
 std::unique_ptr<ProducerMemory> make_cuda_producer_memory(const CudaOptions& opts,
                                                           std::uint32_t slot_count);
