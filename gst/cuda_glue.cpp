@@ -6,30 +6,14 @@
 
 #include <cstring>
 
+#include "cuda/driver.hpp"
+#include "cudaipc/error.hpp"
+
 namespace cudaipc::gst {
-namespace {
-
-#if GST_CHECK_VERSION(1, 24, 0)
-// libgstcuda wraps no cuStreamWaitEvent; the driver is already loaded by it, so look it up there.
-using StreamWaitEventFn = CUresult (*)(CUstream, CUevent, unsigned int);
-StreamWaitEventFn stream_wait_event() {
-  static StreamWaitEventFn fn = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) return static_cast<StreamWaitEventFn>(nullptr);
-    auto f = reinterpret_cast<StreamWaitEventFn>(dlsym(lib, "cuStreamWaitEvent"));
-    dlclose(lib);  // libgstcuda keeps its own reference, so the symbol stays valid
-    return f;
-  }();
-  return fn;
-}
-#endif
-
-}  // namespace
 
 int loaded_gstcuda_minor() {
   Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&gst_cuda_context_new), &info) || !info.dli_fname)
-    return -1;
+  if (!dladdr(reinterpret_cast<void*>(&gst_cuda_context_new), &info) || !info.dli_fname) return -1;
   char real[PATH_MAX];
   if (!realpath(info.dli_fname, real)) return -1;
   // libgstcuda-1.0.so.0.MMmm.0: MM is the minor version, mm the micro.
@@ -76,48 +60,43 @@ int context_device_id(GstCudaContext* ctx) {
 }
 
 StreamOrder::~StreamOrder() {
-#if GST_CHECK_VERSION(1, 24, 0)
-  if (event_) CuEventDestroy(event_);
-  if (done_) CuEventDestroy(done_);
-#endif
+  if (event_) cuda::loaded_driver().cuEventDestroy(event_);
+}
+
+bool StreamOrder::order(CUstream waiter, CUstream after, std::string* error) {
+  try {
+    const cuda::Driver& d = cuda::driver();
+    if (!event_) cuda::check(d.cuEventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    // One event serves every order: a wait takes the event's state when it is queued.
+    cuda::check(d.cuEventRecord(event_, after), "cuEventRecord");
+    cuda::check(d.cuStreamWaitEvent(waiter, event_, 0), "cuStreamWaitEvent");
+    return true;
+  } catch (const Error& e) {
+    *error = e.what();
+    return false;
+  }
 }
 
 bool StreamOrder::release_to(GstMemory* mem, CUstream ours, std::string* error) {
+  CUstream theirs = CU_STREAM_LEGACY;
 #if GST_CHECK_VERSION(1, 24, 0)
-  GstCudaStream* theirs = gst_cuda_memory_get_stream(reinterpret_cast<GstCudaMemory*>(mem));
-  CUstream handle = theirs ? gst_cuda_stream_get_handle(theirs) : nullptr;
-  StreamWaitEventFn wait = stream_wait_event();
-  if (handle && handle == ours) return true;
-  if (handle && wait) {
-    if (!done_ &&
-        !cuda_check(CuEventCreate(&done_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", error))
-      return false;
-    return cuda_check(CuEventRecord(done_, ours), "cuEventRecord", error) &&
-           cuda_check(wait(handle, done_, 0), "cuStreamWaitEvent", error);
-  }
+  if (GstCudaStream* s = gst_cuda_memory_get_stream(reinterpret_cast<GstCudaMemory*>(mem)))
+    theirs = gst_cuda_stream_get_handle(s);
+  if (theirs == ours) return true;
 #else
   (void)mem;
 #endif
-  return cuda_check(CuStreamSynchronize(ours), "cuStreamSynchronize", error);
+  return order(theirs, ours, error);
 }
 
 bool StreamOrder::order_after(GstMemory* mem, CUstream ours, std::string* error) {
 #if GST_CHECK_VERSION(1, 24, 0)
-  auto* cmem = reinterpret_cast<GstCudaMemory*>(mem);
+  // Memory without pending writes (no NEED_SYNC, or no stream: complete when pushed).
   if (!GST_MEMORY_FLAG_IS_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC)) return true;
-  GstCudaStream* theirs = gst_cuda_memory_get_stream(cmem);
+  GstCudaStream* theirs = gst_cuda_memory_get_stream(reinterpret_cast<GstCudaMemory*>(mem));
   CUstream handle = theirs ? gst_cuda_stream_get_handle(theirs) : nullptr;
-  if (handle == ours) return true;
-  StreamWaitEventFn wait = stream_wait_event();
-  if (!wait) {  // no way to order on the GPU: fall back to a CPU wait rather than read early
-    gst_cuda_memory_sync(cmem);
-    return true;
-  }
-  if (!event_ && !cuda_check(CuEventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
-                             error))
-    return false;
-  return cuda_check(CuEventRecord(event_, handle), "cuEventRecord", error) &&
-         cuda_check(wait(ours, event_, 0), "cuStreamWaitEvent", error);
+  if (!theirs || handle == ours) return true;
+  return order(ours, handle, error);
 #else
   (void)mem;
   (void)ours;

@@ -57,24 +57,28 @@ bool copy_2d(const Copy2D& c, CUstream stream, std::string* error);
 
 int context_device_id(GstCudaContext* ctx);
 
-// Orders work queued later on one stream after the work pending on a GstCudaMemory's stream, on
-// the GPU (1.24+ memory carries a stream; 1.22 memory is complete when pushed, so nothing to do).
+// Orders work on the GPU between the sink's stream and the streams of the memory it reads, never
+// on the CPU. 1.24+ memory may carry a GstCudaStream; memory without one (1.22's, and 1.24+
+// memory from pools configured without a stream, such as cudaupload's output) is used by its
+// owner on the legacy default stream or on blocking streams, which the legacy stream orders.
 class StreamOrder {
  public:
   StreamOrder() = default;
   ~StreamOrder();
   StreamOrder(const StreamOrder&) = delete;
   StreamOrder& operator=(const StreamOrder&) = delete;
-  // Call with the memory's context current.
+  // Work queued on `ours` from now on runs after the writes pending on `mem`'s stream. Call with
+  // the memory's context current.
   bool order_after(GstMemory* mem, CUstream ours, std::string* error);
   // The other direction, after our reads of `mem` are queued on `ours`: its owner may reuse it
-  // once we return, so its stream waits for ours on the GPU (1.24+), or, where the memory has
-  // no stream (1.22), our stream is finished on the CPU.
+  // once we return, so the owner's stream (the memory's, else the legacy default stream) waits
+  // for ours on the GPU.
   bool release_to(GstMemory* mem, CUstream ours, std::string* error);
+  // `waiter` waits on the GPU for the work queued on `after` so far (an event recorded there).
+  bool order(CUstream waiter, CUstream after, std::string* error);
 
  private:
   CUevent event_ = nullptr;
-  CUevent done_ = nullptr;
 };
 
 // The stream a source's consumer orders its reads on. 1.24+: a GstCudaStream, so wrapped memory
@@ -90,7 +94,9 @@ class SourceStream {
   // For CudaOptions::stream: nullptr lets the core create one.
   void* handle() const;
 #if GST_CHECK_VERSION(1, 24, 0)
-  GstCudaStream* gst_stream() const { return stream_; }
+  GstCudaStream* gst_stream() const {
+    return stream_;
+  }
 
  private:
   GstCudaStream* stream_ = nullptr;

@@ -33,8 +33,10 @@
 #include "cudaipc/error.hpp"
 #include "element_errors.h"
 #include "enums.h"
-#include "stream_header.h"
-#include "tensor_meta.h"
+#include "frame_copy.h"
+#include "frame_metas.h"
+#include "frame_pool.h"
+#include "src_format.h"
 #include "time_sync.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_src_debug);
@@ -72,44 +74,39 @@ struct Settings {
   bool is_live = true;
 };
 
-// The producer's current stream, as validated from its format message.
-struct StreamFormat {
-  bool valid = false;
-  std::string caps_text;
-  std::string tags;
-  TensorDesc tensor{};
-  bool is_video = false;
-  GstVideoInfo video{};
-  std::uint64_t max_frame_size = 0;  // validated by the core against the slot size
-  bool cuda = false;                 // the producer's slots are CUDA memory
-};
-
 struct SrcState {
   Settings settings;  // under the object lock
 
   std::unique_ptr<Consumer> consumer;  // set in start(), reset in stop(); object lock for stats
   GstCudaContext* context = nullptr;
   SourceStream stream;
+  StreamOrder order;       // 1.22 copies: the legacy default stream and ours
   bool import = false;     // zero-copy from CUDA slots (io-mode and GStreamer version)
   bool copy_host = false;  // io-mode=copy: host slots are copied too, so buffers hold no slot
 
   StreamFormat format;  // written by the streaming thread under the object lock
   bool need_negotiate = false;
-  bool out_cuda = false;         // negotiated caps carry memory:CUDAMemory
-  GstVideoInfo out_video{};      // negotiated video info (copy pools)
-  GstBufferPool* pool = nullptr;  // CUDA copies (io-mode=copy, or 1.22)
+  bool out_cuda = false;                 // negotiated caps carry memory:CUDAMemory
+  GstBufferPool* frame_pool = nullptr;   // import: one buffer per slot (frame_pool.h)
+  GstBufferPool* copy_pool = nullptr;    // CUDA copies (io-mode=copy, or 1.22)
+  GstBufferPool* system_pool = nullptr;  // host copies and downloads
+  std::uint64_t system_span = 0;         // the size system_pool's buffers have
   bool discont = true;
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
 };
 
-// What a buffer's memory owns: the leased frame, released when GStreamer frees the memory.
-struct FrameHolder {
-  Frame frame;
-};
+void clear_pool(GstBufferPool** pool) {
+  if (!*pool) return;
+  gst_buffer_pool_set_active(*pool, FALSE);
+  gst_clear_object(pool);
+}
 
-void release_holder(gpointer data) {
-  std::unique_ptr<FrameHolder> reclaim(static_cast<FrameHolder*>(data));
+void clear_pools(SrcState* st) {
+  clear_pool(&st->frame_pool);
+  clear_pool(&st->copy_pool);
+  clear_pool(&st->system_pool);
+  st->system_span = 0;
 }
 
 }  // namespace
@@ -123,8 +120,8 @@ struct _GstCudaIpcRingSrc {
 G_DEFINE_TYPE(GstCudaIpcRingSrc, gst_cuda_ipc_ring_src, GST_TYPE_PUSH_SRC)
 GST_ELEMENT_REGISTER_DEFINE(cudaipcsrc, "cudaipcsrc", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SRC)
 
-static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id,
-                                               const GValue* value, GParamSpec* pspec) {
+static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id, const GValue* value,
+                                               GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SRC(object);
   Settings& s = self->st->settings;
   GST_OBJECT_LOCK(self);
@@ -169,12 +166,11 @@ static GstStructure* make_stats(SrcState* st) {
     c = st->consumer->counters();
     connected = st->consumer->connected();
   }
-  return gst_structure_new("cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected,
-                           "delivered", G_TYPE_UINT64, static_cast<guint64>(c.delivered),
-                           "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
-                           "producer-published", G_TYPE_UINT64,
-                           static_cast<guint64>(c.producer_published), "producer-dropped",
-                           G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
+  return gst_structure_new(
+      "cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected, "delivered", G_TYPE_UINT64,
+      static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
+      "producer-published", G_TYPE_UINT64, static_cast<guint64>(c.producer_published),
+      "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
 }
 
 static void gst_cuda_ipc_ring_src_get_property(GObject* object, guint prop_id, GValue* value,
@@ -223,12 +219,6 @@ static void gst_cuda_ipc_ring_src_set_context(GstElement* element, GstContext* c
   GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
 }
 
-static void clear_pool(SrcState* st) {
-  if (!st->pool) return;
-  gst_buffer_pool_set_active(st->pool, FALSE);
-  gst_clear_object(&st->pool);
-}
-
 static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   auto* self = GST_CUDA_IPC_RING_SRC(src);
   SrcState* st = self->st;
@@ -259,7 +249,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   ConsumerOptions co;
   co.path = s.socket_path;
   co.mode = s.mode == GST_CUDA_IPC_RING_CONSUME_EVERY_FRAME ? ConsumeMode::every_frame
-                                                           : ConsumeMode::latest;
+                                                            : ConsumeMode::latest;
   // The core keeps retrying; reconnect=false is enforced here, when a connection is lost.
   co.reconnect = true;
   if (st->context) {
@@ -295,7 +285,7 @@ static gboolean gst_cuda_ipc_ring_src_stop(GstBaseSrc* src) {
   GST_OBJECT_LOCK(self);
   consumer = std::move(st->consumer);
   GST_OBJECT_UNLOCK(self);
-  clear_pool(st);
+  clear_pools(st);
   {
     ContextScope scope(st->context);
     consumer.reset();  // buffers still downstream keep their own imports alive
@@ -320,20 +310,6 @@ static gboolean gst_cuda_ipc_ring_src_unlock_stop(GstBaseSrc* src) {
   return TRUE;
 }
 
-// The caps we can produce for a stream: CUDA memory first where we can, then system memory.
-static GstCaps* offered_caps(const StreamFormat& f) {
-  std::string error;
-  GstVideoInfo vinfo;
-  GstCaps* caps = gst_caps_new_empty();
-  if (f.cuda) {
-    if (GstCaps* c = caps_from_wire(f.caps_text, f.tensor, true, &vinfo, &error))
-      gst_caps_append(caps, c);
-  }
-  if (GstCaps* c = caps_from_wire(f.caps_text, f.tensor, false, &vinfo, &error))
-    gst_caps_append(caps, c);
-  return caps;
-}
-
 // Caps and latency queries come from any thread: read the stream format under the lock.
 static StreamFormat current_format(GstCudaIpcRingSrc* self) {
   GST_OBJECT_LOCK(self);
@@ -354,41 +330,6 @@ static GstCaps* gst_cuda_ipc_ring_src_get_caps(GstBaseSrc* src, GstCaps* filter)
   return caps;
 }
 
-// A pool of GstCudaMemory for copies. Tensors ride in a one-row RGBA "image" of their bytes,
-// since GstCudaBufferPool only takes video caps (and 1.22's allocator knows no GRAY8).
-static bool setup_copy_pool(GstCudaIpcRingSrc* self, GstCaps* caps) {
-  SrcState* st = self->st;
-  clear_pool(st);
-  GstCaps* pool_caps;
-  if (st->format.is_video) {
-    pool_caps = gst_caps_copy(caps);
-  } else {
-    const auto pixels = static_cast<gint>((st->format.tensor.size + 3) / 4);
-    pool_caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "RGBA", "width",
-                                    G_TYPE_INT, pixels, "height", G_TYPE_INT, 1, nullptr);
-    gst_caps_set_features(pool_caps, 0, gst_caps_features_new(kCudaMemoryFeature, nullptr));
-  }
-  GstVideoInfo info;
-  if (!gst_video_info_from_caps(&info, pool_caps)) {
-    gst_caps_unref(pool_caps);
-    return false;
-  }
-  st->pool = gst_cuda_buffer_pool_new(st->context);
-  GstStructure* config = gst_buffer_pool_get_config(st->pool);
-  gst_buffer_pool_config_set_params(config, pool_caps, GST_VIDEO_INFO_SIZE(&info), 2, 0);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-#if GST_CHECK_VERSION(1, 24, 0)
-  if (st->stream.gst_stream()) gst_buffer_pool_config_set_cuda_stream(config, st->stream.gst_stream());
-#endif
-  gst_caps_unref(pool_caps);
-  if (!gst_buffer_pool_set_config(st->pool, config) ||
-      !gst_buffer_pool_set_active(st->pool, TRUE)) {
-    clear_pool(st);
-    return false;
-  }
-  return true;
-}
-
 static gboolean gst_cuda_ipc_ring_src_negotiate(GstBaseSrc* src) {
   auto* self = GST_CUDA_IPC_RING_SRC(src);
   SrcState* st = self->st;
@@ -402,21 +343,24 @@ static gboolean gst_cuda_ipc_ring_src_negotiate(GstBaseSrc* src) {
   gst_caps_unref(ours);
   if (gst_caps_is_empty(peer)) {
     gst_caps_unref(peer);
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                      ("Downstream accepts none of the producer's formats (%s).",
-                       st->format.caps_text.c_str()),
-                      (nullptr));
+    GST_ELEMENT_ERROR(
+        self, STREAM, FORMAT,
+        ("Downstream accepts none of the producer's formats (%s).", st->format.caps_text.c_str()),
+        (nullptr));
     return FALSE;
   }
   GstCaps* caps = gst_caps_fixate(peer);
   GstCapsFeatures* f = gst_caps_get_features(caps, 0);
   st->out_cuda = f && gst_caps_features_contains(f, kCudaMemoryFeature);
-  if (st->format.is_video) gst_video_info_from_caps(&st->out_video, caps);
   bool ok = true;
-  if (st->out_cuda && !st->import && !setup_copy_pool(self, caps)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not allocate CUDA buffers for copies."),
-                      ("caps %" GST_PTR_FORMAT, caps));
-    ok = false;
+  clear_pools(st);  // made again for the new layout
+  if (st->out_cuda && !st->import) {
+    st->copy_pool = cuda_copy_pool_new(st->context, caps, st->format, st->stream);
+    if (!st->copy_pool) {
+      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not allocate CUDA buffers for copies."),
+                        ("caps %" GST_PTR_FORMAT, caps));
+      ok = false;
+    }
   }
   GST_INFO_OBJECT(self, "negotiated %" GST_PTR_FORMAT, caps);
   ok = ok && gst_base_src_set_caps(src, caps);
@@ -453,47 +397,26 @@ static gboolean gst_cuda_ipc_ring_src_query(GstBaseSrc* src, GstQuery* query) {
 // Validates the producer's new format (untrusted) and notes what changed.
 static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
   SrcState* st = self->st;
-  StreamHeader header;
-  std::string error;
   StreamFormat f;
-  GstVideoInfo vinfo;
-  GstCaps* check = nullptr;
-  if (decode_stream_header(ev.format.caps, &header, &error))
-    check = caps_from_wire(header.caps, ev.format.tensor, false, &vinfo, &error);
-  if (!check) {
-    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("The producer's stream format is unusable: %s",
-                                             error.c_str()),
-                      ("caps text: %s", ev.format.caps.c_str()));
+  FormatRefusal why = FormatRefusal::malformed;
+  std::string message;
+  if (!read_stream_format(ev, st->consumer->memory_kind() == MemoryKind::cuda,
+                          st->context != nullptr, &f, &why, &message)) {
+    switch (why) {
+      case FormatRefusal::malformed:
+        GST_ELEMENT_ERROR(self, STREAM, DECODE,
+                          ("The producer's stream format is unusable: %s", message.c_str()),
+                          ("caps text: %s", ev.format.caps.c_str()));
+        break;
+      case FormatRefusal::no_cuda:
+        GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND, ("%s", message.c_str()), (nullptr));
+        break;
+      case FormatRefusal::too_large:
+        GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("%s", message.c_str()), (nullptr));
+        break;
+    }
     return false;
   }
-  f.valid = true;
-  f.caps_text = header.caps;
-  f.tags = header.tags;
-  f.tensor = ev.format.tensor;
-  f.max_frame_size = ev.format.max_frame_size;
-  f.cuda = st->consumer->memory_kind() == MemoryKind::cuda;
-  if (f.cuda && !st->context) {
-    GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                      ("The producer shares CUDA memory, but this process has no usable CUDA "
-                       "device. Run the consumer where the GPU is visible, or publish with "
-                       "ipc-mode=host."),
-                      (nullptr));
-    gst_caps_unref(check);
-    return false;
-  }
-  if (f.max_frame_size > static_cast<std::uint64_t>(G_MAXINT)) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                      ("Frames of %" G_GUINT64_FORMAT " bytes are larger than cudaipcsrc "
-                       "handles (2 GiB).",
-                       static_cast<guint64>(f.max_frame_size)),
-                      (nullptr));
-    gst_caps_unref(check);
-    return false;
-  }
-  f.is_video = gst_structure_has_name(gst_caps_get_structure(check, 0), "video/x-raw");
-  if (f.is_video) f.video = vinfo;
-  gst_caps_unref(check);
-
   const bool caps_changed = !st->format.valid || f.caps_text != st->format.caps_text ||
                             f.tensor != st->format.tensor || f.cuda != st->format.cuda;
   const bool tags_changed = f.tags != st->format.tags;
@@ -520,15 +443,15 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   if (gst_base_src_is_live(GST_BASE_SRC(self))) {
     if (GstClock* clock = gst_element_get_clock(GST_ELEMENT(self))) {
       const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
-      const std::int64_t offset = clock_to_monotonic_offset(clock);
       const GstClockTime now = gst_clock_get_time(clock);
+      const auto offset =
+          static_cast<std::int64_t>(monotonic_now_ns()) - static_cast<std::int64_t>(now);
       gst_object_unref(clock);
       // The clock time the producer meant, in our clock. A frame that is already late shows
       // now; one claimed more than a second ahead (an untrusted clock) shows now too.
       const auto now_i = static_cast<std::int64_t>(now);
-      std::int64_t when = has && t.render_mono_ns
-                              ? static_cast<std::int64_t>(t.render_mono_ns) - offset
-                              : now_i;
+      std::int64_t when =
+          has && t.render_mono_ns ? static_cast<std::int64_t>(t.render_mono_ns) - offset : now_i;
       if (when < now_i || when > now_i + static_cast<std::int64_t>(GST_SECOND)) when = now_i;
       if (when < static_cast<std::int64_t>(base)) when = static_cast<std::int64_t>(base);
       pts = static_cast<GstClockTime>(when) - base;
@@ -542,15 +465,8 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION(buf) = d.duration != kNoTime ? d.duration : GST_CLOCK_TIME_NONE;
   GST_BUFFER_OFFSET(buf) = d.seq;
-  if (d.pts != kNoTime)
-    gst_buffer_add_reference_timestamp_meta(buf, pts_reference_caps(), d.pts, GST_CLOCK_TIME_NONE);
-  gst_buffer_add_reference_timestamp_meta(buf, publish_reference_caps(), d.publish_time_ns,
-                                          GST_CLOCK_TIME_NONE);
-  if (has)
-    gst_buffer_add_reference_timestamp_meta(buf, chain_reference_caps(), t.chain_mono_ns,
-                                            GST_CLOCK_TIME_NONE);
-  gst_buffer_add_reference_timestamp_meta(buf, acquire_reference_caps(), acquired_ns,
-                                          GST_CLOCK_TIME_NONE);
+  set_reference_times(
+      buf, FrameStamps{d.pts, d.publish_time_ns, has ? t.chain_mono_ns : 0, acquired_ns});
   if (!(d.flags & kFlagKeyframe)) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
   if (d.flags & kFlagGap) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_GAP);
   if (d.flags & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
@@ -561,81 +477,43 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   st->discont = false;
 }
 
-// Adds a GstVideoMeta for the slot's layout (planes as the producer wrote them).
-static void add_slot_video_meta(SrcState* st, GstBuffer* buf, const TensorDesc& t) {
-  if (!st->format.is_video) return;
-  gsize offsets[GST_VIDEO_MAX_PLANES] = {};
-  gint strides[GST_VIDEO_MAX_PLANES] = {};
-  for (std::uint32_t p = 0; p < t.num_planes && p < GST_VIDEO_MAX_PLANES; ++p) {
-    offsets[p] = t.planes[p].offset;
-    strides[p] = static_cast<gint>(t.planes[p].pitch);
-  }
-  const GstVideoInfo& v = st->format.video;
-  gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&v),
-                                 GST_VIDEO_INFO_WIDTH(&v), GST_VIDEO_INFO_HEIGHT(&v),
-                                 t.num_planes, offsets, strides);
-}
-
+// Import: the frame's slot as a buffer of the frame pool, which holds the lease until downstream
+// frees it. A pool serves one slot set and layout; a frame of another gets a new pool (buffers
+// still downstream keep the old one alive).
+static GstBuffer* import_frame(SrcState* st, Frame& frame, const TensorDesc& t,
+                               std::uint64_t span) {
+  if (!st->frame_pool || !frame_pool_fits(st->frame_pool, frame, t, span)) {
+    clear_pool(&st->frame_pool);
+    FrameLayout layout;
+    layout.slot_memory = frame.slot_memory();
+    layout.tensor = t;
+    layout.span = span;
+    layout.is_video = st->format.is_video;
+    layout.video = st->format.video;
+    if (st->format.cuda) {
+      layout.context = st->context;
 #if GST_CHECK_VERSION(1, 24, 0)
-// The GstVideoInfo that describes a slot's bytes for gst_cuda_allocator_alloc_wrapped.
-static GstVideoInfo slot_video_info(SrcState* st, const TensorDesc& t, std::uint64_t span) {
-  GstVideoInfo info;
-  if (st->format.is_video) {
-    info = st->format.video;
-    for (std::uint32_t p = 0; p < t.num_planes && p < GST_VIDEO_MAX_PLANES; ++p) {
-      GST_VIDEO_INFO_PLANE_OFFSET(&info, p) = t.planes[p].offset;
-      GST_VIDEO_INFO_PLANE_STRIDE(&info, p) = static_cast<gint>(t.planes[p].pitch);
+      layout.stream = st->stream.gst_stream();
+#endif
     }
-  } else {
-    gst_video_info_set_format(&info, GST_VIDEO_FORMAT_GRAY8, static_cast<guint>(span), 1);
-    GST_VIDEO_INFO_PLANE_STRIDE(&info, 0) = static_cast<gint>(span);
+    st->frame_pool = frame_pool_new(layout);
+    if (!st->frame_pool) return nullptr;
   }
-  GST_VIDEO_INFO_SIZE(&info) = span;
-  return info;
+  GstBuffer* buf = frame_pool_take(st->frame_pool, frame);
+#if GST_CHECK_VERSION(1, 24, 0)
+  // The consumer's stream waits for the producer's write; readers order after that stream.
+  if (buf && st->format.cuda)
+    GST_MINI_OBJECT_FLAG_SET(gst_buffer_peek_memory(buf, 0), GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+#endif
+  return buf;
 }
-#endif
 
-static bool copy_planes_to_pool(GstCudaIpcRingSrc* self, const Frame& frame, GstBuffer* out,
-                                std::string* error) {
-  SrcState* st = self->st;
-  const TensorDesc& t = frame.desc().tensor;
-  GstMemory* mem = gst_buffer_peek_memory(out, 0);
-  const GstVideoInfo& dst = reinterpret_cast<GstCudaMemory*>(mem)->info;
-  GstMapInfo map;
-  if (!gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_WRITE | GST_MAP_CUDA))) {
-    *error = "could not map a CUDA buffer for writing";
-    return false;
-  }
-  auto stream = static_cast<CUstream>(st->consumer->cuda_stream());
-  const auto base = reinterpret_cast<std::uintptr_t>(map.data);
-  bool ok = true;
-  if (st->format.is_video) {
-    const GstVideoFormatInfo* finfo = st->format.video.finfo;
-    for (std::uint32_t p = 0; ok && p < t.num_planes; ++p) {
-      gint comp[GST_VIDEO_MAX_COMPONENTS];
-      gst_video_format_info_component(finfo, p, comp);
-      const auto rows = static_cast<std::uint64_t>(GST_VIDEO_INFO_COMP_HEIGHT(&st->format.video,
-                                                                              comp[0]));
-      const auto dpitch = static_cast<std::uint64_t>(GST_VIDEO_INFO_PLANE_STRIDE(&dst, p));
-      const std::uint64_t width = std::min<std::uint64_t>(t.planes[p].pitch, dpitch);
-      ok = copy_2d(Copy2D{base + GST_VIDEO_INFO_PLANE_OFFSET(&dst, p), true, dpitch,
-                          frame.slot_address() + t.planes[p].offset, true, t.planes[p].pitch,
-                          width, rows},
-                   stream, error);
-    }
-  } else {
-    ok = copy_2d(Copy2D{base, true, t.size, frame.slot_address() + t.byte_offset, true, t.size,
-                        t.size, 1},
-                 stream, error);
-  }
-#if !GST_CHECK_VERSION(1, 24, 0)
-  // 1.22 memory has no stream: it must be complete when pushed.
-  ok = ok && cuda_check(CuStreamSynchronize(stream), "cuStreamSynchronize", error);
-#else
-  if (ok) GST_MINI_OBJECT_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
-#endif
-  gst_memory_unmap(mem, &map);
-  return ok;
+static GstBufferPool* system_pool_for(SrcState* st, std::uint64_t span) {
+  if (st->system_pool && st->system_span == span) return st->system_pool;
+  clear_pool(&st->system_pool);
+  st->system_pool = system_pool_new(span);
+  st->system_span = st->system_pool ? span : 0;
+  return st->system_pool;
 }
 
 // Builds the output buffer for a leased frame, consuming the lease (kept in the buffer, or
@@ -643,141 +521,55 @@ static bool copy_planes_to_pool(GstCudaIpcRingSrc* self, const Frame& frame, Gst
 static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint64_t acquired_ns,
                                  GstBuffer** out) {
   SrcState* st = self->st;
-  const FrameDesc d = frame.desc();
-  const TensorDesc& t = d.tensor;
+  const FrameDesc& d = frame.desc();
+  const TensorDesc t = d.tensor;
   const bool cuda = st->format.cuda;
   std::string error;
   if (!check_frame_tensor(st->format.is_video ? &st->format.video : nullptr, st->format.tensor,
                           st->format.max_frame_size, t, &error)) {
-    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("The producer sent a malformed frame: %s",
-                                             error.c_str()),
-                      (nullptr));
+    GST_ELEMENT_ERROR(self, STREAM, DECODE,
+                      ("The producer sent a malformed frame: %s", error.c_str()), (nullptr));
     return GST_FLOW_ERROR;
   }
-  // What a buffer covers: the tensor's span, and for video the last row's padding where the
-  // slot has it (GStreamer derives row counts from sizes).
-  std::uint64_t span = t.byte_offset + t.size;
-  if (st->format.is_video) {
-    const std::uint64_t rows_end = video_rows_end(st->format.video, t);
-    if (rows_end <= st->format.max_frame_size) span = std::max(span, rows_end);
-  }
-  GstBuffer* buf = nullptr;
-  std::uintptr_t data = 0;
-  int device = -1;
-  TensorDesc out_tensor = t;
-
+  const std::uint64_t span = frame_span(st->format, t);
   ContextScope scope(cuda ? st->context : nullptr);
-  if (!cuda && st->copy_host) {
-    // Downstream may keep buffers as long as it likes without holding up the ring.
-    buf = gst_buffer_new_allocate(nullptr, span, nullptr);
-    gst_buffer_fill(buf, 0, reinterpret_cast<const void*>(frame.slot_address()), span);
-    frame.release();
-    GstMapInfo map;
-    gst_buffer_map(buf, &map, GST_MAP_READ);
-    data = reinterpret_cast<std::uintptr_t>(map.data) + t.byte_offset;
-    gst_buffer_unmap(buf, &map);
-    add_slot_video_meta(st, buf, t);
-  } else if (!cuda) {
-    // Host slots: the mapping is read-only and stays valid while the frame is held.
-    buf = gst_buffer_new();
-    auto holder = std::make_unique<FrameHolder>();
-    const std::uintptr_t addr = frame.slot_address();
-    holder->frame = std::move(frame);
-    gst_buffer_append_memory(buf, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
-                                                         reinterpret_cast<gpointer>(addr), span, 0,
-                                                         span, holder.release(), release_holder));
-    data = addr + t.byte_offset;
-    add_slot_video_meta(st, buf, t);
-  } else if (st->out_cuda && st->import) {
-#if GST_CHECK_VERSION(1, 24, 0)
-    GstVideoInfo info = slot_video_info(st, t, span);
-    auto holder = std::make_unique<FrameHolder>();
-    const std::uintptr_t addr = frame.slot_address();
-    holder->frame = std::move(frame);
-    GstMemory* mem = gst_cuda_allocator_alloc_wrapped(
-        nullptr, st->context, st->stream.gst_stream(), &info, static_cast<CUdeviceptr>(addr),
-        holder.get(), release_holder);
-    if (!mem) {
-      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not wrap a CUDA slot as GstCudaMemory."),
-                        (nullptr));
+  Copied copy;
+  copy.tensor = t;
+  int device = -1;
+  if ((!cuda && !st->copy_host) || (cuda && st->out_cuda && st->import)) {
+    copy.data = frame.slot_address() + t.byte_offset;
+    copy.buf = import_frame(st, frame, t, span);
+    if (!copy.buf) {
+      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not wrap a slot as a buffer."),
+                        ("slot %u", frame.slot()));
       return GST_FLOW_ERROR;
     }
-    holder.release();  // the memory owns it now
-    // The consumer's stream waits for the producer's write; readers order after that stream.
-    GST_MINI_OBJECT_FLAG_SET(mem, GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
-    GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
-    buf = gst_buffer_new();
-    gst_buffer_append_memory(buf, mem);
-    data = addr + t.byte_offset;
-    device = context_device_id(st->context);
-    add_slot_video_meta(st, buf, t);
-#else
-    g_assert_not_reached();
-#endif
-  } else if (st->out_cuda) {
-    if (gst_buffer_pool_acquire_buffer(st->pool, &buf, nullptr) != GST_FLOW_OK) {
-      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("No CUDA buffer available for a copy."),
-                        (nullptr));
-      return GST_FLOW_ERROR;
-    }
-    if (!copy_planes_to_pool(self, frame, buf, &error)) {
-      gst_buffer_unref(buf);
+  } else if (cuda && st->out_cuda) {
+    if (!copy_to_cuda(st->copy_pool, frame, st->format,
+                      static_cast<CUstream>(st->consumer->cuda_stream()), st->order, &copy,
+                      &error)) {
       GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not copy a frame: %s", error.c_str()),
                         (nullptr));
       return GST_FLOW_ERROR;
     }
     frame.release();  // ordered after the copy on the GPU
-    GstMapInfo map;
-    GstMemory* mem = gst_buffer_peek_memory(buf, 0);
-    if (gst_memory_map(mem, &map, static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA))) {
-      data = reinterpret_cast<std::uintptr_t>(map.data);
-      gst_memory_unmap(mem, &map);
-    }
-    if (st->format.is_video) {
-      GstVideoInfo dst = reinterpret_cast<GstCudaMemory*>(mem)->info;
-      if (!gst_buffer_get_video_meta(buf))
-        gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&dst),
-                                       GST_VIDEO_INFO_WIDTH(&dst), GST_VIDEO_INFO_HEIGHT(&dst),
-                                       GST_VIDEO_INFO_N_PLANES(&dst), dst.offset, dst.stride);
-      if (!video_tensor(dst, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf),
-                        &out_tensor, &error)) {
-        gst_buffer_unref(buf);
-        GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("A CUDA copy buffer has an unusable layout: %s",
-                                                   error.c_str()),
-                          (nullptr));
-        return GST_FLOW_ERROR;
-      }
-      data += out_tensor.byte_offset;
-    } else {
-      out_tensor.byte_offset = 0;
-      // The pool's row may be padded past the tensor: downstream sees exactly its bytes.
-      gst_buffer_resize(buf, 0, static_cast<gssize>(t.size));
-    }
-    device = context_device_id(st->context);
   } else {
-    // Download: system memory with the slot's layout.
-    buf = gst_buffer_new_allocate(nullptr, span, nullptr);
-    GstMapInfo map;
-    gst_buffer_map(buf, &map, GST_MAP_WRITE);
-    auto stream = static_cast<CUstream>(st->consumer->cuda_stream());
-    const bool ok = copy_2d(Copy2D{reinterpret_cast<std::uintptr_t>(map.data), false, span,
-                                   frame.slot_address(), true, span, span, 1},
-                            stream, &error) &&
-                    cuda_check(CuStreamSynchronize(stream), "cuStreamSynchronize", &error);
-    data = reinterpret_cast<std::uintptr_t>(map.data) + t.byte_offset;
-    gst_buffer_unmap(buf, &map);
-    if (!ok) {
-      gst_buffer_unref(buf);
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not download a frame: %s", error.c_str()),
+    GstBufferPool* pool = system_pool_for(st, span);
+    if (!pool ||
+        !copy_to_system(pool, frame, span, cuda, static_cast<CUstream>(st->consumer->cuda_stream()),
+                        &copy, &error)) {
+      GST_ELEMENT_ERROR(self, RESOURCE, READ,
+                        ("Could not %s a frame: %s", cuda ? "download" : "copy", error.c_str()),
                         (nullptr));
       return GST_FLOW_ERROR;
     }
     frame.release();
-    add_slot_video_meta(st, buf, t);
+    if (st->format.is_video) set_video_meta(copy.buf, st->format.video, t);
   }
-  add_tensor_meta(buf, out_tensor, data, device, d.seq);
-  set_timestamps(self, buf, d, acquired_ns);
-  *out = buf;
+  if (cuda && st->out_cuda) device = context_device_id(st->context);
+  set_tensor_meta(copy.buf, copy.tensor, copy.data, device, d.seq);
+  set_timestamps(self, copy.buf, d, acquired_ns);
+  *out = copy.buf;
   return GST_FLOW_OK;
 }
 
@@ -825,7 +617,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         GST_WARNING_OBJECT(self, "producer lost (%s); waiting for a new one", ev.message.c_str());
         st->discont = true;
         st->connect_started = monotonic_now_ns();
-              continue;
+        continue;
       case EventType::timeout:
         if (!st->consumer->connected() && s.connect_timeout > 0 &&
             monotonic_now_ns() - st->connect_started > s.connect_timeout) {

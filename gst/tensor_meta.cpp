@@ -29,8 +29,8 @@ gboolean meta_transform(GstBuffer* dest, GstMeta* meta, GstBuffer* src, GQuark t
   if (!GST_META_TRANSFORM_IS_COPY(type)) return FALSE;
   auto* copy = static_cast<GstMetaTransformCopy*>(data);
   if (copy->region) return FALSE;
-  if (gst_buffer_n_memory(dest) == 0 || gst_buffer_peek_memory(dest, 0) !=
-                                            gst_buffer_peek_memory(src, 0))
+  if (gst_buffer_n_memory(dest) == 0 ||
+      gst_buffer_peek_memory(dest, 0) != gst_buffer_peek_memory(src, 0))
     return FALSE;
   auto* from = reinterpret_cast<GstCudaIpcTensorMeta*>(meta);
   auto* to = reinterpret_cast<GstCudaIpcTensorMeta*>(
@@ -57,28 +57,30 @@ GType tensor_meta_api_type() {
 const GstMetaInfo* tensor_meta_info() {
   static const GstMetaInfo* info = nullptr;
   if (g_once_init_enter(&info)) {
-    const GstMetaInfo* i = gst_meta_register(tensor_meta_api_type(), "GstCudaIpcTensorMeta",
-                                             sizeof(GstCudaIpcTensorMeta), meta_init, nullptr,
-                                             meta_transform);
+    const GstMetaInfo* i =
+        gst_meta_register(tensor_meta_api_type(), "GstCudaIpcTensorMeta",
+                          sizeof(GstCudaIpcTensorMeta), meta_init, nullptr, meta_transform);
     g_once_init_leave(&info, i);
   }
   return info;
 }
 
-GstCudaIpcTensorMeta* add_tensor_meta(GstBuffer* buffer, const TensorDesc& tensor,
-                                      std::uintptr_t data, int device_id, std::uint64_t seq) {
-  auto* m = reinterpret_cast<GstCudaIpcTensorMeta*>(
+GstCudaIpcTensorMeta* add_tensor_meta(GstBuffer* buffer) {
+  return reinterpret_cast<GstCudaIpcTensorMeta*>(
       gst_buffer_add_meta(buffer, tensor_meta_info(), nullptr));
-  if (!m) return nullptr;
+}
+
+void fill_tensor_meta(GstCudaIpcTensorMeta* m, const TensorDesc& tensor, std::uintptr_t data,
+                      int device_id, std::uint64_t seq) {
   m->dtype = static_cast<GstCudaIpcDType>(tensor.dtype);
   m->rank = std::min(tensor.rank, kMaxRank);
-  std::copy(tensor.shape, tensor.shape + m->rank, m->shape);
-  std::copy(tensor.strides, tensor.strides + m->rank, m->strides);
+  std::fill(std::copy(tensor.shape, tensor.shape + m->rank, m->shape), std::end(m->shape), 0);
+  std::fill(std::copy(tensor.strides, tensor.strides + m->rank, m->strides), std::end(m->strides),
+            0);
   m->size = tensor.size;
   m->data = data;
   m->device_id = device_id;
   m->seq = seq;
-  return m;
 }
 
 }  // namespace cudaipc::gst

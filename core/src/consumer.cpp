@@ -386,6 +386,10 @@ Frame& Frame::operator=(Frame&& o) noexcept {
   return *this;
 }
 
+std::shared_ptr<const void> Frame::slot_memory() const noexcept {
+  return slots_;
+}
+
 void Frame::release() noexcept {
   if (!conn_) return;
   conn_->release(slot_, desc_.seq);

@@ -67,9 +67,15 @@ struct Config {
   bool one_process = false;
 };
 
-const char* name(Wait w) { return w == Wait::gpu ? "gpu wait" : "cpu poll"; }
-const char* name(Work w) { return w == Work::none ? "none (import)" : "copy"; }
-const char* name(Release r) { return r == Release::gpu ? "stream write" : "cpu store"; }
+const char* name(Wait w) {
+  return w == Wait::gpu ? "gpu wait" : "cpu poll";
+}
+const char* name(Work w) {
+  return w == Work::none ? "none (import)" : "copy";
+}
+const char* name(Release r) {
+  return r == Release::gpu ? "stream write" : "cpu store";
+}
 
 // The page both processes share: semaphore words (registered for the device in each), CPU
 // counters, the slot memory's IPC handle and each side's results.
@@ -124,7 +130,8 @@ Side make_side(Shared* sh, const cu::RegisteredPage* registered) {
     registered = s.page.get();
   }
   s.ready = registered->device_address(&sh->ready);
-  for (std::uint32_t i = 0; i < kMaxSlots; ++i) s.done[i] = registered->device_address(&sh->done[i]);
+  for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+    s.done[i] = registered->device_address(&sh->done[i]);
   return s;
 }
 
@@ -260,8 +267,8 @@ struct Result {
 };
 
 Result run(const Config& c, const Options& o) {
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) throw std::runtime_error("mmap failed");
   auto* sh = new (mem) Shared{};
   Result r;
@@ -342,10 +349,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&](const char* k) { return a.substr(std::strlen(k)); };
-    if (a.rfind("--frames=", 0) == 0) o.frames = std::stoull(val("--frames="));
-    else if (a.rfind("--bytes=", 0) == 0) o.bytes = std::stoull(val("--bytes="));
-    else if (a.rfind("--slots=", 0) == 0) o.slots = parse_list(val("--slots="));
-    else if (a.rfind("--limit-s=", 0) == 0) o.limit_s = std::stoi(val("--limit-s="));
+    if (a.rfind("--frames=", 0) == 0)
+      o.frames = std::stoull(val("--frames="));
+    else if (a.rfind("--bytes=", 0) == 0)
+      o.bytes = std::stoull(val("--bytes="));
+    else if (a.rfind("--slots=", 0) == 0)
+      o.slots = parse_list(val("--slots="));
+    else if (a.rfind("--limit-s=", 0) == 0)
+      o.limit_s = std::stoi(val("--limit-s="));
     else {
       std::fprintf(stderr, "usage: %s [--frames=N] [--bytes=N] [--slots=4,8,16] [--limit-s=S]\n",
                    argv[0]);
@@ -375,9 +386,10 @@ int main(int argc, char** argv) {
   std::printf("cudaipc-bench-timeslice: %llu frames of %llu bytes; MPS pipe directory %s\n\n",
               static_cast<unsigned long long>(o.frames), static_cast<unsigned long long>(o.bytes),
               mps ? mps : "(unset)");
-  std::printf("| processes | slots | consumer work | producer waits for done | consumer waits for "
-              "ready | release | frames/s | prod CPU µs/f | cons CPU µs/f | checked | result |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| processes | slots | consumer work | producer waits for done | consumer waits for "
+      "ready | release | frames/s | prod CPU µs/f | cons CPU µs/f | checked | result |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::vector<Config> configs;
   for (std::uint32_t s : o.slots) {

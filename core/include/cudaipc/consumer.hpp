@@ -36,6 +36,10 @@ class Frame {
   }
   std::uint64_t size() const noexcept { return desc_.tensor.size; }
   std::uint32_t slot() const noexcept { return slot_; }
+  // Keeps the slot set this frame lives in mapped (not its lease) for as long as the returned
+  // handle lives, and tells sets apart: a wrapper made once per slot and reused frame after frame
+  // (cudaipcsrc's buffer pool) holds it. Empty once released.
+  std::shared_ptr<const void> slot_memory() const noexcept;
   // Ends the lease (for CUDA, after recording the consumer's "done reading" event).
   void release() noexcept;
 
@@ -54,7 +58,8 @@ enum class EventType {
   eos,           // end of stream after the last frame
   timeout,       // nothing happened within the timeout
   interrupted,   // interrupt() was called
-  disconnected,  // the producer went away (reason in `message`); with reconnect, keep calling next()
+  disconnected,  // the producer went away (reason in `message`); with reconnect, keep calling
+                 // next()
 };
 
 struct Event {
@@ -74,9 +79,9 @@ struct ConsumerCounters {
 
 class Consumer {
  public:
-  // Connects at once; throws (Errc::disconnected when nothing listens on the path, permission_denied
-  // or version_mismatch when the producer refuses us) unless reconnect is set, in which case a
-  // failed first connect is retried by next().
+  // Connects at once; throws (Errc::disconnected when nothing listens on the path,
+  // permission_denied or version_mismatch when the producer refuses us) unless reconnect is set, in
+  // which case a failed first connect is retried by next().
   explicit Consumer(const ConsumerOptions& options);
   ~Consumer();
   Consumer(const Consumer&) = delete;

@@ -112,8 +112,8 @@ std::atomic<bool> g_read_only_refused{false};
 // A consumer maps the producer's slots read-only where the driver allows it, so a stray kernel of
 // the consumer faults instead of changing frames other consumers read. Drivers that accept only
 // read-write access for device memory get read-write (docs/design.md says which do).
-Mapping map_for_reading(ContextPtr ctx, CUmemGenericAllocationHandle h,
-                              std::size_t size, CUdevice dev) {
+Mapping map_for_reading(ContextPtr ctx, CUmemGenericAllocationHandle h, std::size_t size,
+                        CUdevice dev) {
   if (!g_read_only_refused.load(std::memory_order_relaxed)) {
     try {
       Mapping m(ctx, h, size, device_access(dev, CU_MEM_ACCESS_FLAGS_PROT_READ));
@@ -131,7 +131,6 @@ Mapping map_for_reading(ContextPtr ctx, CUmemGenericAllocationHandle h,
   }
   return Mapping(std::move(ctx), h, size, read_write_access(dev));
 }
-
 
 std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice device) {
   auto e = std::make_shared<Engine>();

@@ -261,9 +261,21 @@ class CudaConsumerMemory final : public ConsumerMemory {
     return true;
   }
 
+  // Without MPS the GPU runs one process's context at a time, and work of the consumer's context
+  // that the producer's stream waits for costs a switch between them (~170 µs on the H100,
+  // docs/benchmarks.md). When the stream has nothing queued, every read ordered on it has
+  // finished: the CPU stores `done` itself and the consumer puts no work on the GPU at all.
+  // Otherwise the stream writes it after the reads it still has queued.
   void on_release(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
     ScopedContext current(engine_->ctx->get());
+    const CUresult idle = driver().cuStreamQuery(engine_->stream);
+    if (idle == CUDA_SUCCESS) {
+      // Nothing of ours is queued either: no stream write can land after this store.
+      cuda::raise(page_->done[slot], cuda::seq32(seq));
+      return;
+    }
+    if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
     cuda::stream_write(engine_->stream, done_[slot], cuda::seq32(seq));
   }
 

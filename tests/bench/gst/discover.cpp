@@ -26,7 +26,8 @@ std::string plugin_of(const char* factory) {
   return s;
 }
 
-std::vector<Transport> filter(const std::vector<Transport>& ts, const std::vector<std::string>& only) {
+std::vector<Transport> filter(const std::vector<Transport>& ts,
+                              const std::vector<std::string>& only) {
   std::vector<Transport> kept;
   for (const auto& t : ts)
     for (const auto& id : only)

@@ -34,7 +34,7 @@ struct RunSpec {
   // it renders each frame as it comes), the consumer ends in an appsink; latency is from the
   // moment a frame enters the producer's sink to its arrival at the consumer's appsink.
   int live_fps = 0;
-  std::string dir;       // this run's socket, handshake and result files
+  std::string dir;  // this run's socket, handshake and result files
   int timeout_s = 60;
   std::string ref0, ref1;  // expected bytes of one pixel group of plane 0 / 1 (hex); empty: none
 
@@ -59,7 +59,7 @@ struct Row {
   std::vector<std::uint64_t> lat, meta;  // ns: stamp-based, and our sink-chain meta
   // Live rows through our elements: where each frame's time went (ns per frame, see kStages).
   std::vector<std::uint64_t> stages[5];
-  Kv producer, consumer;                 // the children's raw reports
+  Kv producer, consumer;  // the children's raw reports
 };
 
 struct ReportInfo {
@@ -75,10 +75,10 @@ void write_json(const std::string& path, const ReportInfo& info, const std::vect
 // the appsink (a pad probe).
 inline constexpr const char* kStages[5] = {
     "sink: enters the sink -> render() entry",  // basesink's chain before render()
-    "sink: render() entry -> published",         // slot, copy, commit
-    "wake: published -> source acquired it",     // futex wake across processes
-    "source: acquired -> pushed",                // buffer, metas, timestamps
-    "downstream: pushed -> appsink",             // the consumer pipeline's own hop
+    "sink: render() entry -> published",        // slot, copy, commit
+    "wake: published -> source acquired it",    // futex wake across processes
+    "source: acquired -> pushed",               // buffer, metas, timestamps
+    "downstream: pushed -> appsink",            // the consumer pipeline's own hop
 };
 
 // ---- which transports exist (discover.cpp) ----

@@ -177,8 +177,7 @@ int run(const Options& o) {
   std::fflush(stdout);
 
   std::string ours_missing;
-  const std::vector<Transport> transports =
-      discover(o.gpu, o.live_fps > 0, o.only, &ours_missing);
+  const std::vector<Transport> transports = discover(o.gpu, o.live_fps > 0, o.only, &ours_missing);
 
   char tmpl[] = "/tmp/cudaipc-gst-bench-XXXXXX";  // short: unix socket paths live in it
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -197,7 +196,8 @@ int run(const Options& o) {
     base.live_fps = o.live_fps;
     if (o.live_fps) {
       // Long enough for every frame at that rate, plus start-up.
-      const auto need = static_cast<int>(base.total() / static_cast<std::uint64_t>(o.live_fps)) + 20;
+      const auto need =
+          static_cast<int>(base.total() / static_cast<std::uint64_t>(o.live_fps)) + 20;
       base.timeout_s = std::max(base.timeout_s, need);
     }
 

@@ -61,8 +61,9 @@ void print_budget(const std::vector<Row>& rows) {
   bool any = false;
   for (const Row& r : rows) any = any || !r.stages[0].empty();
   if (!any) return;
-  std::printf("\nPer-frame budget of the live rows through cudaipcsink/cudaipcsrc, p50 / p99 us "
-              "(the p50s need not add up to the total's)\n\n| transport | format | total |");
+  std::printf(
+      "\nPer-frame budget of the live rows through cudaipcsink/cudaipcsrc, p50 / p99 us "
+      "(the p50s need not add up to the total's)\n\n| transport | format | total |");
   for (const char* st : kStages) std::printf(" %s |", st);
   std::printf("\n|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
@@ -128,8 +129,7 @@ void write_json(const std::string& path, const ReportInfo& info, const std::vect
       << ",\n     \"latency_ns\": " << json_array(r.lat)
       << ",\n     \"meta_latency_ns\": " << json_array(r.meta);
     for (int k = 0; k < 5; ++k) f << ",\n     \"stage" << k << "_ns\": " << json_array(r.stages[k]);
-    f
-      << ",\n     \"producer\": " << json_kv(r.producer)
+    f << ",\n     \"producer\": " << json_kv(r.producer)
       << ",\n     \"consumer\": " << json_kv(r.consumer) << "}";
   }
   f << "\n  ]\n}\n";

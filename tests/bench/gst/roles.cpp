@@ -527,7 +527,8 @@ int producer_role(const RunSpec& s) {
   std::vector<std::uint64_t> sent;
   sent.reserve(s.total());
   {
-    Ref<GstPad> pad = s.live_fps ? pad_of(pipe.get(), "vsrc", "src") : pad_of(pipe.get(), "sink", "sink");
+    Ref<GstPad> pad =
+        s.live_fps ? pad_of(pipe.get(), "vsrc", "src") : pad_of(pipe.get(), "sink", "sink");
     gst_pad_add_probe(pad.get(),
                       static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
                                                    GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),

@@ -17,10 +17,9 @@ std::string raw_caps(const RunSpec& s) {
 std::string source(const RunSpec& s) {
   char fg[16];
   std::snprintf(fg, sizeof fg, "0x%08x", kForeground);
-  std::string d =
-      std::string("videotestsrc name=vsrc is-live=") + (s.live_fps ? "true" : "false") +
-      " pattern=solid-color foreground-color=" + std::string(fg) +
-      " num-buffers=" + std::to_string(s.total()) + " ! " + raw_caps(s);
+  std::string d = std::string("videotestsrc name=vsrc is-live=") + (s.live_fps ? "true" : "false") +
+                  " pattern=solid-color foreground-color=" + std::string(fg) +
+                  " num-buffers=" + std::to_string(s.total()) + " ! " + raw_caps(s);
   if (s.cuda) d += " ! cudaupload ! video/x-raw(memory:CUDAMemory)";
   return d;
 }
