@@ -626,7 +626,8 @@ GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, 
       !dense_tensor(tensor.dtype, tensor.rank, tensor.shape, &dense, &why) ||
       !std::equal(tensor.strides, tensor.strides + tensor.rank, dense.strides)) {
     fail(error, "the producer's tensor " + to_string(tensor) + " is not dense at offset 0 " +
-                    "(strides " + strides_text(tensor) + "); other/tensors carries dense data only");
+                    "(strides " + strides_text(tensor) +
+                    "); other/tensors carries dense data only");
     return nullptr;
   }
 

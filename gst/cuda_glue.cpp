@@ -105,7 +105,7 @@ bool StreamOrder::order_after(GstMemory* mem, CUstream ours, std::string* error)
 #endif
 }
 
-void SourceStream::create(GstCudaContext* ctx) {
+void ElementStream::create(GstCudaContext* ctx) {
   reset();
 #if GST_CHECK_VERSION(1, 24, 0)
   stream_ = gst_cuda_stream_new(ctx);
@@ -114,14 +114,14 @@ void SourceStream::create(GstCudaContext* ctx) {
 #endif
 }
 
-void SourceStream::reset() {
+void ElementStream::reset() {
 #if GST_CHECK_VERSION(1, 24, 0)
   if (stream_) gst_cuda_stream_unref(stream_);
   stream_ = nullptr;
 #endif
 }
 
-void* SourceStream::handle() const {
+void* ElementStream::handle() const {
 #if GST_CHECK_VERSION(1, 24, 0)
   return stream_ ? gst_cuda_stream_get_handle(stream_) : nullptr;
 #else

@@ -81,14 +81,16 @@ class StreamOrder {
   CUevent event_ = nullptr;
 };
 
-// The stream a source's consumer orders its reads on. 1.24+: a GstCudaStream, so wrapped memory
-// carries it and downstream orders itself on the GPU; 1.22: the core's own stream.
-class SourceStream {
+// The stream an element's end of a channel orders its GPU work on, passed to the core
+// (CudaOptions::stream). 1.24+: a GstCudaStream, so memory wrapped for GStreamer carries it and
+// other elements order themselves after it on the GPU (and put their own work on it when a pool's
+// config offers it); 1.22: none, and the core makes a stream of its own.
+class ElementStream {
  public:
-  SourceStream() = default;
-  ~SourceStream() { reset(); }
-  SourceStream(const SourceStream&) = delete;
-  SourceStream& operator=(const SourceStream&) = delete;
+  ElementStream() = default;
+  ~ElementStream() { reset(); }
+  ElementStream(const ElementStream&) = delete;
+  ElementStream& operator=(const ElementStream&) = delete;
   void create(GstCudaContext* ctx);
   void reset();
   // For CudaOptions::stream: nullptr lets the core create one.

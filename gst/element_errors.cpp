@@ -2,7 +2,6 @@
 
 #include <gst/base/gstbasesrc.h>
 
-
 namespace cudaipc::gst {
 
 void post_core_error(GstElement* element, const Error& e, const char* path) {
@@ -10,10 +9,10 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
   switch (e.code()) {
     case Errc::busy:
       if (GST_IS_BASE_SRC(element)) {
-        GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
-                          ("The producer on %s admits no more consumers (its max-consumers).",
-                           path),
-                          ("%s", what));
+        GST_ELEMENT_ERROR(
+            element, RESOURCE, BUSY,
+            ("The producer on %s admits no more consumers (its max-consumers).", path),
+            ("%s", what));
         break;
       }
       GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
@@ -23,10 +22,10 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
                         ("%s", what));
       break;
     case Errc::no_cuda:
-      GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND,
-                        ("CUDA is not usable: %s. Use ipc-mode=host on the sink for host memory.",
-                         what),
-                        (nullptr));
+      GST_ELEMENT_ERROR(
+          element, RESOURCE, NOT_FOUND,
+          ("CUDA is not usable: %s. Use ipc-mode=host on the sink for host memory.", what),
+          (nullptr));
       break;
     case Errc::cuda:
       GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("A CUDA call failed: %s", what), (nullptr));
@@ -46,10 +45,10 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
                         (nullptr));
       break;
     case Errc::version_mismatch:
-      GST_ELEMENT_ERROR(element, RESOURCE, OPEN_READ,
-                        ("The peer on %s speaks another cudaipc version: %s. Update both ends.",
-                         path, what),
-                        (nullptr));
+      GST_ELEMENT_ERROR(
+          element, RESOURCE, OPEN_READ,
+          ("The peer on %s speaks another cudaipc version: %s. Update both ends.", path, what),
+          (nullptr));
       break;
     case Errc::protocol:
       GST_ELEMENT_ERROR(element, STREAM, DECODE,
@@ -60,12 +59,12 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
       GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("%s", what), (nullptr));
       break;
     case Errc::disconnected:
-      GST_ELEMENT_ERROR(element, RESOURCE, READ,
-                        ("The producer on %s went away: %s", path, what), (nullptr));
+      GST_ELEMENT_ERROR(element, RESOURCE, READ, ("The producer on %s went away: %s", path, what),
+                        (nullptr));
       break;
     default:
-      GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("%s", what), ("cudaipc error %s",
-                                                                   errc_name(e.code())));
+      GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("%s", what),
+                        ("cudaipc error %s", errc_name(e.code())));
       break;
   }
 }

@@ -31,8 +31,7 @@ GType gst_cuda_ipc_ring_io_mode_get_type(void) {
   static const GEnumValue values[] = {
       {GST_CUDA_IPC_RING_IO_AUTO,
        "Import where this GStreamer can wrap foreign CUDA memory (1.24+), else copy", "auto"},
-      {GST_CUDA_IPC_RING_IO_IMPORT, "Zero-copy: each buffer holds its slot until freed",
-       "import"},
+      {GST_CUDA_IPC_RING_IO_IMPORT, "Zero-copy: each buffer holds its slot until freed", "import"},
       {GST_CUDA_IPC_RING_IO_COPY, "Copy each frame into a buffer of our own", "copy"},
       {0, nullptr, nullptr}};
   return register_enum(&type, "GstCudaIpcRingIOMode", values);

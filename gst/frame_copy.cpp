@@ -32,7 +32,7 @@ bool pool_layout(GstBuffer* buf, const StreamFormat& f, const TensorDesc& frame_
 }  // namespace
 
 GstBufferPool* cuda_copy_pool_new(GstCudaContext* ctx, GstCaps* caps, const StreamFormat& f,
-                                  SourceStream& stream) {
+                                  ElementStream& stream) {
   GstCaps* pool_caps;
   if (f.is_video) {
     pool_caps = gst_caps_copy(caps);

@@ -21,7 +21,7 @@ namespace cudaipc::gst {
 // Tensors ride in a one-row RGBA "image" of their bytes, since GstCudaBufferPool only takes video
 // caps (and 1.22's allocator knows no GRAY8). Transfer full; nullptr when it cannot be set up.
 GstBufferPool* cuda_copy_pool_new(GstCudaContext* ctx, GstCaps* caps, const StreamFormat& f,
-                                  SourceStream& stream);
+                                  ElementStream& stream);
 // A pool of system memory buffers of `bytes` each. Transfer full; nullptr on failure.
 GstBufferPool* system_pool_new(std::uint64_t bytes);
 

@@ -83,4 +83,14 @@ void set_reference_times(GstBuffer* buf, const FrameStamps& s) {
   set_reference(buf, acquire_reference_caps(), s.acquire_ns, true);
 }
 
+void set_frame_flags(GstBuffer* buf, std::uint32_t f) {
+  if (!(f & kFlagKeyframe)) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (f & kFlagGap) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_GAP);
+  if (f & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
+  if (f & kFlagDroppable) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DROPPABLE);
+  if (f & kFlagMarker) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_MARKER);
+  if (f & kFlagHeader) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+  if (f & kFlagDiscont) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+}
+
 }  // namespace cudaipc::gst

@@ -28,5 +28,7 @@ void set_video_meta(GstBuffer* buf, const GstVideoInfo& video, const TensorDesc&
 void set_tensor_meta(GstBuffer* buf, const TensorDesc& tensor, std::uintptr_t data, int device_id,
                      std::uint64_t seq);
 void set_reference_times(GstBuffer* buf, const FrameStamps& stamps);
+// Buffer flags from the frame's (kFlagKeyframe and friends, frame.hpp).
+void set_frame_flags(GstBuffer* buf, std::uint32_t flags);
 
 }  // namespace cudaipc::gst

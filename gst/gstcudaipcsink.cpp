@@ -37,7 +37,10 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 #include "element_errors.h"
+#include "element_stats.h"
 #include "enums.h"
+#include "sink_allocation.h"
+#include "sink_frames.h"
 #include "slot_pool.h"
 #include "stream_header.h"
 #include "time_sync.h"
@@ -95,6 +98,7 @@ struct SinkState {
   std::shared_ptr<Producer> producer;
   std::shared_ptr<SlotLender> lender;  // the same producer, as the slot pool borrows from it
   GstCudaContext* context = nullptr;
+  ElementStream stream;  // the producer's (1.24+): slot pools offer it upstream
   StreamOrder order;
   StreamCaps caps;
   std::string wire_caps;
@@ -104,6 +108,8 @@ struct SinkState {
   std::uint64_t sent_size = 0;
   bool has_format = false;
   std::atomic<std::uint64_t> lent_drops{0};  // frames the core never saw (stats add them)
+  // Which path frames took into their slots (stats): written there by upstream, or copied.
+  std::atomic<std::uint64_t> in_place{0}, copied{0};
   bool warned_lent = false;
 
   // unlock()/unlock_stop() against a render() waiting for a consumer.
@@ -121,36 +127,14 @@ struct _GstCudaIpcRingSink {
 
 #define gst_cuda_ipc_ring_sink_parent_class parent_class
 G_DEFINE_TYPE(GstCudaIpcRingSink, gst_cuda_ipc_ring_sink, GST_TYPE_BASE_SINK)
-GST_ELEMENT_REGISTER_DEFINE(cudaipcsink, "cudaipcsink", GST_RANK_NONE,
-                            GST_TYPE_CUDA_IPC_RING_SINK)
+GST_ELEMENT_REGISTER_DEFINE(cudaipcsink, "cudaipcsink", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SINK)
 
-static bool uses_cuda(const Settings& s) { return s.ipc_mode != GST_CUDA_IPC_RING_MODE_HOST; }
-
-static GstStructure* make_stats(const ProducerStats& ps) {
-  GstStructure* s = gst_structure_new("cudaipcsink-stats", "published", G_TYPE_UINT64,
-                                      static_cast<guint64>(ps.published), "dropped", G_TYPE_UINT64,
-                                      static_cast<guint64>(ps.dropped), "consumers", G_TYPE_UINT,
-                                      static_cast<guint>(ps.consumers.size()), nullptr);
-  GValue list = G_VALUE_INIT;
-  g_value_init(&list, GST_TYPE_ARRAY);
-  for (const auto& c : ps.consumers) {
-    GstStructure* cs = gst_structure_new(
-        "consumer", "pid", G_TYPE_INT, static_cast<gint>(c.pid), "mode", G_TYPE_STRING,
-        c.mode == ConsumeMode::latest ? "latest" : "every-frame", "delivered", G_TYPE_UINT64,
-        static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64,
-        static_cast<guint64>(c.skipped), nullptr);
-    GValue v = G_VALUE_INIT;
-    g_value_init(&v, GST_TYPE_STRUCTURE);
-    gst_value_set_structure(&v, cs);
-    gst_structure_free(cs);
-    gst_value_array_append_and_take_value(&list, &v);
-  }
-  gst_structure_take_value(s, "consumer-stats", &list);
-  return s;
+static bool uses_cuda(const Settings& s) {
+  return s.ipc_mode != GST_CUDA_IPC_RING_MODE_HOST;
 }
 
-static void gst_cuda_ipc_ring_sink_set_property(GObject* object, guint prop_id,
-                                                const GValue* value, GParamSpec* pspec) {
+static void gst_cuda_ipc_ring_sink_set_property(GObject* object, guint prop_id, const GValue* value,
+                                                GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SINK(object);
   Settings& s = self->st->settings;
   GST_OBJECT_LOCK(self);
@@ -207,7 +191,7 @@ static void gst_cuda_ipc_ring_sink_get_property(GObject* object, guint prop_id, 
     if (st->producer) ps = st->producer->stats();
     ps.dropped += st->lent_drops.load();
     GST_OBJECT_UNLOCK(self);
-    g_value_take_boxed(value, make_stats(ps));
+    g_value_take_boxed(value, sink_stats(ps, SinkCounts{st->in_place.load(), st->copied.load()}));
     return;
   }
   const Settings& s = st->settings;
@@ -317,6 +301,8 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
     po.memory = MemoryKind::cuda;
     po.cuda.device = context_device_id(st->context);
     po.cuda.context = gst_cuda_context_get_handle(st->context);
+    st->stream.create(st->context);
+    po.cuda.stream = st->stream.handle();  // 1.24+; on 1.22 the core makes its own
     po.cuda.export_mode = s.ipc_mode == GST_CUDA_IPC_RING_MODE_VMM      ? CudaExportMode::vmm
                           : s.ipc_mode == GST_CUDA_IPC_RING_MODE_LEGACY ? CudaExportMode::legacy
                                                                         : CudaExportMode::automatic;
@@ -333,14 +319,17 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
     GST_OBJECT_UNLOCK(self);
   } catch (const Error& e) {
     post_core_error(GST_ELEMENT(self), e, po.path.empty() ? "(default path)" : po.path.c_str());
+    st->stream.reset();
     gst_clear_object(&st->context);
     return FALSE;
   }
-  GST_INFO_OBJECT(self, "publishing on %s (%s memory, %u slots)",
-                  st->producer->path().c_str(), uses_cuda(s) ? "CUDA" : "host", s.num_slots);
+  GST_INFO_OBJECT(self, "publishing on %s (%s memory, %u slots)", st->producer->path().c_str(),
+                  uses_cuda(s) ? "CUDA" : "host", s.num_slots);
   st->format_dirty = true;
   st->has_format = false;
   st->lent_drops.store(0);
+  st->in_place.store(0);
+  st->copied.store(0);
   return TRUE;
 }
 
@@ -357,6 +346,7 @@ static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
     ContextScope scope(st->context);
     producer.reset();  // consumers see the channel close; the socket file goes
   }
+  st->stream.reset();  // after the producer, which drained its work on it
   gst_clear_object(&st->context);
   if (st->tags) gst_tag_list_unref(st->tags);
   st->tags = nullptr;
@@ -410,14 +400,14 @@ static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std:
 
 // A new format generation is due: new caps or tags, or a layout the consumers were not told of.
 static bool format_changed(const SinkState* st, const TensorDesc& tensor, std::uint64_t bytes) {
-  return st->format_dirty || !st->has_format || tensor != st->sent_tensor ||
-         bytes != st->sent_size;
+  return st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size;
 }
 
-// Host channels: upstream writes straight into ring slots. The format (with the caps' default
-// layout, which the pool's buffers use) must exist before the first slot is lent.
+// Upstream writes straight into ring slots (host channels; CUDA channels on 1.24+). The format
+// (with the caps' default layout, which the pool's buffers use) must exist before the first slot
+// is lent.
 static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, GstCaps* caps,
-                                  const StreamCaps& parsed) {
+                                  const StreamCaps& parsed, bool cuda) {
   SinkState* st = self->st;
   TensorDesc tensor = parsed.tensor;
   std::string error;
@@ -430,20 +420,13 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   if (bytes > G_MAXUINT) return TRUE;  // a buffer pool's sizes are guint: upstream's own memory
   st->caps = parsed;
   st->wire_caps = wire_caps(caps);
-  if (format_changed(st, tensor, bytes) && !send_format(self, tensor, bytes))
-    return FALSE;
+  if (format_changed(st, tensor, bytes) && !send_format(self, tensor, bytes)) return FALSE;
   // basesink's last-sample would keep a committed slot buffer, pointing into a slot the ring
   // reuses and may retire: that stays off while upstream writes into slots.
   gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
-  GstBufferPool* pool = slot_pool_new(st->lender);
-  GstStructure* config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, static_cast<guint>(bytes), 0, 0);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  if (gst_buffer_pool_set_config(pool, config))
-    gst_query_add_allocation_pool(query, pool, static_cast<guint>(bytes), 0, 0);
-  else
+  if (!offer_slot_pool(query, caps, static_cast<guint>(bytes), st->lender,
+                       cuda ? st->context : nullptr, st->stream))
     GST_WARNING_OBJECT(self, "slot pool refused its config; upstream buffers will be copied");
-  gst_object_unref(pool);
   return TRUE;
 }
 
@@ -459,27 +442,13 @@ static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, Gst
   StreamCaps parsed;
   std::string error;
   if (!need_pool || !st->producer || !parse_caps(caps, &parsed, &error)) return TRUE;
-  if (!parsed.cuda_memory && st->producer->memory_kind() == MemoryKind::host)
-    return propose_slot_pool(self, query, caps, parsed);
+  const bool cuda_channel = st->producer->memory_kind() == MemoryKind::cuda;
+  if (!parsed.cuda_memory && !cuda_channel)
+    return propose_slot_pool(self, query, caps, parsed, false);
   if (!parsed.cuda_memory || !st->context) return TRUE;
-  // CUDA upstream allocates on our device and context, so the copy into a slot stays on it.
-  GstBufferPool* pool = gst_cuda_buffer_pool_new(st->context);
-  GstStructure* config = gst_buffer_pool_get_config(pool);
-  if (parsed.kind != MediaKind::video && parsed.tensor.size > G_MAXUINT) return TRUE;
-  guint size = parsed.kind == MediaKind::video ? GST_VIDEO_INFO_SIZE(&parsed.video)
-                                               : static_cast<guint>(parsed.tensor.size);
-  gst_buffer_pool_config_set_params(config, caps, size, 0, 0);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  if (!gst_buffer_pool_set_config(pool, config)) {
-    GST_WARNING_OBJECT(self, "CUDA buffer pool refused its config");
-    gst_object_unref(pool);
-    return TRUE;
-  }
-  config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
-  gst_structure_free(config);
-  gst_query_add_allocation_pool(query, pool, size, 0, 0);
-  gst_object_unref(pool);
+  if (cuda_channel && kCanWrapCudaMemory) return propose_slot_pool(self, query, caps, parsed, true);
+  // 1.22: upstream at least allocates on our device and context, so the copy stays on it.
+  offer_cuda_pool(query, caps, parsed, st->context);
   return TRUE;
 }
 
@@ -527,88 +496,12 @@ static bool wait_for_consumer(GstCudaIpcRingSink* self) {
   return !st->flushing;
 }
 
-static std::uint32_t frame_flags(GstBuffer* buf) {
-  std::uint32_t f = 0;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT)) f |= kFlagDiscont;
-  if (!GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT)) f |= kFlagKeyframe;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_GAP)) f |= kFlagGap;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_CORRUPTED)) f |= kFlagCorrupted;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER)) f |= kFlagHeader;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DROPPABLE)) f |= kFlagDroppable;
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_MARKER)) f |= kFlagMarker;
-  return f;
-}
-
-static TimingRecord timing_of(GstCudaIpcRingSink* self, GstBuffer* buf, std::uint64_t entry) {
-  GstBaseSink* sink = GST_BASE_SINK(self);
-  TimingRecord t{kTimingMagic, 1, GST_CLOCK_TIME_NONE, 0, entry};
-  if (!GST_BUFFER_PTS_IS_VALID(buf)) return t;
-  GstSegment* seg = &sink->segment;
-  t.running_time = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(buf));
-  if (!GST_CLOCK_TIME_IS_VALID(t.running_time)) return t;
-  GstClock* clock = gst_element_get_clock(GST_ELEMENT(self));
-  if (!clock) return t;
-  GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
-  std::int64_t offset = clock_to_monotonic_offset(clock);
-  gst_object_unref(clock);
-  std::int64_t mono = static_cast<std::int64_t>(base + t.running_time +
-                                                gst_base_sink_get_latency(sink)) +
-                      offset;
-  t.render_mono_ns = mono > 0 ? static_cast<std::uint64_t>(mono) : 0;
-  return t;
-}
-
-// Copies the buffer's bytes [0, bytes) into the slot; the layout (plane offsets, pitches) is kept.
-static bool copy_into_slot(GstCudaIpcRingSink* self, GstBuffer* buf, const WriteSlot& slot,
-                           std::uint64_t bytes, std::string* error) {
-  SinkState* st = self->st;
-  const bool cuda_channel = st->producer->memory_kind() == MemoryKind::cuda;
-  GstMemory* mem0 = gst_buffer_n_memory(buf) == 1 ? gst_buffer_peek_memory(buf, 0) : nullptr;
-  const bool device_src = cuda_channel && mem0 && gst_is_cuda_memory(mem0);
-  GstMapInfo map;
-  if (!gst_buffer_map(buf, &map,
-                      device_src ? static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA)
-                                 : GST_MAP_READ)) {
-    *error = "could not map the input buffer";
-    return false;
-  }
-  bool ok = true;
-  if (map.size < bytes) {
-    *error = "buffer of " + std::to_string(map.size) + " bytes is smaller than its layout (" +
-             std::to_string(bytes) + ")";
-    ok = false;
-  } else if (!cuda_channel) {
-    std::memcpy(slot.data(), map.data, bytes);
-  } else {
-    auto stream = static_cast<CUstream>(st->producer->cuda_stream());
-    ContextScope scope(st->context);
-    ok = (!device_src || st->order.order_after(mem0, stream, error)) &&
-         copy_2d(Copy2D{slot.address(), true, bytes, reinterpret_cast<std::uintptr_t>(map.data),
-                        device_src, bytes, bytes, 1},
-                 stream, error) &&
-         (!device_src || st->order.release_to(mem0, stream, error));
-  }
-  gst_buffer_unmap(buf, &map);
-  return ok;
-}
-
-static FrameInfo frame_info(GstBuffer* buf, const TimingRecord& timing) {
-  FrameInfo info;
-  info.pts = GST_BUFFER_PTS_IS_VALID(buf) ? GST_BUFFER_PTS(buf) : kNoTime;
-  info.dts = GST_BUFFER_DTS_IS_VALID(buf) ? GST_BUFFER_DTS(buf) : kNoTime;
-  info.duration = GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : kNoTime;
-  info.flags = frame_flags(buf);
-  info.user_meta = &timing;
-  info.user_meta_size = sizeof timing;
-  return info;
-}
-
 // A slot-pool buffer: upstream already wrote the frame into the slot, so publishing is a commit.
 // Tags that arrived meanwhile go out as a new format after it (no format change while lent).
 static GstFlowReturn commit_lent_slot(GstCudaIpcRingSink* self, GstBuffer* buf, WriteSlot& slot,
                                       const TensorDesc& tensor, std::uint64_t entry) {
   SinkState* st = self->st;
-  const TimingRecord timing = timing_of(self, buf, entry);
+  const TimingRecord timing = timing_of(GST_BASE_SINK(self), buf, entry);
   FrameInfo info = frame_info(buf, timing);
   if (tensor != st->sent_tensor) info.tensor = &tensor;
   try {
@@ -617,8 +510,8 @@ static GstFlowReturn commit_lent_slot(GstCudaIpcRingSink* self, GstBuffer* buf, 
     post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
     return GST_FLOW_ERROR;
   }
-  if (st->format_dirty && !send_format(self, st->sent_tensor, st->sent_size))
-    return GST_FLOW_ERROR;
+  st->in_place.fetch_add(1, std::memory_order_relaxed);
+  if (st->format_dirty && !send_format(self, st->sent_tensor, st->sent_size)) return GST_FLOW_ERROR;
   return GST_FLOW_OK;
 }
 
@@ -640,32 +533,10 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
 
   TensorDesc tensor;
   std::uint64_t bytes;
-  if (st->caps.kind == MediaKind::video) {
-    if (!video_tensor(st->caps.video, gst_buffer_get_video_meta(buf), gst_buffer_get_size(buf),
-                      &tensor, &error)) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Buffer layout does not match the caps: %s",
-                                               error.c_str()),
-                        (nullptr));
-      return GST_FLOW_ERROR;
-    }
-  } else {
-    tensor = st->caps.tensor;
-    if (gst_buffer_get_size(buf) != tensor.size) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Tensor buffer of %" G_GSIZE_FORMAT " bytes, but the caps (%s) need %"
-                         G_GUINT64_FORMAT,
-                         gst_buffer_get_size(buf), st->wire_caps.c_str(), tensor.size),
-                        (nullptr));
-      return GST_FLOW_ERROR;
-    }
+  if (!buffer_layout(st->caps, st->wire_caps, buf, &tensor, &bytes, &error)) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("%s", error.c_str()), (nullptr));
+    return GST_FLOW_ERROR;
   }
-  bytes = tensor.byte_offset + tensor.size;
-  // Slots hold whole rows (the last row's padding too) so the source can describe them to
-  // GStreamer, which counts rows from a size.
-  if (st->caps.kind == MediaKind::video)
-    bytes = std::max<std::uint64_t>(
-        bytes, std::min<std::uint64_t>(video_rows_end(st->caps.video, tensor),
-                                       gst_buffer_get_size(buf)));
   if (WriteSlot* lent = slot_of(buf, st->producer.get()))
     return commit_lent_slot(self, buf, *lent, tensor, entry);
   if (format_changed(st, tensor, bytes)) {
@@ -692,26 +563,25 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   }
   if (!slot) {
     if (status == PublishStatus::interrupted) return GST_FLOW_FLUSHING;
-    GST_LOG_OBJECT(self, "frame dropped (%s)",
-                   status == PublishStatus::timeout ? "no free slot within block-timeout"
-                                                    : "no free slot");
+    GST_LOG_OBJECT(
+        self, "frame dropped (%s)",
+        status == PublishStatus::timeout ? "no free slot within block-timeout" : "no free slot");
     return GST_FLOW_OK;
   }
   if (bytes > slot.capacity()) {
     GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
-                      ("Frame of %" G_GUINT64_FORMAT " bytes is larger than a slot (%" G_GUINT64_FORMAT
-                       " bytes).",
+                      ("Frame of %" G_GUINT64_FORMAT
+                       " bytes is larger than a slot (%" G_GUINT64_FORMAT " bytes).",
                        bytes, slot.capacity()),
                       ("the format announced %" G_GUINT64_FORMAT " bytes", st->sent_size));
     return GST_FLOW_ERROR;
   }
-  if (!copy_into_slot(self, buf, slot, bytes, &error)) {
-    GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not copy the frame into a slot: %s",
-                                              error.c_str()),
-                      (nullptr));
+  if (!copy_into_slot(*st->producer, st->context, st->order, buf, slot, bytes, &error)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, WRITE,
+                      ("Could not copy the frame into a slot: %s", error.c_str()), (nullptr));
     return GST_FLOW_ERROR;
   }
-  const TimingRecord timing = timing_of(self, buf, entry);
+  const TimingRecord timing = timing_of(GST_BASE_SINK(self), buf, entry);
   const FrameInfo info = frame_info(buf, timing);
   try {
     ContextScope scope(st->context);
@@ -720,6 +590,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     post_core_error(GST_ELEMENT(self), e, st->producer->path().c_str());
     return GST_FLOW_ERROR;
   }
+  st->copied.fetch_add(1, std::memory_order_relaxed);
   return GST_FLOW_OK;
 }
 
@@ -738,9 +609,8 @@ static gboolean gst_cuda_ipc_ring_sink_event(GstBaseSink* sink, GstEvent* event)
       GstTagList* tags = nullptr;
       gst_event_parse_tag(event, &tags);
       if (tags && gst_tag_list_get_scope(tags) == GST_TAG_SCOPE_STREAM) {
-        GstTagList* merged =
-            st->tags ? gst_tag_list_merge(st->tags, tags, GST_TAG_MERGE_REPLACE)
-                     : gst_tag_list_copy(tags);
+        GstTagList* merged = st->tags ? gst_tag_list_merge(st->tags, tags, GST_TAG_MERGE_REPLACE)
+                                      : gst_tag_list_copy(tags);
         if (st->tags) gst_tag_list_unref(st->tags);
         st->tags = merged;
         st->format_dirty = true;  // the next frame carries them
@@ -828,7 +698,8 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
                        -1, G_MAXINT, kDefaultDeviceId, rw));
   g_object_class_install_property(
       gobject_class, PROP_IPC_MODE,
-      g_param_spec_enum("ipc-mode", "IPC mode", "Which memory the slots live in and how it is shared",
+      g_param_spec_enum("ipc-mode", "IPC mode",
+                        "Which memory the slots live in and how it is shared",
                         GST_TYPE_CUDA_IPC_RING_MODE, GST_CUDA_IPC_RING_MODE_AUTO, rw));
   g_object_class_install_property(
       gobject_class, PROP_POLICY,
@@ -840,8 +711,7 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
       g_param_spec_uint64("block-timeout", "Block timeout",
                           "With policy=block, how long to wait for a free slot before dropping "
                           "the frame (ns)",
-                          0, G_MAXUINT64, kDefaultBlockTimeout,
-                          static_cast<GParamFlags>(rw)));
+                          0, G_MAXUINT64, kDefaultBlockTimeout, static_cast<GParamFlags>(rw)));
   g_object_class_install_property(
       gobject_class, PROP_WAIT_FOR_CONSUMER,
       g_param_spec_boolean("wait-for-consumer", "Wait for consumer",
@@ -867,8 +737,9 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
-                         "published, dropped, consumers, and consumer-stats: per consumer pid, "
-                         "mode, delivered, skipped",
+                         "published, dropped, consumers, in-place (frames upstream wrote into "
+                         "slots), copied (frames copied into slots), and consumer-stats: per "
+                         "consumer pid, mode, delivered, skipped",
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 

@@ -32,6 +32,7 @@
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "element_errors.h"
+#include "element_stats.h"
 #include "enums.h"
 #include "frame_copy.h"
 #include "frame_metas.h"
@@ -79,7 +80,7 @@ struct SrcState {
 
   std::unique_ptr<Consumer> consumer;  // set in start(), reset in stop(); object lock for stats
   GstCudaContext* context = nullptr;
-  SourceStream stream;
+  ElementStream stream;
   StreamOrder order;       // 1.22 copies: the legacy default stream and ours
   bool import = false;     // zero-copy from CUDA slots (io-mode and GStreamer version)
   bool copy_host = false;  // io-mode=copy: host slots are copied too, so buffers hold no slot
@@ -160,17 +161,8 @@ static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id, c
 }
 
 static GstStructure* make_stats(SrcState* st) {
-  ConsumerCounters c{};
-  bool connected = false;
-  if (st->consumer) {
-    c = st->consumer->counters();
-    connected = st->consumer->connected();
-  }
-  return gst_structure_new(
-      "cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected, "delivered", G_TYPE_UINT64,
-      static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
-      "producer-published", G_TYPE_UINT64, static_cast<guint64>(c.producer_published),
-      "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
+  if (!st->consumer) return source_stats(ConsumerCounters{}, false);
+  return source_stats(st->consumer->counters(), st->consumer->connected());
 }
 
 static void gst_cuda_ipc_ring_src_get_property(GObject* object, guint prop_id, GValue* value,
@@ -434,46 +426,26 @@ static bool take_format(GstCudaIpcRingSrc* self, const Event& ev) {
   return true;
 }
 
+// PTS (docs/elements.md, "Timestamps"), duration, offset, flags and reference timestamps.
 static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameDesc& d,
                            std::uint64_t acquired_ns) {
   SrcState* st = self->st;
   TimingRecord t{};
   const bool has = read_timing(d.user_meta, d.user_meta_size, &t);
   GstClockTime pts = GST_CLOCK_TIME_NONE;
-  if (gst_base_src_is_live(GST_BASE_SRC(self))) {
-    if (GstClock* clock = gst_element_get_clock(GST_ELEMENT(self))) {
-      const GstClockTime base = gst_element_get_base_time(GST_ELEMENT(self));
-      const GstClockTime now = gst_clock_get_time(clock);
-      const auto offset =
-          static_cast<std::int64_t>(monotonic_now_ns()) - static_cast<std::int64_t>(now);
-      gst_object_unref(clock);
-      // The clock time the producer meant, in our clock. A frame that is already late shows
-      // now; one claimed more than a second ahead (an untrusted clock) shows now too.
-      const auto now_i = static_cast<std::int64_t>(now);
-      std::int64_t when =
-          has && t.render_mono_ns ? static_cast<std::int64_t>(t.render_mono_ns) - offset : now_i;
-      if (when < now_i || when > now_i + static_cast<std::int64_t>(GST_SECOND)) when = now_i;
-      if (when < static_cast<std::int64_t>(base)) when = static_cast<std::int64_t>(base);
-      pts = static_cast<GstClockTime>(when) - base;
-    }
-  } else if (has && GST_CLOCK_TIME_IS_VALID(t.running_time)) {
+  if (gst_base_src_is_live(GST_BASE_SRC(self)))
+    pts = live_running_time(GST_ELEMENT(self), has ? t.render_mono_ns : 0);
+  else if (has && GST_CLOCK_TIME_IS_VALID(t.running_time))
     pts = t.running_time;
-  } else if (d.pts != kNoTime) {
+  else if (d.pts != kNoTime)
     pts = d.pts;
-  }
   GST_BUFFER_PTS(buf) = pts;
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION(buf) = d.duration != kNoTime ? d.duration : GST_CLOCK_TIME_NONE;
   GST_BUFFER_OFFSET(buf) = d.seq;
   set_reference_times(
       buf, FrameStamps{d.pts, d.publish_time_ns, has ? t.chain_mono_ns : 0, acquired_ns});
-  if (!(d.flags & kFlagKeyframe)) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
-  if (d.flags & kFlagGap) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_GAP);
-  if (d.flags & kFlagCorrupted) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_CORRUPTED);
-  if (d.flags & kFlagDroppable) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DROPPABLE);
-  if (d.flags & kFlagMarker) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_MARKER);
-  if (d.flags & kFlagHeader) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
-  if ((d.flags & kFlagDiscont) || st->discont) GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+  set_frame_flags(buf, st->discont ? d.flags | kFlagDiscont : d.flags);
   st->discont = false;
 }
 

@@ -8,8 +8,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CUDA_IPC_RING_SRC (gst_cuda_ipc_ring_src_get_type())
-G_DECLARE_FINAL_TYPE(GstCudaIpcRingSrc, gst_cuda_ipc_ring_src, GST, CUDA_IPC_RING_SRC,
-                     GstPushSrc)
+G_DECLARE_FINAL_TYPE(GstCudaIpcRingSrc, gst_cuda_ipc_ring_src, GST, CUDA_IPC_RING_SRC, GstPushSrc)
 
 GST_ELEMENT_REGISTER_DECLARE(cudaipcsrc);
 

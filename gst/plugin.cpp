@@ -29,8 +29,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   ok &= GST_ELEMENT_REGISTER(cudaipcsrc, plugin);
   // GStreamer 1.24+'s nvcodec registers elements with the same two names, and the plugin loaded
   // last wins; these aliases always name ours (docs/coexistence.md).
-  ok &= gst_element_register(plugin, "cudaipcringsink", GST_RANK_NONE,
-                             GST_TYPE_CUDA_IPC_RING_SINK);
+  ok &= gst_element_register(plugin, "cudaipcringsink", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SINK);
   ok &= gst_element_register(plugin, "cudaipcringsrc", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SRC);
   return ok;
 }

@@ -14,14 +14,11 @@ GQuark slot_quark() {
   return q;
 }
 
-// What a slot buffer's memory owns. The producer outlives every slot lent from it (members are
-// destroyed in reverse order: the slot first, aborted if never committed).
-struct SlotHolder {
-  std::shared_ptr<Producer> producer;
-  WriteSlot slot;
-};
+using slot_pool_detail::LentSlot;
 
-void free_holder(gpointer data) { std::unique_ptr<SlotHolder> reclaim(static_cast<SlotHolder*>(data)); }
+void free_lent(gpointer data) {
+  std::unique_ptr<LentSlot> reclaim(static_cast<LentSlot*>(data));
+}
 
 GQuark in_flight_quark() {
   static GQuark q = g_quark_from_static_string("cudaipc-in-flight");
@@ -42,15 +39,53 @@ void free_in_flight(gpointer data) {
   token->finish();
 }
 
+}  // namespace
+
+namespace slot_pool_detail {
+
+std::unique_ptr<LentSlot> lend(SlotLender& lender, std::uint64_t size, bool* flushing) {
+  *flushing = false;
+  if (lender.closed() || !lender.idle()) return nullptr;
+  PublishStatus status = PublishStatus::published;
+  auto lent = std::make_unique<LentSlot>();
+  lent->producer = lender.shared();
+  try {
+    lent->slot = lender.begin(&status);
+  } catch (const Error&) {
+    // A slot is already lent (upstream holds two buffers at once) or no format yet: copy instead.
+    return nullptr;
+  }
+  *flushing = status == PublishStatus::interrupted;
+  if (!lent->slot || lent->slot.capacity() < size) return nullptr;
+  return lent;
+}
+
+void attach(GstMemory* mem, std::unique_ptr<LentSlot> lent) {
+  gst_mini_object_set_qdata(GST_MINI_OBJECT(mem), slot_quark(), lent.release(), free_lent);
+}
+
 void track(GstBuffer* buf, const std::shared_ptr<SlotLender>& lender) {
   auto token = std::make_unique<InFlight>();
   token->lender = lender;
   lender->sent();
+  // Replaces (and so finishes) the token of an earlier round when `buf` is a pooled fallback.
   gst_mini_object_set_qdata(GST_MINI_OBJECT(buf), in_flight_quark(), token.release(),
                             free_in_flight);
 }
 
-}  // namespace
+GstBuffer* slot_buffer(GstMemory* mem, bool is_video, const GstVideoInfo& layout) {
+  GstBuffer* buf = gst_buffer_new();
+  gst_buffer_append_memory(buf, mem);
+  GstVideoInfo video = layout;  // 1.22's gst_buffer_add_video_meta_full takes non-const arrays
+  if (is_video)
+    gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&video),
+                                   GST_VIDEO_INFO_WIDTH(&video), GST_VIDEO_INFO_HEIGHT(&video),
+                                   GST_VIDEO_INFO_N_PLANES(&video), video.offset, video.stride);
+  return buf;
+}
+
+}  // namespace slot_pool_detail
+
 }  // namespace cudaipc::gst
 
 using namespace cudaipc;
@@ -102,54 +137,37 @@ static gboolean slot_pool_set_config(GstBufferPool* pool, GstStructure* config) 
 
 static GstFlowReturn slot_pool_acquire(GstBufferPool* pool, GstBuffer** out,
                                        GstBufferPoolAcquireParams* params) {
-  auto* self = reinterpret_cast<GstCudaIpcSlotPool*>(pool);
-  SlotPoolState* st = self->st;
-  PublishStatus status = PublishStatus::published;
-  auto holder = std::make_unique<SlotHolder>();
-  holder->producer = st->lender->shared();
-  try {
-    if (!st->lender->closed() && st->lender->idle()) holder->slot = st->lender->begin(&status);
-  } catch (const Error&) {
-    // A slot is already lent (upstream holds two buffers at once) or no format yet: copy instead.
-  }
-  if (status == PublishStatus::interrupted) return GST_FLOW_FLUSHING;
-  if (!holder->slot || holder->slot.capacity() < st->size) {
+  namespace d = slot_pool_detail;
+  SlotPoolState* st = reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st;
+  bool flushing = false;
+  std::unique_ptr<d::LentSlot> lent = d::lend(*st->lender, st->size, &flushing);
+  if (flushing) return GST_FLOW_FLUSHING;
+  if (!lent) {
     // Ordinary memory; render() copies it (and applies the drop policy) as for any buffer.
-    holder.reset();
-    GstFlowReturn ret = GST_BUFFER_POOL_CLASS(gst_cuda_ipc_slot_pool_parent_class)
-                            ->alloc_buffer(pool, out, params);
+    GstFlowReturn ret =
+        GST_BUFFER_POOL_CLASS(gst_cuda_ipc_slot_pool_parent_class)->alloc_buffer(pool, out, params);
     if (ret == GST_FLOW_OK && st->is_video)
-      gst_buffer_add_video_meta_full(*out, GST_VIDEO_FRAME_FLAG_NONE,
-                                     GST_VIDEO_INFO_FORMAT(&st->video),
-                                     GST_VIDEO_INFO_WIDTH(&st->video),
-                                     GST_VIDEO_INFO_HEIGHT(&st->video),
-                                     GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
-                                     st->video.stride);
-    if (ret == GST_FLOW_OK) track(*out, st->lender);
+      gst_buffer_add_video_meta_full(
+          *out, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&st->video),
+          GST_VIDEO_INFO_WIDTH(&st->video), GST_VIDEO_INFO_HEIGHT(&st->video),
+          GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset, st->video.stride);
+    if (ret == GST_FLOW_OK) d::track(*out, st->lender);
     return ret;
   }
-  const std::uintptr_t addr = holder->slot.address();
-  GstBuffer* buf = gst_buffer_new();
-  GstMemory* mem = gst_memory_new_wrapped(static_cast<GstMemoryFlags>(0),
-                                          reinterpret_cast<gpointer>(addr), st->size, 0, st->size,
-                                          holder.get(), free_holder);
-  gst_mini_object_set_qdata(GST_MINI_OBJECT(mem), slot_quark(), holder.get(), nullptr);
-  holder.release();  // the memory owns it
-  gst_buffer_append_memory(buf, mem);
-  if (st->is_video)
-    gst_buffer_add_video_meta_full(buf, GST_VIDEO_FRAME_FLAG_NONE,
-                                   GST_VIDEO_INFO_FORMAT(&st->video),
-                                   GST_VIDEO_INFO_WIDTH(&st->video),
-                                   GST_VIDEO_INFO_HEIGHT(&st->video),
-                                   GST_VIDEO_INFO_N_PLANES(&st->video), st->video.offset,
-                                   st->video.stride);
-  track(buf, st->lender);
-  *out = buf;
+  const std::uintptr_t addr = lent->slot.address();
+  GstMemory* mem =
+      gst_memory_new_wrapped(static_cast<GstMemoryFlags>(0), reinterpret_cast<gpointer>(addr),
+                             st->size, 0, st->size, nullptr, nullptr);
+  d::attach(mem, std::move(lent));
+  *out = d::slot_buffer(mem, st->is_video, st->video);
+  d::track(*out, st->lender);
   return GST_FLOW_OK;
 }
 
 // Slot buffers are never recycled (each is a new lease); plain ones are simply freed too.
-static void slot_pool_release(GstBufferPool*, GstBuffer* buffer) { gst_buffer_unref(buffer); }
+static void slot_pool_release(GstBufferPool*, GstBuffer* buffer) {
+  gst_buffer_unref(buffer);
+}
 
 static void slot_pool_flush_start(GstBufferPool* pool) {
   reinterpret_cast<GstCudaIpcSlotPool*>(pool)->st->lender->producer().interrupt();
@@ -185,8 +203,8 @@ static void gst_cuda_ipc_slot_pool_class_init(GstCudaIpcSlotPoolClass* klass) {
 namespace cudaipc::gst {
 
 GstBufferPool* slot_pool_new(std::shared_ptr<SlotLender> lender) {
-  auto* pool = static_cast<GstCudaIpcSlotPool*>(g_object_new(gst_cuda_ipc_slot_pool_get_type(),
-                                                             nullptr));
+  auto* pool =
+      static_cast<GstCudaIpcSlotPool*>(g_object_new(gst_cuda_ipc_slot_pool_get_type(), nullptr));
   gst_object_ref_sink(pool);
   pool->st->lender = std::move(lender);
   return GST_BUFFER_POOL(pool);
@@ -200,7 +218,7 @@ void mark_rendered(GstBuffer* buf) {
 
 WriteSlot* slot_of(GstBuffer* buf, const Producer* producer) {
   if (gst_buffer_n_memory(buf) != 1) return nullptr;
-  auto* h = static_cast<SlotHolder*>(
+  auto* h = static_cast<slot_pool_detail::LentSlot*>(
       gst_mini_object_get_qdata(GST_MINI_OBJECT(gst_buffer_peek_memory(buf, 0)), slot_quark()));
   return h && h->producer.get() == producer && h->slot ? &h->slot : nullptr;
 }

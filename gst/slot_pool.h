@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "cuda_glue.h"
 #include "cudaipc/producer.hpp"
 
 namespace cudaipc::gst {
@@ -47,11 +48,41 @@ class SlotLender {
 // render() calls this when it is done with a buffer (lent or not) from a slot pool.
 void mark_rendered(GstBuffer* buf);
 
-// Creates the pool; buffers carry a GstVideoMeta with the slot layout for video caps.
+// Host channels: a pool whose buffers are slots of system memory; they carry a GstVideoMeta with
+// the slot layout for video caps.
 GstBufferPool* slot_pool_new(std::shared_ptr<SlotLender> lender);
+
+#if GST_CHECK_VERSION(1, 24, 0)
+// CUDA channels (1.24+, which can wrap foreign memory): a GstCudaBufferPool on `ctx`, as nvcodec's
+// elements require of a downstream pool, whose buffers are slots wrapped as GstCudaMemory with
+// `stream`, the producer's: cudaupload, cudaconvert and decoders that take a downstream pool
+// write on it, after the producer's waits for the slot's last readers. Its config carries the
+// stream, so elements that forward streams upstream put the whole chain on it.
+GstBufferPool* cuda_slot_pool_new(std::shared_ptr<SlotLender> lender, GstCudaContext* ctx,
+                                  GstCudaStream* stream);
+#endif
 
 // The borrowed slot behind `buf` when it came from a slot pool of `producer` and is still
 // uncommitted, else nullptr. The WriteSlot stays owned by the buffer; commit it through `producer`.
 WriteSlot* slot_of(GstBuffer* buf, const Producer* producer);
+
+// What the host and CUDA slot pools share (slot_pool.cpp).
+namespace slot_pool_detail {
+// A slot lent to a buffer's memory. The producer outlives every slot lent from it (members are
+// destroyed in reverse order: the slot first, aborted if never committed).
+struct LentSlot {
+  std::shared_ptr<Producer> producer;
+  WriteSlot slot;
+};
+// A free slot of at least `size` bytes when one can be lent now (none in flight, the sink not
+// stopped, a slot free at once or within the policy), else nullptr; *flushing when interrupted.
+std::unique_ptr<LentSlot> lend(SlotLender& lender, std::uint64_t size, bool* flushing);
+// Makes `mem` own `lent` (freed with the memory) and findable by slot_of().
+void attach(GstMemory* mem, std::unique_ptr<LentSlot> lent);
+// Counts `buf` in flight until render() is done with it or it is freed or reused unrendered.
+void track(GstBuffer* buf, const std::shared_ptr<SlotLender>& lender);
+// The slot's buffer: one memory, and a GstVideoMeta with `video`'s default layout for video.
+GstBuffer* slot_buffer(GstMemory* mem, bool is_video, const GstVideoInfo& video);
+}  // namespace slot_pool_detail
 
 }  // namespace cudaipc::gst

@@ -28,6 +28,21 @@ std::int64_t clock_to_monotonic_offset(GstClock* clock) {
   return mono - static_cast<std::int64_t>(gst_clock_get_time(clock));
 }
 
+GstClockTime live_running_time(GstElement* element, std::uint64_t render_mono_ns) {
+  GstClock* clock = gst_element_get_clock(element);
+  if (!clock) return GST_CLOCK_TIME_NONE;
+  const GstClockTime base = gst_element_get_base_time(element);
+  const GstClockTime now = gst_clock_get_time(clock);
+  const auto offset =
+      static_cast<std::int64_t>(monotonic_now_ns()) - static_cast<std::int64_t>(now);
+  gst_object_unref(clock);
+  const auto now_i = static_cast<std::int64_t>(now);
+  std::int64_t when = render_mono_ns ? static_cast<std::int64_t>(render_mono_ns) - offset : now_i;
+  if (when < now_i || when > now_i + static_cast<std::int64_t>(GST_SECOND)) when = now_i;
+  if (when < static_cast<std::int64_t>(base)) when = static_cast<std::int64_t>(base);
+  return static_cast<GstClockTime>(when) - base;
+}
+
 bool read_timing(const void* data, std::uint32_t size, TimingRecord* out) {
   if (size != sizeof(TimingRecord)) return false;
   std::memcpy(out, data, sizeof *out);

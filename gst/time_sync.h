@@ -11,11 +11,11 @@
 namespace cudaipc::gst {
 
 struct TimingRecord {
-  std::uint32_t magic;            // kTimingMagic
-  std::uint32_t version;          // 1
-  std::uint64_t running_time;     // sink's running time of the buffer's PTS, or NONE
-  std::uint64_t render_mono_ns;   // CLOCK_MONOTONIC ns at which that running time falls, or 0
-  std::uint64_t chain_mono_ns;    // CLOCK_MONOTONIC ns at the sink's render() entry
+  std::uint32_t magic;           // kTimingMagic
+  std::uint32_t version;         // 1
+  std::uint64_t running_time;    // sink's running time of the buffer's PTS, or NONE
+  std::uint64_t render_mono_ns;  // CLOCK_MONOTONIC ns at which that running time falls, or 0
+  std::uint64_t chain_mono_ns;   // CLOCK_MONOTONIC ns at the sink's render() entry
 };
 inline constexpr std::uint32_t kTimingMagic = 0x43495054;  // "TPIC"
 
@@ -24,6 +24,12 @@ std::uint64_t monotonic_now_ns();
 // CLOCK_MONOTONIC ns minus `clock`'s time now: add it to a clock time to get monotonic time.
 // Reads two clocks, no syscall (vDSO).
 std::int64_t clock_to_monotonic_offset(GstClock* clock);
+
+// A live source's running time for a frame the producer meant to render at `render_mono_ns`
+// (CLOCK_MONOTONIC; 0: unknown), in `element`'s clock: the moment the producer meant, or now when
+// that is past (a frame shows no earlier than it arrives) or more than a second ahead (an
+// untrusted clock), never before the base time. NONE without a clock.
+GstClockTime live_running_time(GstElement* element, std::uint64_t render_mono_ns);
 
 // Untrusted bytes from shared memory: true only for a whole record of our version.
 bool read_timing(const void* data, std::uint32_t size, TimingRecord* out);

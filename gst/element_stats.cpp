@@ -1,0 +1,37 @@
+#include "element_stats.h"
+
+namespace cudaipc::gst {
+
+GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
+  GstStructure* s = gst_structure_new(
+      "cudaipcsink-stats", "published", G_TYPE_UINT64, static_cast<guint64>(ps.published),
+      "dropped", G_TYPE_UINT64, static_cast<guint64>(ps.dropped), "consumers", G_TYPE_UINT,
+      static_cast<guint>(ps.consumers.size()), "in-place", G_TYPE_UINT64, counts.in_place, "copied",
+      G_TYPE_UINT64, counts.copied, nullptr);
+  GValue list = G_VALUE_INIT;
+  g_value_init(&list, GST_TYPE_ARRAY);
+  for (const auto& c : ps.consumers) {
+    GstStructure* cs =
+        gst_structure_new("consumer", "pid", G_TYPE_INT, static_cast<gint>(c.pid), "mode",
+                          G_TYPE_STRING, c.mode == ConsumeMode::latest ? "latest" : "every-frame",
+                          "delivered", G_TYPE_UINT64, static_cast<guint64>(c.delivered), "skipped",
+                          G_TYPE_UINT64, static_cast<guint64>(c.skipped), nullptr);
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    gst_value_set_structure(&v, cs);
+    gst_structure_free(cs);
+    gst_value_array_append_and_take_value(&list, &v);
+  }
+  gst_structure_take_value(s, "consumer-stats", &list);
+  return s;
+}
+
+GstStructure* source_stats(const ConsumerCounters& c, bool connected) {
+  return gst_structure_new(
+      "cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected, "delivered", G_TYPE_UINT64,
+      static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
+      "producer-published", G_TYPE_UINT64, static_cast<guint64>(c.producer_published),
+      "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
+}
+
+}  // namespace cudaipc::gst
