@@ -294,6 +294,9 @@ class Collector {
     return GST_FLOW_OK;
   }
 
+
+ public:
+  // The sample's caps, bytes, flags and metas, copied out (its buffer may be freed after).
   static Received copy_out(GstSample* sample) {
     Received r;
     r.caps = share_caps(gst_sample_get_caps(sample));
@@ -325,6 +328,8 @@ class Collector {
     return r;
   }
 
+
+ private:
   static GstPadProbeReturn on_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
     auto* self = static_cast<Collector*>(data);
     Step step{Step::other, {}, {}, 0};
