@@ -15,6 +15,11 @@
 //   cudaipc-gst-verify check-tensors --consumer 'cudaipcsrc ... ! appsink name=out' --frames N
 //     Every frame's bytes must be the pattern of its seq.
 //
+//   cudaipc-gst-verify produce [--expect-path in-place|copied] --pipeline-words WORD... --socket P
+//     Runs the producer pipeline given by the words up to --socket (its cudaipcsink named "sink")
+//     until EOS, then prints the sink's stats; with --expect-path every published frame must have
+//     taken that path into its slot (upstream wrote in place, or the sink copied it).
+//
 // Prints one line "verify: OK ..." or "verify: FAILED ..." and exits 0 or 1.
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -37,7 +42,7 @@ namespace {
 
 struct Options {
   std::string reference, consumer, socket, dims = "3:224:224", type = "float32",
-                                           ipc_mode = "auto";
+                                           ipc_mode = "auto", pipeline, expect_path;
   int frames = 100;
   int timeout_s = 60;
   bool expect_device = false;
@@ -290,6 +295,65 @@ int produce_tensors(const Options& o) {
   return rc;
 }
 
+guint64 stat(const GstStructure* s, const char* field) {
+  guint64 v = 0;
+  if (s) gst_structure_get_uint64(s, field, &v);
+  return v;
+}
+
+int produce(const Options& o) {
+  GError* err = nullptr;
+  GstElement* pipe = gst_parse_launch(o.pipeline.c_str(), &err);
+  if (!pipe || err) {
+    std::string e = err ? err->message : "?";
+    g_clear_error(&err);
+    if (pipe) gst_object_unref(pipe);
+    return fail("producer: cannot build '" + o.pipeline + "': " + e);
+  }
+  GstElement* sink = gst_bin_get_by_name(GST_BIN(pipe), "sink");
+  if (!sink) {
+    gst_object_unref(pipe);
+    return fail("producer: no element named sink (the cudaipcsink)");
+  }
+  g_object_set(sink, "socket-path", o.socket.c_str(), "wait-for-consumer", TRUE, "sync", FALSE,
+               nullptr);
+  gst_element_set_state(pipe, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(pipe);
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, static_cast<GstClockTime>(o.timeout_s) * GST_SECOND,
+      static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  std::string error;
+  if (!m) {
+    error = "no EOS within " + std::to_string(o.timeout_s) + " s";
+  } else if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gst_message_parse_error(m, &e, nullptr);
+    error = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " + (e ? e->message : "?");
+    g_clear_error(&e);
+  }
+  if (m) gst_message_unref(m);
+  gst_object_unref(bus);
+  GstStructure* stats = nullptr;
+  g_object_get(sink, "stats", &stats, nullptr);
+  const guint64 published = stat(stats, "published"), in_place = stat(stats, "in-place"),
+                copied = stat(stats, "copied");
+  if (stats) gst_structure_free(stats);
+  gst_object_unref(sink);
+  gst_element_set_state(pipe, GST_STATE_NULL);
+  gst_object_unref(pipe);
+  std::printf("producer: published=%" G_GUINT64_FORMAT " in-place=%" G_GUINT64_FORMAT
+              " copied=%" G_GUINT64_FORMAT "\n",
+              published, in_place, copied);
+  if (!error.empty()) return fail("producer: " + error);
+  const guint64 taken = o.expect_path == "in-place" ? in_place
+                        : o.expect_path == "copied" ? copied
+                                                    : in_place + copied;
+  if (!o.expect_path.empty() && (published == 0 || taken != published))
+    return fail("producer: " + std::to_string(taken) + " of " + std::to_string(published) +
+                " frames took the " + o.expect_path + " path");
+  return 0;
+}
+
 int check_tensors(const Options& o) {
   Pipeline con(o.consumer);
   SrcRecord rec;
@@ -330,7 +394,8 @@ int check_tensors(const Options& o) {
 int main(int argc, char** argv) {
   gst_init(&argc, &argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s compare|produce-tensors|check-tensors [options]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s compare|produce-tensors|check-tensors|produce [options]\n",
+                 argv[0]);
     return 2;
   }
   Options o;
@@ -346,6 +411,12 @@ int main(int argc, char** argv) {
     else if (a == "--frames") o.frames = std::atoi(next().c_str());
     else if (a == "--timeout-s") o.timeout_s = std::atoi(next().c_str());
     else if (a == "--expect-device") o.expect_device = true;
+    else if (a == "--expect-path") o.expect_path = next();
+    else if (a == "--pipeline-words") {
+      // Everything up to --socket: the pipeline, as the shell split it.
+      while (i + 1 < argc && std::string(argv[i + 1]) != "--socket")
+        o.pipeline += (o.pipeline.empty() ? "" : " ") + std::string(argv[++i]);
+    }
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -355,6 +426,7 @@ int main(int argc, char** argv) {
   if (cmd == "compare") return compare(o);
   if (cmd == "produce-tensors") return produce_tensors(o);
   if (cmd == "check-tensors") return check_tensors(o);
+  if (cmd == "produce") return produce(o);
   std::fprintf(stderr, "unknown command %s\n", cmd.c_str());
   return 2;
 }

@@ -47,7 +47,7 @@ run_case() {
   local prc=$?
   if [ "$rc" -eq 0 ] && [ "$prc" -eq 0 ]; then
     passed=$((passed + 1))
-    note "PASS $name ($((SECONDS - start))s) $(grep -m1 '^verify:' "$log")"
+    note "PASS $name ($((SECONDS - start))s) $(grep -m1 '^verify:' "$log") $(grep -m1 '^producer:' "$log.producer")"
   else
     failed=$((failed + 1))
     note "FAIL $name (checker rc=$rc, producer rc=$prc) $(grep -m1 '^verify:' "$log")"
@@ -68,6 +68,10 @@ host_cases() {
       --frames "$frames" --reference "$(ref "$fmt")" \
       --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-$fmt.sock ! appsink name=out"
   done
+  # videotestsrc renders straight into the sink's slots (its slot pool): no frame is copied.
+  run_case host-RGBA-in-place "$(produce in-place "$(producer RGBA)") ipc-mode=host" -- compare \
+    --frames "$frames" --reference "$(ref RGBA)" \
+    --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-RGBA-in-place.sock ! appsink name=out"
   # A queue before the sink: upstream's thread borrows slots while render() publishes.
   run_case host-NV12-queue "$(producer NV12) ! queue ! cudaipcringsink ipc-mode=host" -- compare \
     --frames "$frames" --reference "$(ref NV12)" \
@@ -77,14 +81,21 @@ host_cases() {
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
 }
 
-# GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports.
+# A producer run by the checker (`produce`): PIPELINE ending in a cudaipcringsink named sink, and
+# the path every frame must take into its slot (in-place: upstream wrote it there; copied).
+produce() {  # produce PATH PIPELINE
+  echo "@produce --expect-path $1 --pipeline-words $2 ! cudaipcringsink name=sink"
+}
+
+# GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports, $3
+# the path cudaupload's frames take into slots (1.24+: cudaupload writes into the sink's slots).
 gpu_cases() {
-  local tag=$1 iomodes=$2
+  local tag=$1 iomodes=$2 path=$3
   for fmt in NV12 RGBA; do
     for ipc in vmm legacy; do
       for io in $iomodes; do
         local n=$tag-$fmt-$ipc-$io
-        run_case "$n" "$(producer "$fmt") ! cudaupload ! cudaipcringsink ipc-mode=$ipc" -- compare \
+        run_case "$n" "$(produce "$path" "$(producer "$fmt") ! cudaupload") ipc-mode=$ipc" -- compare \
           --frames "$frames" --expect-device --reference "$(ref "$fmt")" \
           --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$n.sock ! cudadownload ! appsink name=out"
       done
@@ -99,20 +110,26 @@ gpu_cases() {
   run_case "$tag-download" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
     --frames "$frames" --reference "$(ref NV12)" \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/$tag-download.sock ! appsink name=out"
-  # nvcodec's CUDA elements work on our buffers in place (the 1.22 bundle has no NVRTC for it).
+  # nvcodec's CUDA elements work on our buffers in place (the 1.22 bundle has no NVRTC for it),
+  # and convert straight into the sink's slots.
   if [ "$tag" = g128 ] && gst-inspect-1.0 cudaconvert >/dev/null 2>&1; then
-    local conv="cudaconvert ! video/x-raw(memory:CUDAMemory),format=I420 ! cudadownload"
-    run_case "$tag-cudaconvert" "$(producer NV12) ! cudaupload ! cudaipcringsink" -- compare \
+    local conv="cudaconvert ! video/x-raw(memory:CUDAMemory),format=I420"
+    run_case "$tag-cudaconvert" "$(produce "$path" "$(producer NV12) ! cudaupload")" -- compare \
       --frames "$frames" --expect-device \
-      --reference "$(producer NV12) ! cudaupload ! $conv ! appsink name=out" \
-      --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert.sock ! $conv ! appsink name=out"
+      --reference "$(producer NV12) ! cudaupload ! $conv ! cudadownload ! appsink name=out" \
+      --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert.sock ! $conv ! cudadownload ! appsink name=out"
+    run_case "$tag-cudaconvert-into-slots" "$(produce "$path" "$(producer NV12) ! cudaupload ! $conv")" -- compare \
+      --frames "$frames" --expect-device \
+      --reference "$(producer NV12) ! cudaupload ! $conv ! cudadownload ! appsink name=out" \
+      --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert-into-slots.sock ! cudadownload ! appsink name=out"
   fi
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
     local nclip
     nclip=$(cat "$root/clip.frames")
-    run_case "$tag-nvh264dec" "$dec ! cudaipcringsink" -- compare --frames "$nclip" --expect-device \
+    # nvh264dec exports its own output surfaces where it has enough of them: any path.
+    run_case "$tag-nvh264dec" "$(produce any "$dec")" -- compare --frames "$nclip" --expect-device \
       --reference "$dec ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out" \
       --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
   else
@@ -134,7 +151,7 @@ else
       source "$root/g122/env.sh"
       verify=$root/g122/bin/cudaipc-gst-verify
       note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1) (Debian nvcodec)"
-      gpu_cases g122 "auto"
+      gpu_cases g122 "auto" copied
       # io-mode=import cannot work on 1.22: the source must refuse it clearly.
       if gst-launch-1.0 cudaipcringsrc io-mode=import socket-path=$work/none ! fakesink 2>&1 \
         | grep -q 'io-mode=import needs GStreamer 1.24'; then
@@ -157,7 +174,7 @@ else
       export LD_LIBRARY_PATH=$root/g128/lib:$LD_LIBRARY_PATH
       verify=$root/g128/bin/cudaipc-gst-verify
       note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1)"
-      gpu_cases g128 "import copy"
+      gpu_cases g128 "import copy" in-place
       echo "$passed $failed $skipped" >"$work/counts128"
     )
     read -r passed failed skipped <"$work/counts128"
