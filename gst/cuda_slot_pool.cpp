@@ -14,6 +14,9 @@
 
 #if GST_CHECK_VERSION(1, 24, 0)
 
+GST_DEBUG_CATEGORY_EXTERN(cudaipc_slot_pool_debug);
+#define GST_CAT_DEFAULT cudaipc_slot_pool_debug
+
 using namespace cudaipc;
 using namespace cudaipc::gst;
 
@@ -70,7 +73,11 @@ static gboolean cuda_slot_pool_set_config(GstBufferPool* pool, GstStructure* con
   if (!gst_buffer_pool_config_get_params(config, &caps, &size, &min, &max) || !caps) return FALSE;
   StreamCaps parsed;
   std::string error;
-  if (!parse_caps(caps, &parsed, &error) || !parsed.cuda_memory) return FALSE;
+  if (!parse_caps(caps, &parsed, &error) || !parsed.cuda_memory) {
+    GST_WARNING_OBJECT(pool, "refused config %" GST_PTR_FORMAT ": %s", caps,
+                       error.empty() ? "not CUDA memory" : error.c_str());
+    return FALSE;
+  }
   GstBufferPool* fallback =
       gst_cuda_buffer_pool_new(reinterpret_cast<GstCudaBufferPool*>(pool)->context);
   GstStructure* fconfig = gst_buffer_pool_get_config(fallback);
@@ -90,6 +97,7 @@ static gboolean cuda_slot_pool_set_config(GstBufferPool* pool, GstStructure* con
     st->size = st->is_video ? static_cast<guint>(GST_VIDEO_INFO_SIZE(&parsed.video))
                             : static_cast<guint>(parsed.tensor.size);
   }
+  GST_DEBUG_OBJECT(pool, "configured for %" GST_PTR_FORMAT, caps);
   // Nothing to preallocate: every buffer is a fresh lease of a ring slot. Upstream reads the
   // stream from the config (and forwards it upstream in its turn).
   gst_buffer_pool_config_set_params(config, caps, st->size, 0, max);
@@ -195,6 +203,7 @@ static void gst_cuda_ipc_cuda_slot_pool_init(GstCudaIpcCudaSlotPool* self) {
 }
 
 static void gst_cuda_ipc_cuda_slot_pool_class_init(GstCudaIpcCudaSlotPoolClass* klass) {
+  slot_pool_detail::debug_init();
   G_OBJECT_CLASS(klass)->finalize = cuda_slot_pool_finalize;
   GstBufferPoolClass* pool_class = GST_BUFFER_POOL_CLASS(klass);
   pool_class->set_config = cuda_slot_pool_set_config;

@@ -137,10 +137,17 @@ static void frame_pool_finalize(GObject* object) {
   self->st = nullptr;
   for (Entry& e : reclaim->entries)
     if (e.buf) gst_buffer_unref(e.buf);  // every buffer is back: each one out held the pool
-  if (reclaim->layout.context) gst_object_unref(reclaim->layout.context);
+  GstCudaContext* ctx = reclaim->layout.context;
 #if GST_CHECK_VERSION(1, 24, 0)
-  if (reclaim->layout.stream) gst_cuda_stream_unref(reclaim->layout.stream);
+  GstCudaStream* stream = reclaim->layout.stream;
 #endif
+  // The slot set's import (and what it drains on its way) uses the CUDA context, which the
+  // source may have let go already: it goes while our reference keeps the context alive.
+  reclaim.reset();
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (stream) gst_cuda_stream_unref(stream);
+#endif
+  if (ctx) gst_object_unref(ctx);
   G_OBJECT_CLASS(gst_cuda_ipc_frame_pool_parent_class)->finalize(object);
 }
 

@@ -389,7 +389,9 @@ static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filt
     caps = sys;
   }
   if (filter) {
-    GstCaps* both = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+    // Our order, not the filter's: CUDA memory first on a CUDA channel. cudaupload offers its
+    // input's system memory first (passthrough), and in its order it would never upload.
+    GstCaps* both = gst_caps_intersect_full(caps, filter, GST_CAPS_INTERSECT_FIRST);
     gst_caps_unref(caps);
     caps = both;
   }
@@ -424,8 +426,11 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   // basesink's last-sample would keep a committed slot buffer, pointing into a slot the ring
   // reuses and may retire: that stays off while upstream writes into slots.
   gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
-  if (!offer_slot_pool(query, caps, static_cast<guint>(bytes), st->lender,
-                       cuda ? st->context : nullptr, st->stream))
+  if (offer_slot_pool(query, caps, static_cast<guint>(bytes), st->lender,
+                      cuda ? st->context : nullptr, st->stream))
+    GST_DEBUG_OBJECT(self, "offered a %s slot pool for %" GST_PTR_FORMAT, cuda ? "CUDA" : "host",
+                     caps);
+  else
     GST_WARNING_OBJECT(self, "slot pool refused its config; upstream buffers will be copied");
   return TRUE;
 }

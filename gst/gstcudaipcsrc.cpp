@@ -473,9 +473,12 @@ static GstBuffer* import_frame(SrcState* st, Frame& frame, const TensorDesc& t,
   }
   GstBuffer* buf = frame_pool_take(st->frame_pool, frame);
 #if GST_CHECK_VERSION(1, 24, 0)
-  // The consumer's stream waits for the producer's write; readers order after that stream.
+  // The consumer's stream waits for the producer's write; readers order after that stream. The
+  // memory holds a new frame: a copy the CPU mapped earlier (its staging) is stale.
   if (buf && st->format.cuda)
-    GST_MINI_OBJECT_FLAG_SET(gst_buffer_peek_memory(buf, 0), GST_CUDA_MEMORY_TRANSFER_NEED_SYNC);
+    GST_MINI_OBJECT_FLAG_SET(
+        gst_buffer_peek_memory(buf, 0),
+        GST_CUDA_MEMORY_TRANSFER_NEED_SYNC | GST_CUDA_MEMORY_TRANSFER_NEED_DOWNLOAD);
 #endif
   return buf;
 }

@@ -6,6 +6,9 @@
 #include "caps_tensor.h"
 #include "cudaipc/error.hpp"
 
+GST_DEBUG_CATEGORY(cudaipc_slot_pool_debug);
+#define GST_CAT_DEFAULT cudaipc_slot_pool_debug
+
 namespace cudaipc::gst {
 namespace {
 
@@ -43,20 +46,36 @@ void free_in_flight(gpointer data) {
 
 namespace slot_pool_detail {
 
+void debug_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GST_DEBUG_CATEGORY_INIT(cudaipc_slot_pool_debug, "cudaipcslotpool", 0,
+                            "cudaipcsink's slot pools: slots lent to upstream");
+  });
+}
+
 std::unique_ptr<LentSlot> lend(SlotLender& lender, std::uint64_t size, bool* flushing) {
   *flushing = false;
-  if (lender.closed() || !lender.idle()) return nullptr;
+  if (lender.closed() || !lender.idle()) {
+    GST_TRACE("no slot lent: %s", lender.closed() ? "the sink stopped" : "a buffer is in flight");
+    return nullptr;
+  }
   PublishStatus status = PublishStatus::published;
   auto lent = std::make_unique<LentSlot>();
   lent->producer = lender.shared();
   try {
     lent->slot = lender.begin(&status);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     // A slot is already lent (upstream holds two buffers at once) or no format yet: copy instead.
+    GST_TRACE("no slot lent: %s", e.what());
     return nullptr;
   }
   *flushing = status == PublishStatus::interrupted;
-  if (!lent->slot || lent->slot.capacity() < size) return nullptr;
+  if (!lent->slot || lent->slot.capacity() < size) {
+    GST_TRACE("no slot lent: %s", lent->slot ? "slots too small" : "none free");
+    return nullptr;
+  }
+  GST_TRACE("slot %u lent", lent->slot.index());
   return lent;
 }
 
@@ -189,6 +208,7 @@ static void gst_cuda_ipc_slot_pool_init(GstCudaIpcSlotPool* self) {
 }
 
 static void gst_cuda_ipc_slot_pool_class_init(GstCudaIpcSlotPoolClass* klass) {
+  slot_pool_detail::debug_init();
   GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
   GstBufferPoolClass* pool_class = GST_BUFFER_POOL_CLASS(klass);
   gobject_class->finalize = slot_pool_finalize;

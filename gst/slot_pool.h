@@ -68,6 +68,8 @@ WriteSlot* slot_of(GstBuffer* buf, const Producer* producer);
 
 // What the host and CUDA slot pools share (slot_pool.cpp).
 namespace slot_pool_detail {
+// The pools' debug category, "cudaipcslotpool".
+void debug_init();
 // A slot lent to a buffer's memory. The producer outlives every slot lent from it (members are
 // destroyed in reverse order: the slot first, aborted if never committed).
 struct LentSlot {

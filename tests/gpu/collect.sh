@@ -19,4 +19,6 @@ done
 # Only the name the binaries ask for (the soname), as a plain file.
 soname=$(readelf -d "$build/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$build/core/$soname" "$dest/"
+# Debug info is most of their size, and what travels to the device is capped.
+if command -v strip >/dev/null; then strip --strip-debug "$dest"/cudaipc-* "$dest/$soname"; fi
 ls -l "$dest"

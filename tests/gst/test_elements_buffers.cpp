@@ -69,7 +69,8 @@ std::string check_sample(GstSample* sample, const TensorFrame& frame, std::uint6
   *publish = reference_time(buf, "timestamp/x-cudaipc-publish");
   const GstClockTime acquired = reference_time(buf, "timestamp/x-cudaipc-acquire");
   if (why.empty() && !(acquired >= *publish))
-    why = "acquired at " + std::to_string(acquired) + " before its publish " + std::to_string(*publish);
+    why = "acquired at " + std::to_string(acquired) + " before its publish " +
+          std::to_string(*publish);
   if (why.empty() && r.discont() != (seq == 1)) why = "DISCONT on frame " + std::to_string(seq);
   return why;
 }

@@ -200,5 +200,28 @@ TEST_F(ElementTest, DimensionsWithTrailingOneIntersect) {
   EXPECT_EQ(consumer.pipeline().errors(), "");
 }
 
+// On a CUDA channel the sink wants CUDA memory first, whatever order the caps query's filter
+// lists: cudaupload offers its input's system memory first and would otherwise pass it through
+// (leaving the upload to the sink, from pageable memory). A host channel offers no CUDA memory.
+TEST_F(ElementTest, SinkPrefersCudaMemoryOnCudaChannels) {
+  Ptr<GstCaps> filter = caps_from(
+      "video/x-raw,format=NV12,width=64,height=48; "
+      "video/x-raw(memory:CUDAMemory),format=NV12,width=64,height=48");
+  for (const char* mode : {"auto", "vmm", "legacy", "host"}) {
+    SCOPED_TRACE(std::string("ipc-mode=") + mode);
+    Ptr<GstElement> sink(gst_element_factory_make(sink_factory(), nullptr));
+    ASSERT_TRUE(sink);
+    gst_util_set_object_arg(G_OBJECT(sink.get()), "ipc-mode", mode);
+    Ptr<GstPad> pad(gst_element_get_static_pad(sink.get(), "sink"));
+    Ptr<GstCaps> got(gst_pad_query_caps(pad.get(), filter.get()));
+    ASSERT_GT(gst_caps_get_size(got.get()), 0u) << text_of(got.get());
+    const bool cuda_first = !system_memory(got.get());
+    EXPECT_EQ(cuda_first, std::string(mode) != "host") << text_of(got.get());
+    if (std::string(mode) == "host") {
+      EXPECT_EQ(gst_caps_get_size(got.get()), 1u) << text_of(got.get());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cudaipc::testing::gst

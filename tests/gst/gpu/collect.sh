@@ -37,4 +37,9 @@ if gst-inspect-1.0 x264enc >/dev/null 2>&1; then
 else
   echo "no x264enc here (gstreamer1.0-plugins-ugly): the NVDEC case will be skipped" >&2
 fi
+# Debug info is most of the project's binaries, and what travels to the device is capped.
+if command -v strip >/dev/null; then
+  strip --strip-debug "$dest"/g122/bin/cudaipc-* "$dest"/g122/plugins/libgstcudaipc.so \
+    "$dest"/g122/lib/libcudaipc.so.* "$dest"/g128/bin/* "$dest"/g128/plugins/* "$dest"/g128/lib/*
+fi
 du -sh "$dest"

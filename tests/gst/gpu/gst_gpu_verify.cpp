@@ -41,8 +41,8 @@
 namespace {
 
 struct Options {
-  std::string reference, consumer, socket, dims = "3:224:224", type = "float32",
-                                           ipc_mode = "auto", pipeline, expect_path;
+  std::string reference, consumer, socket, dims = "3:224:224", type = "float32", ipc_mode = "auto",
+                                           pipeline, expect_path;
   int frames = 100;
   int timeout_s = 60;
   bool expect_device = false;
@@ -70,8 +70,8 @@ std::uint64_t digest(GstSample* sample, std::string* caps_text) {
       gint comp[GST_VIDEO_MAX_COMPONENTS];
       gst_video_format_info_component(info.finfo, p, comp);
       const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(&frame, comp[0]);
-      const int row_bytes =
-          GST_VIDEO_FRAME_COMP_WIDTH(&frame, comp[0]) * GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, comp[0]);
+      const int row_bytes = GST_VIDEO_FRAME_COMP_WIDTH(&frame, comp[0]) *
+                            GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, comp[0]);
       const auto* base = static_cast<const std::uint8_t*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
       for (int r = 0; r < rows; ++r)
         mix(base + static_cast<std::size_t>(r) * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p),
@@ -141,7 +141,8 @@ struct Pipeline {
   }
   // Next sample or nullptr at EOS / error / timeout (error set).
   GstSample* pull(int timeout_s) {
-    GstSample* s = gst_app_sink_try_pull_sample(sink, static_cast<GstClockTime>(timeout_s) * GST_SECOND);
+    GstSample* s =
+        gst_app_sink_try_pull_sample(sink, static_cast<GstClockTime>(timeout_s) * GST_SECOND);
     if (!s && !gst_app_sink_is_eos(sink)) {
       std::string e = bus_error();
       error = e.empty() ? "timed out waiting for a frame" : e;
@@ -224,13 +225,15 @@ int compare(const Options& o) {
     const bool ok = seq == static_cast<std::uint64_t>(got) && seq >= 1 && seq <= want.size() &&
                     want[seq - 1] == d && caps == want_caps;
     if (!ok && ++bad == 1)
-      first_bad = "frame " + std::to_string(got) + " (seq " + std::to_string(seq) +
-                  ") differs" + (caps != want_caps ? " in caps: " + caps + " vs " + want_caps : "");
+      first_bad = "frame " + std::to_string(got) + " (seq " + std::to_string(seq) + ") differs" +
+                  (caps != want_caps ? " in caps: " + caps + " vs " + want_caps : "");
   }
-  if (!con.error.empty()) return fail("consumer after " + std::to_string(got) + " frames: " +
-                                      con.error);
-  if (rec.missing_meta) return fail(std::to_string(rec.missing_meta) + " buffers had no tensor meta");
-  if (got != o.frames) return fail("got " + std::to_string(got) + " of " + std::to_string(o.frames));
+  if (!con.error.empty())
+    return fail("consumer after " + std::to_string(got) + " frames: " + con.error);
+  if (rec.missing_meta)
+    return fail(std::to_string(rec.missing_meta) + " buffers had no tensor meta");
+  if (got != o.frames)
+    return fail("got " + std::to_string(got) + " of " + std::to_string(o.frames));
   if (bad) return fail(std::to_string(bad) + " bad frames; first: " + first_bad);
   if (o.expect_device && on_device != got)
     return fail(std::to_string(got - on_device) + " buffers were not CUDA memory");
@@ -251,10 +254,9 @@ gsize tensor_bytes(const Options& o) {
     n *= std::strtoull(p, &end, 10);
     p = *end ? end + 1 : end;
   }
-  const std::map<std::string, gsize> sizes{{"uint8", 1},   {"int8", 1},    {"uint16", 2},
-                                           {"int16", 2},   {"float16", 2}, {"uint32", 4},
-                                           {"int32", 4},   {"float32", 4}, {"uint64", 8},
-                                           {"int64", 8},   {"float64", 8}};
+  const std::map<std::string, gsize> sizes{
+      {"uint8", 1}, {"int8", 1},    {"uint16", 2}, {"int16", 2}, {"float16", 2}, {"uint32", 4},
+      {"int32", 4}, {"float32", 4}, {"uint64", 8}, {"int64", 8}, {"float64", 8}};
   auto it = sizes.find(o.type);
   return it == sizes.end() ? 0 : n * it->second;
 }
@@ -262,7 +264,8 @@ gsize tensor_bytes(const Options& o) {
 int produce_tensors(const Options& o) {
   const std::string desc = "appsrc name=in format=time caps=\"" + tensor_caps(o) +
                            "\" ! cudaipcringsink name=sink wait-for-consumer=true sync=false "
-                           "ipc-mode=" + o.ipc_mode + " socket-path=" + o.socket;
+                           "ipc-mode=" +
+                           o.ipc_mode + " socket-path=" + o.socket;
   GError* err = nullptr;
   GstElement* pipe = gst_parse_launch(desc.c_str(), &err);
   if (!pipe) return fail(std::string("producer: ") + (err ? err->message : "?"));
@@ -281,9 +284,9 @@ int produce_tensors(const Options& o) {
   }
   gst_app_src_end_of_stream(GST_APP_SRC(in));
   GstBus* bus = gst_element_get_bus(pipe);
-  GstMessage* m = gst_bus_timed_pop_filtered(
-      bus, static_cast<GstClockTime>(o.timeout_s) * GST_SECOND,
-      static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  GstMessage* m =
+      gst_bus_timed_pop_filtered(bus, static_cast<GstClockTime>(o.timeout_s) * GST_SECOND,
+                                 static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
   int rc = m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS ? 0 : 1;
   if (m) gst_message_unref(m);
   gst_object_unref(bus);
@@ -319,9 +322,9 @@ int produce(const Options& o) {
                nullptr);
   gst_element_set_state(pipe, GST_STATE_PLAYING);
   GstBus* bus = gst_element_get_bus(pipe);
-  GstMessage* m = gst_bus_timed_pop_filtered(
-      bus, static_cast<GstClockTime>(o.timeout_s) * GST_SECOND,
-      static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  GstMessage* m =
+      gst_bus_timed_pop_filtered(bus, static_cast<GstClockTime>(o.timeout_s) * GST_SECOND,
+                                 static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
   std::string error;
   if (!m) {
     error = "no EOS within " + std::to_string(o.timeout_s) + " s";
@@ -372,8 +375,7 @@ int check_tensors(const Options& o) {
     if (seen.second >= 0) ++on_device;
     GstBuffer* buf = gst_sample_get_buffer(s);
     GstMapInfo map;
-    if (!gst_buffer_map(buf, &map, GST_MAP_READ) ||
-        seen.first != static_cast<std::uint64_t>(got) ||
+    if (!gst_buffer_map(buf, &map, GST_MAP_READ) || seen.first != static_cast<std::uint64_t>(got) ||
         cudaipc::testing::check_pattern(map.data, map.size, seen.first) != map.size ||
         map.size != tensor_bytes(o))
       ++bad;
@@ -381,9 +383,9 @@ int check_tensors(const Options& o) {
     gst_sample_unref(s);
   }
   if (!con.error.empty()) return fail("consumer: " + con.error);
-  if (got != o.frames || bad) return fail("got " + std::to_string(got) + " of " +
-                                          std::to_string(o.frames) + ", " + std::to_string(bad) +
-                                          " bad");
+  if (got != o.frames || bad)
+    return fail("got " + std::to_string(got) + " of " + std::to_string(o.frames) + ", " +
+                std::to_string(bad) + " bad");
   if (o.expect_device && on_device != got) return fail("tensors not in CUDA memory");
   std::printf("verify: OK %d tensors byte-exact, %d in CUDA memory\n", got, on_device);
   return 0;
@@ -402,22 +404,31 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--reference") o.reference = next();
-    else if (a == "--consumer") o.consumer = next();
-    else if (a == "--socket") o.socket = next();
-    else if (a == "--dims") o.dims = next();
-    else if (a == "--type") o.type = next();
-    else if (a == "--ipc-mode") o.ipc_mode = next();
-    else if (a == "--frames") o.frames = std::atoi(next().c_str());
-    else if (a == "--timeout-s") o.timeout_s = std::atoi(next().c_str());
-    else if (a == "--expect-device") o.expect_device = true;
-    else if (a == "--expect-path") o.expect_path = next();
+    if (a == "--reference")
+      o.reference = next();
+    else if (a == "--consumer")
+      o.consumer = next();
+    else if (a == "--socket")
+      o.socket = next();
+    else if (a == "--dims")
+      o.dims = next();
+    else if (a == "--type")
+      o.type = next();
+    else if (a == "--ipc-mode")
+      o.ipc_mode = next();
+    else if (a == "--frames")
+      o.frames = std::atoi(next().c_str());
+    else if (a == "--timeout-s")
+      o.timeout_s = std::atoi(next().c_str());
+    else if (a == "--expect-device")
+      o.expect_device = true;
+    else if (a == "--expect-path")
+      o.expect_path = next();
     else if (a == "--pipeline-words") {
       // Everything up to --socket: the pipeline, as the shell split it.
       while (i + 1 < argc && std::string(argv[i + 1]) != "--socket")
         o.pipeline += (o.pipeline.empty() ? "" : " ") + std::string(argv[++i]);
-    }
-    else {
+    } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
