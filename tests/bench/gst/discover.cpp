@@ -68,8 +68,14 @@ std::string plugin_file(const char* plugin) {
   return s;
 }
 
-std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::string>& only,
-                                std::string* ours_missing) {
+std::string producer_key(bool feed, bool cuda, const std::string& upstream) {
+  if (feed) return cuda ? "feed-cuda" : "feed";
+  if (!upstream.empty()) return upstream;
+  return cuda ? "cuda" : "sys";
+}
+
+std::vector<Transport> discover(bool gpu, bool live, const std::string& clip,
+                                const std::vector<std::string>& only, std::string* ours_missing) {
   std::vector<Transport> ts;
   // Ours, by plugin name: the aliases where this build has them, else the plain names.
   std::string sink, src;
@@ -141,6 +147,24 @@ std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::stri
     t.feed = true;
     ts.push_back(t);
   }
+  // Other CUDA producers upstream of the sink (issue #14: a CUDA producer is never slowed):
+  // cudaconvertscale, and an NVDEC decoder.
+  Transport convert =
+      cuda_row("cudaipc-cuda-convert",
+               "cudaipc CUDA, cudaupload ! cudaconvertscale producer (io-mode=auto)", "auto");
+  convert.upstream = "convert";
+  if (convert.unavailable.empty() && plugin_of("cudaconvertscale").empty())
+    convert.unavailable = "not available: no cudaconvertscale (needs NVRTC)";
+  ts.push_back(convert);
+  Transport nvdec =
+      cuda_row("cudaipc-cuda-nvdec", "cudaipc CUDA, nvh264dec producer (io-mode=auto)", "auto");
+  nvdec.upstream = "nvdec";
+  if (nvdec.unavailable.empty() && clip.empty())
+    nvdec.unavailable = "skipped: no --clip (an H.264 file) to decode";
+  else if (nvdec.unavailable.empty() &&
+           (plugin_of("nvh264dec").empty() || plugin_of("h264parse").empty()))
+    nvdec.unavailable = "not available: no nvh264dec or h264parse";
+  ts.push_back(nvdec);
   // An application as the consumer: cudaipcsrc ! appsink, pulling samples, reading tensor metas.
   Transport app_host = make("cudaipc-host-appsink",
                             "cudaipc host, app consumer: appsink pull + tensor meta", sink, src);
@@ -153,6 +177,14 @@ std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::stri
                                 "import");
   app_cuda.appsink = true;
   ts.push_back(app_cuda);
+  // The app consumer past videotestsrc's ceiling: pre-uploaded frames, an appsink pulling them.
+  Transport app_feed = cuda_row("cudaipc-cuda-appsrc-appsink-import",
+                                "cudaipc CUDA, pre-uploaded appsrc producer (io-mode=import), app "
+                                "consumer: appsink pull + tensor meta",
+                                "import");
+  app_feed.appsink = true;
+  app_feed.feed = true;
+  ts.push_back(app_feed);
 
   return only.empty() ? ts : filter(ts, only);
 }

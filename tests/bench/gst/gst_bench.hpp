@@ -30,6 +30,11 @@ struct RunSpec {
   // are shared); the consumer takes the index from the tensor meta's seq.
   bool feed = false;
   bool appsink = false;  // the consumer is an app pulling samples from an appsink
+  // What makes the CUDA frames upstream of the sink: "" cudaupload; "convert" cudaupload then
+  // cudaconvertscale (a 1280x720 I420 source converted and scaled to the row's format and size);
+  // "nvdec" nvh264dec decoding `clip` (unstamped, like the feed: nothing is written into a frame).
+  std::string upstream;
+  std::string clip;
   // Live (frames/s > 0): a live videotestsrc paces frames at this rate (the sink has sync=false:
   // it renders each frame as it comes), the consumer ends in an appsink; latency is from the
   // moment a frame enters the producer's sink to its arrival at the consumer's appsink.
@@ -55,6 +60,7 @@ struct Row {
   std::uint64_t sent = 0, received = 0, lost = 0, bad = 0, checked = 0;
   double fps = 0;             // consumer side (baseline: the sink), frames / window
   double over_source_us = 0;  // per-frame time above the baseline's (1e6/fps difference)
+  double base_fps = 0, base_prod_cpu_us = 0;  // the same producer into fakesink, one process
   double prod_cpu_us = 0, cons_cpu_us = 0;
   std::vector<std::uint64_t> lat, meta;  // ns: stamp-based, and our sink-chain meta
   // Live rows through our elements: where each frame's time went (ns per frame, see kStages).
@@ -89,12 +95,17 @@ struct Transport {
   bool cuda = false;
   bool every_frame = true;             // promises every frame, so a lost one is a failure
   bool feed = false, appsink = false;  // as in RunSpec
+  std::string upstream;                // as in RunSpec
   std::string unavailable;             // why it does not run; empty: it runs
 };
 // Every transport, runnable or with the reason it is not; `only` (ids) narrows the list.
 // `*ours_missing` says why the cudaipc plugin's elements were not found ("" when they were).
-std::vector<Transport> discover(bool gpu, bool live, const std::vector<std::string>& only,
-                                std::string* ours_missing);
+// `clip`: an H.264 file for the decoder rows ("": they do not run).
+std::vector<Transport> discover(bool gpu, bool live, const std::string& clip,
+                                const std::vector<std::string>& only, std::string* ours_missing);
+// Which producer a run has (its baseline is the same producer into fakesink): "sys", "cuda",
+// "feed", "feed-cuda", "convert" or "nvdec".
+std::string producer_key(bool feed, bool cuda, const std::string& upstream);
 std::string plugin_file(const char* plugin);  // "" when the registry has no such plugin
 
 // ---- runs in fresh processes (runs.cpp) ----

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include "gst_bench.hpp"
@@ -32,6 +33,7 @@ struct Options {
   int timeout_s = 60;
   std::vector<std::string> only;  // transport ids; empty: all
   int live_fps = 0;
+  std::string clip;  // H.264 for the decoder rows, at least warmup + frames frames
 };
 
 void usage() {
@@ -49,6 +51,8 @@ void usage() {
       "                      the sink with sync=true, consumer into appsink; latency from\n"
       "                      the moment the producer meant to render each frame, with the\n"
       "                      per-frame budget of our elements\n"
+      "  --clip=FILE         an H.264 stream of at least warmup + frames frames of the\n"
+      "                      row size: the nvh264dec producer rows decode it\n"
       "  --transports=LIST   only these: cudaipc-host,shm,unixfd,cudaipc-cuda-import,\n"
       "                      cudaipc-cuda-copy,nvcodec,cudaipc-host-appsrc,\n"
       "                      cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,\n"
@@ -98,6 +102,8 @@ Options parse(int argc, char** argv) {
       o.only = split(v);
     else if (k == "--live")
       o.live_fps = v.empty() ? 60 : std::stoi(v);
+    else if (k == "--clip")
+      o.clip = v;
     else if (k == "--help" || k == "-h") {
       usage();
       std::exit(0);
@@ -114,11 +120,16 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Whether a runnable transport needs the baseline of this producer (appsrc feed or not) and memory.
-bool needs(const std::vector<Transport>& ts, bool feed, bool cuda) {
-  for (const auto& t : ts)
-    if (t.unavailable.empty() && t.feed == feed && t.cuda == cuda) return true;
-  return false;
+// What a baseline row (producer_key) runs, for the table.
+std::string baseline_label(const std::string& key) {
+  if (key == "cuda") return "source only: videotestsrc ! cudaupload ! fakesink (1 process)";
+  if (key == "feed") return "source only: 4 pre-made frames, appsrc ! fakesink (1 process)";
+  if (key == "feed-cuda")
+    return "source only: 4 pre-uploaded CUDA frames, appsrc ! fakesink (1 process)";
+  if (key == "convert")
+    return "source only: videotestsrc ! cudaupload ! cudaconvertscale ! fakesink (1 process)";
+  if (key == "nvdec") return "source only: filesrc ! h264parse ! nvh264dec ! fakesink (1 process)";
+  return "source only: videotestsrc ! fakesink (1 process)";
 }
 
 std::string machine() {
@@ -177,7 +188,8 @@ int run(const Options& o) {
   std::fflush(stdout);
 
   std::string ours_missing;
-  const std::vector<Transport> transports = discover(o.gpu, o.live_fps > 0, o.only, &ours_missing);
+  const std::vector<Transport> transports =
+      discover(o.gpu, o.live_fps > 0, o.clip, o.only, &ours_missing);
 
   char tmpl[] = "/tmp/cudaipc-gst-bench-XXXXXX";  // short: unix socket paths live in it
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -222,36 +234,25 @@ int run(const Options& o) {
     rows.push_back(br);
     base.ref0 = kv_get(br.producer, "ref0");
     base.ref1 = kv_get(br.producer, "ref1");
-    double cuda_base_fps = 0;
-    if (!o.live_fps && needs(transports, false, true)) {
-      RunSpec c = base;
-      c.transport = "baseline";
-      c.cuda = true;
-      c.dir = make_dir(root, index++, "baseline-cuda");
-      std::fprintf(stderr, "gst-bench: %s baseline with cudaupload\n", format.c_str());
-      Row cr = run_baseline(c, "source only: videotestsrc ! cudaupload ! fakesink (1 process)");
-      ok = ok && cr.ok;
-      cuda_base_fps = cr.fps;
-      rows.push_back(cr);
-    }
-    double feed_base_fps[2] = {0, 0};  // system memory, CUDA
-    for (const bool cuda : {false, true}) {
-      if (!needs(transports, true, cuda)) continue;
-      RunSpec f = base;
-      f.transport = "baseline";
-      f.cuda = cuda;
-      f.feed = true;
-      f.dir = make_dir(root, index++, cuda ? "baseline-appsrc-cuda" : "baseline-appsrc");
-      std::fprintf(stderr, "gst-bench: %s baseline, appsrc%s\n", format.c_str(),
-                   cuda ? " of CUDA frames" : "");
-      Row fr =
-          run_baseline(f, cuda ? "source only: 4 pre-uploaded CUDA frames, appsrc ! fakesink "
-                                 "(1 process)"
-                               : "source only: 4 pre-made frames, appsrc ! fakesink (1 process)");
-      ok = ok && fr.ok;
-      feed_base_fps[cuda ? 1 : 0] = fr.fps;
-      rows.push_back(fr);
-    }
+    // Each row's baseline: its producer into fakesink in one process, run once per format.
+    std::map<std::string, Row> baselines{{"sys", br}};
+    auto baseline_for = [&](const Transport& t) -> const Row& {
+      const std::string key = producer_key(t.feed, t.cuda, t.upstream);
+      auto it = baselines.find(key);
+      if (it != baselines.end()) return it->second;
+      RunSpec b = base;
+      b.transport = "baseline";
+      b.cuda = t.cuda;
+      b.feed = t.feed;
+      b.upstream = t.upstream;
+      b.clip = o.clip;
+      b.dir = make_dir(root, index++, "baseline-" + key);
+      std::fprintf(stderr, "gst-bench: %s baseline (%s)\n", format.c_str(), key.c_str());
+      Row r = run_baseline(b, baseline_label(key));
+      ok = ok && r.ok;
+      rows.push_back(r);
+      return baselines.emplace(key, r).first->second;
+    };
     for (const auto& t : transports) {
       if (!t.unavailable.empty()) {
         Row r;
@@ -262,6 +263,7 @@ int run(const Options& o) {
         rows.push_back(r);
         continue;
       }
+      const Row base_row = o.live_fps ? br : baseline_for(t);
       RunSpec s = base;
       s.transport = t.id;
       for (const char* ours : {"cudaipc-cuda", "cudaipc-host"})
@@ -272,12 +274,19 @@ int run(const Options& o) {
       s.cuda = t.cuda;
       s.feed = t.feed;
       s.appsink = t.appsink;
+      s.upstream = t.upstream;
+      s.clip = o.clip;
+      // The colour this producer's frames have (cudaconvertscale's differs from videotestsrc's).
+      if (!kv_get(base_row.producer, "ref0").empty()) {
+        s.ref0 = kv_get(base_row.producer, "ref0");
+        s.ref1 = kv_get(base_row.producer, "ref1");
+      }
+      if (t.upstream == "nvdec") s.ref0 = s.ref1 = "";  // decoded frames are not one colour
       s.dir = make_dir(root, index++, t.id);
       std::fprintf(stderr, "gst-bench: %s %s\n", format.c_str(), t.id.c_str());
-      const double base_fps = t.feed   ? feed_base_fps[t.cuda ? 1 : 0]
-                              : t.cuda ? cuda_base_fps
-                                       : br.fps;
-      Row r = run_pair(t, s, base_fps);
+      Row r = run_pair(t, s, base_row.fps);
+      r.base_fps = base_row.fps;
+      r.base_prod_cpu_us = base_row.prod_cpu_us;
       ok = ok && r.ok;
       rows.push_back(r);
     }

@@ -81,28 +81,31 @@ void print_budget(const std::vector<Row>& rows) {
 void print_table(const ReportInfo& info, const std::vector<Row>& rows) {
   std::printf(
       "\n%s, %llu frames measured after %llu warm-up frames; %s\n\n"
-      "| transport | format | frames recv/sent | lost | bad | frames/s | us/frame over source "
-      "| latency p50 us | p99 us | meta p50 us | meta p99 us | prod CPU us/f | cons CPU us/f "
-      "| note |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "| transport | format | frames recv/sent | lost | bad | frames/s | x producer alone "
+      "| latency p50 us | p99 us | meta p50 us | meta p99 us | prod CPU us/f | over alone "
+      "| cons CPU us/f | note |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       info.size.c_str(), static_cast<unsigned long long>(info.frames),
       static_cast<unsigned long long>(info.warmup), info.gst_version.c_str());
   for (const Row& r : rows) {
     if (!r.ran) {
-      std::printf("| %s | %s | - | - | - | - | - | - | - | - | - | - | - | %s |\n", r.label.c_str(),
-                  r.format.c_str(), r.note.c_str());
+      std::printf("| %s | %s | - | - | - | - | - | - | - | - | - | - | - | - | %s |\n",
+                  r.label.c_str(), r.format.c_str(), r.note.c_str());
       continue;
     }
     const bool baseline = r.id.rfind("baseline", 0) == 0;
+    // Against the same producer into fakesink in one process (its baseline row).
+    const bool compared = !baseline && r.base_fps > 0 && r.fps > 0;
     std::printf(
-        "| %s | %s | %llu/%llu | %s | %llu | %s | %s | %s | %s | %s | %s | %s | %s | %s%s |\n",
+        "| %s | %s | %llu/%llu | %s | %llu | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s%s |\n",
         r.label.c_str(), r.format.c_str(), static_cast<unsigned long long>(r.received),
         static_cast<unsigned long long>(r.sent), baseline ? "-" : std::to_string(r.lost).c_str(),
         static_cast<unsigned long long>(r.bad), fmt(r.fps, 0).c_str(),
-        baseline ? "-" : fmt(r.over_source_us, 1).c_str(), us_pct(r.lat, 0.5).c_str(),
+        compared ? fmt(r.fps / r.base_fps, 3).c_str() : "-", us_pct(r.lat, 0.5).c_str(),
         us_pct(r.lat, 0.99).c_str(), us_pct(r.meta, 0.5).c_str(), us_pct(r.meta, 0.99).c_str(),
-        fmt(r.prod_cpu_us, 1).c_str(), baseline ? "-" : fmt(r.cons_cpu_us, 1).c_str(),
-        r.ok ? "" : "FAILED: ", r.note.c_str());
+        fmt(r.prod_cpu_us, 1).c_str(),
+        compared ? fmt(r.prod_cpu_us - r.base_prod_cpu_us, 1).c_str() : "-",
+        baseline ? "-" : fmt(r.cons_cpu_us, 1).c_str(), r.ok ? "" : "FAILED: ", r.note.c_str());
   }
   print_budget(rows);
   std::fflush(stdout);
@@ -124,6 +127,8 @@ void write_json(const std::string& path, const ReportInfo& info, const std::vect
       << ", \"received\": " << r.received << ", \"lost\": " << r.lost << ", \"bad\": " << r.bad
       << ", \"checked\": " << r.checked << ", \"fps\": " << json_number(r.fps)
       << ", \"over_source_us\": " << json_number(r.over_source_us)
+      << ", \"base_fps\": " << json_number(r.base_fps)
+      << ", \"base_prod_cpu_us_per_frame\": " << json_number(r.base_prod_cpu_us)
       << ", \"prod_cpu_us_per_frame\": " << json_number(r.prod_cpu_us)
       << ", \"cons_cpu_us_per_frame\": " << json_number(r.cons_cpu_us)
       << ",\n     \"latency_ns\": " << json_array(r.lat)

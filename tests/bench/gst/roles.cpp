@@ -24,6 +24,12 @@ constexpr const char* kDoneMessage = "gst-bench-done";
 // every frame it will get (nvcodec's source, for one, has no every-frame mode).
 constexpr std::uint64_t kIdleAfterProducerNs = 1'000'000'000;
 
+// Frames nothing writes a stamp into: the feed's (shared buffers) and a decoder's (its own
+// surfaces). Their index is the tensor meta's seq - 1.
+bool unstamped(const RunSpec& s) {
+  return s.feed || s.upstream == "nvdec";
+}
+
 struct PipelineDeleter {
   void operator()(GstElement* p) const {
     gst_element_set_state(p, GST_STATE_NULL);
@@ -211,7 +217,8 @@ std::uint64_t deadline_of(const RunSpec& s) {
 // (producer) to EOS, or from frame warmup-1 to the last frame (baseline). `probe_cpu` is this
 // probe's own CPU time inside that window, which the report takes out of the process's.
 struct SenderProbe {
-  explicit SenderProbe(const RunSpec& s) : spec(&s), fc(FrameCheck::from(s)), stamp(!s.feed) {}
+  explicit SenderProbe(const RunSpec& s)
+      : spec(&s), fc(FrameCheck::from(s)), stamp(!unstamped(s)) {}
   const RunSpec* spec;
   FrameCheck fc;
   bool stamp;  // the feed's buffers share their memory: they are counted, never written
@@ -309,7 +316,7 @@ void note_bad(ReceiverProbe* p, const std::string& why) {
 constexpr std::uint64_t kCudaStampEvery = 16;
 
 bool reads_stamp(const RunSpec& s, std::uint64_t arrival) {
-  if (s.feed) return false;
+  if (unstamped(s)) return false;
   if (s.live_fps) return true;  // a frame every 16 ms leaves time for the read
   return !s.cuda || arrival < s.warmup || arrival % kCudaStampEvery == 0 ||
          arrival + 1 == s.total();
@@ -373,7 +380,7 @@ void receive(ReceiverProbe* p, GstBuffer* buf, std::uint64_t now) {
   // Without a stamp read the arrival count stands in for the index: every-frame transports
   // deliver frame n as arrival n, and a lossy one only ends up with fewer frames.
   std::uint64_t index = arrival;
-  if (p->spec->feed && !feed_index(p, buf, arrival, &index)) return;
+  if (unstamped(*p->spec) && !feed_index(p, buf, arrival, &index)) return;
   if (reads_stamp(*p->spec, arrival)) {
     Stamp st;
     if (!read_stamp(buf, p->fc, &st) || st.magic != kStampMagic || st.index >= total) {

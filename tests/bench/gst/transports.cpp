@@ -9,17 +9,37 @@
 namespace gstbench {
 namespace {
 
+std::string quoted(const std::string& path) {
+  return "\"" + path + "\"";
+}
+
 std::string raw_caps(const RunSpec& s) {
   return "video/x-raw,format=" + s.format + ",width=" + std::to_string(s.width) +
          ",height=" + std::to_string(s.height) + ",framerate=" + std::to_string(s.live_fps) + "/1";
 }
 
+// The row's format and size in CUDA memory.
+std::string cuda_caps(const RunSpec& s) {
+  return "video/x-raw(memory:CUDAMemory),format=" + s.format + ",width=" + std::to_string(s.width) +
+         ",height=" + std::to_string(s.height);
+}
+
 std::string source(const RunSpec& s) {
+  if (s.upstream == "nvdec")
+    // The clip has at least total() frames; identity ends the stream after exactly that many.
+    return "filesrc location=" + quoted(s.clip) +
+           " ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory) ! identity eos-after=" +
+           std::to_string(s.total());
   char fg[16];
   std::snprintf(fg, sizeof fg, "0x%08x", kForeground);
-  std::string d = std::string("videotestsrc name=vsrc is-live=") + (s.live_fps ? "true" : "false") +
-                  " pattern=solid-color foreground-color=" + std::string(fg) +
-                  " num-buffers=" + std::to_string(s.total()) + " ! " + raw_caps(s);
+  const std::string vsrc = std::string("videotestsrc name=vsrc is-live=") +
+                           (s.live_fps ? "true" : "false") +
+                           " pattern=solid-color foreground-color=" + std::string(fg) +
+                           " num-buffers=" + std::to_string(s.total());
+  if (s.upstream == "convert")
+    return vsrc + " ! video/x-raw,format=I420,width=1280,height=720 ! cudaupload ! " +
+           "cudaconvertscale ! " + cuda_caps(s);
+  std::string d = vsrc + " ! " + raw_caps(s);
   if (s.cuda) d += " ! cudaupload ! video/x-raw(memory:CUDAMemory)";
   return d;
 }
@@ -27,10 +47,6 @@ std::string source(const RunSpec& s) {
 // The feed's frames are made once; what pushes them is an appsrc whose caps are the frames'.
 std::string feed_source() {
   return "appsrc name=feed is-live=false format=time block=true max-bytes=0 max-buffers=4";
-}
-
-std::string quoted(const std::string& path) {
-  return "\"" + path + "\"";
 }
 
 std::uint64_t frame_bytes(const RunSpec& s) {

@@ -36,6 +36,8 @@ std::vector<std::string> RunSpec::to_args() const {
           std::string("feed=") + (feed ? "1" : "0"),
           std::string("appsink=") + (appsink ? "1" : "0"),
           "live_fps=" + std::to_string(live_fps),
+          "upstream=" + upstream,
+          "clip=" + clip,
           "dir=" + dir,
           "timeout=" + std::to_string(timeout_s),
           "ref0=" + ref0,
@@ -74,6 +76,10 @@ RunSpec RunSpec::from_args(const std::vector<std::string>& args) {
       s.appsink = v == "1";
     else if (k == "live_fps")
       s.live_fps = std::stoi(v);
+    else if (k == "upstream")
+      s.upstream = v;
+    else if (k == "clip")
+      s.clip = v;
     else if (k == "dir")
       s.dir = v;
     else if (k == "timeout")

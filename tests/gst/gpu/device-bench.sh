@@ -27,7 +27,7 @@ what=${BENCH_WHAT:-live full probe}
 frames=${BENCH_FRAMES:-300}
 live_frames=${LIVE_FRAMES:-300}
 formats=${BENCH_FORMATS:-RGBA,NV12}
-transports=${BENCH_TRANSPORTS:-cudaipc-cuda-import,cudaipc-cuda-copy,nvcodec,cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,cudaipc-cuda-appsink-import}
+transports=${BENCH_TRANSPORTS:-cudaipc-cuda-import,cudaipc-cuda-copy,nvcodec,cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,cudaipc-cuda-convert,cudaipc-cuda-nvdec,cudaipc-cuda-appsink-import,cudaipc-cuda-appsrc-appsink-import}
 summary=$out/bench-summary.txt
 : >"$summary"
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; } 2>&1 \
@@ -69,7 +69,10 @@ run_all() {  # run_all TAG (mps-off | mps-on)
       gst "$v" "live-$v-$tag" 200 --live=60 --frames="$live_frames" --warmup=30 --timeout=60 ;;
     esac
     case " $what " in *" full "*)
-      gst "$v" "full-$v-$tag" 240 --frames="$frames" --warmup=30 --transports="$transports" ;;
+      local clip=()
+      [ -f "$dir/clip-1080p.h264" ] && clip=(--clip="$dir/clip-1080p.h264")
+      gst "$v" "full-$v-$tag" 300 --frames="$frames" --warmup=30 --transports="$transports" \
+        "${clip[@]}" ;;
     esac
   done
   case " $what " in *" probe "*)
