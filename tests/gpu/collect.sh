@@ -10,7 +10,7 @@ mkdir -p "$dest"
 for f in cudaipc-gpu-backend-test cudaipc-gpu-channel-test cudaipc-gpu-peer; do
   cp -f "$build/tests/gpu/$f" "$dest/"
 done
-cp -f "$build/tests/bench/cudaipc-bench-gpu-pipeline" "$dest/"
+cp -f "$build/tests/bench/cudaipc-bench-gpu-pipeline" "$build/tests/bench/cudaipc-bench" "$dest/"
 # Issue #8's probe of streams blocked in cuStreamWaitValue32: a bench program, not a suite; built
 # only with the CUDA backend.
 for probe in cudaipc-bench-blocked-streams cudaipc-bench-timeslice; do

@@ -2,14 +2,15 @@
 # The GStreamer element benchmarks of docs/benchmarks.md on the GPU machine, in one device call:
 # cudaipc-gst-bench live (1080p60, the per-frame budget) and flat out (the CUDA rows), under
 # GStreamer 1.22 (Debian's nvcodec bundle) and 1.28 (with GStreamer's own cudaipc, shm and unixfd
-# elements beside ours), each without and with an MPS daemon of this script's own; then the
-# time-slicing probe (cudaipc-bench-timeslice) both ways. Every step has its own time limit.
+# elements beside ours), each without and with an MPS daemon of this script's own; the core alone
+# at the live rate (the floor under the live rows); and the time-slicing probe
+# (cudaipc-bench-timeslice). Every step has its own time limit.
 #   bash tests/gst/gpu/device-bench.sh GSTDIR [COREDIR]
-# GSTDIR is what tests/gst/gpu/collect.sh made, COREDIR what tests/gpu/collect.sh made (the probe;
-# skipped without it). Environment: BENCH_WHAT (default "live full probe"), BENCH_MPS ("off on"),
-# BENCH_VERSIONS ("122 128"), BENCH_FRAMES (300 flat-out frames), LIVE_FRAMES (300),
-# BENCH_FORMATS (RGBA,NV12), BENCH_TRANSPORTS (flat-out rows; default the CUDA ones).
-# Logs in $OUT (or GSTDIR/logs); the last lines printed are every table.
+# GSTDIR is what tests/gst/gpu/collect.sh made, COREDIR what tests/gpu/collect.sh made (the floor
+# and the probe; skipped without it). Environment: BENCH_WHAT (default "live full floor probe"),
+# BENCH_MPS ("off on"), BENCH_VERSIONS ("122 128"), BENCH_FRAMES (300 flat-out frames),
+# LIVE_FRAMES (300), BENCH_FORMATS (RGBA,NV12), BENCH_TRANSPORTS (flat-out rows; default the CUDA
+# ones). Logs in $OUT (or GSTDIR/logs); the last lines printed are every table.
 set -u
 dir=$(cd "${1:?usage: device-bench.sh GSTDIR [COREDIR]}" && pwd)
 core=${2:-}
@@ -23,7 +24,7 @@ trap mps_stop EXIT
 trap 'exit 130' INT TERM
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64"
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-what=${BENCH_WHAT:-live full probe}
+what=${BENCH_WHAT:-live full floor probe}
 frames=${BENCH_FRAMES:-300}
 live_frames=${LIVE_FRAMES:-300}
 formats=${BENCH_FORMATS:-RGBA,NV12}
@@ -75,6 +76,18 @@ run_all() {  # run_all TAG (mps-off | mps-on)
         "${clip[@]}" ;;
     esac
   done
+  case " $what " in *" floor "*)
+    # The core alone at the live rate: a futex wake and a CUDA frame's publish->acquire with
+    # 16.7 ms between frames, the floor under the live rows' wake stage.
+    if [ -n "$core" ] && [ -x "$core/cudaipc-bench" ]; then
+      local start=$SECONDS
+      LD_LIBRARY_PATH=$core:$LD_LIBRARY_PATH timeout -k 5 120 "$core/cudaipc-bench" --gpu-only \
+        --gpu-sizes=8294400 --export=vmm --consumers=1 --producer-mode=borrowed --samples=300 \
+        --frames=2000 --warmup=20 --gap-us=16667 --floor-samples=300 \
+        >"$out/floor-60hz-$tag.txt" 2>&1 || status=1
+      printf '%-24s %4ss\n' "floor-60hz-$tag" $((SECONDS - start)) | tee -a "$summary"
+    fi ;;
+  esac
   case " $what " in *" probe "*)
     if [ -n "$core" ] && [ -x "$core/cudaipc-bench-timeslice" ]; then
       local start=$SECONDS
@@ -105,7 +118,7 @@ for mode in ${BENCH_MPS:-off on}; do
   fi
 done
 [ -n "$g128" ] && rm -rf "$g128"
-for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/timeslice-*.txt; do
+for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/floor-*.txt "$out"/timeslice-*.txt; do
   [ -f "$f" ] || continue
   echo "== $(basename "$f" .txt)"
   grep -E '^\||FAIL|rror' "$f" | grep -v -- '---|' | cut -c1-330
