@@ -254,12 +254,15 @@ int run(const Options& o) {
       return baselines.emplace(key, r).first->second;
     };
     for (const auto& t : transports) {
-      if (!t.unavailable.empty()) {
+      std::string unavailable = t.unavailable;
+      if (unavailable.empty() && t.upstream == "nvdec" && format != "NV12")
+        unavailable = "not available: the decoder's frames are NV12";
+      if (!unavailable.empty()) {
         Row r;
         r.id = t.id;
         r.label = t.label;
         r.format = format;
-        r.note = t.unavailable;
+        r.note = unavailable;
         rows.push_back(r);
         continue;
       }
