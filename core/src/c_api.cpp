@@ -37,6 +37,12 @@ long long enum_value(const E& field) {
   return v;
 }
 
+cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
+  require(c, "consumer");
+  if (!c->c) throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the consumer is closed");
+  return *c->c;
+}
+
 // The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
 // consumer's held frames until the last hold ends.
 cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
@@ -277,6 +283,10 @@ int cudaipc_consumer_new(const cudaipc_consumer_options* o, cudaipc_consumer** o
   });
 }
 
+void cudaipc_consumer_close(cudaipc_consumer* c) {
+  if (c) c->c.reset();
+}
+
 void cudaipc_consumer_free(cudaipc_consumer* c) {
   std::unique_ptr<cudaipc_consumer> owned(c);
 }
@@ -285,7 +295,7 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
   return guard([&] {
     require(c, "consumer");
     require(ev, "event");
-    cudaipc::Event e = c->c->next(to_duration(timeout_ns));
+    cudaipc::Event e = open_consumer(c).next(to_duration(timeout_ns));
     to_c_event(c, e, ev);
   });
 }
@@ -296,7 +306,7 @@ int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaip
     require(c, "consumer");
     require(ev, "event");
     require(view, "view");
-    cudaipc::Event e = c->c->next(to_duration(timeout_ns));
+    cudaipc::Event e = open_consumer(c).next(to_duration(timeout_ns));
     to_c_event(c, e, ev);
     *view = cudaipc_frame_view{};
     view->type = ev->type;
@@ -334,7 +344,7 @@ int cudaipc_consumer_held(cudaipc_consumer* c, uint32_t* count, uint64_t* seqs, 
 
 int cudaipc_consumer_cuda_device(cudaipc_consumer* c) {
   try {
-    return c ? c->c->cuda_device() : -1;
+    return c && c->c ? c->c->cuda_device() : -1;
   } catch (const std::exception&) {
     return -1;
   }
@@ -349,18 +359,18 @@ void cudaipc_producer_clear_interrupt(cudaipc_producer* p) {
 }
 
 void cudaipc_consumer_interrupt(cudaipc_consumer* c) {
-  if (c) c->c->interrupt();
+  if (c && c->c) c->c->interrupt();
 }
 
 void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) {
-  return c ? c->c->cuda_stream() : nullptr;
+  return c && c->c ? c->c->cuda_stream() : nullptr;
 }
 
 int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
   return guard([&] {
     require(c, "consumer");
     require(out, "out");
-    *out = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
+    *out = open_consumer(c).memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
                                                             : CUDAIPC_MEMORY_HOST;
   });
 }

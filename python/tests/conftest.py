@@ -169,6 +169,13 @@ def require_gst_elements(env: Dict[str, str], *names: str) -> None:
                     "(gst-inspect-1.0 does not know them)")
 
 
+def live_exports() -> int:
+    """DLPack exports not deleted yet: the library's (frames, slots) and the package's own (sources
+    it wraps for publish). A test that frees every tensor it made must find none left."""
+    from cudaipc import _dlpack, _lib
+    return int(_lib.lib.cudaipc_dlpack_exports_alive()) + len(_dlpack._exports)
+
+
 def have_ml_dtypes() -> bool:
     try:
         import ml_dtypes  # noqa: F401
@@ -179,4 +186,5 @@ def have_ml_dtypes() -> bool:
 
 # Reached by name from the test modules.
 __all__ = ["pattern", "next_frame", "run_python", "wait_until", "have_ml_dtypes", "held_on_timeout",
+           "live_exports",
            "frames_from", "consumers_joined", "gst_env", "require_gst_elements", "REPO", "cudaipc"]

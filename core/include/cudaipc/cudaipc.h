@@ -142,6 +142,9 @@ void* cudaipc_producer_cuda_stream(cudaipc_producer* p);
 
 int cudaipc_consumer_new(const cudaipc_consumer_options* opts, cudaipc_consumer** out);
 void cudaipc_consumer_free(cudaipc_consumer* c);
+/* Disconnects now (frames handed out keep their leases); the handle stays valid, for
+ * cudaipc_consumer_held, until cudaipc_consumer_free. Other calls on it fail: it is closed. */
+void cudaipc_consumer_close(cudaipc_consumer* c);
 int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev);
 void cudaipc_consumer_interrupt(cudaipc_consumer* c);
 /* The CUstream reads are ordered on (CUDA channels), else NULL. */
