@@ -35,9 +35,11 @@ done
 soname=$(readelf -d build/core/libcudaipc.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "build/core/$soname" "$dist/bench/"
 
+# The plugin finds libcudaipc through a build-tree RUNPATH, which ldd cannot follow from the
+# bundle: name the library itself.
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale videorate app debug coretracers \
 nvcodec videoparsersbad" bash ../shared/tools/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
-  >/dev/null
+  "build/core/$soname" >/dev/null
 
 # A clip for the decoder pipeline: any H.264 encoder this machine's GStreamer has.
 enc=

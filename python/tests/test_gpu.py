@@ -99,137 +99,88 @@ def test_cupy_shares_the_slot(path, how):
     assert c.held == 0, f"leases never given back, even after gc.collect(): {lingering}"
 
 
-def test_release_waits_for_the_callers_kernels(path):
-    # The producer runs ahead (latest consumer, 2 slots). Each frame is read by a kernel queued
-    # behind a long sleep and released on the CPU at once: unless the release is ordered after
-    # that kernel, the producer overwrites the slot before the copy reads it.
-    n = 400
-    p = peer(path, n, slots=2)
-    checked = 0
+def race_reads(path, read_one, frames=20):
+    """The producer runs ahead (a peer process, 2 slots) while this latest consumer reads each
+    frame with `read_one(frame)`: a copy queued behind ~10 ms of GPU sleep, the frame released on
+    the CPU at once. Unless the release is ordered after that copy on the GPU, the producer
+    overwrites the slot before the copy reads it. Checks every copy."""
+    p = peer(path, 400, slots=2)
     results = []
     with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c):
         for f in c:
-            t = torch.from_dlpack(f)
-            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time on the current stream
-            results.append((f.seq, t.clone()))
-            del t
-            f.release()
-            if len(results) >= 20:
-                break
-        torch.cuda.synchronize()
-        for seq, r in results:
-            assert torch.equal(r, gpu_pattern(seq, (H, W, 4))), f"frame {seq} was overwritten"
-            checked += 1
-    p.kill()
-    p.communicate()
-    assert checked == 20
-
-
-def test_publish_waits_on_the_tensors_stream(path, tmp_path):
-    # The producer (here) fills a tensor on a side stream behind a sleep and publishes at once: the
-    # copy must wait for that stream on the GPU.
-    code = f"""
-import sys, torch, cudaipc
-sys.path.insert(0, {HERE!r})
-from gpu_peer import gpu_pattern
-with cudaipc.Consumer({path!r}, timeout=60) as c:
-    n = 0
-    for f in c:
-        with f:
-            assert torch.equal(torch.from_dlpack(f), gpu_pattern(f.seq, (8, 8, 4))), f.seq
-            n += 1
-    print(n)
-"""
-    consumer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    side = torch.cuda.Stream()
-    with cudaipc.Producer(path, memory="cuda", block_timeout=30) as p:
-        p.wait_for_consumers(timeout=60)
-        for seq in range(1, 21):
-            with torch.cuda.stream(side):
-                x = torch.zeros((8, 8, 4), dtype=torch.uint8, device="cuda")
-                torch.cuda._sleep(5_000_000)
-                x.copy_(gpu_pattern(seq, (8, 8, 4)))
-                assert p.publish(x)
-            del x
-    out, err = consumer.communicate(timeout=120)
-    assert consumer.returncode == 0, err
-    assert out.strip() == "20"
-
-
-def test_release_waits_for_a_side_streams_kernels(path):
-    # As above, on a stream of torch's own (not the default one) and with every frame: the export
-    # names that stream, so both the wait for the frame and the release go through it.
-    n = 300
-    p = peer(path, n, slots=2)
-    side = torch.cuda.Stream()
-    results = []
-    with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c), \
-            torch.cuda.stream(side):
-        for f in c:
-            t = torch.from_dlpack(f)
-            torch.cuda._sleep(20_000_000)
-            results.append((f.seq, t.clone()))
-            del t
-            f.release()
-            if len(results) >= 20:
+            results.append((f.seq, read_one(f)))
+            if len(results) >= frames:
                 break
         torch.cuda.synchronize()
     p.kill()
     p.communicate()
     for seq, r in results:
-        assert torch.equal(r, gpu_pattern(seq, (H, W, 4))), f"frame {seq} was overwritten"
-    assert len(results) == 20
+        assert torch.equal(torch.as_tensor(r, device="cuda"), gpu_pattern(seq, (H, W, 4))), \
+            f"frame {seq} was overwritten"
+    assert len(results) == frames
+
+
+def test_release_waits_for_the_callers_kernels(path):
+    def read_one(f):
+        t = torch.from_dlpack(f)
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time on the current stream
+        r = t.clone()
+        del t  # the export's deleter orders its hold after the current stream
+        f.release()
+        return r
+
+    race_reads(path, read_one)
+
+
+def test_release_waits_for_a_side_streams_kernels(path):
+    # As above on a stream of torch's own: the export names it, for the wait and the release.
+    side = torch.cuda.Stream()
+
+    def read_one(f):
+        with torch.cuda.stream(side):
+            t = torch.from_dlpack(f)
+            torch.cuda._sleep(20_000_000)
+            r = t.clone()
+            del t
+        f.release()
+        return r
+
+    race_reads(path, read_one)
 
 
 def test_release_after_a_stream_through_the_array_interface(path):
     # __cuda_array_interface__ holds no lease: the frame's own release(stream=...) must hold the
     # slot until the work on that stream has read it.
-    n = 300
-    p = peer(path, n, slots=2)
-    results = []
-    with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c):
-        for f in c:
-            t = torch.as_tensor(f, device="cuda")  # CUDA array interface, zero-copy
-            assert t.data_ptr() == f.data_ptr
-            torch.cuda._sleep(20_000_000)
-            results.append((f.seq, t.clone()))
-            del t
-            f.release(stream=torch.cuda.current_stream())
-            if len(results) >= 20:
-                break
-        torch.cuda.synchronize()
-    p.kill()
-    p.communicate()
-    for seq, r in results:
-        assert torch.equal(r, gpu_pattern(seq, (H, W, 4))), f"frame {seq} was overwritten"
+    def read_one(f):
+        t = torch.as_tensor(f, device="cuda")  # CUDA array interface, zero-copy
+        assert t.data_ptr() == f.data_ptr
+        torch.cuda._sleep(20_000_000)
+        r = t.clone()
+        del t
+        f.release(stream=torch.cuda.current_stream())
+        return r
+
+    race_reads(path, read_one)
 
 
 def test_cupy_release_waits_for_cupys_stream(path):
     cupy = pytest.importorskip("cupy", reason="cupy is not installed")
-    warm = cupy.zeros((H, W, 4), dtype=cupy.uint8)
-    assert int(warm.sum()) == 0
-    n = 300
-    p = peer(path, n, slots=2)
-    results = []
+    assert int(cupy.zeros((H, W, 4), dtype=cupy.uint8).sum()) == 0  # kernels compiled first
     stream = cupy.cuda.Stream(non_blocking=True)
     sleeper = torch.cuda.ExternalStream(stream.ptr)  # torch's sleep kernel on cupy's stream
-    with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c), stream:
-        for f in c:
+
+    def read_one(f):
+        with stream:
             a = cupy.from_dlpack(f)
             with torch.cuda.stream(sleeper):
                 torch.cuda._sleep(20_000_000)
-            results.append((f.seq, a.copy()))
+            r = a.copy()
             del a
-            f.release()
-            if len(results) >= 20:
-                break
-        stream.synchronize()
-    p.kill()
-    p.communicate()
-    for seq, r in results:
-        want = gpu_pattern(seq, (H, W, 4)).cpu().numpy()
-        np.testing.assert_array_equal(cupy.asnumpy(r), want, err_msg=f"frame {seq} was overwritten")
+        f.release()
+        stream.synchronize()  # race_reads checks on torch's stream
+        return r
+
+    race_reads(path, read_one)
 
 
 # A consumer in its own process that reads every frame slowly and lets go of it at once on the
