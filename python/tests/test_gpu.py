@@ -175,16 +175,15 @@ def test_cupy_release_waits_for_cupys_stream(path):
             with torch.cuda.stream(sleeper):
                 torch.cuda._sleep(20_000_000)
             r = a.copy()
-            del a
+            del a  # cupy's deleter call orders the hold after cupy's stream
         f.release()
-        stream.synchronize()  # race_reads checks on torch's stream
         return r
 
     race_reads(path, read_one)
 
 
 # A consumer in its own process that reads every frame slowly and lets go of it at once on the
-# CPU: each frame is read on the GPU behind a 5 ms sleep and released before that read has run, so
+# CPU: each frame is read on the GPU behind a sleep and released before that read has run, so
 # only the GPU-side ordering keeps the producer's next write into the slot from overtaking it.
 SLOW_READER = """
 import sys, torch, cudaipc
