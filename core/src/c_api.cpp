@@ -7,82 +7,24 @@
 #include <memory>
 #include <string>
 
-#include "cudaipc/consumer.hpp"
-#include "cudaipc/error.hpp"
-#include "cudaipc/producer.hpp"
+#include "c_api_handles.hpp"
 
 static_assert(sizeof(cudaipc_tensor) == sizeof(cudaipc::TensorDesc), "C and C++ tensor layouts");
 static_assert(offsetof(cudaipc_tensor, planes) == offsetof(cudaipc::TensorDesc, planes),
               "C and C++ tensor layouts");
 
-struct cudaipc_producer {
-  std::unique_ptr<cudaipc::Producer> p;
-  cudaipc::WriteSlot borrowed;
-};
-struct cudaipc_consumer {
-  std::unique_ptr<cudaipc::Consumer> c;
-  std::string caps;  // keeps FORMAT events' caps alive until the next call
-};
-struct cudaipc_frame {
-  cudaipc::Frame f;
-};
+using cudaipc::capi::guard;
+using cudaipc::capi::require;
+using cudaipc::capi::to_c;
+using cudaipc::capi::to_info;
 
 namespace {
-
-thread_local std::string g_error;
 
 // C callers pass unsigned nanoseconds, UINT64_MAX meaning "wait for ever": clamp instead of
 // letting it wrap to a negative (already expired) duration.
 std::chrono::nanoseconds to_duration(uint64_t ns) {
   constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
   return std::chrono::nanoseconds(static_cast<std::int64_t>(ns > kMax ? kMax : ns));
-}
-
-int fail(cudaipc::Errc code, const char* what) {
-  g_error = what;
-  return static_cast<int>(code);
-}
-
-template <typename F>
-int guard(F&& f) {
-  try {
-    f();
-    g_error.clear();
-    return CUDAIPC_OK;
-  } catch (const cudaipc::Error& e) {
-    return fail(e.code(), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(cudaipc::Errc::system, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(cudaipc::Errc::system, e.what());
-  }
-}
-
-cudaipc::FrameInfo to_info(const cudaipc_frame_info* in) {
-  cudaipc::FrameInfo info;
-  if (!in) return info;
-  info.pts = in->pts;
-  info.dts = in->dts;
-  info.duration = in->duration;
-  info.flags = in->flags;
-  info.tensor = reinterpret_cast<const cudaipc::TensorDesc*>(in->tensor);
-  info.user_meta = in->user_meta;
-  info.user_meta_size = in->user_meta_size;
-  return info;
-}
-
-cudaipc_publish to_c(cudaipc::PublishStatus s) {
-  switch (s) {
-    case cudaipc::PublishStatus::published:
-      return CUDAIPC_PUBLISHED;
-    case cudaipc::PublishStatus::dropped:
-      return CUDAIPC_DROPPED;
-    case cudaipc::PublishStatus::timeout:
-      return CUDAIPC_TIMED_OUT;
-    case cudaipc::PublishStatus::interrupted:
-      return CUDAIPC_INTERRUPTED_PUBLISH;
-  }
-  return CUDAIPC_DROPPED;
 }
 
 // The enum fields of option structs as the integers a C caller (or ctypes) really put there:
@@ -95,16 +37,84 @@ long long enum_value(const E& field) {
   return v;
 }
 
-void require(const void* p, const char* what) {
-  if (!p) throw cudaipc::Error(cudaipc::Errc::invalid_argument, std::string(what) + " is NULL");
+cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
+  require(c, "consumer");
+  if (!c->c) throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the consumer is closed");
+  return *c->c;
+}
+
+// The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
+// consumer's held frames until the last hold ends.
+cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
+  auto f = std::make_unique<cudaipc_frame>();
+  f->held = c->held;
+  f->cuda_device = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? c->c->cuda_device() : -1;
+  f->held->add(frame.seq());
+  f->f = std::move(frame);
+  return f.release();
+}
+
+// Fills *ev from a core event; a frame goes to a new C handle.
+void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
+  *ev = cudaipc_event{};
+  ev->generation = e.generation;
+  switch (e.type) {
+    case cudaipc::EventType::frame:
+      ev->type = CUDAIPC_EVENT_FRAME;
+      ev->frame = hand_out(c, std::move(e.frame));
+      break;
+    case cudaipc::EventType::format:
+      c->caps = e.format.caps;
+      ev->type = CUDAIPC_EVENT_FORMAT;
+      ev->caps = c->caps.c_str();
+      std::memcpy(&ev->tensor, &e.format.tensor, sizeof ev->tensor);
+      break;
+    case cudaipc::EventType::eos:
+      ev->type = CUDAIPC_EVENT_EOS;
+      break;
+    case cudaipc::EventType::timeout:
+      ev->type = CUDAIPC_EVENT_TIMEOUT;
+      break;
+    case cudaipc::EventType::interrupted:
+      ev->type = CUDAIPC_EVENT_INTERRUPTED;
+      break;
+    case cudaipc::EventType::disconnected:
+      ev->type = CUDAIPC_EVENT_DISCONNECTED;
+      break;
+  }
 }
 
 }  // namespace
 
+namespace cudaipc::capi {
+
+void unref(cudaipc_frame* f, void* stream, bool ordered) {
+  std::exception_ptr failure;
+  if (ordered && f->cuda_device >= 0) {
+    try {
+      f->f.order_release_after(stream);
+    } catch (...) {
+      // The hold ends regardless: a lease kept would stall the consumer at its limit for good.
+      failure = std::current_exception();
+    }
+  }
+  if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::unique_ptr<cudaipc_frame> owned(f);
+    owned->held->remove(owned->f.seq());
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace cudaipc::capi
+
 extern "C" {
 
 const char* cudaipc_last_error(void) {
-  return g_error.c_str();
+  return cudaipc::capi::g_error.c_str();
+}
+
+int cudaipc_last_error_code(void) {
+  return cudaipc::capi::g_code;
 }
 
 void cudaipc_producer_options_init(cudaipc_producer_options* o) {
@@ -132,12 +142,15 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
     if (o->block_timeout_ns) opts.block_timeout = to_duration(o->block_timeout_ns);
     opts.cuda.device = o->cuda_device;
     auto h = std::make_unique<cudaipc_producer>();
+    h->slot_streams.reserve(4);
     h->p = std::make_unique<cudaipc::Producer>(opts);
     *out = h.release();
   });
 }
 
 void cudaipc_producer_free(cudaipc_producer* p) {
+  if (!p) return;
+  cudaipc::capi::settle_sources(p);
   std::unique_ptr<cudaipc_producer> owned(p);
 }
 
@@ -171,6 +184,7 @@ int cudaipc_producer_begin(cudaipc_producer* p, uintptr_t* address, uint64_t* ca
     require(p, "producer");
     require(address, "address");
     cudaipc::PublishStatus s;
+    p->slot_streams.clear();
     p->borrowed = p->p->begin_frame(&s);
     *address = p->borrowed ? p->borrowed.address() : 0;
     if (capacity) *capacity = p->borrowed ? p->borrowed.capacity() : 0;
@@ -183,6 +197,15 @@ int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info)
     require(p, "producer");
     if (!p->borrowed)
       throw cudaipc::Error(cudaipc::Errc::invalid_argument, "commit without a borrowed slot");
+    try {
+      for (void* stream : p->slot_streams) p->p->write_after(stream);
+    } catch (...) {
+      // Published unordered, the frame could reach consumers before its bytes: abort it.
+      p->slot_streams.clear();
+      p->p->abort(p->borrowed);
+      throw;
+    }
+    p->slot_streams.clear();
     p->p->commit(p->borrowed, to_info(info));
   });
 }
@@ -190,8 +213,35 @@ int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info)
 int cudaipc_producer_abort(cudaipc_producer* p) {
   return guard([&] {
     require(p, "producer");
+    p->slot_streams.clear();
     p->p->abort(p->borrowed);
   });
+}
+
+int cudaipc_producer_write_after(cudaipc_producer* p, void* stream) {
+  return guard([&] {
+    require(p, "producer");
+    p->p->write_after(stream);
+  });
+}
+
+int cudaipc_producer_order_after_writes(cudaipc_producer* p, void* stream) {
+  return guard([&] {
+    require(p, "producer");
+    p->p->order_after_writes(stream);
+  });
+}
+
+int cudaipc_producer_written(cudaipc_producer* p, uint64_t seq) {
+  return p && p->p->written(seq) ? 1 : 0;
+}
+
+uint64_t cudaipc_producer_last_seq(cudaipc_producer* p) {
+  return p ? p->p->last_seq() : 0;
+}
+
+int cudaipc_producer_cuda_device(cudaipc_producer* p) {
+  return p ? p->p->cuda_device() : -1;
 }
 
 int cudaipc_producer_end_of_stream(cudaipc_producer* p) {
@@ -233,6 +283,10 @@ int cudaipc_consumer_new(const cudaipc_consumer_options* o, cudaipc_consumer** o
   });
 }
 
+void cudaipc_consumer_close(cudaipc_consumer* c) {
+  if (c) c->c.reset();
+}
+
 void cudaipc_consumer_free(cudaipc_consumer* c) {
   std::unique_ptr<cudaipc_consumer> owned(c);
 }
@@ -241,37 +295,59 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
   return guard([&] {
     require(c, "consumer");
     require(ev, "event");
-    *ev = cudaipc_event{};
-    cudaipc::Event e = c->c->next(to_duration(timeout_ns));
-    ev->generation = e.generation;
-    switch (e.type) {
-      case cudaipc::EventType::frame: {
-        auto f = std::make_unique<cudaipc_frame>();
-        f->f = std::move(e.frame);
-        ev->type = CUDAIPC_EVENT_FRAME;
-        ev->frame = f.release();
-        break;
-      }
-      case cudaipc::EventType::format:
-        c->caps = e.format.caps;
-        ev->type = CUDAIPC_EVENT_FORMAT;
-        ev->caps = c->caps.c_str();
-        std::memcpy(&ev->tensor, &e.format.tensor, sizeof ev->tensor);
-        break;
-      case cudaipc::EventType::eos:
-        ev->type = CUDAIPC_EVENT_EOS;
-        break;
-      case cudaipc::EventType::timeout:
-        ev->type = CUDAIPC_EVENT_TIMEOUT;
-        break;
-      case cudaipc::EventType::interrupted:
-        ev->type = CUDAIPC_EVENT_INTERRUPTED;
-        break;
-      case cudaipc::EventType::disconnected:
-        ev->type = CUDAIPC_EVENT_DISCONNECTED;
-        break;
-    }
+    cudaipc::Event e = open_consumer(c).next(to_duration(timeout_ns));
+    to_c_event(c, e, ev);
   });
+}
+
+int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev,
+                                cudaipc_frame_view* view) {
+  return guard([&] {
+    require(c, "consumer");
+    require(ev, "event");
+    require(view, "view");
+    cudaipc::Event e = open_consumer(c).next(to_duration(timeout_ns));
+    to_c_event(c, e, ev);
+    *view = cudaipc_frame_view{};
+    view->type = ev->type;
+    view->cuda_device = -1;
+    if (ev->type != CUDAIPC_EVENT_FRAME) return;
+    const cudaipc_frame* f = ev->frame;
+    const cudaipc::FrameDesc& d = f->f.desc();
+    if (std::memcmp(&d.tensor, &c->last_tensor, sizeof d.tensor) != 0) {
+      c->last_tensor = d.tensor;
+      ++c->tensor_id;
+    }
+    view->tensor_id = c->tensor_id;
+    view->frame = ev->frame;
+    view->seq = d.seq;
+    view->data = reinterpret_cast<uintptr_t>(f->f.data());
+    view->size = d.tensor.size;
+    view->pts = d.pts;
+    view->dts = d.dts;
+    view->duration = d.duration;
+    view->publish_time_ns = d.publish_time_ns;
+    view->flags = d.flags;
+    view->cuda_device = f->cuda_device;
+  });
+}
+
+int cudaipc_consumer_held(cudaipc_consumer* c, uint32_t* count, uint64_t* seqs, uint32_t capacity) {
+  return guard([&] {
+    require(c, "consumer");
+    require(count, "count");
+    const std::vector<std::uint64_t> held = c->held->sorted();
+    *count = static_cast<uint32_t>(held.size());
+    if (seqs) std::copy_n(held.begin(), std::min<std::size_t>(capacity, held.size()), seqs);
+  });
+}
+
+int cudaipc_consumer_cuda_device(cudaipc_consumer* c) {
+  try {
+    return c && c->c ? c->c->cuda_device() : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 void cudaipc_producer_interrupt(cudaipc_producer* p) {
@@ -283,18 +359,18 @@ void cudaipc_producer_clear_interrupt(cudaipc_producer* p) {
 }
 
 void cudaipc_consumer_interrupt(cudaipc_consumer* c) {
-  if (c) c->c->interrupt();
+  if (c && c->c) c->c->interrupt();
 }
 
 void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) {
-  return c ? c->c->cuda_stream() : nullptr;
+  return c && c->c ? c->c->cuda_stream() : nullptr;
 }
 
 int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
   return guard([&] {
     require(c, "consumer");
     require(out, "out");
-    *out = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
+    *out = open_consumer(c).memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
                                                             : CUDAIPC_MEMORY_HOST;
   });
 }
@@ -329,7 +405,21 @@ const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   return f->f.desc().user_meta;
 }
 void cudaipc_frame_release(cudaipc_frame* f) {
-  std::unique_ptr<cudaipc_frame> owned(f);
+  if (f) cudaipc::capi::unref(f, nullptr, false);
+}
+
+int cudaipc_frame_release_after(cudaipc_frame* f, void* stream) {
+  return guard([&] {
+    require(f, "frame");
+    cudaipc::capi::unref(f, stream, true);
+  });
+}
+
+int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream) {
+  return guard([&] {
+    require(f, "frame");
+    if (f->cuda_device >= 0) f->f.order_reads(stream);
+  });
 }
 
 }  // extern "C"

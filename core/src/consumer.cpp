@@ -76,6 +76,7 @@ class ConsumerImpl {
     return conn_->memory_kind();
   }
   void* stream() const { return conn_ ? conn_->memory().stream() : nullptr; }
+  int device() const { return conn_ ? conn_->memory().device() : -1; }
 
  private:
   void connect();
@@ -397,6 +398,16 @@ void Frame::release() noexcept {
   conn_.reset();
 }
 
+void Frame::order_reads(void* stream) const {
+  if (!conn_) throw Error(Errc::invalid_argument, "order_reads on a released frame");
+  conn_->memory().order_reads(slot_, desc_.seq, stream);
+}
+
+void Frame::order_release_after(void* stream) const {
+  if (!conn_) throw Error(Errc::invalid_argument, "order_release_after on a released frame");
+  conn_->memory().order_release_after(stream);
+}
+
 // ---- Consumer facade ----
 
 Consumer::Consumer(const ConsumerOptions& options)
@@ -419,6 +430,9 @@ MemoryKind Consumer::memory_kind() const {
 }
 void* Consumer::cuda_stream() const {
   return impl_->stream();
+}
+int Consumer::cuda_device() const {
+  return impl_->device();
 }
 
 }  // namespace cudaipc

@@ -85,6 +85,15 @@ class ProducerMemory {
   virtual void flush() {}
   // The CUstream the producer's writes are ordered on (nullptr for host memory).
   virtual void* stream() const noexcept { return nullptr; }
+  // Callers' streams (CUDA; no-ops for host memory, whose writes are CPU copies): the producer's
+  // stream waits on the GPU for the work queued on `stream` so far (write_after), or `stream` waits
+  // for the producer's (order_after_writes). Never a CPU wait.
+  virtual void write_after(void* /*stream*/) {}
+  virtual void order_after_writes(void* /*stream*/) {}
+  // Whether the producer's stream has run frame `seq`'s writes (and all before them); never waits.
+  virtual bool written(std::uint64_t /*seq*/) const noexcept { return true; }
+  // The CUDA device ordinal slots live on; -1 for host memory.
+  virtual int device() const noexcept { return -1; }
 };
 
 class ConsumerMemory {
@@ -118,14 +127,23 @@ class ConsumerMemory {
   virtual bool close() noexcept { return true; }
   // The CUstream a consumer's reads are ordered on (nullptr for host memory).
   virtual void* stream() const noexcept { return nullptr; }
+  // Callers reading on streams of their own (CUDA; no-ops for host memory). order_reads: work
+  // queued on `stream` from now on reads frame `seq` in `slot` only after the producer's write of
+  // it landed (nothing is queued when the CPU already sees it landed). order_release_after: the
+  // consumer's stream waits for the work queued on `stream` so far, so the on_release that follows
+  // comes after it. Callable from any thread; never a CPU wait.
+  virtual void order_reads(std::uint32_t /*slot*/, std::uint64_t /*seq*/, void* /*stream*/) {}
+  virtual void order_release_after(void* /*stream*/) {}
+  // The CUDA device ordinal this consumer reads on; -1 for host memory or before it is known.
+  virtual int device() const noexcept { return -1; }
 };
 
 // Host memory: memfd slots, sealed, mapped read-only by consumers.
 std::unique_ptr<ProducerMemory> make_host_producer_memory();
 std::unique_ptr<ConsumerMemory> make_host_consumer_memory();
 
-// CUDA memory (cuda/producer_memory.cpp, cuda/consumer_memory.cpp); throw Error(Errc::no_cuda) with the reason where no driver,
-// no device or no CUDA support in this build.
+// CUDA memory (cuda/producer_memory.cpp, cuda/consumer_memory.cpp); throw Error(Errc::no_cuda) with
+// the reason where no driver, no device or no CUDA support in this build.
 std::unique_ptr<ProducerMemory> make_cuda_producer_memory(const CudaOptions& opts,
                                                           std::uint32_t slot_count);
 // The producer's device identity (UUID) reaches the consumer inside ProducerMemory::export_sync.

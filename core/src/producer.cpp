@@ -358,6 +358,11 @@ void ProducerImpl::end_of_stream() {
   wake_consumers();
 }
 
+std::uint64_t ProducerImpl::last_seq() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seq_;
+}
+
 ProducerStats ProducerImpl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ProducerStats s{seq_, dropped_, generation_, {}};
@@ -455,6 +460,21 @@ MemoryKind Producer::memory_kind() const {
 }
 void* Producer::cuda_stream() const {
   return impl_->stream();
+}
+int Producer::cuda_device() const {
+  return impl_->memory().device();
+}
+void Producer::write_after(void* stream) {
+  impl_->memory().write_after(stream);
+}
+void Producer::order_after_writes(void* stream) {
+  impl_->memory().order_after_writes(stream);
+}
+bool Producer::written(std::uint64_t seq) const {
+  return impl_->memory().written(seq);
+}
+std::uint64_t Producer::last_seq() const {
+  return impl_->last_seq();
 }
 
 }  // namespace cudaipc

@@ -50,6 +50,8 @@ class ProducerImpl {
   ProducerStats stats() const;
   std::size_t consumer_count() const;
   void* stream() const noexcept { return memory_->stream(); }
+  ProducerMemory& memory() const noexcept { return *memory_; }
+  std::uint64_t last_seq() const;
 
   ProducerOptions opts_;
   std::string path_;

@@ -1,35 +1,85 @@
 #!/usr/bin/env python3
-"""Reads frames from a cudaipcsink pipeline into torch, runs a small convolutional model on the GPU
-and publishes the result to a cudaipcsrc pipeline; prints frames/s and latency.
+"""The AI bridge: frames from a camera-style GStreamer pipeline (cudaipcsink) into PyTorch, a model
+on the GPU, and its results published for another pipeline (cudaipcsrc). Copy it and swap in your
+model: `build_model()` and `run_model()` are the only parts that know what the model is.
 
-  # producer pipeline (RGBA frames in GPU slots):
+Prints, every --report seconds and at the end: frames/s, per-frame latency from the producer's
+publish to our result's publish (both CLOCK_MONOTONIC, one machine), and GPU time per frame of the
+model (CUDA events, read when done: the CPU never waits for the GPU).
+
+  # a camera (or videotestsrc is-live=true) into GPU slots; on an NVIDIA decoder:
+  #   filesrc location=clip.h264 ! h264parse ! nvh264dec ! videoconvert ! ...
   gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,format=RGBA,width=640,height=480 \\
       ! cudaupload ! cudaipcsink socket-path=$XDG_RUNTIME_DIR/cam0
-  # this program:
   python3 examples/python/infer.py $XDG_RUNTIME_DIR/cam0 $XDG_RUNTIME_DIR/out0
-  # consumer pipeline of the result:
   gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/out0 ! cudadownload ! videoconvert \\
       ! autovideosink
+
+examples/python/bridge.sh runs the three together.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import time
+from typing import Deque, List, Tuple
 
 import torch
 
 import cudaipc
 
 
-def model() -> torch.nn.Module:
-    # A few convolutions with fixed weights: an edge filter, a blur and a colour mix.
+def build_model() -> torch.nn.Module:
+    """A small convolutional net built in code (nothing downloaded): an edge filter, a blur and a
+    colour mix with fixed weights. Replace it with yours."""
+    torch.manual_seed(0)
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
         torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(8, 3, 1))
-    torch.manual_seed(0)
+        torch.nn.Conv2d(8, 3, 1), torch.nn.Sigmoid())
     return net.cuda().half().eval()
+
+
+def run_model(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """(H, W, 4) uint8 RGBA in the producer's slot -> (H, W, 3) uint8 RGB result."""
+    rgb = x[..., :3].permute(2, 0, 1).unsqueeze(0).half().div_(255)
+    return net(rgb).mul_(255).to(torch.uint8)[0].permute(1, 2, 0)
+
+
+def pct(xs: List[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+class GpuTimer:
+    """GPU time of each frame's model, from CUDA events read once they completed (never waiting)."""
+
+    def __init__(self) -> None:
+        self.pending: Deque[Tuple[torch.cuda.Event, torch.cuda.Event]] = collections.deque()
+        self.spare: List[torch.cuda.Event] = []
+        self.times: List[float] = []
+
+    def event(self) -> torch.cuda.Event:
+        return self.spare.pop() if self.spare else torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> torch.cuda.Event:
+        e = self.event()
+        e.record()
+        return e
+
+    def stop(self, start: torch.cuda.Event) -> None:
+        end = self.event()
+        end.record()
+        self.pending.append((start, end))
+        self.collect()
+
+    def collect(self, wait: bool = False) -> None:
+        while self.pending and (wait or self.pending[0][1].query()):
+            start, end = self.pending.popleft()
+            end.synchronize()  # done already unless `wait`
+            self.times.append(start.elapsed_time(end))
+            self.spare += [start, end]
 
 
 def main() -> None:
@@ -37,41 +87,53 @@ def main() -> None:
     ap.add_argument("input", help="socket path of the cudaipcsink to read")
     ap.add_argument("output", help="socket path to publish on (a cudaipcsrc reads it)")
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: at EOS)")
+    ap.add_argument("--mode", default="latest", choices=["latest", "every-frame"],
+                    help="latest: skip frames the model could not keep up with")
+    ap.add_argument("--report", type=float, default=1.0, help="seconds between reports")
     args = ap.parse_args()
-    net = model()
-    latencies = []
-    start = None
+    net = build_model()
+    timer = GpuTimer()
+    latencies: List[float] = []  # ms
     n = 0
-    with cudaipc.Consumer(args.input, mode="latest", timeout=30) as src, torch.inference_mode():
-        out = None
+    first = last_report = None
+    out = None
+    with cudaipc.Consumer(args.input, mode=args.mode, timeout=30) as src, torch.inference_mode():
         for frame in src:
             with frame:
-                x = torch.from_dlpack(frame)  # (H, W, 4) uint8 in the producer's slot
+                x = torch.from_dlpack(frame)  # zero-copy; torch's stream waits for the frame
                 h, w = x.shape[0], x.shape[1]
                 if out is None:
                     caps = f"video/x-raw,format=RGBA,width={w},height={h},framerate=30/1"
                     out = cudaipc.Producer(args.output, memory="cuda", caps=caps)
-                rgb = x[..., :3].permute(2, 0, 1).unsqueeze(0).half() / 255
-                y = net(rgb).clamp(0, 1).mul(255).to(torch.uint8)[0].permute(1, 2, 0)
+                start = timer.start()
+                y = run_model(net, x)
+                timer.stop(start)
                 with out.frame((h, w, 4), "uint8", pts=frame.pts) as slot:
-                    dst = torch.from_dlpack(slot)
+                    dst = torch.from_dlpack(slot)  # the output slot, written in place
                     dst[..., :3] = y
                     dst[..., 3] = 255
                     del dst
-                # Latency: producer's publish to our result queued (same clock in both).
-                latencies.append((time.monotonic_ns() - frame.publish_time_ns) / 1e6)
+                del x, y  # the input's lease ends after the model's reads, on the GPU
+            now = time.monotonic()
+            latencies.append((time.monotonic_ns() - frame.publish_time_ns) / 1e6)
             n += 1
-            start = start or time.monotonic()
-            if n % 100 == 0:
-                lat = sorted(latencies[-100:])
-                fps = (n - 1) / (time.monotonic() - start)
-                print(f"{n} frames  {fps:.1f} frames/s  latency p50 {lat[50]:.2f} ms "
-                      f"p99 {lat[98]:.2f} ms", flush=True)
+            first = first or now
+            last_report = last_report or now
+            if now - last_report >= args.report:
+                last_report = now
+                print(f"{n} frames  {(n - 1) / max(now - first, 1e-9):.1f} frames/s  "
+                      f"latency p50 {pct(latencies[-300:], .5):.2f} ms "
+                      f"p99 {pct(latencies[-300:], .99):.2f} ms  "
+                      f"GPU {pct(timer.times[-300:], .5):.3f} ms/frame", flush=True)
             if args.frames and n >= args.frames:
                 break
+        timer.collect(wait=True)
         if out is not None:
             out.close()
-    print(f"done: {n} frames")
+    elapsed = (time.monotonic() - first) if first else 0.0
+    print(f"done frames={n} fps={(n - 1) / elapsed if elapsed else 0:.1f} "
+          f"latency_p50_ms={pct(latencies, .5):.3f} latency_p99_ms={pct(latencies, .99):.3f} "
+          f"gpu_ms_p50={pct(timer.times, .5):.3f}", flush=True)
 
 
 if __name__ == "__main__":

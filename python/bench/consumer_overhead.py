@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Python consumer overhead per frame at 1080p RGBA (next -> tensor -> release), p50/p99, beside a
-baseline measured in the same run: the same loop (CPU time of the reading thread, so waiting
-for the producer does not count) calling the C API directly through ctypes (no
-Frame object, no DLPack), so the difference is what the package adds. Frames/s of each loop too,
-and the native C++ consumer (tests/bench/consumer_rate.cpp, next -> release) on the same channel
-in the same run: found in build/tests/bench, or named with --cxx-consumer; absent, its row says why.
+"""What the Python package costs per frame at 1080p RGBA, beside the native C++ code on the same
+channel in the same run (issue #15's targets: <= 10 us p50 over the C++ rows, p99 <= 2x p50).
 
-  python3 python/bench/consumer_overhead.py [--memory host|cuda] [--frames N] [--cxx-consumer PATH]
+Consumer rows (a producer process publishes as fast as the consumer reads: drop policy, one frame
+per 0.5 ms; this process reads as a latest consumer): the bare C API through ctypes (next and
+release, no Frame, no DLPack), then next -> tensor -> release with NumPy (host), torch and CuPy
+(CUDA), beside cudaipc-bench-consumer-rate (C++ next -> release). Producer rows (a consumer process
+drains the channel): publish(tensor) and frame() rendering in place (torch copy_ into the slot),
+beside cudaipc-bench-producer-rate (C++ publish() of a device buffer after the caller's stream,
+and begin_frame -> device copy -> commit). Every row's per-frame time is this thread's CPU time,
+so waiting for the other process is left out, and every row runs paced (a frame per 0.5 ms) as
+the native ones do.
 
-The producer runs in another process, publishing as fast as it can (drop policy, latest
-consumer). With --memory cuda the tensor is torch.from_dlpack on the GPU (torch needed)."""
+  python3 python/bench/consumer_overhead.py [--memory host|cuda] [--frames N]
+      [--cxx-consumer PATH] [--cxx-producer PATH] [--rows consumer,producer]
+
+The native programs are found in build/tests/bench (or beside this file's bundle copy, see
+python/tests/build-device-bundle.sh) or named; absent, their rows say why."""
 
 from __future__ import annotations
 
@@ -17,12 +24,15 @@ import argparse
 import ctypes
 import multiprocessing as mp
 import os
-import statistics
 import subprocess
 import tempfile
 import time
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
+
+H, W = 1080, 1920
+PACE_S = 0.0005
 
 
 def produce(path: str, memory: str, stop) -> None:
@@ -30,12 +40,25 @@ def produce(path: str, memory: str, stop) -> None:
     with cudaipc.Producer(path, memory=memory, num_slots=4, policy="drop") as p:
         if memory == "cuda":
             import torch
-            frame = torch.full((1080, 1920, 4), 7, dtype=torch.uint8, device="cuda")
+            frame = torch.full((H, W, 4), 7, dtype=torch.uint8, device="cuda")
         else:
-            frame = np.full((1080, 1920, 4), 7, dtype=np.uint8)
+            frame = np.full((H, W, 4), 7, dtype=np.uint8)
         while not stop.is_set():
             p.publish(frame)
-            time.sleep(0.0005)
+            time.sleep(PACE_S)
+
+
+def drain(path: str, stop, ready) -> None:
+    """A latest consumer that takes and releases every frame it gets, following producers that
+    come and go on the path, until told to stop."""
+    import cudaipc
+    with cudaipc.Consumer(path, mode="latest", reconnect=True) as c:
+        ready.set()
+        while not stop.is_set():
+            try:
+                c.next(timeout=0.2).release()
+            except (cudaipc.TimeoutError, cudaipc.EndOfStream):
+                pass
 
 
 def pct(xs, q):
@@ -43,104 +66,220 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-CXX_NAME = "cudaipc-bench-consumer-rate"
+Row = Union[Tuple[float, float, float], str]  # (frames/s, p50 us, p99 us), or why there is none
 
 
-def find_cxx_consumer(given):
-    """The native consumer's path, or (None, why not)."""
+def timed(frames: int, one: Callable[[], None], pace: bool = False) -> Row:
+    """Runs `one` per frame (with a 0.5 ms pause after each when `pace`, outside the timing, as
+    the native producer does); the CPU time of each call."""
+    for _ in range(20):
+        one()
+    cpu: List[int] = []
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        s = time.thread_time_ns()
+        one()
+        cpu.append(time.thread_time_ns() - s)
+        if pace:
+            time.sleep(PACE_S)
+    fps = frames / (time.perf_counter() - t0)
+    return fps, pct(cpu, .5) / 1e3, pct(cpu, .99) / 1e3
+
+
+def find_program(name: str, given: Optional[str]):
+    """A native bench program's path, or (None, why not)."""
     if given:
         return (given, None) if os.access(given, os.X_OK) else (None, f"{given} is not executable")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for build in ("build", "builddir"):
-        p = os.path.join(root, build, "tests", "bench", CXX_NAME)
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    places = [os.path.join(root, b, "tests", "bench", name) for b in ("build", "builddir")]
+    places.append(os.path.join(root, "build", "python-dist", "bench", name))
+    for p in places:
         if os.access(p, os.X_OK):
             return p, None
-    return None, (f"{CXX_NAME} not found under {root}/build/tests/bench (build it: ninja -C build "
-                  f"tests/bench/{CXX_NAME}, or pass --cxx-consumer PATH)")
+    return None, (f"{name} not found under {root}/build/tests/bench (build it: ninja -C build "
+                  f"tests/bench/{name}, or pass its path)")
 
 
-def run_cxx_consumer(exe, path, frames):
-    """(frames/s, p50 us, p99 us) of the native consumer, or a str saying why there is none."""
+def run_native(args: List[str], prefix: str) -> Row:
+    # A program copied out of build/ (the device bundle) finds libcudaipc beside it.
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.abspath(args[0]))
+    env["LD_LIBRARY_PATH"] = here + (":" + env["LD_LIBRARY_PATH"]
+                                     if env.get("LD_LIBRARY_PATH") else "")
     try:
-        r = subprocess.run([exe, f"--path={path}", f"--frames={frames}"], capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{exe} failed: {e}"
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("consumer-rate ")), None)
+        return f"{args[0]} failed: {e}"
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith(prefix + " ")), None)
     if r.returncode != 0 or line is None:
-        return f"{exe} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}"
+        return f"{args[0]} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}"
     kv = dict(item.split("=", 1) for item in line.split()[1:])
     return float(kv["fps"]), float(kv["p50_us"]), float(kv["p99_us"])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memory", default="host", choices=["host", "cuda"])
-    ap.add_argument("--frames", type=int, default=2000)
-    ap.add_argument("--cxx-consumer", metavar="PATH",
-                    help=f"the {CXX_NAME} program (default: the one in build/tests/bench)")
-    args = ap.parse_args()
-    cxx_exe, cxx = find_cxx_consumer(args.cxx_consumer)
+def show(label: str, row: Row, native: Optional[Row] = None) -> None:
+    if isinstance(row, str):
+        print(f"  {label:44s} skipped ({row})")
+        return
+    fps, p50, p99 = row
+    extra = ""
+    if native is not None and not isinstance(native, str):
+        over = p50 - native[1]
+        extra = (f"  over C++ {over:+6.1f} us [{'meets' if over <= 10 else 'misses'} <= 10], "
+                 f"p99/p50 {p99 / p50:.1f} [{'meets' if p99 <= 2 * p50 else 'misses'} <= 2]")
+    print(f"  {label:44s} p50 {p50:7.1f} us  p99 {p99:7.1f} us  {fps:8.0f} frames/s{extra}")
+
+
+def consumer_rows(args, ctx, cxx_consumer) -> None:
     import cudaipc
     from cudaipc import _lib
 
     path = os.path.join(tempfile.mkdtemp(), "bench")
-    ctx = mp.get_context("spawn")  # no CUDA state inherited through fork
     stop = ctx.Event()
     prod = ctx.Process(target=produce, args=(path, args.memory, stop))
     prod.start()
-    to_tensor = np.from_dlpack
+    rows: List[Tuple[str, Row]] = []
+    native: Row = "not run"
+    importers: List[Tuple[str, Callable]] = [("NumPy", np.from_dlpack)]
     if args.memory == "cuda":
-        import torch
-        to_tensor = torch.from_dlpack
+        importers = []
+        try:
+            import torch
+            importers.append(("torch", torch.from_dlpack))
+        except ImportError as e:
+            rows.append(("next -> torch.from_dlpack -> release", f"torch: {e}"))
+        try:
+            import cupy
+            importers.append(("CuPy", cupy.from_dlpack))
+        except ImportError as e:
+            rows.append(("next -> cupy.from_dlpack -> release", f"cupy: {e}"))
     try:
-        with cudaipc.Consumer(path, mode="latest", timeout=30) as c:
+        with cudaipc.Consumer(path, mode="latest", timeout=60) as c:
             c.next().release()  # connected, format known
-            # Baseline: the C API through ctypes, no Python objects per frame.
-            ev = _lib.Event()
-            base = []
-            t0 = time.perf_counter()
-            for _ in range(args.frames):
-                s = time.thread_time_ns()
+            ev, view = _lib.Event(), _lib.FrameView()
+            refs = (ctypes.byref(ev), ctypes.byref(view))
+
+            def bare() -> None:
                 while True:
-                    _lib.check(_lib.lib.cudaipc_consumer_next(c._h, 10**9, ctypes.byref(ev)))
+                    _lib.check(_lib.lib.cudaipc_consumer_next_frame(c._h, 10**9, *refs))
                     if ev.type == _lib.EVENT_FRAME:
                         break
-                _lib.lib.cudaipc_frame_data(ev.frame)
                 _lib.lib.cudaipc_frame_release(ev.frame)
-                base.append(time.thread_time_ns() - s)
-            base_fps = args.frames / (time.perf_counter() - t0)
-            # The package: next -> tensor (DLPack) -> release.
-            pkg = []
-            t0 = time.perf_counter()
-            for _ in range(args.frames):
-                s = time.thread_time_ns()
-                f = c.next()
-                t = to_tensor(f)
-                del t
-                f.release()
-                pkg.append(time.thread_time_ns() - s)
-            pkg_fps = args.frames / (time.perf_counter() - t0)
-            # The native consumer, a second latest consumer on the same producer, while this one
-            # stays connected and idle.
-            if cxx_exe is not None:
-                cxx = run_cxx_consumer(cxx_exe, path, args.frames)
+
+            rows.append(("C API via ctypes (next, release)", timed(args.frames, bare)))
+            for name, to_tensor in importers:
+                def one(to_tensor=to_tensor) -> None:
+                    f = c.next()
+                    t = to_tensor(f)
+                    del t
+                    f.release()
+
+                rows.append((f"next -> {name} from_dlpack -> release", timed(args.frames, one)))
+            if cxx_consumer[0] is not None:
+                native = run_native([cxx_consumer[0], f"--path={path}",
+                                     f"--frames={args.frames}"], "consumer-rate")
+            else:
+                native = cxx_consumer[1]
     finally:
         stop.set()
         prod.join(10)
-    print(f"1080p RGBA, {args.memory} memory, {args.frames} frames each (latest consumer; per-frame "
-          "times are this thread's CPU time, so waiting for the producer is left out)")
-    print(f"  C API via ctypes (baseline): p50 {pct(base, .5)/1e3:7.1f} us  "
-          f"p99 {pct(base, .99)/1e3:7.1f} us  {base_fps:8.0f} frames/s")
-    print(f"  cudaipc next->tensor->release: p50 {pct(pkg, .5)/1e3:7.1f} us  "
-          f"p99 {pct(pkg, .99)/1e3:7.1f} us  {pkg_fps:8.0f} frames/s")
-    if isinstance(cxx, tuple):
-        print(f"  C++ consumer next->release:    p50 {cxx[1]:7.1f} us  p99 {cxx[2]:7.1f} us  "
-              f"{cxx[0]:8.0f} frames/s")
-    else:
-        print(f"  C++ consumer: skipped ({cxx})")
-    print(f"  overhead p50: {(pct(pkg, .5) - pct(base, .5))/1e3:.1f} us per frame "
-          f"(mean {(statistics.mean(pkg) - statistics.mean(base))/1e3:.1f} us)")
+    print(f"consumer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row")
+    show("C++ consumer next -> release", native)
+    for label, row in rows:
+        show(label, row, None if label.startswith("C API") else native)
+
+
+def producer_rows(args, ctx, cxx_producer) -> None:
+    import cudaipc
+
+    path = os.path.join(tempfile.mkdtemp(), "bench")
+    stop, ready = ctx.Event(), ctx.Event()
+    cons = ctx.Process(target=drain, args=(path, stop, ready))
+    cons.start()
+    ready.wait(30)
+    natives: List[Tuple[str, Row]] = []
+    rows: List[Tuple[str, str, Row]] = []
+    try:
+        for mode in ("copy-in", "borrowed"):
+            if cxx_producer[0] is None:
+                natives.append((mode, cxx_producer[1]))
+                continue
+            natives.append((mode, run_native(
+                [cxx_producer[0], f"--path={path}", f"--memory={args.memory}", f"--mode={mode}",
+                 f"--frames={args.frames}"], "producer-rate")))
+        sources: List[Tuple[str, object, Callable]] = []
+        if args.memory == "cuda":
+            try:
+                import torch
+                src = torch.full((H, W, 4), 7, dtype=torch.uint8, device="cuda")
+
+                def torch_render(slot, src=src) -> None:
+                    torch.from_dlpack(slot).copy_(src)
+
+                sources.append(("torch", src, torch_render))
+            except ImportError as e:
+                rows.append(("copy-in", "publish(torch tensor)", f"torch: {e}"))
+            try:
+                import cupy
+                csrc = cupy.full((H, W, 4), 7, dtype=cupy.uint8)
+
+                def cupy_render(slot, csrc=csrc) -> None:
+                    cupy.from_dlpack(slot)[...] = csrc
+
+                sources.append(("CuPy", csrc, cupy_render))
+            except ImportError as e:
+                rows.append(("copy-in", "publish(cupy array)", f"cupy: {e}"))
+        else:
+            nsrc = np.full((H, W, 4), 7, dtype=np.uint8)
+
+            def numpy_render(slot, nsrc=nsrc) -> None:
+                slot.numpy()[...] = nsrc
+
+            sources.append(("NumPy", nsrc, numpy_render))
+        with cudaipc.Producer(path, memory=args.memory, num_slots=4, policy="drop") as p:
+            p.wait_for_consumers(timeout=60)
+            for name, src, render in sources:
+                def publish(src=src) -> None:
+                    p.publish(src)
+
+                def frame(render=render) -> None:
+                    try:
+                        with p.frame((H, W, 4), "uint8") as slot:
+                            render(slot)
+                    except cudaipc.FrameDropped:
+                        pass
+
+                rows.append(("copy-in", f"publish({name})", timed(args.frames, publish, True)))
+                rows.append(("borrowed", f"frame() + {name} copy into the slot",
+                             timed(args.frames, frame, True)))
+    finally:
+        stop.set()
+        cons.join(10)
+    print(f"producer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row")
+    native_of = dict(natives)
+    for mode, row in natives:
+        show(f"C++ producer {mode}", row)
+    for mode, label, row in rows:
+        show(label, row, native_of.get(mode))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memory", default="host", choices=["host", "cuda"])
+    ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--rows", default="consumer,producer")
+    ap.add_argument("--cxx-consumer", metavar="PATH",
+                    help="cudaipc-bench-consumer-rate (default: the one in build/tests/bench)")
+    ap.add_argument("--cxx-producer", metavar="PATH",
+                    help="cudaipc-bench-producer-rate (default: the one in build/tests/bench)")
+    args = ap.parse_args()
+    ctx = mp.get_context("spawn")  # no CUDA state inherited through fork
+    wanted = set(args.rows.split(","))
+    if "consumer" in wanted:
+        consumer_rows(args, ctx, find_program("cudaipc-bench-consumer-rate", args.cxx_consumer))
+    if "producer" in wanted:
+        producer_rows(args, ctx, find_program("cudaipc-bench-producer-rate", args.cxx_producer))
 
 
 if __name__ == "__main__":

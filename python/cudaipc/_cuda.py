@@ -1,10 +1,10 @@
-"""The few CUDA driver calls the package needs, through ctypes on libcuda.so.1: no CUDA toolkit at
-run time, and nothing loaded until a CUDA channel is used."""
+"""The few CUDA driver calls the package makes itself, through ctypes on libcuda.so.1: no CUDA
+toolkit at run time, and nothing loaded until a CUDA frame is copied to the host. Stream ordering
+is the library's (cudaipc.h); this is only the host copy of ``Frame.numpy()``."""
 
 from __future__ import annotations
 
 import ctypes
-import sys
 import threading
 from ctypes import POINTER, byref, c_int, c_size_t, c_uint, c_void_p
 from typing import Optional
@@ -15,9 +15,6 @@ from ._errors import CudaError, NoCudaError
 # CU_STREAM_PER_THREAD.
 STREAM_LEGACY = 1
 STREAM_PER_THREAD = 2
-_EVENT_DISABLE_TIMING = 0x2
-_NOT_READY = 600
-_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 
 
 class Driver:
@@ -30,19 +27,11 @@ class Driver:
             "cuInit": [c_uint],
             "cuGetErrorName": [c_int, POINTER(ctypes.c_char_p)],
             "cuGetErrorString": [c_int, POINTER(ctypes.c_char_p)],
-            "cuEventCreate": [POINTER(c_void_p), c_uint],
-            "cuEventDestroy_v2": [c_void_p],
-            "cuEventRecord": [c_void_p, c_void_p],
-            "cuEventQuery": [c_void_p],
-            "cuEventSynchronize": [c_void_p],
-            "cuStreamWaitEvent": [c_void_p, c_void_p, c_uint],
             "cuStreamGetCtx": [c_void_p, POINTER(c_void_p)],
             "cuStreamSynchronize": [c_void_p],
             "cuCtxPushCurrent_v2": [c_void_p],
             "cuCtxPopCurrent_v2": [POINTER(c_void_p)],
-            "cuCtxGetDevice": [POINTER(c_int)],
             "cuMemcpyDtoHAsync_v2": [c_void_p, c_size_t, c_size_t, c_void_p],
-            "cuPointerGetAttribute": [c_void_p, c_int, c_size_t],
         }
         for name, args in protos.items():
             f = getattr(self.lib, name)
@@ -73,93 +62,16 @@ def driver() -> Driver:
         return _driver
 
 
-class StreamSync:
-    """Orders work between one stream the core owns (a consumer's reads or a producer's writes) and
-    streams callers name, on the GPU: an event recorded on one, waited on by the other. One event
-    serves every pair, since cuStreamWaitEvent captures the event's state when it is called."""
-
-    def __init__(self, stream: int) -> None:
-        self.d = driver()
-        self.stream = stream
-        ctx = c_void_p()
-        self.d.check(self.d.lib.cuStreamGetCtx(c_void_p(stream), byref(ctx)), "cuStreamGetCtx")
-        self.ctx = ctx.value
-        self.lock = threading.Lock()
-        ev = c_void_p()
-        with self.current():
-            self.d.check(self.d.lib.cuEventCreate(byref(ev), _EVENT_DISABLE_TIMING),
-                         "cuEventCreate")
-            dev = c_int()
-            self.d.check(self.d.lib.cuCtxGetDevice(byref(dev)), "cuCtxGetDevice")
-        self.event = ev.value
-        self.device = dev.value
-        self._free: list = []  # completed events for wait_later
-
-    def current(self) -> "_Current":
-        return _Current(self.d, self.ctx)
-
-    def wait(self, waiter: int, signaller: int) -> None:
-        """Work queued on `waiter` from now on runs after what `signaller` has queued so far."""
-        if waiter == signaller:
-            return
-        with self.lock, self.current():
-            self.d.check(self.d.lib.cuEventRecord(c_void_p(self.event), c_void_p(signaller)),
-                         "cuEventRecord")
-            self.d.check(self.d.lib.cuStreamWaitEvent(c_void_p(waiter), c_void_p(self.event), 0),
-                         "cuStreamWaitEvent")
-
-    def caller_waits(self, caller: int) -> None:
-        self.wait(caller, self.stream)
-
-    def after_caller(self, caller: int) -> None:
-        self.wait(self.stream, caller)
-
-    def mark(self) -> int:
-        """An event recorded on the core's stream now, to poll with done()."""
-        with self.lock, self.current():
-            ev = c_void_p(self._free.pop()) if self._free else c_void_p()
-            if not ev.value:
-                self.d.check(self.d.lib.cuEventCreate(byref(ev), _EVENT_DISABLE_TIMING),
-                             "cuEventCreate")
-            self.d.check(self.d.lib.cuEventRecord(ev, c_void_p(self.stream)), "cuEventRecord")
-            return ev.value  # type: ignore[return-value]
-
-    def done(self, event: int, block: bool = False) -> bool:
-        with self.current():
-            if block:
-                self.d.check(self.d.lib.cuEventSynchronize(c_void_p(event)), "cuEventSynchronize")
-            else:
-                rc = self.d.lib.cuEventQuery(c_void_p(event))
-                if rc == _NOT_READY:
-                    return False
-                self.d.check(rc, "cuEventQuery")
-        with self.lock:
-            self._free.append(event)
-        return True
-
-    def synchronize(self) -> None:
-        with self.current():
-            self.d.check(self.d.lib.cuStreamSynchronize(c_void_p(self.stream)),
-                         "cuStreamSynchronize")
-
-    def copy_to_host(self, dst: int, src: int, nbytes: int) -> None:
-        """Device-to-host copy ordered after the core's stream, complete on return."""
-        with self.current():
-            self.d.check(self.d.lib.cuMemcpyDtoHAsync_v2(c_void_p(dst), src, nbytes,
-                                                         c_void_p(self.stream)),
-                         "cuMemcpyDtoHAsync")
-            self.d.check(self.d.lib.cuStreamSynchronize(c_void_p(self.stream)),
-                         "cuStreamSynchronize")
-
-    def __del__(self) -> None:
-        if sys.is_finalizing():
-            return  # the driver may be gone; the process's exit frees the events
-        try:
-            with self.current():
-                for ev in [self.event] + self._free:
-                    self.d.lib.cuEventDestroy_v2(c_void_p(ev))
-        except Exception:
-            pass
+def copy_to_host(stream: int, dst: int, src: int, nbytes: int) -> None:
+    """Device-to-host copy ordered after `stream` (a consumer's: after the frame landed), complete
+    on return. Not on any per-frame path: ``Frame.numpy()`` of a CUDA frame."""
+    d = driver()
+    ctx = c_void_p()
+    d.check(d.lib.cuStreamGetCtx(c_void_p(stream), byref(ctx)), "cuStreamGetCtx")
+    with _Current(d, ctx.value):  # type: ignore[arg-type]
+        d.check(d.lib.cuMemcpyDtoHAsync_v2(c_void_p(dst), src, nbytes, c_void_p(stream)),
+                "cuMemcpyDtoHAsync")
+        d.check(d.lib.cuStreamSynchronize(c_void_p(stream)), "cuStreamSynchronize")
 
 
 class _Current:

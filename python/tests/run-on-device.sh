@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
-# Runs the Python package's suites (the GPU ones included) on a machine without a package
-# registry, from the wheels build-device-bundle.sh made: nothing is compiled here. Uses the
-# machine's python3 (torch, cupy, numpy already installed); each test is limited to
-# CUDAIPC_TEST_TIMEOUT seconds (default 120). Logs and the JUnit report go to $OUT.
-#   python/tests/run-on-device.sh [DIST_DIR]        (default build/python-dist)
-# For the GStreamer round trip, set CUDAIPC_GST_PLUGIN_DIR to a built plugin and put
-# gst-launch-1.0 on PATH (e.g. from the carried GStreamer bundle's env.sh); it skips otherwise.
+# Runs the Python package's suites (the GPU ones included) and, with --bench, its benchmark on a
+# machine without a package registry, from what build-device-bundle.sh made: nothing is compiled
+# here. Uses the machine's python3 (torch, cupy, numpy already installed); each test is limited to
+# CUDAIPC_TEST_TIMEOUT seconds (default 120). Logs, the JUnit report and the bench tables go to
+# $OUT (default build/python-device-out).
+#   python/tests/run-on-device.sh [--bench] [--tests-only] [DIST_DIR]   (default build/python-dist)
+# The carried GStreamer bundle (DIST_DIR/gst) is used for the gst-launch-1.0 pipelines only: this
+# process and the tests' Python keep the machine's own libraries (torch needs its libstdc++).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-dist=${1:-build/python-dist}
+bench=0
+tests=1
+dist=build/python-dist
+for a in "$@"; do
+  case $a in
+    --bench) bench=1 ;;
+    --bench-only) bench=1; tests=0 ;;
+    --tests-only) bench=0 ;;
+    *) dist=$a ;;
+  esac
+done
+dist=$(cd "$dist" && pwd)
 out=${OUT:-$PWD/build/python-device-out}
 py=${PYTHON:-python3}
 mkdir -p "$out"
@@ -20,6 +32,7 @@ trap 'rm -rf "$site"' EXIT
   nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 || true
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
   "$py" -c 'import cupy; print("cupy", cupy.__version__)' 2>&1
+  "$py" -c 'import numpy; print("numpy", numpy.__version__)' 2>&1
 } | tee "$out/environment.txt"
 
 wheel=$(ls "$dist"/cudaipc-*.whl 2>/dev/null | head -1)
@@ -35,9 +48,30 @@ if ! "$py" -c 'import pytest' 2>/dev/null; then
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDAIPC_TEST_TIMEOUT=${CUDAIPC_TEST_TIMEOUT:-120}
+# GStreamer for the pipelines the tests and the example start (python/tests/conftest.py).
+if [ -f "$dist/gst/env.sh" ]; then
+  export CUDAIPC_GST_BUNDLE="$dist/gst"
+  export CUDAIPC_GST_PLUGIN_DIR="$dist/gst/plugins"
+  "$dist/gst/bin/gst-inspect-1.0" --version 2>&1 | head -1 | tee -a "$out/environment.txt"
+else
+  echo "no GStreamer bundle in $dist/gst: the pipeline tests skip" | tee -a "$out/environment.txt"
+fi
+[ -f "$dist/media/clip.h264" ] && export CUDAIPC_TEST_H264="$dist/media/clip.h264"
 "$py" -c 'import cudaipc, sys; print("cudaipc from", cudaipc.__file__)' | tee -a "$out/environment.txt"
-"$py" -m pytest python/tests -v -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
-  2>&1 | tee "$out/pytest.log"
-rc=${PIPESTATUS[0]}
-[ "$rc" -eq 5 ] && rc=0
+
+rc=0
+if [ "$tests" -eq 1 ]; then
+  "$py" -m pytest python/tests -v -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
+    2>&1 | tee "$out/pytest.log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 5 ] && rc=0
+fi
+if [ "$bench" -eq 1 ]; then
+  for memory in cuda host; do
+    timeout 900 "$py" python/bench/consumer_overhead.py --memory "$memory" --frames 3000 \
+      --cxx-consumer "$dist/bench/cudaipc-bench-consumer-rate" \
+      --cxx-producer "$dist/bench/cudaipc-bench-producer-rate" 2>&1 | tee "$out/bench-$memory.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  done
+fi
 exit "$rc"

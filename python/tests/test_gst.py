@@ -7,18 +7,17 @@ the GPU machine's minimal bundle included (no rawvideoparse there)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
 import cudaipc
-from conftest import (REPO, consumers_joined, frames_from, gst_env, pattern,
+from conftest import (consumers_joined, frames_from, gst_env, gst_plugin_dir, gst_tool, pattern,
                       require_gst_elements)
 
-PLUGIN_DIR = os.environ.get("CUDAIPC_GST_PLUGIN_DIR") or os.path.join(REPO, "build", "gst")
-GST_LAUNCH = shutil.which("gst-launch-1.0")
+PLUGIN_DIR = gst_plugin_dir()
+GST_LAUNCH = gst_tool("gst-launch-1.0")
 
 pytestmark = [
     pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed"),

@@ -15,7 +15,7 @@ import pytest
 
 import cudaipc
 from cudaipc import _consumer, _dlpack
-from conftest import pattern
+from conftest import live_exports, pattern
 
 SHAPE = (6, 10, 4)
 
@@ -123,7 +123,7 @@ def test_every_export_gives_the_lease_back(path, use, slots):
         if enabled:
             gc.enable()
     gc.collect()
-    assert not _dlpack._exports, "exported capsules were never deleted"
+    assert live_exports() == 0, "exported capsules were never deleted"
 
 
 def test_held_counts_frames_until_their_tensors_die(path):

@@ -22,34 +22,13 @@
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/options.hpp"
+#include "rate_util.hpp"
 
 namespace {
 
-std::uint64_t thread_cpu_ns() {
-  timespec ts{};
-  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
-    throw std::runtime_error(std::string("clock_gettime(CLOCK_THREAD_CPUTIME_ID): ") +
-                             std::strerror(errno));
-  }
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-std::uint64_t parse_count(const std::string& arg, const char* value) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || v == 0) {
-    throw std::invalid_argument("bad value in " + arg + " (a positive integer is expected)");
-  }
-  return v;
-}
-
-double pct_us(std::vector<std::uint64_t> xs, double q) {
-  std::sort(xs.begin(), xs.end());
-  const auto i = std::min(xs.size() - 1, static_cast<std::size_t>(q * xs.size()));
-  return xs[i] / 1e3;
-}
+using cudaipc::bench::parse_count;
+using cudaipc::bench::pct_us;
+using cudaipc::bench::thread_cpu_ns;
 
 // The next frame, skipping format and other events; throws when none comes in time.
 cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout) {
@@ -123,10 +102,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cudaipc-bench-consumer-rate: %s\n", e.what());
-    return 1;
-  }
+  return cudaipc::bench::rate_main("cudaipc-bench-consumer-rate", [&] { return run(argc, argv); });
 }

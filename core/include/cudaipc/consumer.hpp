@@ -43,6 +43,19 @@ class Frame {
   // Ends the lease (for CUDA, after recording the consumer's "done reading" event).
   void release() noexcept;
 
+  // Reading on a CUstream of your own (CUDA channels; both are no-ops for host memory, and never
+  // make the CPU wait). The stream must belong to the consumer's CUDA context (its device's
+  // primary context unless CudaOptions::context names another; CU_STREAM_LEGACY and
+  // CU_STREAM_PER_THREAD name that context's default streams).
+  // order_reads: work queued on `stream` from now on reads the frame only after its bytes have
+  // landed. Nothing is queued when the CPU already sees them landed, the usual case.
+  void order_reads(void* stream) const;
+  // order_release_after: the lease, when it ends, ends after the work queued on `stream` so far:
+  // the consumer's stream waits for it on the GPU and the "done reading" write follows, so the
+  // producer's next write into the slot comes after your reads. Once per stream that read the
+  // frame, before release(); nothing is queued when `stream` is idle. Any thread.
+  void order_release_after(void* stream) const;
+
  private:
   friend class ConsumerImpl;
   std::shared_ptr<ConsumerConnection> conn_;
@@ -98,6 +111,9 @@ class Consumer {
   MemoryKind memory_kind() const;
   // The CUstream this consumer's reads are ordered on (CUDA channels).
   void* cuda_stream() const;
+  // The CUDA device ordinal (in this process) frames are read on; -1 for host memory or while not
+  // connected.
+  int cuda_device() const;
 
  private:
   std::unique_ptr<class ConsumerImpl> impl_;

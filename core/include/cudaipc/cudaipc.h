@@ -36,6 +36,8 @@ typedef enum {
   CUDAIPC_DROPPED = 1,
   CUDAIPC_TIMED_OUT = 2,
   CUDAIPC_INTERRUPTED_PUBLISH = 3, /* cudaipc_producer_interrupt() woke the wait for a slot */
+  CUDAIPC_NEEDS_FORMAT = 4, /* publish_dlpack: the tensor's dtype or shape is not the format's;
+                               nothing was published or taken: set_format, then publish again */
 } cudaipc_publish;
 typedef enum {
   CUDAIPC_EVENT_FRAME = 0,
@@ -105,6 +107,8 @@ typedef struct {
 } cudaipc_event;
 
 const char* cudaipc_last_error(void);
+/* The status the last failed call on this thread returned (CUDAIPC_OK after a call that worked). */
+int cudaipc_last_error_code(void);
 
 void cudaipc_producer_options_init(cudaipc_producer_options* opts);
 void cudaipc_consumer_options_init(cudaipc_consumer_options* opts);
@@ -118,7 +122,9 @@ int cudaipc_producer_publish(cudaipc_producer* p, const void* data, uint64_t byt
                              const cudaipc_frame_info* info, int from_device,
                              cudaipc_publish* result);
 /* Zero-copy: borrow a slot (*address is a host pointer or CUdeviceptr), then commit or abort.
- * *address is 0 when the frame was dropped or timed out (see *result). */
+ * *address is 0 when the frame was dropped or timed out (see *result). The commit waits on the GPU
+ * for the streams DLPack exports of the slot named (cudaipc_producer_slot_dlpack); when that
+ * ordering fails the frame is aborted and the error returned. */
 int cudaipc_producer_begin(cudaipc_producer* p, uintptr_t* address, uint64_t* capacity,
                            cudaipc_publish* result);
 int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info);
@@ -136,6 +142,9 @@ void* cudaipc_producer_cuda_stream(cudaipc_producer* p);
 
 int cudaipc_consumer_new(const cudaipc_consumer_options* opts, cudaipc_consumer** out);
 void cudaipc_consumer_free(cudaipc_consumer* c);
+/* Disconnects now (frames handed out keep their leases); the handle stays valid, for
+ * cudaipc_consumer_held, until cudaipc_consumer_free. Other calls on it fail: it is closed. */
+void cudaipc_consumer_close(cudaipc_consumer* c);
 int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev);
 void cudaipc_consumer_interrupt(cudaipc_consumer* c);
 /* The CUstream reads are ordered on (CUDA channels), else NULL. */
@@ -143,6 +152,34 @@ void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c);
 /* The memory kind of the producer this consumer is connected to; CUDAIPC_ERR_DISCONNECTED when it
  * is connected to none. */
 int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out);
+
+/* Frames this consumer handed out whose leases have not ended (the frame not released, or a
+ * DLPack export of it not deleted yet): *count, and up to `capacity` of their seqs in `seqs` (may
+ * be NULL), lowest first. Frames outlive the consumer: the count does not need it connected. */
+int cudaipc_consumer_held(cudaipc_consumer* c, uint32_t* count, uint64_t* seqs, uint32_t capacity);
+/* The CUDA device ordinal (in this process) frames are read on; -1 for host memory or while not
+ * connected. */
+int cudaipc_consumer_cuda_device(cudaipc_consumer* c);
+
+/* One frame's description in one struct, for bindings that read it per frame (Python). */
+typedef struct {
+  cudaipc_event_type type; /* as the event's */
+  uint32_t tensor_id;      /* FRAME: changes whenever the tensor description differs from the
+                              previous frame's of this consumer (read it with cudaipc_frame_tensor
+                              then); the same id means the same description */
+  cudaipc_frame* frame;    /* FRAME: as the event's */
+  uint64_t seq;
+  uintptr_t data; /* the tensor's first byte: host pointer or CUdeviceptr */
+  uint64_t size;
+  uint64_t pts, dts, duration; /* ns or CUDAIPC_NO_TIME */
+  uint64_t publish_time_ns;
+  uint32_t flags;
+  int32_t cuda_device; /* -1: host memory */
+} cudaipc_frame_view;
+
+/* cudaipc_consumer_next, and for a FRAME event its description in *view too. */
+int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev,
+                                cudaipc_frame_view* view);
 
 uint64_t cudaipc_frame_seq(const cudaipc_frame* f);
 uintptr_t cudaipc_frame_data(const cudaipc_frame* f); /* tensor's first byte */
@@ -153,7 +190,148 @@ const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f);
 /* The producer's CLOCK_MONOTONIC at publish (ns): publish-to-read latency on one machine. */
 uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f);
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size);
+/* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
+ * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
 void cudaipc_frame_release(cudaipc_frame* f);
+/* CUDA frames: cudaipc_frame_release ordered after the work queued on `stream` (a CUstream of the
+ * consumer's context) so far: the consumer's stream waits for it on the GPU and the producer's
+ * next write into the slot follows; nothing is queued when `stream` is idle, and the CPU never
+ * waits. Host frames: cudaipc_frame_release. The frame is released even when the ordering fails
+ * (the error is returned after). */
+int cudaipc_frame_release_after(cudaipc_frame* f, void* stream);
+/* CUDA frames: work queued on `stream` from now on reads the frame only after its bytes have
+ * landed (nothing is queued when they have, the usual case); the CPU never waits. */
+int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream);
+
+/* Producers writing from streams of their own (CUDA channels; no-ops for host memory). Neither
+ * makes the CPU wait or queues anything when the stream waited for is idle.
+ * write_after: the next copy (publish) or commit waits for the work queued on `stream` so far.
+ * order_after_writes: work queued on `stream` from now on follows the producer's stream, a
+ * borrowed slot's wait for its last readers included (call it after cudaipc_producer_begin).
+ * written: 1 when frame `seq` and everything before it on the producer's stream has landed (a
+ * copy's source may be reused), else 0; never waits. last_seq: the newest committed frame. */
+int cudaipc_producer_write_after(cudaipc_producer* p, void* stream);
+int cudaipc_producer_order_after_writes(cudaipc_producer* p, void* stream);
+int cudaipc_producer_written(cudaipc_producer* p, uint64_t seq);
+uint64_t cudaipc_producer_last_seq(cudaipc_producer* p);
+/* The CUDA device ordinal slots live on; -1 for host memory. */
+int cudaipc_producer_cuda_device(cudaipc_producer* p);
+
+/* ---- DLPack ------------------------------------------------------------------------------
+ * Frames and borrowed slots as DLPack 1.x tensors, and DLPack tensors published by copy. The
+ * structs are dlpack.h's ABI (v1.0) under prefixed names, so this header can sit beside dlpack.h:
+ * cudaipc_dl_managed_tensor_versioned is DLManagedTensorVersioned, cudaipc_dl_managed_tensor the
+ * legacy DLManagedTensor. Deleters may run on any thread, at any time, also after the producer or
+ * consumer handle is freed. */
+#define CUDAIPC_DLPACK_MAJOR 1
+#define CUDAIPC_DLPACK_MINOR 0
+#define CUDAIPC_DL_CPU 1
+#define CUDAIPC_DL_CUDA 2
+#define CUDAIPC_DL_CUDA_HOST 3
+#define CUDAIPC_DL_FLAG_READ_ONLY 1ull
+
+typedef struct {
+  int32_t device_type;
+  int32_t device_id;
+} cudaipc_dl_device;
+typedef struct {
+  uint8_t code; /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
+  uint8_t bits;
+  uint16_t lanes;
+} cudaipc_dl_dtype;
+typedef struct {
+  void* data;
+  cudaipc_dl_device device;
+  int32_t ndim;
+  cudaipc_dl_dtype dtype;
+  int64_t* shape;
+  int64_t* strides; /* elements; NULL: compact row-major */
+  uint64_t byte_offset;
+} cudaipc_dl_tensor;
+typedef struct cudaipc_dl_managed_tensor {
+  cudaipc_dl_tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(struct cudaipc_dl_managed_tensor* self);
+} cudaipc_dl_managed_tensor;
+typedef struct cudaipc_dl_managed_tensor_versioned {
+  struct {
+    uint32_t major, minor;
+  } version;
+  void* manager_ctx;
+  void (*deleter)(struct cudaipc_dl_managed_tensor_versioned* self);
+  uint64_t flags;
+  cudaipc_dl_tensor dl_tensor;
+} cudaipc_dl_managed_tensor_versioned;
+
+/* Flags of the DLPack calls. */
+#define CUDAIPC_DLPACK_VERSIONED 1u /* the tensor is (or is to be) a ..._versioned struct */
+#define CUDAIPC_DLPACK_NO_SYNC 2u   /* order nothing against `stream` (DLPack's stream -1) */
+
+/* The frame as a DLPack tensor viewing the slot (read-only for host channels), in *out: a
+ * cudaipc_dl_managed_tensor_versioned* with CUDAIPC_DLPACK_VERSIONED, else a
+ * cudaipc_dl_managed_tensor*. It holds the frame's lease until its deleter runs, as the frame does
+ * until released. CUDA frames: `stream` (a CUstream of the consumer's context; CU_STREAM_LEGACY or
+ * CU_STREAM_PER_THREAD for the default streams) reads the frame only after its bytes landed, as
+ * cudaipc_frame_order_reads, and the deleter orders the release after the work queued on it by
+ * then, as cudaipc_frame_release_after; no CPU wait. Any number of exports per frame. */
+int cudaipc_frame_dlpack(cudaipc_frame* f, void* stream, uint32_t flags, void** out);
+/* Live DLPack exports (frames and slots) of this process: none should outlive their tensors. */
+uint64_t cudaipc_dlpack_exports_alive(void);
+
+/* Copies a C-contiguous DLPack tensor into a free slot and publishes it (cudaipc_producer_publish
+ * without the pointers). It must be of the format's dtype and shape (else *result is
+ * CUDAIPC_NEEDS_FORMAT and nothing is taken: cudaipc_dlpack_describe says what to set), on the CPU
+ * (kDLCPU, kDLCUDAHost) or, for CUDA channels, on the producer's device. CUDA channels: the copy
+ * waits on the GPU for the work queued on `stream` so far (unless CUDAIPC_DLPACK_NO_SYNC), never
+ * on the CPU. With CUDAIPC_OK (and any other *result) the tensor is the library's: its deleter runs
+ * once the copy has landed (looked at on later publishes; cudaipc_producer_free waits up to 5 s),
+ * at once when nothing was copied. After an error it stays the caller's, unless the error is a
+ * CUDA failure once the copy was queued (CUDAIPC_ERR_CUDA): then the library keeps it too. */
+int cudaipc_producer_publish_dlpack(cudaipc_producer* p, void* managed, uint32_t flags,
+                                    void* stream, const cudaipc_frame_info* info,
+                                    cudaipc_publish* result);
+/* A DLPack tensor's description as cudaipc_producer_set_format takes it (byte strides, size,
+ * dtype) and where it lives. */
+int cudaipc_dlpack_describe(const void* managed, uint32_t flags, cudaipc_tensor* out,
+                            int32_t* device_type, int32_t* device_id);
+/* The slot borrowed by cudaipc_producer_begin as a writable DLPack tensor of the format's dtype and
+ * shape. CUDA channels: `stream` follows the producer's stream first (the slot's last readers,
+ * cudaipc_producer_order_after_writes), and cudaipc_producer_commit then waits on the GPU for the
+ * work queued by then on every stream an export of the slot named. The deleter frees only the
+ * export: do not use the tensor after the commit. */
+int cudaipc_producer_slot_dlpack(cudaipc_producer* p, void* stream, uint32_t flags, void** out);
+
+/* ---- DLPack capsules (CPython) ------------------------------------------------------------
+ * For bindings to a runtime that hands DLPack tensors over in capsule objects the way CPython's
+ * PyCapsule does: they give the library the runtime's functions once, then export and publish in
+ * one call each, with a compiled capsule destructor. Every call here must be made with the
+ * runtime's lock (the GIL) held; publish_capsule lets go of it while it waits for a slot. */
+typedef struct {
+  void* (*capsule_new)(void* pointer, const char* name, void (*destructor)(void* capsule));
+  void* (*capsule_get_pointer)(void* capsule, const char* name);
+  const char* (*capsule_get_name)(void* capsule);
+  int (*capsule_set_name)(void* capsule, const char* name);
+  void (*set_error)(void* exception_type, const char* message); /* PyErr_SetString */
+  /* The exception set_error raises (the message says why; cudaipc_last_error_code the status). */
+  void* error_type;
+  void* (*save_thread)(void);          /* PyEval_SaveThread */
+  void (*restore_thread)(void* state); /* PyEval_RestoreThread */
+} cudaipc_capsule_api;
+int cudaipc_set_capsule_api(const cudaipc_capsule_api* api);
+/* cudaipc_frame_dlpack in a new capsule ("dltensor_versioned" or "dltensor"): a new reference, or
+ * NULL with the runtime's error set. A capsule no importer consumed deletes its tensor when it
+ * dies. */
+void* cudaipc_frame_dlpack_capsule(cudaipc_frame* f, void* stream, uint32_t flags);
+/* cudaipc_producer_slot_dlpack, in a new capsule. */
+void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags);
+/* cudaipc_producer_publish_dlpack of the tensor in a DLPack capsule (renamed "used_..." when
+ * taken), with only pts and duration (ns or CUDAIPC_NO_TIME) to say: returns the cudaipc_publish
+ * result (>= 0), or minus the error status (cudaipc_last_error says why). */
+int cudaipc_producer_publish_capsule(cudaipc_producer* p, void* capsule, void* stream,
+                                     uint32_t flags, uint64_t pts, uint64_t duration);
+/* cudaipc_dlpack_describe of the tensor in a DLPack capsule (not consumed). */
+int cudaipc_capsule_describe(void* capsule, cudaipc_tensor* out, int32_t* device_type,
+                             int32_t* device_id);
 
 #ifdef __cplusplus
 }

@@ -104,6 +104,26 @@ class Producer {
   MemoryKind memory_kind() const;
   // The CUstream writes are ordered on (CUDA channels), for producers that render in place.
   void* cuda_stream() const;
+  // The CUDA device ordinal slots live on; -1 for host memory.
+  int cuda_device() const;
+
+  // Writing from a CUstream of your own (CUDA channels; no-ops for host memory, whose copies are
+  // done when publish() returns). Neither makes the CPU wait, and neither queues anything when the
+  // stream waited for is idle. `stream` must belong to the producer's CUDA context.
+  // write_after: the producer's next writes (a publish()'s copy, a borrowed slot's commit) wait on
+  // the GPU for the work queued on `stream` so far: publish a tensor your kernels are still
+  // computing, or commit a slot you render into on `stream`.
+  void write_after(void* stream);
+  // order_after_writes: work queued on `stream` from now on runs after the producer's stream as it
+  // is now, including a borrowed slot's wait for the consumers still reading its previous frame:
+  // call it after begin_frame(), before rendering into the slot on `stream`.
+  void order_after_writes(void* stream);
+  // Whether frame `seq`, and everything the producer's stream ran before it, has landed: the
+  // source of a copy published as frame `seq` (or before it) may be reused or freed from then on.
+  // Never waits. Host channels: every committed frame.
+  bool written(std::uint64_t seq) const;
+  // The seq of the newest committed frame; 0 before the first.
+  std::uint64_t last_seq() const;
 
  private:
   std::unique_ptr<class ProducerImpl> impl_;

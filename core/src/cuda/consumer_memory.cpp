@@ -24,6 +24,7 @@
 #include "cudaipc/log.hpp"
 #include "memory_backend.hpp"
 #include "semaphores.hpp"
+#include "stream_join.hpp"
 
 namespace cudaipc {
 namespace {
@@ -212,6 +213,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
     producer_pidfd_ = producer_pidfd;
     ready_ = reg_->device_address(&page->ready);
     for (std::uint32_t i = 0; i < kMaxSlots; ++i) done_[i] = reg_->device_address(&page->done[i]);
+    join_ = std::make_unique<cuda::StreamJoin>(engine_->ctx);
   }
 
   WireBlob export_sync() override {
@@ -312,6 +314,26 @@ class CudaConsumerMemory final : public ConsumerMemory {
 
   void* stream() const noexcept override { return engine_ ? engine_->stream : nullptr; }
 
+  // A caller reading on a stream of its own (bindings: torch's or cupy's current stream). The
+  // frame's bytes landing is what its reads must follow: once the CPU sees `ready` there, nothing
+  // is queued; otherwise the caller's stream waits for ours, which on_acquire made wait for it.
+  void order_reads(std::uint32_t slot, std::uint64_t seq, void* stream) override {
+    check_slot(slot);
+    if (cuda::reached(page_->ready.load(std::memory_order_acquire), cuda::seq32(seq))) return;
+    join_->wait(static_cast<CUstream>(stream), engine_->stream);
+  }
+
+  // Releases stay on our stream (close() and the slot sets drain it before memory goes), so a
+  // caller's stream is waited for by ours: the `done` write of on_release then follows its reads.
+  void order_release_after(void* stream) override {
+    if (!join_) throw Error(Errc::invalid_argument, "no frame was read on this connection yet");
+    join_->wait(engine_->stream, static_cast<CUstream>(stream));
+  }
+
+  int device() const noexcept override {
+    return engine_ ? static_cast<int>(engine_->device()) : -1;
+  }
+
  private:
   void check_slot(std::uint32_t slot) const {
     if (!page_ || slot >= slot_count_)
@@ -371,6 +393,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::unique_ptr<cuda::RegisteredPage> reg_;
   CUdeviceptr ready_ = 0;
   std::array<CUdeviceptr, kMaxSlots> done_{};
+  std::unique_ptr<cuda::StreamJoin> join_;  // callers' streams and ours (attach_page)
   std::atomic<bool> waited_{false};
   std::atomic<std::uint32_t> newest_wait_{0};
   std::atomic<bool> gone_{false};  // the producer is known dead

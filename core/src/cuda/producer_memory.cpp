@@ -30,6 +30,7 @@
 #include "cudaipc/log.hpp"
 #include "memory_backend.hpp"
 #include "semaphores.hpp"
+#include "stream_join.hpp"
 
 namespace cudaipc {
 namespace {
@@ -186,6 +187,7 @@ class CudaProducerMemory final : public ProducerMemory {
                                               " slots, not " + std::to_string(slot_count));
     engine_ = make_engine(opts, device_at(opts.device < 0 ? 0 : opts.device));
     mode_ = resolve_mode(opts.export_mode);
+    join_ = std::make_unique<cuda::StreamJoin>(engine_->ctx);
     waits_.reserve(2 * kMaxConsumerIds);
     progress_memory_ = cuda::make_host_allocation(engine_->ctx, sizeof(std::atomic<std::uint32_t>));
     progress_ = new (progress_memory_.get()) std::atomic<std::uint32_t>(0);
@@ -404,6 +406,21 @@ class CudaProducerMemory final : public ProducerMemory {
 
   void* stream() const noexcept override { return engine_->stream; }
 
+  // A caller's stream and the producer's, for copies from and rendering on streams of the caller's
+  // (docs/python.md): GPU-side waits only, skipped when the stream waited for is idle.
+  void write_after(void* stream) override {
+    join_->wait(engine_->stream, static_cast<CUstream>(stream));
+  }
+  void order_after_writes(void* stream) override {
+    join_->wait(static_cast<CUstream>(stream), engine_->stream);
+  }
+  // The progress word follows each committed frame's writes on the stream, so a frame's copy and
+  // everything queued before it have run once it shows that frame (or a later one).
+  bool written(std::uint64_t seq) const noexcept override {
+    return cuda::reached(progress_->load(std::memory_order_acquire), cuda::seq32(seq));
+  }
+  int device() const noexcept override { return static_cast<int>(engine_->device()); }
+
  private:
   CudaExportMode resolve_mode(CudaExportMode requested) const {
     const CUdevice dev = engine_->device();
@@ -519,6 +536,7 @@ class CudaProducerMemory final : public ProducerMemory {
   static constexpr std::size_t kFrameLog = 4096;
 
   std::shared_ptr<const Engine> engine_;
+  std::unique_ptr<cuda::StreamJoin> join_;  // callers' streams and the producer's
   std::uint32_t slot_count_;
   CudaExportMode mode_ = CudaExportMode::vmm;
   // Publishing thread only.

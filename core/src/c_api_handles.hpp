@@ -1,0 +1,167 @@
+// What the C API's handles are (c_api.cpp, c_api_dlpack.cpp): the C++ objects behind the opaque
+// types of cudaipc.h, and the boundary that turns exceptions into status codes.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/cudaipc.h"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+
+namespace cudaipc::capi {
+
+// The seqs of one consumer's frames whose leases have not ended. Frames share it with their
+// consumer, so it outlives a consumer freed before its frames.
+class HeldFrames {
+ public:
+  HeldFrames() { seqs_.reserve(64); }
+  void add(std::uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seqs_.push_back(seq);
+  }
+  void remove(std::uint64_t seq) noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(seqs_.begin(), seqs_.end(), seq);
+    if (it != seqs_.end()) seqs_.erase(it);
+  }
+  std::vector<std::uint64_t> sorted() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::uint64_t> out = seqs_;
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::uint64_t> seqs_;
+};
+
+// One DLPack export: the managed tensor handed out (versioned or legacy) and the arrays it points
+// to. Consumer exports hold a reference to their frame, and end it, ordered after `stream`, when
+// the importer deletes the tensor.
+struct DlExport {
+  cudaipc_dl_managed_tensor_versioned versioned;
+  cudaipc_dl_managed_tensor legacy;
+  std::int64_t shape[CUDAIPC_MAX_RANK];
+  std::int64_t strides[CUDAIPC_MAX_RANK];
+  cudaipc_frame* frame = nullptr;
+  void* stream = nullptr;
+  bool ordered = false;  // order the release after `stream`
+  bool inline_in_frame = false;
+};
+
+// A copy's source the library owns until the producer's stream has run the copy (frame `seq`).
+struct PendingSource {
+  std::uint64_t seq = 0;
+  void* managed = nullptr;
+  bool versioned = false;
+};
+
+}  // namespace cudaipc::capi
+
+struct cudaipc_producer {
+  std::unique_ptr<cudaipc::Producer> p;
+  cudaipc::WriteSlot borrowed;
+  // Streams DLPack exports of the borrowed slot named: the commit waits for them.
+  std::vector<void*> slot_streams;
+  std::mutex pending_mu;
+  std::deque<cudaipc::capi::PendingSource> pending;  // oldest first
+};
+
+struct cudaipc_consumer {
+  std::unique_ptr<cudaipc::Consumer> c;
+  std::string caps;  // keeps FORMAT events' caps alive until the next call
+  std::shared_ptr<cudaipc::capi::HeldFrames> held = std::make_shared<cudaipc::capi::HeldFrames>();
+  cudaipc::TensorDesc last_tensor{};  // of the previous frame, for cudaipc_frame_view::tensor_id
+  std::uint32_t tensor_id = 0;
+};
+
+// A frame handed out: the caller's hold plus one per live DLPack export; the lease ends with the
+// last of them. The first export of a frame lives in it (no allocation per frame for the usual
+// one).
+struct cudaipc_frame {
+  cudaipc::Frame f;
+  std::atomic<std::uint32_t> refs{1};
+  std::shared_ptr<cudaipc::capi::HeldFrames> held;
+  int cuda_device = -1;  // -1: host memory
+  std::atomic<bool> inline_busy{false};
+  cudaipc::capi::DlExport inline_export;
+};
+
+namespace cudaipc::capi {
+
+inline thread_local std::string g_error;
+inline thread_local int g_code = CUDAIPC_OK;
+
+inline int fail(Errc code, const char* what) {
+  g_error = what;
+  g_code = static_cast<int>(code);
+  return g_code;
+}
+
+template <typename F>
+int guard(F&& f) {
+  try {
+    f();
+    g_error.clear();
+    g_code = CUDAIPC_OK;
+    return CUDAIPC_OK;
+  } catch (const Error& e) {
+    return fail(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(Errc::system, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(Errc::system, e.what());
+  }
+}
+
+inline void require(const void* p, const char* what) {
+  if (!p) throw Error(Errc::invalid_argument, std::string(what) + " is NULL");
+}
+
+inline FrameInfo to_info(const cudaipc_frame_info* in) {
+  FrameInfo info;
+  if (!in) return info;
+  info.pts = in->pts;
+  info.dts = in->dts;
+  info.duration = in->duration;
+  info.flags = in->flags;
+  info.tensor = reinterpret_cast<const TensorDesc*>(in->tensor);
+  info.user_meta = in->user_meta;
+  info.user_meta_size = in->user_meta_size;
+  return info;
+}
+
+inline cudaipc_publish to_c(PublishStatus s) {
+  switch (s) {
+    case PublishStatus::published:
+      return CUDAIPC_PUBLISHED;
+    case PublishStatus::dropped:
+      return CUDAIPC_DROPPED;
+    case PublishStatus::timeout:
+      return CUDAIPC_TIMED_OUT;
+    case PublishStatus::interrupted:
+      return CUDAIPC_INTERRUPTED_PUBLISH;
+  }
+  return CUDAIPC_DROPPED;
+}
+
+// Drops one hold on `f` (the caller's or an export's); the last one ends the lease. With
+// `ordered`, the release is first ordered after the work queued on `stream`: the frame is
+// released even when that fails, and the failure is rethrown after.
+void unref(cudaipc_frame* f, void* stream, bool ordered);
+
+// Before a producer goes: hands back the DLPack sources of its copies once they have run, waiting
+// up to 5 s; any left are kept until exit (their copies may still read them).
+void settle_sources(cudaipc_producer* p) noexcept;
+
+}  // namespace cudaipc::capi

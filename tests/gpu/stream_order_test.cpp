@@ -1,0 +1,224 @@
+// Reading and writing a CUDA channel on a stream of the caller's own (what bindings do with torch's
+// or cupy's current stream): Frame::order_reads / order_release_after on the consumer side,
+// Producer::write_after / order_after_writes / written on the producer side. Each race is set up
+// so that it would be lost without the ordering: a slow GPU write before an early read, a slow GPU
+// read before an early rewrite, a slow render before an early publish. Every byte is checked on
+// the GPU, and the other end is a real process (cudaipc-gpu-peer).
+#include <sys/wait.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel_helpers.hpp"
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/producer.hpp"
+#include "gpu_support.hpp"
+#include "peer_process.hpp"
+#include "temp_dir.hpp"
+
+namespace cudaipc {
+namespace {
+
+using gputest::Kernels;
+using Peer = testing::PeerProcess;
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kSize = (1u << 20) + 13;
+constexpr std::uint64_t kMs = 1'000'000;  // ns
+
+class StreamOrder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CUDAIPC_REQUIRE_GPU();
+    kernels_ = std::make_unique<Kernels>();
+    path_ = dir_.file("channel");
+  }
+
+  CUstream own() const { return kernels_->own_stream(); }
+
+  // A producer peer publishing frames 1..n (pts = key), each written by a kernel that spins
+  // `slow_fill_ns` first.
+  std::unique_ptr<Peer> producer_peer(std::uint64_t n, std::uint32_t slots,
+                                      std::uint64_t slow_fill_ns) {
+    return std::make_unique<Peer>(std::vector<std::string>{
+        "produce", "--path", path_, "--size", std::to_string(kSize), "--frames", std::to_string(n),
+        "--slots", std::to_string(slots), "--slow-fill-ns", std::to_string(slow_fill_ns),
+        "--consumers", "1"});
+  }
+
+  std::unique_ptr<Consumer> consumer(ConsumeMode mode) {
+    ConsumerOptions o;
+    o.path = path_;
+    o.mode = mode;
+    return std::make_unique<Consumer>(o);
+  }
+
+  std::unique_ptr<Producer> producer(std::uint32_t slots) {
+    ProducerOptions o;
+    o.path = path_;
+    o.slots = slots;
+    o.memory = MemoryKind::cuda;
+    o.block_timeout = 10s;
+    auto p = std::make_unique<Producer>(o);
+    p->set_format(testing::pattern_format(kSize));
+    return p;
+  }
+
+  std::unique_ptr<Peer> consumer_peer(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"consume", "--path", path_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto peer = std::make_unique<Peer>(args);
+    EXPECT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+    return peer;
+  }
+
+  // A peer's RESULT line once it exited well.
+  std::string finished(Peer& peer) {
+    const auto line = peer.wait_for("RESULT", 120s);
+    const auto status = peer.wait_exit(30s);
+    EXPECT_TRUE(line && status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << "peer output:\n"
+        << peer.transcript();
+    return line.value_or("");
+  }
+
+  // Reads every frame until the end of stream: `read` queues the reads on our own stream.
+  template <typename Read>
+  std::uint64_t read_all(Consumer& c, Read&& read) {
+    std::uint64_t frames = 0;
+    for (;;) {
+      Event ev = c.next(30s);
+      if (ev.type == EventType::eos) return frames;
+      EXPECT_NE(ev.type, EventType::timeout) << "after " << frames << " frames";
+      EXPECT_NE(ev.type, EventType::disconnected) << ev.message;
+      if (ev.type == EventType::timeout || ev.type == EventType::disconnected) return frames;
+      if (ev.type != EventType::frame) continue;
+      ev.frame.order_reads(own());
+      read(ev.frame);
+      ev.frame.order_release_after(own());
+      ev.frame.release();  // at once: only the GPU keeps the slot from the producer now
+      ++frames;
+    }
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Kernels> kernels_;
+  std::string path_;
+};
+
+// The producer's kernel spins 1 ms before it writes each frame, which is published at once; we read
+// on our own stream, which the channel knows nothing of. order_reads must make it wait on the GPU.
+TEST_F(StreamOrder, ReadsOnTheCallersStreamWaitForASlowWrite) {
+  const std::uint64_t n = gputest::frame_count(200);
+  auto peer = producer_peer(n, 4, kMs);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  const std::uint64_t frames = read_all(*c, [&](const Frame& f) {
+    kernels_->verify(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts);
+  });
+  EXPECT_EQ(frames, n);
+  EXPECT_EQ(kernels_->counters(own()).bad, 0u);
+  finished(*peer);
+}
+
+// Our kernel reads each frame, spins 2 ms and reads it again; the frame is released on the CPU at
+// once and, with two slots, the producer rewrites that slot right away. order_release_after must
+// hold its write on the GPU until our second read: both reads see the same frame.
+TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
+  const std::uint64_t n = gputest::frame_count(200);
+  auto peer = producer_peer(n, 2, 0);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  const std::uint64_t frames = read_all(*c, [&](const Frame& f) {
+    kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
+                        2 * kMs);
+  });
+  EXPECT_EQ(frames, n);
+  const gputest::Counters k = kernels_->counters(own());
+  EXPECT_EQ(k.bad, 0u);
+  EXPECT_EQ(k.changed, 0u);
+  finished(*peer);
+}
+
+// We render each frame on our own stream behind a 1 ms spin into one of four device buffers and
+// publish it (a copy) at once: write_after must make the copy wait for the render, and
+// order_after_writes must keep the next render into a buffer behind the copy that reads it.
+TEST_F(StreamOrder, PublishCopiesAfterTheCallersStream) {
+  auto p = producer(4);
+  auto peer = consumer_peer();
+  ASSERT_TRUE(testing::wait_consumers(*p, 1, 60s));
+  std::vector<cuda::DeviceAllocation> buffers;
+  for (int i = 0; i < 4; ++i)
+    buffers.push_back(cuda::make_device_allocation(kernels_->context(), kSize));
+  const std::uint64_t n = gputest::frame_count(200);
+  std::uint64_t last = 0;
+  for (std::uint64_t key = 1; key <= n; ++key) {
+    const CUdeviceptr buf = buffers[key % buffers.size()].get();
+    p->order_after_writes(own());  // the copies still reading `buf` come first
+    kernels_->slow_fill(own(), buf, kSize, key, kMs);
+    p->write_after(own());
+    FrameInfo info;
+    info.pts = key;
+    ASSERT_EQ(p->publish(reinterpret_cast<const void*>(buf), kSize, info, true),
+              PublishStatus::published);
+    last = p->last_seq();
+  }
+  p->end_of_stream();
+  const std::string r = finished(*peer);
+  EXPECT_EQ(testing::field(r, "frames"), static_cast<long long>(n)) << r;
+  EXPECT_EQ(testing::field(r, "bad"), 0) << r;
+  // Once the consumer has read them all, every copy has run.
+  EXPECT_TRUE(p->written(last));
+}
+
+// A borrowed slot rendered on our own stream: order_after_writes keeps the render behind the slow
+// reads of the slot's previous frame (the consumer spins 1 ms between two reads), write_after keeps
+// the commit behind the render (which spins 1 ms before writing).
+TEST_F(StreamOrder, RenderIntoABorrowedSlotOnTheCallersStream) {
+  auto p = producer(2);
+  auto peer = consumer_peer({"--slow-read-ns", std::to_string(kMs)});
+  ASSERT_TRUE(testing::wait_consumers(*p, 1, 60s));
+  const std::uint64_t n = gputest::frame_count(200);
+  for (std::uint64_t key = 1; key <= n; ++key) {
+    PublishStatus st;
+    WriteSlot ws = p->begin_frame(&st);
+    ASSERT_TRUE(ws) << "frame " << key;
+    p->order_after_writes(own());
+    kernels_->slow_fill(own(), ws.address(), kSize, key, kMs);
+    p->write_after(own());
+    FrameInfo info;
+    info.pts = key;
+    p->commit(ws, info);
+  }
+  p->end_of_stream();
+  const std::string r = finished(*peer);
+  EXPECT_EQ(testing::field(r, "frames"), static_cast<long long>(n)) << r;
+  EXPECT_EQ(testing::field(r, "bad"), 0) << r;
+  EXPECT_EQ(testing::field(r, "changed"), 0) << r;
+}
+
+// An idle stream needs no ordering: nothing is queued (the producer's stream stays idle too), and
+// written() follows the producer's own stream.
+TEST_F(StreamOrder, IdleStreamsQueueNothing) {
+  auto p = producer(2);
+  kernels_->counters(own());  // drains our stream
+  p->write_after(own());
+  p->order_after_writes(own());
+  {
+    cuda::ScopedContext current(kernels_->context()->get());
+    EXPECT_EQ(cuda::driver().cuStreamQuery(static_cast<CUstream>(p->cuda_stream())), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(p->last_seq(), 0u);
+  EXPECT_TRUE(p->written(0));
+  ASSERT_EQ(gputest::publish_pattern(*p, *kernels_, 1, kSize, 20 * kMs), PublishStatus::published);
+  EXPECT_EQ(p->last_seq(), 1u);
+  EXPECT_FALSE(p->written(1));  // the fill spins 20 ms on the producer's stream
+  for (int i = 0; i < 2000 && !p->written(1); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(p->written(1));
+}
+
+}  // namespace
+}  // namespace cudaipc

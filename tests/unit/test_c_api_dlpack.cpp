@@ -1,0 +1,414 @@
+// The C API's DLPack calls on host channels: frames exported as DLPack tensors hold their lease
+// until every export is deleted and the frame released, in any order; DLPack tensors published by
+// copy land intact and are handed back (their deleters run) exactly once; borrowed slots export as
+// writable tensors; the per-frame view says what the frame says. The CUDA side of the same calls
+// (stream ordering) is in tests/gpu and python/tests/test_gpu.py.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudaipc/cudaipc.h"
+#include "pattern.hpp"
+#include "temp_dir.hpp"
+
+using cudaipc::testing::check_pattern;
+using cudaipc::testing::fill_pattern;
+using cudaipc::testing::TempDir;
+
+namespace {
+
+constexpr std::uint64_t kSecond = 1'000'000'000;
+constexpr std::int64_t kRows = 6, kCols = 10;  // uint32 frames of kRows x kCols
+
+cudaipc_tensor u32_tensor(std::int64_t rows, std::int64_t cols) {
+  cudaipc_tensor t{};
+  t.dtype = 7;  // uint32
+  t.rank = 2;
+  t.shape[0] = rows;
+  t.shape[1] = cols;
+  t.strides[0] = cols * 4;
+  t.strides[1] = 4;
+  t.size = static_cast<std::uint64_t>(rows * cols * 4);
+  return t;
+}
+
+// A producer (host memory, drop policy) and an every-frame consumer on one path.
+struct Channel {
+  TempDir dir;
+  std::string path = dir.file("ch");
+  cudaipc_producer* p = nullptr;
+  cudaipc_consumer* c = nullptr;
+
+  explicit Channel(uint32_t slots = 4) {
+    cudaipc_producer_options po;
+    cudaipc_producer_options_init(&po);
+    po.path = path.c_str();
+    po.slots = slots;
+    po.on_full = CUDAIPC_DROP;
+    EXPECT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+    cudaipc_consumer_options co;
+    cudaipc_consumer_options_init(&co);
+    co.path = path.c_str();
+    co.reconnect = 0;
+    EXPECT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
+  }
+  ~Channel() {
+    cudaipc_consumer_free(c);
+    cudaipc_producer_free(p);
+  }
+
+  void format(const cudaipc_tensor& t) {
+    ASSERT_EQ(cudaipc_producer_set_format(p, "test/dlpack", &t, 0), CUDAIPC_OK)
+        << cudaipc_last_error();
+  }
+  void publish(std::uint64_t key, std::uint64_t bytes) {
+    std::vector<std::uint8_t> buf(bytes);
+    fill_pattern(buf.data(), buf.size(), key);
+    cudaipc_publish r = CUDAIPC_DROPPED;
+    ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), bytes, nullptr, 0, &r), CUDAIPC_OK);
+    ASSERT_EQ(r, CUDAIPC_PUBLISHED);
+  }
+  // The next frame, past format events; fills `view` when given.
+  cudaipc_frame* next(cudaipc_frame_view* view = nullptr) {
+    cudaipc_event ev;
+    cudaipc_frame_view v;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(cudaipc_consumer_next_frame(c, 5 * kSecond, &ev, &v), CUDAIPC_OK)
+          << cudaipc_last_error();
+      EXPECT_EQ(v.type, ev.type);
+      if (ev.type == CUDAIPC_EVENT_FRAME) {
+        if (view) *view = v;
+        return ev.frame;
+      }
+      if (ev.type != CUDAIPC_EVENT_FORMAT) break;
+    }
+    ADD_FAILURE() << "no frame";
+    return nullptr;
+  }
+  uint32_t held() {
+    uint32_t n = 99;
+    EXPECT_EQ(cudaipc_consumer_held(c, &n, nullptr, 0), CUDAIPC_OK);
+    return n;
+  }
+};
+
+// A DLPack tensor made here, the way an importer's data would be: a compact (or strided) uint32
+// matrix whose deleter counts its calls.
+struct TestTensor {
+  std::vector<std::uint32_t> data;
+  std::int64_t shape[2];
+  std::int64_t strides[2];
+  cudaipc_dl_managed_tensor_versioned versioned{};
+  cudaipc_dl_managed_tensor legacy{};
+  int deleted = 0;
+
+  TestTensor(std::uint64_t key, std::int64_t rows, std::int64_t cols)
+      : data(static_cast<std::size_t>(rows * cols)), shape{rows, cols}, strides{cols, 1} {
+    fill_pattern(data.data(), data.size() * 4, key);
+    const cudaipc_dl_tensor t{data.data(), {CUDAIPC_DL_CPU, 0}, 2, {1, 32, 1}, shape, strides, 0};
+    versioned.version.major = 1;
+    versioned.manager_ctx = this;
+    versioned.deleter = [](cudaipc_dl_managed_tensor_versioned* m) {
+      ++static_cast<TestTensor*>(m->manager_ctx)->deleted;
+    };
+    versioned.dl_tensor = t;
+    legacy.dl_tensor = t;
+    legacy.manager_ctx = this;
+    legacy.deleter = [](cudaipc_dl_managed_tensor* m) {
+      ++static_cast<TestTensor*>(m->manager_ctx)->deleted;
+    };
+  }
+};
+
+template <typename M>
+void delete_tensor(void* m) {
+  auto* t = static_cast<M*>(m);
+  t->deleter(t);
+}
+
+}  // namespace
+
+TEST(CApiDlpack, FrameExportsDescribeTheSlotAndHoldTheLease) {
+  Channel ch(2);  // one lease per consumer: a held frame stops the next
+  ch.format(u32_tensor(kRows, kCols));
+  const std::uint64_t bytes = kRows * kCols * 4;
+  ch.publish(1, bytes);
+  cudaipc_frame_view view;
+  cudaipc_frame* f = ch.next(&view);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(view.frame, f);
+  EXPECT_EQ(view.seq, 1u);
+  EXPECT_EQ(view.data, cudaipc_frame_data(f));
+  EXPECT_EQ(view.size, bytes);
+  EXPECT_EQ(view.pts, CUDAIPC_NO_TIME);
+  EXPECT_EQ(view.cuda_device, -1);
+  EXPECT_NE(view.publish_time_ns, 0u);
+  const std::uint64_t alive0 = cudaipc_dlpack_exports_alive();
+
+  void* out = nullptr;
+  ASSERT_EQ(cudaipc_frame_dlpack(f, nullptr, CUDAIPC_DLPACK_VERSIONED, &out), CUDAIPC_OK)
+      << cudaipc_last_error();
+  auto* v = static_cast<cudaipc_dl_managed_tensor_versioned*>(out);
+  EXPECT_EQ(v->version.major, 1u);
+  EXPECT_EQ(v->flags & CUDAIPC_DL_FLAG_READ_ONLY, CUDAIPC_DL_FLAG_READ_ONLY);  // host slots
+  EXPECT_EQ(v->dl_tensor.device.device_type, CUDAIPC_DL_CPU);
+  EXPECT_EQ(v->dl_tensor.ndim, 2);
+  EXPECT_EQ(v->dl_tensor.dtype.code, 1);
+  EXPECT_EQ(v->dl_tensor.dtype.bits, 32);
+  EXPECT_EQ(v->dl_tensor.dtype.lanes, 1);
+  EXPECT_EQ(v->dl_tensor.shape[0], kRows);
+  EXPECT_EQ(v->dl_tensor.shape[1], kCols);
+  EXPECT_EQ(v->dl_tensor.strides[0], kCols);  // elements, not bytes
+  EXPECT_EQ(v->dl_tensor.strides[1], 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v->dl_tensor.data), view.data);
+  EXPECT_EQ(check_pattern(v->dl_tensor.data, bytes, 1), bytes);
+
+  void* out2 = nullptr;  // a second export of one frame: the legacy struct
+  ASSERT_EQ(cudaipc_frame_dlpack(f, nullptr, 0, &out2), CUDAIPC_OK);
+  auto* l = static_cast<cudaipc_dl_managed_tensor*>(out2);
+  EXPECT_EQ(l->dl_tensor.data, v->dl_tensor.data);
+  EXPECT_EQ(cudaipc_dlpack_exports_alive(), alive0 + 2);
+
+  // Released first, the frame's lease lives on in its exports.
+  cudaipc_frame_release(f);
+  EXPECT_EQ(ch.held(), 1u);
+  ch.publish(2, bytes);
+  cudaipc_event ev;
+  ASSERT_EQ(cudaipc_consumer_next(ch.c, 200'000'000, &ev), CUDAIPC_OK);
+  EXPECT_EQ(ev.type, CUDAIPC_EVENT_TIMEOUT);                     // at the lease limit
+  EXPECT_EQ(check_pattern(l->dl_tensor.data, bytes, 1), bytes);  // still frame 1
+  uint64_t seqs[4] = {};
+  uint32_t n = 0;
+  ASSERT_EQ(cudaipc_consumer_held(ch.c, &n, seqs, 4), CUDAIPC_OK);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(seqs[0], 1u);
+
+  delete_tensor<cudaipc_dl_managed_tensor>(out2);
+  EXPECT_EQ(ch.held(), 1u);
+  delete_tensor<cudaipc_dl_managed_tensor_versioned>(out);
+  EXPECT_EQ(ch.held(), 0u);
+  EXPECT_EQ(cudaipc_dlpack_exports_alive(), alive0);
+  cudaipc_frame* f2 = ch.next();
+  ASSERT_NE(f2, nullptr);
+  EXPECT_EQ(cudaipc_frame_seq(f2), 2u);
+  EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(f2)), bytes, 2), bytes);
+  // Deleted before the release: the release ends the lease.
+  ASSERT_EQ(cudaipc_frame_dlpack(f2, nullptr, CUDAIPC_DLPACK_VERSIONED, &out), CUDAIPC_OK);
+  delete_tensor<cudaipc_dl_managed_tensor_versioned>(out);
+  EXPECT_EQ(ch.held(), 1u);
+  ASSERT_EQ(cudaipc_frame_release_after(f2, nullptr), CUDAIPC_OK);  // host: a plain release
+  EXPECT_EQ(ch.held(), 0u);
+  EXPECT_EQ(cudaipc_dlpack_exports_alive(), alive0);
+}
+
+TEST(CApiDlpack, ManyExportsOfManyFramesLeaveNothing) {
+  Channel ch(4);
+  ch.format(u32_tensor(kRows, kCols));
+  const std::uint64_t bytes = kRows * kCols * 4;
+  const std::uint64_t alive0 = cudaipc_dlpack_exports_alive();
+  for (std::uint64_t seq = 1; seq <= 200; ++seq) {
+    ch.publish(seq, bytes);
+    cudaipc_frame* f = ch.next();
+    ASSERT_NE(f, nullptr);
+    std::vector<void*> exports(seq % 4);
+    for (void*& e : exports)
+      ASSERT_EQ(cudaipc_frame_dlpack(f, nullptr, CUDAIPC_DLPACK_VERSIONED, &e), CUDAIPC_OK);
+    if (seq % 2) cudaipc_frame_release(f);
+    for (void* e : exports) {
+      EXPECT_EQ(check_pattern(static_cast<cudaipc_dl_managed_tensor_versioned*>(e)->dl_tensor.data,
+                              bytes, seq),
+                bytes);
+      delete_tensor<cudaipc_dl_managed_tensor_versioned>(e);
+    }
+    if (seq % 2 == 0) cudaipc_frame_release(f);
+    ASSERT_EQ(ch.held(), 0u) << "frame " << seq;
+  }
+  EXPECT_EQ(cudaipc_dlpack_exports_alive(), alive0);
+}
+
+TEST(CApiDlpack, StridesThatAreNotWholeElementsAreRefused) {
+  Channel ch;
+  cudaipc_tensor t = u32_tensor(kRows, kCols);
+  t.strides[0] = kCols * 4 + 2;  // a pitch of half an element
+  t.size = static_cast<std::uint64_t>((kRows - 1) * t.strides[0] + kCols * 4);
+  ch.format(t);
+  ch.publish(1, t.size);
+  cudaipc_frame* f = ch.next();
+  ASSERT_NE(f, nullptr);
+  void* out = nullptr;
+  EXPECT_EQ(cudaipc_frame_dlpack(f, nullptr, CUDAIPC_DLPACK_VERSIONED, &out),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_last_error_code(), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "not a multiple of the uint32 item size"), nullptr)
+      << cudaipc_last_error();
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(ch.held(), 1u);  // the frame's own hold only
+  cudaipc_frame_release(f);
+  EXPECT_EQ(ch.held(), 0u);
+}
+
+TEST(CApiDlpack, PublishedTensorsLandAndAreHandedBackOnce) {
+  Channel ch(2);
+  TestTensor a(7, kRows, kCols);
+  cudaipc_publish r = CUDAIPC_PUBLISHED;
+  // No format yet: nothing is taken.
+  ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &a.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            nullptr, &r),
+            CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_EQ(r, CUDAIPC_NEEDS_FORMAT);
+  EXPECT_EQ(a.deleted, 0);
+  cudaipc_tensor described{};
+  int32_t type = 0, id = -1;
+  ASSERT_EQ(cudaipc_dlpack_describe(&a.versioned, CUDAIPC_DLPACK_VERSIONED, &described, &type, &id),
+            CUDAIPC_OK);
+  const cudaipc_tensor want = u32_tensor(kRows, kCols);
+  EXPECT_EQ(std::memcmp(&described, &want, sizeof want), 0);
+  EXPECT_EQ(type, CUDAIPC_DL_CPU);
+  EXPECT_EQ(id, 0);
+  ch.format(described);
+
+  cudaipc_frame_info info{42, CUDAIPC_NO_TIME, 5, 0, nullptr, nullptr, 0};
+  ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &a.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            &info, &r),
+            CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_EQ(r, CUDAIPC_PUBLISHED);
+  EXPECT_EQ(a.deleted, 1);  // host memory: copied before publish returned
+  EXPECT_EQ(cudaipc_producer_written(ch.p, cudaipc_producer_last_seq(ch.p)), 1);
+  cudaipc_frame_view view;
+  cudaipc_frame* f = ch.next(&view);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(view.pts, 42u);
+  EXPECT_EQ(view.duration, 5u);
+  EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(view.data), a.data.size() * 4, 7),
+            a.data.size() * 4);
+  cudaipc_frame_release(f);
+
+  // The legacy struct, and a drop: handed back at once too.
+  TestTensor b(8, kRows, kCols);
+  ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &b.legacy, 0, nullptr, nullptr, &r), CUDAIPC_OK);
+  EXPECT_EQ(r, CUDAIPC_PUBLISHED);
+  TestTensor c(9, kRows, kCols);
+  ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &c.legacy, 0, nullptr, nullptr, &r), CUDAIPC_OK);
+  EXPECT_EQ(r, CUDAIPC_PUBLISHED);
+  TestTensor d(10, kRows, kCols);  // both slots unread by the every-frame consumer: dropped
+  ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &d.legacy, 0, nullptr, nullptr, &r), CUDAIPC_OK);
+  EXPECT_EQ(r, CUDAIPC_DROPPED);
+  EXPECT_EQ(b.deleted + c.deleted + d.deleted, 3);
+  for (std::uint64_t key : {8, 9}) {
+    cudaipc_frame* g = ch.next(&view);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(view.data), b.data.size() * 4, key),
+              b.data.size() * 4);
+    cudaipc_frame_release(g);
+  }
+  EXPECT_EQ(a.deleted, 1);
+}
+
+TEST(CApiDlpack, PublishRefusesWhatItCannotCopyAndLeavesItToTheCaller) {
+  Channel ch;
+  ch.format(u32_tensor(kRows, kCols));
+  TestTensor t(1, kRows, kCols);
+  cudaipc_publish r = CUDAIPC_PUBLISHED;
+
+  t.strides[0] = 1;  // column-major: not C-contiguous
+  t.strides[1] = kRows;
+  EXPECT_EQ(cudaipc_producer_publish_dlpack(ch.p, &t.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            nullptr, &r),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "C-contiguous"), nullptr) << cudaipc_last_error();
+  t.strides[0] = kCols;
+  t.strides[1] = 1;
+
+  t.versioned.dl_tensor.device = {CUDAIPC_DL_CUDA, 0};
+  EXPECT_EQ(cudaipc_producer_publish_dlpack(ch.p, &t.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            nullptr, &r),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "host-memory channel"), nullptr)
+      << cudaipc_last_error();
+  t.versioned.dl_tensor.device = {CUDAIPC_DL_CPU, 0};
+
+  t.versioned.dl_tensor.dtype = {2, 8, 1};  // float8: not a cudaipc dtype
+  EXPECT_EQ(cudaipc_producer_publish_dlpack(ch.p, &t.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            nullptr, &r),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "not one cudaipc carries"), nullptr);
+  t.versioned.dl_tensor.dtype = {1, 32, 1};
+
+  t.versioned.version.major = 2;
+  EXPECT_EQ(cudaipc_producer_publish_dlpack(ch.p, &t.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
+                                            nullptr, &r),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "DLPack version 2"), nullptr);
+  EXPECT_EQ(t.deleted, 0);  // every refusal left the tensor to its owner
+  EXPECT_EQ(cudaipc_producer_publish_dlpack(nullptr, &t.versioned, 0, nullptr, nullptr, &r),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApiDlpack, BorrowedSlotExportsAsAWritableTensor) {
+  Channel ch;
+  ch.format(u32_tensor(kRows, kCols));
+  const std::uint64_t bytes = kRows * kCols * 4;
+  void* out = nullptr;
+  EXPECT_EQ(cudaipc_producer_slot_dlpack(ch.p, nullptr, CUDAIPC_DLPACK_VERSIONED, &out),
+            CUDAIPC_ERR_INVALID_ARGUMENT);  // nothing borrowed
+  const std::uint64_t alive0 = cudaipc_dlpack_exports_alive();
+  for (std::uint64_t seq = 1; seq <= 3; ++seq) {
+    uintptr_t addr = 0;
+    uint64_t capacity = 0;
+    cudaipc_publish r;
+    ASSERT_EQ(cudaipc_producer_begin(ch.p, &addr, &capacity, &r), CUDAIPC_OK);
+    ASSERT_EQ(cudaipc_producer_slot_dlpack(ch.p, nullptr, CUDAIPC_DLPACK_VERSIONED, &out),
+              CUDAIPC_OK)
+        << cudaipc_last_error();
+    auto* v = static_cast<cudaipc_dl_managed_tensor_versioned*>(out);
+    EXPECT_EQ(v->flags & CUDAIPC_DL_FLAG_READ_ONLY, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v->dl_tensor.data), addr);
+    EXPECT_EQ(v->dl_tensor.shape[1], kCols);
+    fill_pattern(v->dl_tensor.data, bytes, 100 + seq);
+    delete_tensor<cudaipc_dl_managed_tensor_versioned>(out);
+    cudaipc_frame_info info{seq, CUDAIPC_NO_TIME, CUDAIPC_NO_TIME, 0, nullptr, nullptr, 0};
+    ASSERT_EQ(cudaipc_producer_commit(ch.p, &info), CUDAIPC_OK) << cudaipc_last_error();
+    cudaipc_frame_view view;
+    cudaipc_frame* f = ch.next(&view);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(view.pts, seq);
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(view.data), bytes, 100 + seq), bytes);
+    cudaipc_frame_release(f);
+  }
+  EXPECT_EQ(cudaipc_dlpack_exports_alive(), alive0);
+}
+
+TEST(CApiDlpack, TensorIdChangesWithTheTensorDescription) {
+  Channel ch;
+  ch.format(u32_tensor(kRows, kCols));
+  ch.publish(1, kRows * kCols * 4);
+  ch.publish(2, kRows * kCols * 4);
+  cudaipc_frame_view v1, v2, v3;
+  cudaipc_frame* f = ch.next(&v1);
+  cudaipc_frame_release(f);
+  f = ch.next(&v2);
+  cudaipc_frame_release(f);
+  EXPECT_EQ(v1.tensor_id, v2.tensor_id);
+  ch.format(u32_tensor(kCols, kRows));
+  ch.publish(3, kRows * kCols * 4);
+  f = ch.next(&v3);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(v3.tensor_id, v2.tensor_id);
+  EXPECT_EQ(cudaipc_frame_tensor(f)->shape[0], kCols);
+  cudaipc_frame_release(f);
+}
+
+TEST(CApiDlpack, CapsuleCallsNeedTheCapsuleApi) {
+  // Without a runtime the capsule calls cannot make objects; they refuse instead of guessing.
+  cudaipc_tensor out{};
+  EXPECT_EQ(cudaipc_capsule_describe(nullptr, &out, nullptr, nullptr),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(cudaipc_last_error(), "cudaipc_set_capsule_api"), nullptr);
+  cudaipc_capsule_api api{};
+  EXPECT_EQ(cudaipc_set_capsule_api(&api), CUDAIPC_ERR_INVALID_ARGUMENT);
+}
