@@ -53,6 +53,8 @@ struct ContainerSpec {
   bool init = false;   // pid 1 is a reaper and the peer its child (cudaipc-test-container --init)
   std::string ids;     // "U:G[:G2,...]": the peer's ids inside, empty: the namespace's root
   bool deny_peerpidfd = false;  // the peer's getsockopt(SO_PEERPIDFD) fails, as before Linux 6.5
+  bool deny_futex_waitv =
+      false;  // its futex_waitv fails with EPERM, as in older runtimes' profiles
   // Join this process's PID namespace instead of making one (`docker run --pid=container:X`).
   pid_t share_pid_namespace_of = 0;
 };
@@ -162,6 +164,7 @@ inline std::unique_ptr<PeerProcess> start_in_container(const ContainerSpec& spec
   if (spec.init) all.push_back("--init");
   if (!spec.ids.empty()) all.insert(all.end(), {"--ids", spec.ids});
   if (spec.deny_peerpidfd) all.push_back("--deny-peerpidfd");
+  if (spec.deny_futex_waitv) all.push_back("--deny-futex-waitv");
   all.push_back("--");
   all.push_back(program);
   all.insert(all.end(), args.begin(), args.end());

@@ -97,6 +97,26 @@ TEST_F(Namespaces, EveryFrameCrossesBetweenContainersThatCannotSeeEachOther) {
   EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << producer->transcript();
 }
 
+// Container runtimes' default seccomp profiles refused futex_waitv (EPERM) until about 2023: the
+// core then waits as on a kernel without it, and every frame still arrives, both sides sleeping.
+TEST_F(Namespaces, EveryFrameCrossesWhereASeccompProfileRefusesFutexWaitv) {
+  ContainerSpec spec = container();
+  spec.deny_futex_waitv = true;
+  CUDAIPC_START_OR_SKIP(
+      producer, start_in_container(spec, {"produce", "--path", kChannel, "--bytes", "65536",
+                                          "--frames", "100", "--slots", "2", "--interval-ms", "2",
+                                          "--wait-consumers", "1", "--then", "eos"}));
+  std::optional<std::string> line;
+  CUDAIPC_AWAIT_OR_SKIP(*producer, "listening", 10s, line);
+  CUDAIPC_START_OR_SKIP(consumer,
+                        start_in_container(spec, {"consume", "--path", kChannel, "--frames", "100",
+                                                  "--delay-us", "1000"}));
+  CUDAIPC_AWAIT_OR_SKIP(*consumer, "connected", 10s, line);
+  expect_every_frame(*consumer, 100);
+  const auto status = producer->wait_exit(20s);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << producer->transcript();
+}
+
 // The consumer runs under an init (`docker run --init`) and forks a child that keeps its socket
 // and pages open. Killed, it is reclaimed at once: the producer watches its process, not the
 // socket, though it cannot see its pid.

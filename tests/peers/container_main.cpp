@@ -3,7 +3,7 @@
 // (tests/common/container.hpp clones with CLONE_NEWPID, CLONE_NEWNS, ... and writes the id maps);
 // it gives its mount namespace what a container's has, then runs the program:
 //   cudaipc-test-container [--volume HOST_DIR:DIR] [--keep DIR]... [--init] [--ids U:G[:G2,...]]
-//                          [--deny-peerpidfd] -- PROGRAM [ARG...]
+//                          [--deny-peerpidfd] [--deny-futex-waitv] -- PROGRAM [ARG...]
 //   --volume          an empty tmpfs on /tmp and on /dev/shm, a /proc of the new PID namespace,
 //                     and HOST_DIR bind-mounted at DIR (under /tmp): the one directory the two
 //                     sides share, as `docker run -v HOST_DIR:DIR` gives it
@@ -16,6 +16,8 @@
 //                     user namespace)
 //   --deny-peerpidfd  getsockopt(SO_PEERPIDFD) fails with ENOPROTOOPT in PROGRAM, as on a kernel
 //                     before Linux 6.5 (a seccomp filter)
+//   --deny-futex-waitv  futex_waitv fails with EPERM, as container runtimes' default seccomp
+//                     profiles made it until about 2023
 // A step the kernel or its permissions refuse prints "container-setup-failed: STEP: ERROR" on
 // stdout and exits 125, so the test can skip and say why.
 #include <fcntl.h>
@@ -115,29 +117,39 @@ void make_container_mounts(const std::string& volume, const std::vector<std::str
     std::fprintf(stderr, "container: /proc not mounted afresh: %s\n", std::strerror(errno));
 }
 
-void deny_peerpidfd() {
+// A seccomp filter refusing what `deny_peerpidfd` and `deny_futex_waitv` name, the way an older
+// kernel or a container runtime's profile would.
+void install_seccomp(bool deny_peerpidfd, bool deny_futex_waitv) {
 #if defined(CONTAINER_AUDIT_ARCH)
-  sock_filter filter[] = {
+  std::vector<sock_filter> f = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CONTAINER_AUDIT_ARCH, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockopt, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      // The low halves of the arguments (both architectures are little-endian).
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_PEERPIDFD, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOPROTOOPT),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
-  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (deny_futex_waitv) {
+    // Refused with EPERM, as Docker's and Podman's default profiles answered it until 2023.
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 449 /* futex_waitv */, 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+  }
+  if (deny_peerpidfd) {
+    // getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD): ENOPROTOOPT, as before Linux 6.5. The low halves
+    // of the arguments (both architectures are little-endian).
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockopt, 0, 5));
+    f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 0, 3));
+    f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[2])));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_PEERPIDFD, 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOPROTOOPT));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
   check(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "PR_SET_NO_NEW_PRIVS");
   check(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0, "install the seccomp filter");
 #else
-  refuse("--deny-peerpidfd on this architecture", ENOSYS);
+  (void)deny_peerpidfd;
+  (void)deny_futex_waitv;
+  refuse("a seccomp filter on this architecture", ENOSYS);
 #endif
 }
 
@@ -177,7 +189,7 @@ void switch_ids(const std::string& spec) {
 int main(int argc, char** argv) {
   std::string volume, ids;
   std::vector<std::string> keep;
-  bool init = false, deny = false;
+  bool init = false, deny_peerpidfd = false, deny_futex_waitv = false;
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -185,7 +197,9 @@ int main(int argc, char** argv) {
     if (a == "--init") {
       init = true;
     } else if (a == "--deny-peerpidfd") {
-      deny = true;
+      deny_peerpidfd = true;
+    } else if (a == "--deny-futex-waitv") {
+      deny_futex_waitv = true;
     } else if (i + 1 < argc && a == "--volume") {
       volume = argv[++i];
     } else if (i + 1 < argc && a == "--keep") {
@@ -200,12 +214,12 @@ int main(int argc, char** argv) {
   if (i + 1 >= argc) {
     std::fprintf(stderr,
                  "usage: %s [--volume HOST:DIR] [--keep DIR]... [--init] [--ids U:G] "
-                 "[--deny-peerpidfd] -- PROGRAM [ARG...]\n",
+                 "[--deny-peerpidfd] [--deny-futex-waitv] -- PROGRAM [ARG...]\n",
                  argv[0]);
     return 2;
   }
   if (!volume.empty()) make_container_mounts(volume, keep);
-  if (deny) deny_peerpidfd();
+  if (deny_peerpidfd || deny_futex_waitv) install_seccomp(deny_peerpidfd, deny_futex_waitv);
   if (init) {
     const pid_t program = ::fork();
     check(program >= 0, "fork");
