@@ -112,13 +112,9 @@ raw() {
   gst-launch-1.0 -q $chain ! $check >"$dir/want" || fail "the reference pipeline failed"
   bridge "gst-launch-1.0 -q $far_src ! $download $check" "$receive" "$send" \
     "gst-launch-1.0 -q $chain ! $upload $sink $props socket-path=$near wait-for-consumer=true sync=false"
-  local n
-  n=$(wc -l <"$dir/got")
-  if [ "$(hashes "$dir/want")" != "$(hashes "$dir/got")" ]; then
-    diff <(hashes "$dir/want") <(hashes "$dir/got") | head -5 >&2
-    fail "$name: the far consumer's frames differ from the producer's ($n received)"
-  fi
-  echo "$name: $n of $(wc -l <"$dir/want") frames crossed the bridge, identical to the producer's"
+  same_frames "$dir/want" "$dir/got" "$name: the far consumer's frames differ from the producer's"
+  echo "$name: $(wc -l <"$dir/got") of $(wc -l <"$dir/want") frames crossed the bridge, identical" \
+    "to the producer's"
 }
 
 video="videotestsrc pattern=ball num-buffers=$frames"

@@ -55,6 +55,13 @@ wait_socket() {
   fail "no socket appeared at $1"
 }
 hashes() { awk '{print $2}' "$1"; }
+# Fails, showing the first differences, unless checksumsink files WANT and GOT list the same frames.
+same_frames() {  # WANT GOT WHAT
+  if [ "$(hashes "$1")" != "$(hashes "$2")" ]; then
+    diff <(hashes "$1") <(hashes "$2") | head -5 >&2
+    fail "$3 ($(wc -l <"$2") received)"
+  fi
+}
 
 # GStreamer 1.24+'s nvcodec has elements named cudaipcsink/cudaipcsrc too. Which one a plain name
 # gives depends on the registry and on whether the process has loaded nvcodec (for cudaupload,

@@ -52,10 +52,7 @@ pair() {  # NAME "SOURCE_CHAIN" "UPLOAD" "SINK_PROPS" "DOWNLOAD" "CHECK"
   wait "$producer" || fail "the producer failed"
   local n
   n=$(wc -l <"$dir/$name.got")
-  if [ "$(hashes "$dir/$name.want")" != "$(hashes "$dir/$name.got")" ]; then
-    diff <(hashes "$dir/$name.want") <(hashes "$dir/$name.got") | head -5 >&2
-    fail "$name: the consumer's frames differ from the producer's ($n received)"
-  fi
+  same_frames "$dir/$name.want" "$dir/$name.got" "$name: the consumer's frames differ from the producer's"
   echo "$name: $n of $n frames received and identical to the producer's"
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "peer_process.hpp"
+#include "temp_dir.hpp"
 
 namespace cudaipc::testing {
 
@@ -57,6 +58,27 @@ struct ContainerSpec {
       false;  // its futex_waitv fails with EPERM, as in older runtimes' profiles
   // Join this process's PID namespace instead of making one (`docker run --pid=container:X`).
   pid_t share_pid_namespace_of = 0;
+};
+
+// A test's volume: a fresh directory (its parent removed with it) that containers share.
+class SharedVolume {
+ public:
+  SharedVolume() : path_(dir_.file("volume")) {
+    if (::mkdir(path_.c_str(), 0755) != 0) throw std::runtime_error("mkdir " + path_ + " failed");
+  }
+  const std::string& path() const { return path_; }
+  // Its parent, the test's private directory.
+  const TempDir& dir() const { return dir_; }
+  // A container with this volume at kInsideVolume.
+  ContainerSpec container() const {
+    ContainerSpec s;
+    s.volume = path_;
+    return s;
+  }
+
+ private:
+  TempDir dir_;
+  std::string path_;
 };
 
 // The kernel or the permissions would not make the namespaces: the test skips with this.

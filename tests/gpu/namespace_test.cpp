@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +22,6 @@
 #include "container.hpp"
 #include "gpu_support.hpp"
 #include "peer_process.hpp"
-#include "temp_dir.hpp"
 
 namespace cudaipc {
 namespace {
@@ -51,17 +49,9 @@ void finding(const std::string& what) {
 
 class GpuNamespaces : public ::testing::TestWithParam<const char*> {
  protected:
-  void SetUp() override {
-    CUDAIPC_REQUIRE_GPU();
-    volume_ = dir_.file("volume");
-    ASSERT_TRUE(std::filesystem::create_directory(volume_));
-  }
+  void SetUp() override { CUDAIPC_REQUIRE_GPU(); }
 
-  ContainerSpec container() const {
-    ContainerSpec s;
-    s.volume = volume_;
-    return s;
-  }
+  ContainerSpec container() const { return volume_.container(); }
 
   std::vector<std::string> produce(const char* mode, std::vector<std::string> more) const {
     std::vector<std::string> a{"produce", "--path", kChannel, "--export", mode, "--size", kSize};
@@ -103,8 +93,24 @@ class GpuNamespaces : public ::testing::TestWithParam<const char*> {
     EXPECT_NE(r->find("PID namespace"), std::string::npos) << *r;
   }
 
-  testing::TempDir dir_;
-  std::string volume_;
+  // A producer publishing for ever once a consumer joins, and that first consumer (`args` after
+  // its path), both in containers of their own and started; frames flow when this returns.
+  void start_stream(std::unique_ptr<PeerProcess>& producer, std::unique_ptr<PeerProcess>& consumer,
+                    std::vector<std::string> args) {
+    CUDAIPC_START_OR_SKIP(started,
+                          testing::start_in_container(
+                              container(), produce(GetParam(), {"--forever", "--consumers", "1"})));
+    producer = std::move(started);
+    std::optional<std::string> line;
+    CUDAIPC_AWAIT_OR_SKIP(*producer, "READY", 60s, line);
+    args.insert(args.begin(), {"consume", "--path", kChannel});
+    CUDAIPC_START_OR_SKIP(joined, testing::start_in_container(container(), args));
+    consumer = std::move(joined);
+    CUDAIPC_AWAIT_OR_SKIP(*consumer, "READY", 60s, line);
+    std::this_thread::sleep_for(500ms);
+  }
+
+  testing::SharedVolume volume_;
 };
 
 TEST_P(GpuNamespaces, SeparatePidNamespacesBothPidOne) {
@@ -143,16 +149,9 @@ TEST_P(GpuNamespaces, SharedPidNamespaceOnly) {
 // waits on frames that will never come are released) and ends with every frame it got intact.
 TEST_P(GpuNamespaces, KilledProducerContainerReleasesTheConsumer) {
   if (std::string(GetParam()) != "vmm") GTEST_SKIP() << "legacy across PID namespaces: see above";
-  CUDAIPC_START_OR_SKIP(producer,
-                        testing::start_in_container(
-                            container(), produce(GetParam(), {"--forever", "--consumers", "1"})));
-  std::optional<std::string> line;
-  CUDAIPC_AWAIT_OR_SKIP(*producer, "READY", 60s, line);
-  CUDAIPC_START_OR_SKIP(
-      consumer,
-      testing::start_in_container(container(), {"consume", "--path", kChannel, "--no-reconnect"}));
-  CUDAIPC_AWAIT_OR_SKIP(*consumer, "READY", 60s, line);
-  std::this_thread::sleep_for(500ms);  // frames flow
+  std::unique_ptr<PeerProcess> producer, consumer;
+  start_stream(producer, consumer, {"--no-reconnect"});
+  if (IsSkipped() || HasFatalFailure()) return;
   producer->kill_hard();
   ASSERT_TRUE(consumer->wait_for("DISCONNECTED", 10s)) << consumer->transcript();
   const auto r = outcome(*consumer, 30s);
@@ -166,16 +165,9 @@ TEST_P(GpuNamespaces, KilledProducerContainerReleasesTheConsumer) {
 // dead and its stream runs on; a consumer in a third container gets every frame.
 TEST_P(GpuNamespaces, KilledConsumerContainerStallsNothing) {
   if (std::string(GetParam()) != "vmm") GTEST_SKIP() << "legacy across PID namespaces: see above";
-  CUDAIPC_START_OR_SKIP(producer,
-                        testing::start_in_container(
-                            container(), produce(GetParam(), {"--forever", "--consumers", "1"})));
-  std::optional<std::string> line;
-  CUDAIPC_AWAIT_OR_SKIP(*producer, "READY", 60s, line);
-  CUDAIPC_START_OR_SKIP(
-      doomed, testing::start_in_container(
-                  container(), {"consume", "--path", kChannel, "--slow-read-ns", "2000000"}));
-  CUDAIPC_AWAIT_OR_SKIP(*doomed, "READY", 60s, line);
-  std::this_thread::sleep_for(500ms);  // it has reads queued
+  std::unique_ptr<PeerProcess> producer, doomed;
+  start_stream(producer, doomed, {"--slow-read-ns", "2000000"});  // it has reads queued
+  if (IsSkipped() || HasFatalFailure()) return;
   doomed->kill_hard();
   CUDAIPC_START_OR_SKIP(
       next, testing::start_in_container(container(), {"consume", "--path", kChannel,

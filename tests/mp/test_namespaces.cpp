@@ -30,17 +30,8 @@ const std::string kChannel = std::string(kInsideVolume) + "/ch";
 
 class Namespaces : public ::testing::Test {
  protected:
-  void SetUp() override {
-    volume_ = dir_.file("volume");
-    ASSERT_TRUE(std::filesystem::create_directory(volume_));
-  }
-
   // A container sharing the volume, as `docker run -v VOLUME:/tmp/cudaipc-volume` gives one.
-  ContainerSpec container() const {
-    ContainerSpec s;
-    s.volume = volume_;
-    return s;
-  }
+  ContainerSpec container() const { return volume_.container(); }
 
   // Checks a finished consumer peer's last line: `frames` frames, every one intact and in order.
   static void expect_every_frame(PeerProcess& consumer, long long frames) {
@@ -52,8 +43,8 @@ class Namespaces : public ::testing::Test {
     EXPECT_EQ(field(*done, "recheck"), 0) << *done;
   }
 
-  TempDir dir_;
-  std::string volume_;
+  SharedVolume volume_;
+  const TempDir& dir_ = volume_.dir();
 };
 
 // The value of `key=` in a producer's "consumers n=.. pids=.. leases=.. evicted=.." line.
@@ -85,7 +76,7 @@ TEST_F(Namespaces, EveryFrameCrossesBetweenContainersThatCannotSeeEachOther) {
   EXPECT_NE(namespace_of(producer->pid(), "pid"), namespace_of(consumer->pid(), "pid"));
   EXPECT_NE(namespace_of(producer->pid(), "mnt"), namespace_of(consumer->pid(), "mnt"));
   struct stat st {};
-  ASSERT_EQ(::stat((volume_ + "/ch").c_str(), &st), 0);
+  ASSERT_EQ(::stat((volume_.path() + "/ch").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
 
   // The producer cannot see the consumer's pid: what it watches came from SO_PEERPIDFD.
@@ -279,7 +270,7 @@ TEST_F(Namespaces, SameIdMapsInBothUserNamespacesShareAChannel) {
     spec.uid_map = spec.gid_map = {{0, 100000, 65536}};
     reachable = std::make_unique<ReachablePeer>();
     ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
-    ASSERT_EQ(::chown(volume_.c_str(), 100000, 100000), 0);
+    ASSERT_EQ(::chown(volume_.path().c_str(), 100000, 100000), 0);
   }
   CUDAIPC_START_OR_SKIP(
       producer,
@@ -294,51 +285,56 @@ TEST_F(Namespaces, SameIdMapsInBothUserNamespacesShareAChannel) {
   expect_every_frame(*consumer, 100);
 }
 
-namespace {
-
 // Two containers with different id maps, as two rootless containers of different users have:
 // root inside is uid 100000 outside for the producer and 200000 for the consumer, and inside gid
 // 1000 is host gid 5000 on both sides (a group both are given, like `video`). The volume belongs
-// to the producer's root and that group.
-constexpr unsigned kSharedGid = 1000, kHostSharedGid = 5000;
+// to the producer's root and that group. Only root may map other users' ids.
+class OtherIdMaps : public Namespaces {
+ protected:
+  static constexpr unsigned kSharedGid = 1000, kHostSharedGid = 5000;
 
-struct OtherMaps {
-  ContainerSpec producer, consumer;
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to map other users' ids";
+    reachable_ = std::make_unique<ReachablePeer>();
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
+    ASSERT_EQ(::chown(volume_.path().c_str(), 100000, kHostSharedGid), 0);
+    ASSERT_EQ(::chmod(volume_.path().c_str(), 0770), 0);
+    producer_ = consumer_ = container();
+    producer_.user_namespace = consumer_.user_namespace = true;
+    producer_.uid_map = {{0, 100000, 1}};
+    producer_.gid_map = {{0, 100000, 1}, {kSharedGid, kHostSharedGid, 1}};
+    consumer_.uid_map = {{0, 200000, 1}};
+    consumer_.gid_map = {{0, 200000, 1}, {kSharedGid, kHostSharedGid, 1}};
+  }
+
+  // The producer's arguments: the channel opened to the shared group.
+  static std::vector<std::string> produce(std::vector<std::string> more) {
+    std::vector<std::string> a{"produce",
+                               "--path",
+                               kChannel,
+                               "--socket-mode",
+                               "0660",
+                               "--allowed-gid",
+                               std::to_string(kSharedGid)};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+
+  std::unique_ptr<ReachablePeer> reachable_;
+  ContainerSpec producer_, consumer_;
 };
-
-OtherMaps other_id_maps(const std::string& volume) {
-  OtherMaps m;
-  m.producer.volume = m.consumer.volume = volume;
-  m.producer.user_namespace = m.consumer.user_namespace = true;
-  m.producer.uid_map = {{0, 100000, 1}};
-  m.producer.gid_map = {{0, 100000, 1}, {kSharedGid, kHostSharedGid, 1}};
-  m.consumer.uid_map = {{0, 200000, 1}};
-  m.consumer.gid_map = {{0, 200000, 1}, {kSharedGid, kHostSharedGid, 1}};
-  return m;
-}
-
-}  // namespace
 
 // The consumer's uid and gid mean nothing in the producer's user namespace (the kernel shows
 // 65534): refused, with that reason, though file permissions let it reach connect().
-TEST_F(Namespaces, ConsumerWithOtherIdMapsIsRefusedWithTheReason) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to map other users' ids";
-  ReachablePeer reachable;
-  ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
-  ASSERT_EQ(::chown(volume_.c_str(), 100000, kHostSharedGid), 0);
-  ASSERT_EQ(::chmod(volume_.c_str(), 0770), 0);
-  OtherMaps m = other_id_maps(volume_);
+TEST_F(OtherIdMaps, ConsumerIsRefusedWithTheReason) {
   // In the group only as a supplementary group: enough for the 0660 socket, not for the check.
-  m.consumer.ids = "0:0:" + std::to_string(kSharedGid);
-  const std::string gid = std::to_string(kSharedGid);
+  consumer_.ids = "0:0:" + std::to_string(kSharedGid);
   CUDAIPC_START_OR_SKIP(
-      producer, start_in_container(m.producer,
-                                   {"produce", "--path", kChannel, "--frames", "0", "--socket-mode",
-                                    "0660", "--allowed-gid", gid, "--then", "hold"}));
+      producer, start_in_container(producer_, produce({"--frames", "0", "--then", "hold"})));
   std::optional<std::string> line;
   CUDAIPC_AWAIT_OR_SKIP(*producer, "listening", 10s, line);
   CUDAIPC_START_OR_SKIP(
-      consumer, start_in_container(m.consumer, {"connect", "--path", kChannel, "--repeat", "3"}));
+      consumer, start_in_container(consumer_, {"connect", "--path", kChannel, "--repeat", "3"}));
   CUDAIPC_AWAIT_OR_SKIP(*consumer, "done", 20s, line);
   const std::string t = consumer->transcript();
   EXPECT_NE(t.find("outcome 5 3\n"), std::string::npos) << t;  // Errc::permission_denied
@@ -349,29 +345,20 @@ TEST_F(Namespaces, ConsumerWithOtherIdMapsIsRefusedWithTheReason) {
 
 // The same containers, the consumer running with the shared group as its own: admitted by the
 // group (socket-mode 0660, allowed-group), every frame intact.
-TEST_F(Namespaces, ConsumerWithOtherIdMapsIsAdmittedThroughASharedGroup) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to map other users' ids";
-  ReachablePeer reachable;
-  ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
-  ASSERT_EQ(::chown(volume_.c_str(), 100000, kHostSharedGid), 0);
-  ASSERT_EQ(::chmod(volume_.c_str(), 0770), 0);
-  OtherMaps m = other_id_maps(volume_);
-  m.consumer.ids = "0:" + std::to_string(kSharedGid);
-  const std::string gid = std::to_string(kSharedGid);
+TEST_F(OtherIdMaps, ConsumerIsAdmittedThroughASharedGroup) {
+  consumer_.ids = "0:" + std::to_string(kSharedGid);
   CUDAIPC_START_OR_SKIP(
-      producer,
-      start_in_container(m.producer, {"produce", "--path", kChannel, "--bytes", "65536", "--frames",
-                                      "100", "--socket-mode", "0660", "--allowed-gid", gid,
-                                      "--wait-consumers", "1", "--then", "eos"}));
+      producer, start_in_container(producer_, produce({"--bytes", "65536", "--frames", "100",
+                                                       "--wait-consumers", "1", "--then", "eos"})));
   std::optional<std::string> line;
   CUDAIPC_AWAIT_OR_SKIP(*producer, "listening", 10s, line);
   struct stat st {};
-  ASSERT_EQ(::stat((volume_ + "/ch").c_str(), &st), 0);
+  ASSERT_EQ(::stat((volume_.path() + "/ch").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   EXPECT_EQ(st.st_uid, 100000u);
   EXPECT_EQ(st.st_gid, kHostSharedGid);
   CUDAIPC_START_OR_SKIP(
-      consumer, start_in_container(m.consumer, {"consume", "--path", kChannel, "--frames", "100"}));
+      consumer, start_in_container(consumer_, {"consume", "--path", kChannel, "--frames", "100"}));
   CUDAIPC_AWAIT_OR_SKIP(*consumer, "connected", 10s, line);
   expect_every_frame(*consumer, 100);
 }
