@@ -41,8 +41,8 @@ esac
 # shellcheck source=examples/gst-helpers.sh
 source "$(dirname "$0")/gst-helpers.sh"
 
-have gdppay && have gdpdepay || skip "gdppay/gdpdepay (gst-plugins-bad, gdp) are needed"
-have tcpclientsink && have tcpserversrc || skip "tcpclientsink/tcpserversrc (gst-plugins-base, tcp) are needed"
+{ have gdppay && have gdpdepay; } || skip "gdppay/gdpdepay (gst-plugins-bad, gdp) are needed"
+{ have tcpclientsink && have tcpserversrc; } || skip "tcpclientsink/tcpserversrc (gst-plugins-base, tcp) are needed"
 have checksumsink || skip "checksumsink (gst-plugins-bad debugutils) is needed to check frames"
 far_host=${FAR_HOST:-127.0.0.1}
 # Is something listening on TCP port $1 here?
@@ -163,7 +163,7 @@ case "$mode" in
     ;;
 
   encoded)
-    have rtpstreampay && have rtph264pay && have h264parse ||
+    { have rtpstreampay && have rtph264pay && have h264parse; } ||
       skip "rtpstreampay, rtph264pay (gst-plugins-good) and h264parse are needed"
     if have nvh264enc && have cudaupload; then
       enc="nvh264enc" upload="cudaupload !" props="" download=""

@@ -38,10 +38,7 @@ step() {
   note "$name: rc=$rc ($((SECONDS - start))s)"
 }
 
-(
-  export LD_LIBRARY_PATH="$dir/gpu:$LD_LIBRARY_PATH"
-  step gpu-namespaces 420 "$dir/gpu/cudaipc-gpu-namespace-test"
-)
+LD_LIBRARY_PATH="$dir/gpu:$LD_LIBRARY_PATH" step gpu-namespaces 420 "$dir/gpu/cudaipc-gpu-namespace-test"
 grep -E '^FINDING|^\[  (FAILED|SKIPPED|PASSED) +\] [0-9]+ tests?|^\[  FAILED  \] .*\(|GPU test skipped|kernel refused|container-setup-failed' \
   "$out/gpu-namespaces.log" | sort -u | head -n 40 | tee -a "$summary"
 
@@ -50,6 +47,7 @@ tar -xf "$dir/b128/gst-1.28-prefix.tar.gz" -C "$g"
 (
   # shellcheck disable=SC1091
   source "$g/gst-1.28/env.sh"
+  # The driver's libcuda, wherever env.sh left the loader path.
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/nvidia/lib64"
   step bridge-cuda 180 examples/bridge.sh cuda "$dir/b128" 300
   step bridge-tensors 120 examples/bridge.sh tensors "$dir/b128" 60
