@@ -5,7 +5,8 @@
 # 2. CUDA channels between containers (cudaipc-gpu-namespace-test: vmm and legacy);
 # 3. examples/bridge.sh under GStreamer 1.28: cuda (raw video in GPU memory at both ends), tensors,
 #    host, and encoded (skips where there is no NVENC, as on an H100).
-# Each step has its own time limit; logs go to $OUT (or DIR/logs), the summary to summary.txt.
+# Each step has its own time limit (all together under 10 minutes, one device call); logs go to
+# $OUT (or DIR/logs), the summary to summary.txt.
 set -u
 dir=$(cd "${1:?usage: device.sh DIR}" && pwd)
 out=${OUT:-$dir/logs}
@@ -38,7 +39,7 @@ step() {
   note "$name: rc=$rc ($((SECONDS - start))s)"
 }
 
-LD_LIBRARY_PATH="$dir/gpu:$LD_LIBRARY_PATH" step gpu-namespaces 420 "$dir/gpu/cudaipc-gpu-namespace-test"
+LD_LIBRARY_PATH="$dir/gpu:$LD_LIBRARY_PATH" step gpu-namespaces 280 "$dir/gpu/cudaipc-gpu-namespace-test"
 grep -E '^FINDING|^\[  (FAILED|SKIPPED|PASSED) +\] [0-9]+ tests?|^\[  FAILED  \] .*\(|GPU test skipped|kernel refused|container-setup-failed' \
   "$out/gpu-namespaces.log" | sort -u | head -n 40 | tee -a "$summary"
 
@@ -49,10 +50,10 @@ tar -xf "$dir/b128/gst-1.28-prefix.tar.gz" -C "$g"
   source "$g/gst-1.28/env.sh"
   # The driver's libcuda, wherever env.sh left the loader path.
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/nvidia/lib64"
-  step bridge-cuda 180 examples/bridge.sh cuda "$dir/b128" 300
-  step bridge-tensors 120 examples/bridge.sh tensors "$dir/b128" 60
-  step bridge-host 120 examples/bridge.sh host "$dir/b128" 300
-  step bridge-encoded 120 examples/bridge.sh encoded "$dir/b128" 60
+  step bridge-cuda 100 examples/bridge.sh cuda "$dir/b128" 300
+  step bridge-tensors 80 examples/bridge.sh tensors "$dir/b128" 60
+  step bridge-host 60 examples/bridge.sh host "$dir/b128" 300
+  step bridge-encoded 40 examples/bridge.sh encoded "$dir/b128" 60
 )
 rm -rf "$g"
 for s in cuda tensors host encoded; do
