@@ -21,11 +21,21 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   const std::string path = opts.path.empty() ? default_channel_path("cudaipc") : opts.path;
   sock_ = connect_unix(path);
   try {
-    // Proof of the producer's death, for releasing GPU work that waits on it (cuda backend).
-    producer_pidfd_ = open_pidfd(peer_credentials(sock_.get()).pid);
-  } catch (const Error&) {
+    // Proof of the producer's death, for releasing GPU work that waits on it (cuda backend), in
+    // whatever PID namespace it runs.
+    producer_pid_ = peer_credentials(sock_.get()).pid;
+    producer_pidfd_ = peer_pidfd(sock_.get(), producer_pid_);
+  } catch (const Error& e) {
     // Already gone: the handshake below fails with the reason.
+    if (e.code() != Errc::disconnected) throw;
   }
+  if (!producer_pidfd_ && producer_pid_ == 0)
+    log(LogLevel::warning,
+        ("the producer on " + path +
+         " runs in a PID namespace this process cannot see and the kernel gives no pidfd for it "
+         "(SO_PEERPIDFD, Linux 6.5+): its death is noticed when its socket closes, and GPU work "
+         "waiting on it is released at the next call rather than at once")
+            .c_str());
   try {
     send_hello(sock_.get(), HelloMsg{opts.mode});
   } catch (const Error& e) {
@@ -147,7 +157,21 @@ void ConsumerConnection::apply_format(FormatMsg&& m) {
   if (!slots && !m.has_slots)
     throw Error(Errc::protocol, "producer's format names slot set " + std::to_string(m.set_id) +
                                     " that it never sent");
-  if (!slots) slots = memory_->import_slots(slot_count_, m.slot_size, m.slots);
+  if (!slots) {
+    try {
+      slots = memory_->import_slots(slot_count_, m.slot_size, m.slots);
+    } catch (const Error& e) {
+      // Legacy IPC handles fail between PID namespaces (docs/deployment.md): say so where we can
+      // tell that the producer runs in another one.
+      if (e.code() != Errc::cuda || producer_pid_ != 0 ||
+          std::string(e.what()).find("cuIpcOpenMemHandle failed") == std::string::npos)
+        throw;
+      throw Error(e.code(), std::string(e.what()) +
+                                "; the producer runs in another PID namespace, and CUDA's legacy "
+                                "IPC handles need one shared PID namespace (docker run "
+                                "--pid=container:<producer>); VMM handles (ipc-mode=vmm) do not");
+    }
+  }
   gens_.push_back(Generation{m.generation, m.set_id, std::move(m.format), std::move(slots)});
 }
 

@@ -3,6 +3,8 @@
 // new producer or was destroyed.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -64,7 +66,9 @@ class ConsumerConnection {
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;
-  UniqueFd producer_pidfd_;  // empty where the kernel has no pidfds
+  pid_t producer_pid_ =
+      0;  // SO_PEERCRED's: 0 when the producer is in a PID namespace we cannot see
+  UniqueFd producer_pidfd_;  // empty where the kernel gives none
   int wake_fd_ = -1;
   Mapping control_;
   ControlBlock* cb_ = nullptr;

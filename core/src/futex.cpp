@@ -11,6 +11,7 @@
 
 #include "clock.hpp"
 #include "cudaipc/error.hpp"
+#include "cudaipc/log.hpp"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -90,6 +91,13 @@ WaitResult futex_wait_any(const FutexWord* words, std::size_t count,
         return WaitResult::timeout;
       case ENOSYS:
         g_no_waitv.store(true, std::memory_order_relaxed);
+        break;
+      case EPERM:
+        // A seccomp profile that does not know the call (container runtimes' defaults refused
+        // it with EPERM until about 2023) is a kernel without it, as far as we are concerned.
+        if (!g_no_waitv.exchange(true, std::memory_order_relaxed))
+          log(LogLevel::info,
+              "futex_waitv is refused here (a seccomp profile?): waiting in 1 ms slices instead");
         break;
       default:
         throw_errno("futex_waitv");

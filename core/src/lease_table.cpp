@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cudaipc/log.hpp"
+#include "process_watch.hpp"
 #include "producer_impl.hpp"
 
 namespace cudaipc {
@@ -87,7 +88,7 @@ void ProducerImpl::mark_evicted(Record& r, const char* reason) {
   // It takes no new frame from here on, even before the socket thread hangs up on it.
   r.page->revoked.store(1, std::memory_order_seq_cst);
   r.evict_reason = reason;
-  std::string msg = "evicting consumer " + std::to_string(r.id) + " (pid " + std::to_string(r.pid) +
+  std::string msg = "evicting consumer " + std::to_string(r.id) + " (" + describe_pid(r.pid) +
                     ") from " + path_ + ": " + reason;
   log(LogLevel::warning, msg.c_str());
 }
@@ -105,8 +106,8 @@ void ProducerImpl::log_holdback(std::uint64_t now) {
       const bool behind = r->active && r->mode == ConsumeMode::every_frame && !r->last.retired &&
                           r->last.cursor < seq_;
       if (r->last.leases == 0 && !behind) continue;
-      msg += "; consumer " + std::to_string(r->id) + " (pid " + std::to_string(r->pid) +
-             ") holds " + std::to_string(std::bitset<64>(r->last.leases).count()) + " slot(s)";
+      msg += "; consumer " + std::to_string(r->id) + " (" + describe_pid(r->pid) + ") holds " +
+             std::to_string(std::bitset<64>(r->last.leases).count()) + " slot(s)";
       if (behind) msg += " and is " + std::to_string(seq_ - r->last.cursor) + " frame(s) behind";
       if (r->evicted) msg += " (evicted)";
     }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <new>
 #include <thread>
 
@@ -34,6 +35,22 @@ std::size_t page_bytes() {
   return (sizeof(ConnPage) + page - 1) / page * page;
 }
 
+// True when `id`, as SO_PEERCRED reported it, stands for an id that this process's user namespace
+// does not map: the kernel then shows the overflow id (`overflow_file`, 65534 by default), which
+// is itself unmapped here. That is a peer in a user namespace with other id maps (another
+// container's); who it really is cannot be told from here.
+bool unmapped_id(std::uint32_t id, const char* overflow_file, const char* map_file) {
+  std::uint64_t overflow = 65534;
+  if (std::ifstream f(overflow_file); f) f >> overflow;
+  if (id != overflow) return false;
+  std::ifstream map(map_file);
+  if (!map) return false;  // cannot tell: say nothing more
+  std::uint64_t inside, outside, count;
+  while (map >> inside >> outside >> count)
+    if (id >= inside && id - inside < count) return false;
+  return true;
+}
+
 }  // namespace
 
 bool ProducerImpl::peer_allowed(uid_t uid, gid_t gid, std::string& why) const {
@@ -42,6 +59,16 @@ bool ProducerImpl::peer_allowed(uid_t uid, gid_t gid, std::string& why) const {
   why = "peer uid " + std::to_string(uid) + " gid " + std::to_string(gid) +
         " is not allowed (channel owner uid " + std::to_string(::geteuid()) +
         (opts_.allowed_gid ? ", group " + std::to_string(*opts_.allowed_gid) : std::string()) + ")";
+  const bool uid_unmapped = unmapped_id(uid, "/proc/sys/kernel/overflowuid", "/proc/self/uid_map");
+  const bool gid_unmapped = unmapped_id(gid, "/proc/sys/kernel/overflowgid", "/proc/self/gid_map");
+  if (uid_unmapped || gid_unmapped)
+    why += std::string(": its ") +
+           (uid_unmapped && gid_unmapped ? "uid and gid are"
+            : uid_unmapped               ? "uid is"
+                                         : "gid is") +
+           " not mapped into the producer's user namespace (a container with other id maps); "
+           "map the same ids into both, or a group mapped in both with socket-mode 0660 and "
+           "allowed-group";
   return false;
 }
 
@@ -183,7 +210,7 @@ void ProducerImpl::accept_new() {
     std::string why;
     if (!peer_allowed(cred.uid, cred.gid, why)) {
       std::string msg =
-          "refused consumer pid " + std::to_string(cred.pid) + " on " + path_ + ": " + why;
+          "refused consumer (" + describe_pid(cred.pid) + ") on " + path_ + ": " + why;
       log(LogLevel::warning, msg.c_str());
       send_refused(fd.get(), Errc::permission_denied, why);
       continue;
@@ -222,8 +249,17 @@ void ProducerImpl::handle_message(Conn& c) {
 void ProducerImpl::on_hello(Conn& c, Received& r) {
   HelloMsg h = decode_hello(r);
   auto rec = std::make_unique<Record>();
-  rec->pidfd = open_pidfd(c.pid);
-  if (!rec->pidfd && c.pid > 0)
+  rec->pidfd = peer_pidfd(c.fd.get(), c.pid);
+  if (!rec->pidfd && c.pid == 0)
+    // Neither watched nor visible: its hang-up would have to stand for its death. A live consumer
+    // cut off (evicted) would then have the frames it still reads overwritten, and a dead one
+    // whose forked child keeps the socket open would hold its slots until it is evicted.
+    throw Error(Errc::unsupported,
+                "the consumer runs in a PID namespace the producer cannot see, and this kernel "
+                "gives no pidfd for it (SO_PEERPIDFD, Linux 6.5+), so its death could not be told "
+                "from a hang-up; run it in the producer's PID namespace (docker run "
+                "--pid=container:<producer>) or on Linux 6.5 or newer");
+  if (!rec->pidfd)
     log(LogLevel::debug, "no pidfd for a consumer: its socket alone tells that it exited");
   const std::size_t size = page_bytes();
   UniqueFd page_fd = make_memfd("cudaipc-connection", size);
@@ -307,8 +343,8 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
   }
   c.state = ConnState::active;
   send_start(c.fd.get(), StartMsg{cursor});
-  std::string msg = "consumer " + std::to_string(c.record) + " (pid " + std::to_string(c.pid) +
-                    ") joined " + path_;
+  std::string msg =
+      "consumer " + std::to_string(c.record) + " (" + describe_pid(c.pid) + ") joined " + path_;
   log(LogLevel::info, msg.c_str());
 }
 
@@ -406,7 +442,7 @@ void ProducerImpl::act_on_records() {
 // and is provably alive.
 void ProducerImpl::drop(Conn& c, const std::string& why) {
   if (!why.empty()) {
-    std::string msg = "consumer pid " + std::to_string(c.pid) + " left " + path_ + ": " + why;
+    std::string msg = "consumer (" + describe_pid(c.pid) + ") left " + path_ + ": " + why;
     log(LogLevel::info, msg.c_str());
   }
   c.fd.reset();
@@ -433,8 +469,8 @@ void ProducerImpl::drop(Conn& c, const std::string& why) {
   if (retire) {
     retire_record(id);
   } else {
-    std::string msg = "consumer " + std::to_string(id) + " (pid " + std::to_string(c.pid) +
-                      ") keeps " + std::to_string(held) +
+    std::string msg = "consumer " + std::to_string(id) + " (" + describe_pid(c.pid) + ") keeps " +
+                      std::to_string(held) +
                       " slot(s) out of rotation until it releases them or exits";
     log(LogLevel::info, msg.c_str());
   }

@@ -65,6 +65,8 @@ class PeerProcess {
     ::close(fds[1]);
     out_ = fds[0];
   }
+  // Adopts a child started elsewhere (tests/common/container.hpp) whose stdout is the pipe `out`.
+  PeerProcess(pid_t pid, int out) : pid_(pid), out_(out) {}
   ~PeerProcess() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
@@ -107,13 +109,20 @@ class PeerProcess {
   // Reads until a line starting with `prefix`; earlier lines stay in the transcript.
   std::optional<std::string> wait_for(const std::string& prefix,
                                       std::chrono::milliseconds timeout) {
+    return wait_for_either(prefix, prefix, timeout);
+  }
+  // Reads until a line starting with either prefix.
+  std::optional<std::string> wait_for_either(const std::string& prefix, const std::string& other,
+                                             std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       auto line = read_line(std::max(left, std::chrono::milliseconds(0)));
       if (!line) return std::nullopt;
-      if (line->compare(0, prefix.size(), prefix) == 0) return line;
+      if (line->compare(0, prefix.size(), prefix) == 0 ||
+          line->compare(0, other.size(), other) == 0)
+        return line;
     }
   }
 

@@ -6,10 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-
 #include "channel_helpers.hpp"
 #include "peer_process.hpp"
+#include "reachable_peer.hpp"
 #include "temp_dir.hpp"
 
 using namespace cudaipc;
@@ -26,37 +25,6 @@ constexpr gid_t kNogroup = 65534;
 RunAs nobody_in_root_group() {
   return RunAs{kNobody, kNogroup, {kNogroup, 0}};
 }
-
-// The checkout may sit where uid 65534 cannot reach (a clone in a fresh 0700 directory): the peer
-// runs from a copy in a directory everyone can enter, laid out as in the build tree so its
-// $ORIGIN/../../core run path still finds libcudaipc. Points CUDAIPC_TEST_PEER at the copy.
-class ReachablePeer {
- public:
-  ReachablePeer() {
-    namespace fs = std::filesystem;
-    const fs::path peer = peer_program();
-    ::chmod(dir_.path().c_str(), 0755);
-    const fs::path root = dir_.path();
-    fs::create_directories(root / "tests/peers");
-    fs::create_directories(root / "core");
-    fs::copy_file(peer, root / "tests/peers" / peer.filename());
-    for (const auto& e : fs::directory_iterator(peer.parent_path() / "../../core"))
-      if (e.path().filename().string().rfind("libcudaipc.so", 0) == 0)
-        fs::copy(e.path(), root / "core" / e.path().filename(), fs::copy_options::copy_symlinks);
-    for (const fs::path& d : {root / "tests", root / "tests/peers", root / "core"})
-      ::chmod(d.c_str(), 0755);
-    const std::string copy = (root / "tests/peers" / peer.filename()).string();
-    old_ = peer.string();
-    ::setenv("CUDAIPC_TEST_PEER", copy.c_str(), 1);
-  }
-  ~ReachablePeer() { ::setenv("CUDAIPC_TEST_PEER", old_.c_str(), 1); }
-  ReachablePeer(const ReachablePeer&) = delete;
-  ReachablePeer& operator=(const ReachablePeer&) = delete;
-
- private:
-  TempDir dir_;
-  std::string old_;
-};
 
 }  // namespace
 

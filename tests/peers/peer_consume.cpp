@@ -22,6 +22,7 @@ int consume(const Args& a) {
   const std::uint64_t max_frames = a.num("frames");
   const auto delay = std::chrono::microseconds(a.num("delay-us"));
   const std::uint64_t hold = a.num("hold");
+  const auto hold_for = std::chrono::milliseconds(a.num("hold-ms"));
   const bool hold_all = a.flag("hold-all");
   const bool verbose = a.flag("verbose");
   const auto timeout = std::chrono::milliseconds(a.num("timeout-ms", 10000));
@@ -32,6 +33,7 @@ int consume(const Args& a) {
   std::vector<cudaipc::Frame> held;
   std::uint64_t frames = 0, first = 0, last = 0, bad = 0, order = 0, formats = 0, disconnects = 0;
   bool eos = false;
+  bool fresh = true;  // the next frame starts a producer's sequence: nothing to compare it with
   for (;;) {
     cudaipc::Event ev = consumer.next(timeout);
     if (ev.type == cudaipc::EventType::format) {
@@ -49,6 +51,7 @@ int consume(const Args& a) {
     if (ev.type == cudaipc::EventType::disconnected && opts.reconnect) {
       // Evicted or the producer left: with reconnect the stream goes on, and the test sees why.
       ++disconnects;
+      fresh = true;  // a new producer numbers its frames from 1 again
       std::printf("disconnected %s\n", ev.message.c_str());
       continue;
     }
@@ -65,7 +68,8 @@ int consume(const Args& a) {
       std::this_thread::sleep_for(delay);
       if (cudaipc::testing::check_pattern(f.data(), f.size(), seq) != f.size()) ++bad;
     }
-    if (frames > 0 && (every ? seq != last + 1 : seq <= last)) ++order;
+    if (!fresh && (every ? seq != last + 1 : seq <= last)) ++order;
+    fresh = false;
     if (frames == 0) first = seq;
     last = seq;
     ++frames;
@@ -75,9 +79,27 @@ int consume(const Args& a) {
                   static_cast<unsigned long long>(f.desc().generation));
     if (hold || hold_all) held.push_back(std::move(f));
     if (hold && held.size() == hold) {
+      if (a.flag("fork-holder")) {
+        // A child forked without exec: it keeps our socket and mappings open, and outlives us
+        // when the test kills us, so only a watch on our process can tell that we died.
+        const pid_t holder = ::fork();
+        if (holder < 0) {
+          std::printf("error fork failed\n");
+          return 4;
+        }
+        if (holder == 0) {
+          for (;;) ::pause();
+        }
+        std::printf("holder %d\n", static_cast<int>(holder));
+      }
       std::printf("held %llu\n", static_cast<unsigned long long>(hold));
-      // Keep the leases until the test kills us.
-      for (;;) ::pause();
+      if (hold_for.count() == 0) {
+        // Keep the leases until the test kills us.
+        for (;;) ::pause();
+      }
+      // Keep them a while (whatever happens to our connection meanwhile), then check them again.
+      std::this_thread::sleep_for(hold_for);
+      break;
     }
     if (max_frames && frames == max_frames) break;
   }

@@ -1,9 +1,13 @@
 // The other process of the multi-process tests. It reports on stdout, one fact per line, so the
 // test can wait for facts with a deadline:
 //   consume  --path P [--mode every|latest] [--reconnect] [--frames N] [--delay-us D] [--hold N]
-//            [--hold-all] [--verbose] [--timeout-ms T]
-//   produce  --path P --bytes B --frames N [--wait-consumers C] [--wait-ms T] [--then hold|eos]
-//            [--count-logs] [--fd-headroom K]
+//            [--hold-ms T] [--fork-holder] [--hold-all] [--verbose] [--timeout-ms T]
+//            (--hold N: keep the first N frames until killed, or for T ms, then check them again;
+//             --fork-holder: first fork a child that keeps the socket and the mappings open)
+//   produce  --path P --bytes B --frames N [--wait-consumers C] [--wait-ms T]
+//            [--then hold|eos|watch] [--count-logs] [--fd-headroom K] [--slots S]
+//            [--lease-timeout-ms T] [--socket-mode 0660] [--allowed-gid G] [--interval-ms T]
+//            (watch: a "consumers n=..." line whenever what it knows of its consumers changes)
 //   connect  --path P [--repeat K]
 #include <cstdio>
 #include <cstring>

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,32 @@ long long limit_leaving(std::uint64_t free) {
   return n;
 }
 
+// "consumers n=2 pids=0,0 leases=1,0 evicted=1,0": what the producer knows of its consumers
+// (connected ones, and those gone or cut off that still hold slots).
+std::string consumers_line(const cudaipc::Producer& producer) {
+  const auto cs = producer.stats().consumers;
+  std::string pids, leases, evicted;
+  for (const auto& c : cs) {
+    const char* sep = pids.empty() ? "" : ",";
+    pids += sep + std::to_string(c.pid);
+    leases += sep + std::to_string(c.leases);
+    evicted += sep + std::to_string(c.evicted ? 1 : 0);
+  }
+  return "consumers n=" + std::to_string(cs.size()) + " pids=" + pids + " leases=" + leases +
+         " evicted=" + evicted;
+}
+
+// Reports every change of consumers_line() until the test kills us.
+[[noreturn]] void watch_consumers(const cudaipc::Producer& producer) {
+  std::string last;
+  for (;;) {
+    std::string line = consumers_line(producer);
+    if (line != last) std::printf("%s\n", line.c_str());
+    last = std::move(line);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 }  // namespace
 
 int produce(const Args& a) {
@@ -58,6 +85,12 @@ int produce(const Args& a) {
   opts.path = a.str("path");
   opts.slots = static_cast<std::uint32_t>(a.num("slots", 4));
   opts.block_timeout = std::chrono::seconds(10);
+  if (a.flag("lease-timeout-ms"))
+    opts.lease_timeout = std::chrono::milliseconds(a.num("lease-timeout-ms"));
+  if (a.flag("socket-mode"))
+    opts.socket_mode =
+        static_cast<std::uint32_t>(std::strtoul(a.str("socket-mode").c_str(), nullptr, 8));
+  if (a.flag("allowed-gid")) opts.allowed_gid = static_cast<gid_t>(a.num("allowed-gid"));
   const std::uint64_t bytes = a.num("bytes", 4096);
   const std::uint64_t frames = a.num("frames", 10);
   const std::uint64_t want_consumers = a.num("wait-consumers", 0);
@@ -99,8 +132,11 @@ int produce(const Args& a) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (want_consumers) std::printf("%s\n", consumers_line(producer).c_str());
   std::vector<std::uint8_t> buf(bytes);
+  const auto interval = std::chrono::milliseconds(a.num("interval-ms"));
   for (std::uint64_t seq = 1; seq <= frames; ++seq) {
+    if (seq > 1) std::this_thread::sleep_for(interval);
     cudaipc::testing::fill_pattern(buf.data(), bytes, seq);
     if (producer.publish(buf.data(), bytes) != cudaipc::PublishStatus::published) {
       std::printf("error frame %llu not published\n", static_cast<unsigned long long>(seq));
@@ -111,6 +147,7 @@ int produce(const Args& a) {
   if (a.str("then", "hold") == "hold") {
     for (;;) ::pause();  // until the test kills us
   }
+  if (a.str("then") == "watch") watch_consumers(producer);
   producer.end_of_stream();
   // Consumers may still be reading; closing the channel now would cut them off.
   while (std::chrono::steady_clock::now() < deadline + std::chrono::seconds(10)) {
