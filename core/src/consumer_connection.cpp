@@ -82,8 +82,11 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   memory_ = w.memory == MemoryKind::cuda ? make_cuda_consumer_memory(opts.cuda, slot_count_)
                                          : make_host_consumer_memory();
   memory_->import_sync(w.sync);
+  // Host memory has no GPU work to release: the socket alone tells of the producer's death, so
+  // the pidfd would be a descriptor per stream for nothing.
+  if (w.memory != MemoryKind::cuda) producer_pidfd_.reset();
   memory_->attach_page(page_, w.page_size, producer_pidfd_ ? producer_pidfd_.get() : -1);
-  if (w.memory == MemoryKind::cuda && producer_pidfd_) {
+  if (producer_pidfd_) {
     ConsumerMemory* memory = memory_.get();
     watch_ =
         std::make_unique<DeathWatch>(producer_pidfd_.get(), [memory] { memory->producer_gone(); });

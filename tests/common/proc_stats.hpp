@@ -22,6 +22,17 @@ inline std::size_t open_fd_count() {
   return n - 1;  // the directory stream's own fd
 }
 
+// Threads of this process (entries of /proc/self/task).
+inline std::size_t thread_count() {
+  std::size_t n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return 0;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
+}
+
 // Lines of /proc/self/maps containing `needle` (all lines when empty).
 inline std::size_t mapping_count(const std::string& needle = {}) {
   std::ifstream in("/proc/self/maps");
