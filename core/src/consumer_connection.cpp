@@ -32,11 +32,7 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
     // A producer refusing our credentials answers at accept and hangs up, often before our hello
     // goes out: the refusal then waits on our socket, and it, not the hang-up, is the cause.
     if (e.code() != Errc::disconnected) throw;
-    RawMessage raw;
-    if (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
-      Received r = parse_header(std::move(raw));
-      if (r.type == MsgType::refused) throw_refused(r);
-    }
+    throw_parting_refusal();
     throw;
   }
 
@@ -91,7 +87,14 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
     watch_ =
         std::make_unique<DeathWatch>(producer_pidfd_.get(), [memory] { memory->producer_gone(); });
   }
-  send_ready(sock_.get(), memory_->export_sync());
+  try {
+    send_ready(sock_.get(), memory_->export_sync());
+  } catch (const Error& e) {
+    // Short of descriptors for our slots, the producer refuses after its welcome.
+    if (e.code() != Errc::disconnected) throw;
+    throw_parting_refusal();
+    throw;
+  }
 
   for (;;) {
     Received m = receive(kHandshakeTimeout, "start");
@@ -229,13 +232,17 @@ void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
     futex_wake_all_noexcept(page_->release_futex);
 }
 
+void ConsumerConnection::throw_parting_refusal() {
+  RawMessage raw;
+  while (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
+    Received r = parse_header(std::move(raw));
+    if (r.type == MsgType::refused) throw_refused(r);
+  }
+}
+
 std::string ConsumerConnection::parting_words() noexcept {
   try {
-    RawMessage raw;
-    while (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
-      Received r = parse_header(std::move(raw));
-      if (r.type == MsgType::refused) throw_refused(r);
-    }
+    throw_parting_refusal();
   } catch (const Error& e) {
     return e.what();
   }

@@ -3,7 +3,7 @@
 //   consume  --path P [--mode every|latest] [--reconnect] [--frames N] [--delay-us D] [--hold N]
 //            [--hold-all] [--verbose] [--timeout-ms T]
 //   produce  --path P --bytes B --frames N [--wait-consumers C] [--wait-ms T] [--then hold|eos]
-//            [--count-logs] [--fd-headroom K]
+//            [--count-logs] [--fd-headroom K [--fd-ballast N]]  (SIGUSR1: descriptors return)
 //   connect  --path P [--repeat K]
 #include <cstdio>
 #include <cstring>
