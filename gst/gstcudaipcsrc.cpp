@@ -610,12 +610,12 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         if (!st->consumer->connected() && s.connect_timeout > 0 &&
             monotonic_now_ns() - st->connect_started > s.connect_timeout) {
           if (!st->refusal.empty()) {
-            GST_ELEMENT_ERROR(self, RESOURCE, BUSY,
-                              ("The cudaipc producer on %s did not serve this source within "
-                               "%" GST_TIME_FORMAT ": %s",
-                               s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout),
-                               st->refusal.c_str()),
-                              (nullptr));
+            GST_ELEMENT_ERROR(
+                self, RESOURCE, BUSY,
+                ("The cudaipc producer on %s did not serve this source within "
+                 "%" GST_TIME_FORMAT ": %s",
+                 s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout), st->refusal.c_str()),
+                (nullptr));
             return GST_FLOW_ERROR;
           }
           GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,

@@ -101,7 +101,7 @@ class ConsumerImpl {
   std::uint64_t skipped_ = 0;
   bool lost_reported_ = true;
   std::string lost_reason_;
-  std::string refusal_;           // why the producer turned our last connect away; empty: it did not
+  std::string refusal_;  // why the producer turned our last connect away; empty: it did not
   bool refusal_reported_ = true;  // next() has said so
   std::uint64_t next_connect_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress

@@ -88,7 +88,7 @@ class Watcher {
       throw Error(Errc::system, std::string("starting the death watch thread: ") + e.what());
     }
     thread_id_ = t.get_id();
-    t.detach();  // lives as long as the process, as this object does
+    t.detach();              // lives as long as the process, as this object does
     epoll_ = std::move(ep);  // in a forked child this closes only its copy of the parent's set
     watches_.clear();        // a forked child's copies of the parent's watches
     running_ = 0;

@@ -42,7 +42,6 @@ long long newest_fd_logs(PeerProcess& peer, std::chrono::milliseconds window) {
   }
 }
 
-
 // The limit the producer peer set ("limit N"), read from its report; -1 if it did not say.
 long long peer_limit(PeerProcess& peer) {
   auto line = peer.wait_for("limit ", 10s);

@@ -134,8 +134,7 @@ int produce(const Args& a) {
   fmt.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(bytes)});
   producer.set_format(fmt);
   FdShortage shortage;
-  if (a.flag("fd-headroom") && !shortage.start(a.num("fd-headroom"), a.num("fd-ballast")))
-    return 4;
+  if (a.flag("fd-headroom") && !shortage.start(a.num("fd-headroom"), a.num("fd-ballast"))) return 4;
   std::printf("listening\n");
   const auto deadline = std::chrono::steady_clock::now() + wait;
   auto next_report = std::chrono::steady_clock::now();

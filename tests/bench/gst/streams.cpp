@@ -134,18 +134,18 @@ int stream_producer(const Options& o) {
   const std::uint64_t deadline = mono_ns() + seconds_ns(o.seconds + o.timeout_s);
   const std::string desc =
       "videotestsrc name=vsrc is-live=true pattern=solid-color foreground-color=" +
-      std::to_string(kForeground) +
-      " ! video/x-raw,format=NV12,width=" + std::to_string(o.width) +
+      std::to_string(kForeground) + " ! video/x-raw,format=NV12,width=" + std::to_string(o.width) +
       ",height=" + std::to_string(o.height) + ",framerate=" + std::to_string(kFps) + "/1" +
-      (o.host ? "" : " ! cudaupload") + " ! cudaipcringsink name=sink sync=false socket-path=" +
-      socket_path(o, o.index) + (o.host ? " ipc-mode=host" : "");
+      (o.host ? "" : " ! cudaupload") +
+      " ! cudaipcringsink name=sink sync=false socket-path=" + socket_path(o, o.index) +
+      (o.host ? " ipc-mode=host" : "");
   Stamper stamper{frame_check(o)};
   Kv kv;
   std::string error;
   bool eos = false;
   Pipeline pipe = launch(desc);
-  gst_pad_add_probe(pad_of(pipe.get(), "vsrc", "src").get(), GST_PAD_PROBE_TYPE_BUFFER,
-                    stamp_probe, &stamper, nullptr);
+  gst_pad_add_probe(pad_of(pipe.get(), "vsrc", "src").get(), GST_PAD_PROBE_TYPE_BUFFER, stamp_probe,
+                    &stamper, nullptr);
   // PAUSED starts the sink, which listens; frames flow only once the consumer is in, so it gets
   // the first one too.
   if (set_state(pipe.get(), GST_STATE_PAUSED, &error)) {
@@ -154,7 +154,8 @@ int stream_producer(const Options& o) {
     if (error.empty() && mono_ns() >= deadline) error = "no consumer connected";
     if (error.empty() && set_state(pipe.get(), GST_STATE_PLAYING, &error)) {
       const std::uint64_t stop = mono_ns() + seconds_ns(o.seconds);
-      while (error.empty() && mono_ns() < stop && pop_bus(pipe.get(), 20 * GST_MSECOND, &eos, &error)) {
+      while (error.empty() && mono_ns() < stop &&
+             pop_bus(pipe.get(), 20 * GST_MSECOND, &eos, &error)) {
       }
       if (error.empty()) gst_element_send_event(pipe.get(), gst_event_new_eos());
       while (error.empty() && !eos && mono_ns() < deadline &&
@@ -356,8 +357,8 @@ bool run(const Options& base, const std::string& root, int run_index) {
   const std::vector<int> status = wait_all(pids, deadline, seconds_ns(10));
   const Kv c = read_kv(file(o, "consumer.kv"));
 
-  std::printf("\n## %d streams of %dx%d NV12 at %d fps, %s, %d s\n\n", o.streams, o.width,
-              o.height, kFps, o.host ? "host memory" : "CUDA memory (cudaupload)", o.seconds);
+  std::printf("\n## %d streams of %dx%d NV12 at %d fps, %s, %d s\n\n", o.streams, o.width, o.height,
+              kFps, o.host ? "host memory" : "CUDA memory (cudaupload)", o.seconds);
   std::printf("| stream | sent | delivered | lost | bad | latency p50 (ms) | latency p99 (ms) |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
   std::uint64_t sent_all = 0, got_all = 0, lost_all = 0, bad_all = 0;
@@ -409,9 +410,10 @@ bool run(const Options& base, const std::string& root, int run_index) {
         static_cast<double>(kv_u64(c, "fds_connected")) - static_cast<double>(kv_u64(c, from_f));
     std::printf("| %s | %.2f | %.2f |\n", what, dt / n, df / n);
   };
-  std::printf("\nThe consumer process (one pipeline of %d `cudaipcringsrc mode=every-frame ! "
-              "fakesink`):\n\n",
-              o.streams);
+  std::printf(
+      "\nThe consumer process (one pipeline of %d `cudaipcringsrc mode=every-frame ! "
+      "fakesink`):\n\n",
+      o.streams);
   std::printf("| consumer process | threads | fds |\n|---|---:|---:|\n");
   row("before the pipeline", "threads_before", "fds_before");
   row("sources playing, none connected", "threads_idle", "fds_idle");
@@ -428,10 +430,12 @@ bool run(const Options& base, const std::string& root, int run_index) {
       window_s > 0 ? static_cast<double>(kv_u64(c, "cpu_ns")) / 1e9 / window_s * 100 : 0.0,
       frames ? static_cast<double>(kv_u64(c, "probe_cpu_ns")) / 1e3 / static_cast<double>(frames)
              : 0.0);
-  if (!kv_get(c, "warnings").empty()) notes.push_back("consumer warnings: " + kv_get(c, "warnings"));
+  if (!kv_get(c, "warnings").empty())
+    notes.push_back("consumer warnings: " + kv_get(c, "warnings"));
   if (kv_get(c, "ok") != "1")
-    notes.push_back("consumer: " + (c.empty() ? "no report (status " + std::to_string(status[0]) + ")"
-                                              : kv_get(c, "error")));
+    notes.push_back("consumer: " + (c.empty()
+                                        ? "no report (status " + std::to_string(status[0]) + ")"
+                                        : kv_get(c, "error")));
   if (!failure.empty()) notes.push_back(failure);
   const bool ok = failure.empty() && lost_all == 0 && bad_all == 0 && kv_get(c, "ok") == "1" &&
                   std::all_of(notes.begin(), notes.end(), [](const std::string& s) {
