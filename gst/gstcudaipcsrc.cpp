@@ -95,6 +95,7 @@ struct SrcState {
   bool discont = true;
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
+  std::string refusal;  // the producer's latest refusal while we wait to connect
 };
 
 void clear_pool(GstBufferPool** pool) {
@@ -267,6 +268,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->need_negotiate = false;
   st->discont = true;
   st->connect_started = monotonic_now_ns();
+  st->refusal.clear();
   return TRUE;
 }
 
@@ -573,6 +575,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         }
         return make_buffer(self, std::move(ev.frame), acquired_ns, out);
       case EventType::format:
+        st->refusal.clear();  // connected
         if (!take_format(self, ev)) return GST_FLOW_ERROR;
         continue;
       case EventType::eos:
@@ -582,6 +585,16 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         if (st->flushing.load()) return GST_FLOW_FLUSHING;
         continue;  // a stale wake-up from an earlier unlock()
       case EventType::disconnected:
+        if (ev.refused) {
+          // A producer is there but turns us away for now (it has no file descriptors left,
+          // every place is taken): the core keeps trying, and the application hears why.
+          GST_ELEMENT_WARNING(self, RESOURCE, BUSY,
+                              ("The producer on %s turned this source away; retrying: %s",
+                               s.socket_path.c_str(), ev.message.c_str()),
+                              (nullptr));
+          st->refusal = ev.message;
+          continue;
+        }
         if (!s.reconnect) {
           GST_ELEMENT_ERROR(self, RESOURCE, READ,
                             ("The producer on %s went away (%s) and reconnect is off.",
@@ -596,6 +609,15 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
       case EventType::timeout:
         if (!st->consumer->connected() && s.connect_timeout > 0 &&
             monotonic_now_ns() - st->connect_started > s.connect_timeout) {
+          if (!st->refusal.empty()) {
+            GST_ELEMENT_ERROR(
+                self, RESOURCE, BUSY,
+                ("The cudaipc producer on %s did not serve this source within "
+                 "%" GST_TIME_FORMAT ": %s",
+                 s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout), st->refusal.c_str()),
+                (nullptr));
+            return GST_FLOW_ERROR;
+          }
           GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
                             ("No cudaipc producer on %s within %" GST_TIME_FORMAT
                              ". Start the producing pipeline or raise connect-timeout.",

@@ -13,6 +13,7 @@
 #include "clock.hpp"
 #include "consumer_connection.hpp"
 #include "futex.hpp"
+#include "protocol.hpp"
 
 namespace cudaipc {
 namespace {
@@ -39,6 +40,7 @@ class ConsumerImpl {
       connect();
     } catch (const Error& e) {
       if (!opts_.reconnect || !transient(e.code())) throw;
+      note_failed_connect(e);
     }
   }
 
@@ -80,6 +82,7 @@ class ConsumerImpl {
 
  private:
   void connect();
+  void note_failed_connect(const Error& e);
   void disconnect(const std::string& fallback = {});
   bool try_acquire(Event& ev);
   bool format_event(std::uint64_t g, Event& ev);
@@ -99,6 +102,8 @@ class ConsumerImpl {
   std::uint64_t skipped_ = 0;
   bool lost_reported_ = true;
   std::string lost_reason_;
+  std::string refusal_;  // why the producer turned our last connect away; empty: it did not
+  bool refusal_reported_ = true;  // next() has said so
   std::uint64_t next_connect_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress
   bool at_limit_ = false;       // holding as many frames as the producer allows
@@ -113,6 +118,18 @@ void ConsumerImpl::connect() {
   reported_gen_ = 0;
   reported_eos_ = 0;
   lost_reported_ = false;
+  refusal_.clear();
+  refusal_reported_ = true;
+}
+
+// A producer that is there but turns us away for now (out of descriptors, every place taken) is
+// news while we keep trying: the user would otherwise wait in silence. Each new reason is told
+// once; no producer listening yet is the ordinary wait for one, not news.
+void ConsumerImpl::note_failed_connect(const Error& e) {
+  const std::string why = dynamic_cast<const Refused*>(&e) ? e.what() : std::string();
+  if (why == refusal_) return;
+  refusal_ = why;
+  refusal_reported_ = why.empty();
 }
 
 void ConsumerImpl::disconnect(const std::string& fallback) {
@@ -280,6 +297,13 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
         lost_reported_ = true;
         return disconnected_event();
       }
+      if (!refusal_reported_) {
+        refusal_reported_ = true;
+        ev.type = EventType::disconnected;
+        ev.message = refusal_;
+        ev.refused = true;
+        return ev;
+      }
       if (!opts_.reconnect) {
         ev.type = EventType::disconnected;
         ev.message = "not connected (reconnect is off)";
@@ -295,6 +319,8 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
           if (e.code() == Errc::interrupted) continue;
           // Refusals of who we are (credentials, version) are final; the rest may pass.
           if (!transient(e.code())) throw;
+          note_failed_connect(e);
+          if (!refusal_reported_) continue;
         }
       }
       if (now >= deadline) return ev;  // timeout

@@ -42,11 +42,7 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
     // A producer refusing our credentials answers at accept and hangs up, often before our hello
     // goes out: the refusal then waits on our socket, and it, not the hang-up, is the cause.
     if (e.code() != Errc::disconnected) throw;
-    RawMessage raw;
-    if (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
-      Received r = parse_header(std::move(raw));
-      if (r.type == MsgType::refused) throw_refused(r);
-    }
+    throw_parting_refusal();
     throw;
   }
 
@@ -92,13 +88,23 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   memory_ = w.memory == MemoryKind::cuda ? make_cuda_consumer_memory(opts.cuda, slot_count_)
                                          : make_host_consumer_memory();
   memory_->import_sync(w.sync);
+  // Host memory has no GPU work to release: the socket alone tells of the producer's death, so
+  // the pidfd would be a descriptor per stream for nothing.
+  if (w.memory != MemoryKind::cuda) producer_pidfd_.reset();
   memory_->attach_page(page_, w.page_size, producer_pidfd_ ? producer_pidfd_.get() : -1);
-  if (w.memory == MemoryKind::cuda && producer_pidfd_) {
+  if (producer_pidfd_) {
     ConsumerMemory* memory = memory_.get();
     watch_ =
         std::make_unique<DeathWatch>(producer_pidfd_.get(), [memory] { memory->producer_gone(); });
   }
-  send_ready(sock_.get(), memory_->export_sync());
+  try {
+    send_ready(sock_.get(), memory_->export_sync());
+  } catch (const Error& e) {
+    // Short of descriptors for our slots, the producer refuses after its welcome.
+    if (e.code() != Errc::disconnected) throw;
+    throw_parting_refusal();
+    throw;
+  }
 
   for (;;) {
     Received m = receive(kHandshakeTimeout, "start");
@@ -250,13 +256,17 @@ void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
     futex_wake_all_noexcept(page_->release_futex);
 }
 
+void ConsumerConnection::throw_parting_refusal() {
+  RawMessage raw;
+  while (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
+    Received r = parse_header(std::move(raw));
+    if (r.type == MsgType::refused) throw_refused(r);
+  }
+}
+
 std::string ConsumerConnection::parting_words() noexcept {
   try {
-    RawMessage raw;
-    while (recv_raw(sock_.get(), raw, std::chrono::milliseconds(0)) == RecvStatus::ok) {
-      Received r = parse_header(std::move(raw));
-      if (r.type == MsgType::refused) throw_refused(r);
-    }
+    throw_parting_refusal();
   } catch (const Error& e) {
     return e.what();
   }

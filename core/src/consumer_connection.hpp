@@ -63,6 +63,8 @@ class ConsumerConnection {
 
  private:
   Received receive(std::chrono::milliseconds timeout, const char* waiting_for);
+  // Reads what the producer left on the socket before hanging up; throws its refusal, if any.
+  void throw_parting_refusal();
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;

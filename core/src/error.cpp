@@ -1,7 +1,11 @@
 #include "cudaipc/error.hpp"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstring>
+
+#include "descriptor_shortage.hpp"
 
 namespace cudaipc {
 
@@ -42,8 +46,18 @@ void throw_errno(const std::string& what) {
 }
 
 void throw_errno(const std::string& what, int err) {
+  if (err == EMFILE || err == ENFILE)
+    throw DescriptorShortage(Errc::system, what + " failed: " + std::strerror(err), err);
   Errc code = (err == EACCES || err == EPERM) ? Errc::permission_denied : Errc::system;
   throw Error(code, what + " failed: " + std::strerror(err));
+}
+
+std::string DescriptorShortage::reason(const std::string& who) const {
+  if (err_ == ENFILE)
+    return "the system has no file descriptors left (its file table is full: fs.file-max)";
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return who + " has no file descriptors left";
+  return who + " has no file descriptors left (limit " + std::to_string(rl.rlim_cur) + ")";
 }
 
 }  // namespace cudaipc

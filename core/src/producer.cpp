@@ -42,6 +42,8 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
   create_control_block();
   notify_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!notify_fd_) throw_errno("eventfd");
+  spare_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!spare_fd_) throw_errno("eventfd (the producer's spare descriptor)");
   listen_fd_ = listen_unix(path_, opts_.socket_mode, opts_.allowed_gid);
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) socket_inode_ = st.st_ino;

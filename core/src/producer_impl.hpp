@@ -125,6 +125,8 @@ class ProducerImpl {
   void serve();
   void serve_once(std::vector<struct pollfd>& fds);
   void accept_new();
+  enum class SpareUse { refused, none_waiting, unavailable };
+  SpareUse refuse_on_spare(const class DescriptorShortage& e);
   void handle_message(Conn& c);
   void on_hello(Conn& c, struct Received& r);
   void on_ready(Conn& c, struct Received& r);
@@ -174,6 +176,9 @@ class ProducerImpl {
   UniqueFd listen_fd_;
   ino_t socket_inode_ = 0;
   UniqueFd notify_fd_;  // eventfd: stop, a new format, an eviction
+  // Held back for the moment this process runs out of descriptors: given up, it lets one more
+  // connection in, to be told why it cannot be served (producer_server.cpp).
+  UniqueFd spare_fd_;
   std::atomic<bool> stopping_{false};
   std::uint64_t accept_paused_until_ = 0;
   std::uint64_t next_accept_log_ns_ = 0;

@@ -2,6 +2,7 @@
 // changes, carries out evictions, and gives a consumer's slots back only on proof: it released
 // them, or its process is gone (pidfd). It never takes the publish mutex.
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
+#include "descriptor_shortage.hpp"
 #include "process_watch.hpp"
 #include "producer_impl.hpp"
 #include "protocol.hpp"
@@ -29,6 +31,13 @@ constexpr std::uint64_t kAcceptLogIntervalNs = 5'000'000'000;
 constexpr std::size_t kMaxSetsRemembered = 8;
 // How long a consumer's socket may stay too full for the format changes it owes.
 constexpr std::uint64_t kSendStallNs = 1'000'000'000;
+
+// What a consumer is told when the producer could not serve it for want of a descriptor; the
+// failed call's own words follow the limit.
+std::string refusal_reason(const Error& e) {
+  const auto* shortage = dynamic_cast<const DescriptorShortage*>(&e);
+  return shortage ? shortage->reason("the producer") + ": " + e.what() : std::string(e.what());
+}
 
 std::size_t page_bytes() {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -190,7 +199,13 @@ void ProducerImpl::accept_new() {
     try {
       fd = accept_unix(listen_fd_.get());
     } catch (const Error& e) {
-      // Out of fds: leave the rest queued, try again shortly, and say so now and then.
+      // Out of fds: the spare descriptor lets the consumer in to be told so, and the next one.
+      const auto* shortage = dynamic_cast<const DescriptorShortage*>(&e);
+      const SpareUse use = shortage ? refuse_on_spare(*shortage) : SpareUse::unavailable;
+      if (use == SpareUse::refused) continue;
+      if (use == SpareUse::none_waiting) return;
+      // Out of memory, or no spare to give: leave the rest queued, try again shortly, and say
+      // so now and then.
       const std::uint64_t now = monotonic_ns();
       accept_paused_until_ = now + kAcceptPauseNs;
       if (now >= next_accept_log_ns_) {
@@ -223,6 +238,49 @@ void ProducerImpl::accept_new() {
   }
 }
 
+// Lets one queued connection in on the spare descriptor, tells it that this process has no
+// descriptors left (naming the limit), closes it and takes the spare back. A consumer that keeps
+// trying (reconnect) is thus told why it waits, and is served once descriptors return.
+ProducerImpl::SpareUse ProducerImpl::refuse_on_spare(const DescriptorShortage& e) {
+  // The spare is gone when another thread of this process took its number since it was given
+  // up; it is taken again here as soon as there is one.
+  if (!spare_fd_) spare_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!spare_fd_) return SpareUse::unavailable;
+  spare_fd_.reset();
+  UniqueFd fd;
+  try {
+    fd = accept_unix(listen_fd_.get());
+  } catch (const Error&) {
+    // Another thread took the number first.
+  }
+  const bool waiting = static_cast<bool>(fd);
+  if (fd) {
+    const std::string why = e.reason("the producer");
+    // Only those allowed in learn of the producer's state; the rest are refused as ever.
+    std::string denied;
+    try {
+      const PeerCredentials cred = peer_credentials(fd.get());
+      peer_allowed(cred.uid, cred.gid, denied);
+    } catch (const Error& err) {
+      denied = err.what();
+    }
+    if (denied.empty())
+      send_refused(fd.get(), Errc::busy, why);
+    else
+      send_refused(fd.get(), Errc::permission_denied, denied);
+    fd.reset();
+    const std::uint64_t now = monotonic_ns();
+    if (now >= next_accept_log_ns_) {
+      next_accept_log_ns_ = now + kAcceptLogIntervalNs;
+      log(LogLevel::warning,
+          (path_ + ": refusing consumers, " + why + " (" + e.what() + ")").c_str());
+    }
+  }
+  spare_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+  if (!waiting) return spare_fd_ ? SpareUse::none_waiting : SpareUse::unavailable;
+  return SpareUse::refused;
+}
+
 void ProducerImpl::handle_message(Conn& c) {
   try {
     RawMessage raw;
@@ -241,8 +299,12 @@ void ProducerImpl::handle_message(Conn& c) {
                                       " from consumer");
     }
   } catch (const Error& e) {
-    send_refused(c.fd.get(), e.code(), e.what());
-    drop(c, e.what());
+    // Short of descriptors (the page's memfd, the dups of the control block and the slots):
+    // busy, as at accept, so a consumer that keeps trying is served once they return.
+    const bool shortage = dynamic_cast<const DescriptorShortage*>(&e) != nullptr;
+    const std::string why = refusal_reason(e);
+    send_refused(c.fd.get(), shortage ? Errc::busy : e.code(), why);
+    drop(c, why);
   }
 }
 
@@ -370,7 +432,7 @@ void ProducerImpl::send_formats() {
       c.send_blocked_ns = 0;
       continue;
     } catch (const Error& e) {
-      why = e.what();
+      why = refusal_reason(e);
       if (e.code() == Errc::busy) {
         // A burst of changes can fill a healthy reader's socket: give it time to drain.
         const std::uint64_t now = monotonic_ns();

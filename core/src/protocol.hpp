@@ -91,7 +91,12 @@ WelcomeMsg decode_welcome(Received& r);
 FormatMsg decode_format(Received& r);
 WireBlob decode_ready(Received& r);
 StartMsg decode_start(Received& r);
-// Throws the refusal as an Error with the producer's code and reason.
+// A producer's refusal: what it said, as opposed to what we concluded (a hang-up, a timeout).
+class Refused : public Error {
+ public:
+  using Error::Error;
+};
+// Throws the refusal as Refused, with the producer's code and reason.
 [[noreturn]] void throw_refused(Received& r);
 
 // Checks a format a caller or a peer gave (caps length, tensor, slot size) and fills in

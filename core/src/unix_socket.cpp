@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cudaipc/error.hpp"
+#include "descriptor_shortage.hpp"
 
 namespace cudaipc {
 namespace {
@@ -101,7 +102,10 @@ UniqueFd accept_unix(int listen_fd) {
     const int err = errno;
     if (err == EAGAIN || err == EWOULDBLOCK || err == ECONNABORTED || err == EINTR)
       return UniqueFd();
-    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+    if (err == EMFILE || err == ENFILE)
+      throw DescriptorShortage(Errc::busy,
+                               std::string("cannot accept a consumer: ") + std::strerror(err), err);
+    if (err == ENOBUFS || err == ENOMEM)
       throw Error(Errc::busy, std::string("cannot accept a consumer: ") + std::strerror(err));
     throw_errno("accept", err);
   }

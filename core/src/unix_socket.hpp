@@ -35,7 +35,7 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
 // producer's backlog is full. Never blocks; the socket is non-blocking.
 UniqueFd connect_unix(const std::string& path);
 // Non-blocking accept; an empty fd when nobody is waiting, Errc::busy when this process is out of
-// file descriptors or memory (the connection stays queued).
+// file descriptors (a DescriptorShortage) or memory (the connection stays queued).
 UniqueFd accept_unix(int listen_fd);
 PeerCredentials peer_credentials(int fd);
 

@@ -12,14 +12,29 @@
 
 namespace cudaipc::testing {
 
-inline std::size_t open_fd_count() {
+// Entries of a /proc directory (fd, task), "." and ".." left out.
+inline std::size_t proc_entries(const std::string& dir) {
   std::size_t n = 0;
-  DIR* d = ::opendir("/proc/self/fd");
+  DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   while (dirent* e = ::readdir(d))
     if (e->d_name[0] != '.') ++n;
   ::closedir(d);
-  return n - 1;  // the directory stream's own fd
+  return n;
+}
+
+inline std::size_t open_fd_count() {
+  return proc_entries("/proc/self/fd") - 1;  // the directory stream's own fd
+}
+
+// Descriptors another process of ours holds.
+inline std::size_t open_fd_count(pid_t pid) {
+  return proc_entries("/proc/" + std::to_string(pid) + "/fd");
+}
+
+// Threads of this process (entries of /proc/self/task).
+inline std::size_t thread_count() {
+  return proc_entries("/proc/self/task");
 }
 
 // Lines of /proc/self/maps containing `needle` (all lines when empty).

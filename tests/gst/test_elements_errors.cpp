@@ -1,6 +1,8 @@
 // Errors the elements must post on the bus, each with a message a user can act on: caps the sink
 // cannot carry, an unusable socket path, a second producer on a live path, no producer within
-// connect-timeout, and a producer that goes away with reconnect=false.
+// connect-timeout, and a producer that goes away with reconnect=false; and the warning a source
+// gets while a producer turns it away for now.
+#include <memory>
 #include <string>
 
 #include "element_harness.hpp"
@@ -154,6 +156,50 @@ TEST_F(ElementTest, ProducerGoneWithoutReconnect) {
   const std::vector<Received> got = consumer.collector().frames();
   ASSERT_EQ(got.size(), 3u);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(frame.check(got[i], i + 1), "");
+}
+
+// A producer that turns the source away for now (its one place taken) is a warning on the bus,
+// naming the path and the reason, not an error: the source keeps trying and is served, every
+// frame checked, once the place frees up. A producer out of file descriptors is refused alike
+// (tests/mp/test_fd_limits.cpp).
+TEST_F(ElementTest, ATurnedAwaySourceWarnsAndIsServedOnceThereIsRoom) {
+  const TensorFrame frame{all_dtypes()[4], {4, 4}};
+  Ptr<GstCaps> caps = frame.caps();
+  Producer producer(socket(), "max-consumers=1");
+  producer.set_caps(caps.get());
+  ASSERT_TRUE(producer.start());
+  auto first = std::make_unique<Consumer>(socket());
+  ASSERT_TRUE(first->start());
+  ASSERT_TRUE(producer.wait_consumers(1, kWait));
+  Consumer second(socket());
+  ASSERT_TRUE(second.start());
+  Ptr<GstMessage> m = second.pipeline().pop(GST_MESSAGE_WARNING, kWait);
+  ASSERT_TRUE(m) << "no WARNING while the producer turned the source away";
+  GError* err = nullptr;
+  gchar* debug = nullptr;
+  gst_message_parse_warning(m.get(), &err, &debug);
+  const std::string text = err ? err->message : "";
+  g_clear_error(&err);
+  g_free(debug);
+  EXPECT_STREQ(GST_MESSAGE_SRC_NAME(m.get()), "src");
+  EXPECT_NE(text.find(socket()), std::string::npos) << text;
+  EXPECT_NE(text.find("consumer places taken"), std::string::npos) << text;
+  // Told once: the retries meet the same refusal.
+  EXPECT_FALSE(second.pipeline().pop(GST_MESSAGE_WARNING, Ms(300)));
+  first.reset();
+  ASSERT_TRUE(poll_until(
+      [&] {
+        Ptr<GstStructure> st = second.stats();
+        gboolean connected = FALSE;
+        return st && gst_structure_get_boolean(st.get(), "connected", &connected) && connected;
+      },
+      kWait));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(producer.push(frame.buffer(i + 1), i), GST_FLOW_OK);
+  ASSERT_TRUE(second.collector().wait_frames(3, kWait)) << second.pipeline().errors();
+  const std::vector<Received> got = second.collector().frames();
+  ASSERT_EQ(got.size(), 3u);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(frame.check(got[i], i + 1), "");
+  EXPECT_EQ(second.pipeline().errors(), "");
 }
 
 // A buffer smaller than its caps say is refused with an error, not read past its end.

@@ -5,9 +5,10 @@
 //            (--hold N: keep the first N frames until killed, or for T ms, then check them again;
 //             --fork-holder: first fork a child that keeps the socket and the mappings open)
 //   produce  --path P --bytes B --frames N [--wait-consumers C] [--wait-ms T]
-//            [--then hold|eos|watch] [--count-logs] [--fd-headroom K] [--slots S]
+//            [--then hold|eos|watch] [--count-logs] [--fd-headroom K [--fd-ballast N]] [--slots S]
 //            [--lease-timeout-ms T] [--socket-mode 0660] [--allowed-gid G] [--interval-ms T]
-//            (watch: a "consumers n=..." line whenever what it knows of its consumers changes)
+//            (SIGUSR1: the ballast descriptors return; watch: a "consumers n=..." line whenever
+//             what it knows of its consumers changes)
 //   connect  --path P [--repeat K]
 #include <cstdio>
 #include <cstring>

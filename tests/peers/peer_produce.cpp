@@ -1,6 +1,8 @@
 // Producer role: patterned frames (the pattern's seq is the frame's seq), used where the test
 // needs the producer in another process, e.g. to kill it, or to starve it of file descriptors.
 #include <dirent.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -25,6 +27,37 @@ namespace {
 
 std::atomic<std::uint64_t> g_logs{0};
 std::atomic<std::uint64_t> g_fd_logs{0};
+volatile sig_atomic_t g_fds_back = 0;  // SIGUSR1: give the descriptors back
+
+void on_usr1(int) {
+  g_fds_back = 1;
+}
+
+// The descriptor shortage a test asked for (--fd-headroom, --fd-ballast), and its end on SIGUSR1:
+// the ballast is closed, or without one the limit goes back to what it was.
+class FdShortage {
+ public:
+  // False (having said why) when the table or the limit could not be set.
+  bool start(std::uint64_t headroom, std::uint64_t ballast);
+  // Called from the main loop: ends the shortage once SIGUSR1 came, and says so.
+  void poll() {
+    if (!g_fds_back || done_) return;
+    done_ = true;
+    if (!ballast_.empty()) {
+      for (int fd : ballast_) ::close(fd);
+      ballast_.clear();
+    } else if (::setrlimit(RLIMIT_NOFILE, &saved_) != 0) {
+      std::printf("error setrlimit(RLIMIT_NOFILE) back failed: %s\n", std::strerror(errno));
+      return;
+    }
+    std::printf("fds returned\n");
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> ballast_;
+  bool done_ = false;
+};
 
 // Counts what the core logs, so a test can tell a rate-limited warning from a flood of them.
 // Only the first few are printed (to stderr, which the test does not read).
@@ -78,6 +111,38 @@ std::string consumers_line(const cudaipc::Producer& producer) {
   }
 }
 
+bool FdShortage::start(std::uint64_t headroom, std::uint64_t ballast) {
+  struct sigaction sa {};
+  sa.sa_handler = on_usr1;
+  if (::sigaction(SIGUSR1, &sa, nullptr) != 0) {
+    std::printf("error sigaction failed: %s\n", std::strerror(errno));
+    return false;
+  }
+  // Room for exactly K more descriptors (plus the ballast), whatever this process holds already.
+  const long long limit = limit_leaving(headroom + ballast);
+  if (limit < 0 || ::getrlimit(RLIMIT_NOFILE, &saved_) != 0) {
+    std::printf("error cannot read the fd table or limit\n");
+    return false;
+  }
+  rlimit rl = saved_;
+  rl.rlim_cur = static_cast<rlim_t>(limit);
+  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    std::printf("error setrlimit(RLIMIT_NOFILE) failed: %s\n", std::strerror(errno));
+    return false;
+  }
+  for (std::uint64_t i = 0; i < ballast; ++i) {
+    const int fd = ::eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) {
+      std::printf("error ballast descriptor %llu: %s\n", static_cast<unsigned long long>(i),
+                  std::strerror(errno));
+      return false;
+    }
+    ballast_.push_back(fd);
+  }
+  std::printf("limit %lld\n", limit);
+  return true;
+}
+
 }  // namespace
 
 int produce(const Args& a) {
@@ -101,24 +166,13 @@ int produce(const Args& a) {
   fmt.caps = "test/pattern";
   fmt.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(bytes)});
   producer.set_format(fmt);
-  if (a.flag("fd-headroom")) {
-    // Room for exactly K more descriptors, whatever this process holds already.
-    const long long limit = limit_leaving(a.num("fd-headroom"));
-    rlimit rl{};
-    if (limit < 0 || ::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-      std::printf("error cannot read the fd table or limit\n");
-      return 4;
-    }
-    rl.rlim_cur = static_cast<rlim_t>(limit);
-    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-      std::printf("error setrlimit(RLIMIT_NOFILE) failed: %s\n", std::strerror(errno));
-      return 4;
-    }
-  }
+  FdShortage shortage;
+  if (a.flag("fd-headroom") && !shortage.start(a.num("fd-headroom"), a.num("fd-ballast"))) return 4;
   std::printf("listening\n");
   const auto deadline = std::chrono::steady_clock::now() + wait;
   auto next_report = std::chrono::steady_clock::now();
   while (producer.consumer_count() < want_consumers) {
+    shortage.poll();
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
       std::printf("error no consumer came\n");
@@ -145,7 +199,10 @@ int produce(const Args& a) {
   }
   std::printf("published %llu\n", static_cast<unsigned long long>(frames));
   if (a.str("then", "hold") == "hold") {
-    for (;;) ::pause();  // until the test kills us
+    for (;;) {  // until the test kills us
+      shortage.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   if (a.str("then") == "watch") watch_consumers(producer);
   producer.end_of_stream();

@@ -71,8 +71,8 @@ enum class EventType {
   eos,           // end of stream after the last frame
   timeout,       // nothing happened within the timeout
   interrupted,   // interrupt() was called
-  disconnected,  // the producer went away (reason in `message`); with reconnect, keep calling
-                 // next()
+  disconnected,  // the producer went away (reason in `message`), or turned us away while we
+                 // reconnect (`refused`); with reconnect, keep calling next()
 };
 
 struct Event {
@@ -81,6 +81,10 @@ struct Event {
   Format format;
   std::uint64_t generation = 0;
   std::string message;
+  // disconnected: a producer is there but turned us away for now, the reason in `message` (it has
+  // no file descriptors left, every consumer place is taken). With reconnect, next() keeps trying
+  // and reports each new reason once; refusals of who we are are thrown instead.
+  bool refused = false;
 };
 
 struct ConsumerCounters {

@@ -114,8 +114,6 @@ Row run_baseline(const RunSpec& s, const std::string& label);
 Row run_pair(const Transport& t, const RunSpec& s, double base_fps);
 std::string make_dir(const std::string& root, int index, const std::string& id);
 void add_note(Row& r, const std::string& note);
-std::uint64_t kv_u64(const Kv& kv, const char* key);  // 0 when absent
-std::string kv_get(const Kv& kv, const char* key);    // "" when absent
 
 // ---- pipelines (transports.cpp) ----
 std::string producer_launch(const RunSpec& s);
@@ -180,6 +178,8 @@ std::uint64_t thread_cpu_ns();  // CLOCK_THREAD_CPUTIME_ID
 double percentile(std::vector<std::uint64_t> v, double q);
 void write_kv(const std::string& path, const Kv& kv);  // atomic: written aside, then renamed
 Kv read_kv(const std::string& path);
+std::uint64_t kv_u64(const Kv& kv, const char* key);  // 0 when absent
+std::string kv_get(const Kv& kv, const char* key);    // "" when absent
 void write_samples(const std::string& path, const std::vector<std::uint64_t>& v);
 std::vector<std::uint64_t> read_samples(const std::string& path);
 bool file_exists(const std::string& path);

@@ -64,16 +64,6 @@ void live_latency(const RunSpec& s, Row& r) {
 
 }  // namespace
 
-std::uint64_t kv_u64(const Kv& kv, const char* key) {
-  auto it = kv.find(key);
-  return it == kv.end() || it->second.empty() ? 0 : std::stoull(it->second);
-}
-
-std::string kv_get(const Kv& kv, const char* key) {
-  auto it = kv.find(key);
-  return it == kv.end() ? "" : it->second;
-}
-
 void add_note(Row& r, const std::string& n) {
   if (n.empty()) return;
   r.note += (r.note.empty() ? "" : "; ") + n;

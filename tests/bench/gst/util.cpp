@@ -148,6 +148,16 @@ Kv read_kv(const std::string& path) {
   return kv;
 }
 
+std::uint64_t kv_u64(const Kv& kv, const char* key) {
+  auto it = kv.find(key);
+  return it == kv.end() || it->second.empty() ? 0 : std::stoull(it->second);
+}
+
+std::string kv_get(const Kv& kv, const char* key) {
+  auto it = kv.find(key);
+  return it == kv.end() ? "" : it->second;
+}
+
 void write_samples(const std::string& path, const std::vector<std::uint64_t>& v) {
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(v.data()),

@@ -18,14 +18,18 @@ cp -f "$here/run-gst-gpu.sh" "$here/device-all.sh" "$dest/"
 # libcudaipc by its soname: the plugin finds it through an $ORIGIN run path that a copy loses.
 soname=$(readelf -d "$b122/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 progs=("$b122/tests/gst/gpu/cudaipc-gst-verify" "$b122/core/$soname")
-[ -x "$b122/tests/gst/bench/cudaipc-gst-bench" ] && progs+=("$b122/tests/gst/bench/cudaipc-gst-bench")
+for prog in cudaipc-gst-bench cudaipc-gst-streams; do
+  [ -x "$b122/tests/gst/bench/$prog" ] && progs+=("$b122/tests/gst/bench/$prog")
+done
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale app shm nvcodec videoparsersbad" \
   "$shared/tools/gst-bundle.sh" "$dest/g122" -p "$b122/gst/libgstcudaipc.so" "${progs[@]}"
 
 cp -f "$shared/gst-1.28/gst-1.28-prefix.tar.gz" "$dest/g128/"
 cp -f "$b128/gst/libgstcudaipc.so" "$dest/g128/plugins/"
 cp -f "$b128/tests/gst/gpu/cudaipc-gst-verify" "$dest/g128/bin/"
-[ -x "$b128/tests/gst/bench/cudaipc-gst-bench" ] && cp -f "$b128/tests/gst/bench/cudaipc-gst-bench" "$dest/g128/bin/"
+for prog in cudaipc-gst-bench cudaipc-gst-streams; do
+  [ -x "$b128/tests/gst/bench/$prog" ] && cp -f "$b128/tests/gst/bench/$prog" "$dest/g128/bin/"
+done
 soname=$(readelf -d "$b128/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$b128/core/$soname" "$dest/g128/lib/"
 

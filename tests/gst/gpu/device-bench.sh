@@ -3,14 +3,17 @@
 # cudaipc-gst-bench live (1080p60, the per-frame budget) and flat out (the CUDA rows), under
 # GStreamer 1.22 (Debian's nvcodec bundle) and 1.28 (with GStreamer's own cudaipc, shm and unixfd
 # elements beside ours), each without and with an MPS daemon of this script's own; the core alone
-# at the live rate (the floor under the live rows); and the time-slicing probe
-# (cudaipc-bench-timeslice). Every step has its own time limit.
+# at the live rate (the floor under the live rows); the time-slicing probe
+# (cudaipc-bench-timeslice); and, asked for with BENCH_WHAT's "streams", cudaipc-gst-streams
+# (16 producers at 1080p30 and 64 at 320x240 into one consumer, STREAMS_SECONDS each, default
+# 10). Every step has its own time limit.
 #   bash tests/gst/gpu/device-bench.sh GSTDIR [COREDIR]
 # GSTDIR is what tests/gst/gpu/collect.sh made, COREDIR what tests/gpu/collect.sh made (the floor
-# and the probe; skipped without it). Environment: BENCH_WHAT (default "live full floor probe"),
-# BENCH_MPS ("off on"), BENCH_VERSIONS ("122 128"), BENCH_FRAMES (300 flat-out frames),
-# LIVE_FRAMES (300), BENCH_FORMATS (RGBA,NV12), BENCH_TRANSPORTS (flat-out rows; default the CUDA
-# ones). Logs in $OUT (or GSTDIR/logs); the last lines printed are every table.
+# and the probe; skipped without it). Environment: BENCH_WHAT (default "live full floor probe";
+# add "streams" for cudaipc-gst-streams), BENCH_MPS ("off on"), BENCH_VERSIONS ("122 128"),
+# BENCH_FRAMES (300 flat-out frames), LIVE_FRAMES (300), BENCH_FORMATS (RGBA,NV12),
+# BENCH_TRANSPORTS (flat-out rows; default the CUDA ones). Logs in $OUT (or GSTDIR/logs); the
+# last lines printed are every table.
 set -u
 dir=$(cd "${1:?usage: device-bench.sh GSTDIR [COREDIR]}" && pwd)
 core=${2:-}
@@ -36,29 +39,37 @@ summary=$out/bench-summary.txt
 status=0
 g128=
 
-# gst VERSION NAME LIMIT ARGS...: one cudaipc-gst-bench run under GStreamer 1.VERSION.
-gst() {
-  local v=$1 name=$2 limit=$3
-  shift 3
+# under VERSION NAME LIMIT PROGRAM ARGS...: one run of one of our programs under GStreamer 1.VERSION.
+under() {
+  local v=$1 name=$2 limit=$3 prog=$4
+  shift 4
   local log=$out/$name.txt start=$SECONDS
   (
     if [ "$v" = 122 ]; then
       # shellcheck disable=SC1091
       source "$dir/g122/env.sh"
-      bin=cudaipc-gst-bench
+      bin=$prog
     else
       # shellcheck disable=SC1091
       source "$g128/gst-1.28/env.sh"
       export GST_PLUGIN_PATH_1_0=$dir/g128/plugins GST_REGISTRY_1_0=$g128/registry.bin
       export LD_LIBRARY_PATH=$dir/g128/lib:$LD_LIBRARY_PATH
-      bin=$dir/g128/bin/cudaipc-gst-bench
+      bin=$dir/g128/bin/$prog
     fi
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
-    timeout -k 5 "$limit" "$bin" --gpu --formats="$formats" "$@" --json "$out/$name.json"
+    timeout -k 5 "$limit" "$bin" "$@"
   ) >"$log" 2>&1
   local rc=$?
   [ "$rc" -eq 0 ] || status=1
   printf '%-24s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$summary"
+}
+
+# gst VERSION NAME LIMIT ARGS...: one cudaipc-gst-bench run under GStreamer 1.VERSION.
+gst() {
+  local v=$1 name=$2 limit=$3
+  shift 3
+  under "$v" "$name" "$limit" cudaipc-gst-bench --gpu --formats="$formats" "$@" \
+    --json "$out/$name.json"
 }
 
 run_all() {  # run_all TAG (mps-off | mps-on)
@@ -74,6 +85,13 @@ run_all() {  # run_all TAG (mps-off | mps-on)
       [ -f "$dir/clip-1080p.h264" ] && clip=(--clip="$dir/clip-1080p.h264")
       gst "$v" "full-$v-$tag" 300 --frames="$frames" --warmup=30 --transports="$transports" \
         "${clip[@]}" ;;
+    esac
+    case " $what " in *" streams "*)
+      local secs=${STREAMS_SECONDS:-10}
+      under "$v" "streams16-$v-$tag" $((secs + 140)) cudaipc-gst-streams --streams=16 \
+        --width=1920 --height=1080 --seconds="$secs" --timeout=120
+      under "$v" "streams64-$v-$tag" $((secs + 140)) cudaipc-gst-streams --streams=64 \
+        --width=320 --height=240 --seconds="$secs" --timeout=120 ;;
     esac
   done
   case " $what " in *" floor "*)
@@ -118,9 +136,9 @@ for mode in ${BENCH_MPS:-off on}; do
   fi
 done
 [ -n "$g128" ] && rm -rf "$g128"
-for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/floor-*.txt "$out"/timeslice-*.txt; do
+for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/floor-*.txt "$out"/timeslice-*.txt "$out"/streams*.txt; do
   [ -f "$f" ] || continue
   echo "== $(basename "$f" .txt)"
-  grep -E '^\||FAIL|rror' "$f" | grep -v -- '---|' | cut -c1-330
+  grep -E '^\||FAIL|rror|^Consumer CPU|not run' "$f" | grep -v -- '---|' | cut -c1-330
 done
 exit "$status"
