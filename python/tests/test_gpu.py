@@ -104,7 +104,7 @@ def race_reads(path, read_one, frames=20):
     frame with `read_one(frame)`: a copy queued behind ~10 ms of GPU sleep, the frame released on
     the CPU at once. Unless the release is ordered after that copy on the GPU, the producer
     overwrites the slot before the copy reads it. Checks every copy."""
-    p = peer(path, 400, slots=2)
+    p = peer(path, 1_000_000, slots=2)  # runs until killed, never out of frames
     results = []
     with cudaipc.Consumer(path, mode="latest", timeout=60) as c, held_on_timeout(c):
         for f in c:
@@ -150,17 +150,38 @@ def test_release_waits_for_a_side_streams_kernels(path):
 
 def test_release_after_a_stream_through_the_array_interface(path):
     # __cuda_array_interface__ holds no lease: the frame's own release(stream=...) must hold the
-    # slot until the work on that stream has read it.
+    # slot until the work on that stream has read it. CuPy reads the interface (torch.as_tensor
+    # refuses its read-only flag, which is true: consumer mappings are read-only).
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    sleeper = torch.cuda.ExternalStream(stream.ptr)
+
     def read_one(f):
-        t = torch.as_tensor(f, device="cuda")  # CUDA array interface, zero-copy
-        assert t.data_ptr() == f.data_ptr
-        torch.cuda._sleep(20_000_000)
-        r = t.clone()
-        del t
-        f.release(stream=torch.cuda.current_stream())
+        with stream:
+            a = cupy.asarray(f)  # CUDA array interface, zero-copy
+            assert a.data.ptr == f.data_ptr
+            with torch.cuda.stream(sleeper):
+                torch.cuda._sleep(20_000_000)
+            r = a.copy()
+            del a
+        f.release(stream=stream.ptr)
         return r
 
     race_reads(path, read_one)
+
+
+def test_torch_refuses_the_read_only_array_interface_with_a_reason(path):
+    # What a torch user meets: torch.as_tensor refuses read-only CUDA array interfaces; DLPack is
+    # the way in (docs/python.md).
+    p = peer(path, 1)
+    with cudaipc.Consumer(path, timeout=60) as c, held_on_timeout(c):
+        f = next(iter(c))
+        assert f.__cuda_array_interface__["data"] == (f.data_ptr, True)
+        with pytest.raises(TypeError, match="read only"):
+            torch.as_tensor(f, device="cuda")
+        assert torch.equal(torch.from_dlpack(f), gpu_pattern(f.seq, (H, W, 4)))
+        f.release()
+    finish(p)
 
 
 def test_cupy_release_waits_for_cupys_stream(path):
