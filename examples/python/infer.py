@@ -90,6 +90,9 @@ def main() -> None:
     ap.add_argument("--mode", default="latest", choices=["latest", "every-frame"],
                     help="latest: skip frames the model could not keep up with")
     ap.add_argument("--report", type=float, default=1.0, help="seconds between reports")
+    ap.add_argument("--wait-for-consumer", type=float, default=0.0, metavar="SECONDS",
+                    help="before the first result, wait this long for a reader of the results "
+                         "(0: publish at once, and results nobody reads yet are not kept)")
     args = ap.parse_args()
     net = build_model()
     timer = GpuTimer()
@@ -105,6 +108,8 @@ def main() -> None:
                 if out is None:
                     caps = f"video/x-raw,format=RGBA,width={w},height={h},framerate=30/1"
                     out = cudaipc.Producer(args.output, memory="cuda", caps=caps)
+                    if args.wait_for_consumer > 0:
+                        out.wait_for_consumers(timeout=args.wait_for_consumer)
                 start = timer.start()
                 y = run_model(net, x)
                 timer.stop(start)

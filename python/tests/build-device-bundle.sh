@@ -41,14 +41,15 @@ GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale videorate app de
 nvcodec videoparsersbad" bash ../shared/tools/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
   "build/core/$soname" >/dev/null
 
-# A clip for the decoder pipeline: any H.264 encoder this machine's GStreamer has.
+# A clip for the decoder pipeline: any H.264 encoder this machine's GStreamer has, fed I420 so the
+# stream is 4:2:0 (x264enc picks 4:4:4 otherwise, which NVDEC does not decode).
 enc=
 for e in x264enc openh264enc; do
   if gst-inspect-1.0 "$e" >/dev/null 2>&1; then enc=$e; break; fi
 done
 if [ -n "$enc" ]; then
   gst-launch-1.0 -q videotestsrc num-buffers=300 pattern=ball \
-    ! video/x-raw,width=640,height=360,framerate=30/1 ! "$enc" ! h264parse \
+    ! video/x-raw,format=I420,width=640,height=360,framerate=30/1 ! "$enc" ! h264parse \
     ! video/x-h264,stream-format=byte-stream ! filesink location="$dist/media/clip.h264" \
     2>/dev/null
 else

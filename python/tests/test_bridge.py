@@ -76,13 +76,17 @@ def test_camera_pipeline_to_torch_and_back(tmp_path, source):
                                  f"socket-path={cam}", "wait-for-consumer=true", "sync=false",
                                  "block-timeout=30000000000"],
                                 env=env, stderr=subprocess.PIPE, text=True)
+    # --wait-for-consumer: the results' pipeline below gets every result, however long it takes
+    # to start (a live camera's 90 frames last 1.5 s; a first gst-launch can take longer).
     example = subprocess.Popen([sys.executable, EXAMPLE, cam, out, "--mode", "every-frame",
-                                "--report", "0.2"], stdout=subprocess.PIPE,
+                                "--report", "0.2", "--wait-for-consumer", "60"],
+                               stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     outof = None
     stdout = ""
     try:
-        # The results' pipeline joins once the example has made its channel (at its first frame).
+        # The results' pipeline joins once the example has made its channel (at its first frame)
+        # and is waiting for it.
         deadline = time.monotonic() + 90
         while not os.path.exists(out):
             assert example.poll() is None, f"the example exited early: {example.stderr.read()}"
@@ -99,10 +103,13 @@ def test_camera_pipeline_to_torch_and_back(tmp_path, source):
             _, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, f"{what}: {err}"
     finally:
-        for p in (cam_proc, example, outof):
+        # A process still running here is stuck: what it said is the diagnosis.
+        for p, what in ((cam_proc, "the camera"), (example, "the example"),
+                        (outof, "the cudaipcsrc pipeline")):
             if p is not None and p.poll() is None:
                 p.kill()
-                p.communicate()
+                _, err = p.communicate()
+                print(f"{what} did not finish and was killed; its stderr:\n{err}")
     print(stdout)
     done = [ln for ln in stdout.splitlines() if ln.startswith("done ")]
     assert done, stdout
@@ -110,11 +117,11 @@ def test_camera_pipeline_to_torch_and_back(tmp_path, source):
     assert int(stats["frames"]) == n  # every frame, every-frame mode
     for key in ("fps", "latency_p50_ms", "latency_p99_ms", "gpu_ms_p50"):
         assert float(stats[key]) > 0, f"{key} in {done[0]}"
-    # The cudaipcsrc pipeline joined after the example's first results and read the rest: the
-    # last m results, each whole, alpha 255, and its colours the model's output for its input.
+    # The example waited for the cudaipcsrc pipeline, which read every result: each whole, alpha
+    # 255, and its colours the model's output for its input.
     results = np.fromfile(result, dtype=np.uint8).reshape(-1, H, W, 4)
     m = len(results)
-    assert 0 < m <= n
+    assert m == n, f"{m} results of {n} frames"
     assert (results[..., 3] == 255).all()
     sys.path.insert(0, os.path.dirname(EXAMPLE))
     try:
