@@ -4,6 +4,8 @@
 
 #include <gst/gst.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,6 +44,44 @@ inline Ref<GstPad> pad_of(GstElement* pipe, const char* element, const char* pad
   GstPad* p = gst_element_get_static_pad(e.get(), pad);
   if (!p) throw std::runtime_error(std::string("no pad ") + element + ":" + pad);
   return Ref<GstPad>(p);
+}
+
+// Lets exactly `n` buffers out of `element`'s src pad, then ends the stream there: what
+// identity eos-after does, without its count differing between GStreamer versions and upstream
+// elements (a decoder keeps pushing, and gets EOS back from then on).
+inline void limit_buffers(GstElement* pipe, const char* element, std::uint64_t n) {
+  Ref<GstPad> pad = pad_of(pipe, element, "src");
+  auto* left = g_new(std::uint64_t, 1);  // the buffers still to let through; the probe frees it
+  *left = n;
+  gst_pad_add_probe(
+      pad.get(), GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad* p, GstPadProbeInfo*, gpointer data) -> GstPadProbeReturn {
+        auto* remaining = static_cast<std::uint64_t*>(data);
+        if (*remaining > 0) {
+          --*remaining;
+          return GST_PAD_PROBE_OK;
+        }
+        gst_pad_push_event(p, gst_event_new_eos());
+        return GST_PAD_PROBE_DROP;
+      },
+      left, g_free);
+}
+
+// Copies the named guint64 fields of `element`'s "stats" structure into `out` (as
+// prefix + field), where the element has such a property.
+template <typename Map>
+void read_stats(GstElement* pipe, const char* element, std::initializer_list<const char*> fields,
+                const std::string& prefix, Map* out) {
+  Ref<GstElement> e(gst_bin_get_by_name(GST_BIN(pipe), element));
+  if (!e || !g_object_class_find_property(G_OBJECT_GET_CLASS(e.get()), "stats")) return;
+  GstStructure* stats = nullptr;
+  g_object_get(e.get(), "stats", &stats, nullptr);
+  if (!stats) return;
+  for (const char* f : fields) {
+    guint64 v = 0;
+    if (gst_structure_get_uint64(stats, f, &v)) (*out)[prefix + f] = std::to_string(v);
+  }
+  gst_structure_free(stats);
 }
 
 inline std::string one_line(std::string s) {

@@ -467,6 +467,7 @@ int producer_role(const RunSpec& s) {
   if (s.feed) frames = make_frames(s);
   std::optional<Feeder> feeder;
   Pipeline pipe = launch(producer_launch(s));
+  if (s.upstream == "nvdec") limit_buffers(pipe.get(), "limit", s.total());
   if (frames) feeder.emplace(pipe.get(), *frames);
   // Live: each frame is numbered in system memory at the source (before any upload), and the
   // moment it enters the sink is kept here, so nothing is written into GPU memory on the way.
@@ -509,19 +510,7 @@ int producer_role(const RunSpec& s) {
   kv["window_frames"] = std::to_string(probe.next > s.warmup ? probe.next - s.warmup : 0);
   kv["stamp_copies"] = std::to_string(probe.copies);
   kv["stamp_failures"] = std::to_string(probe.stamp_failures);
-  {
-    Ref<GstElement> sink(gst_bin_get_by_name(GST_BIN(pipe.get()), "sink"));
-    if (g_object_class_find_property(G_OBJECT_GET_CLASS(sink.get()), "stats")) {
-      GstStructure* stats = nullptr;
-      g_object_get(sink.get(), "stats", &stats, nullptr);
-      guint64 v = 0;
-      if (stats && gst_structure_get_uint64(stats, "dropped", &v))
-        kv["sink_dropped"] = std::to_string(v);
-      if (stats && gst_structure_get_uint64(stats, "published", &v))
-        kv["sink_published"] = std::to_string(v);
-      if (stats) gst_structure_free(stats);
-    }
-  }
+  read_stats(pipe.get(), "sink", {"dropped", "published", "in-place", "copied"}, "sink_", &kv);
   write_samples(s.path("sent.u64"), sent);
   write_kv(s.path("producer.kv"), kv);
   // The sink stays up until the consumer has all it will get: some transports lose what is
@@ -553,6 +542,7 @@ int consumer_role(const RunSpec& s) {
   std::string error;
   BusEnd end = BusEnd::error;
   Pipeline pipe;
+  Kv src_stats;
   if (!wait_for_file(s.path("producer.ready"), deadline)) {
     error = "the producer never started its sink";
   } else {
@@ -583,13 +573,14 @@ int consumer_role(const RunSpec& s) {
     }
     // Where the last frame never came, the window ends here, before the teardown's own work.
     const std::uint64_t end_cpu = cpu_rusage_ns();
+    read_stats(pipe.get(), "src", {"gpu-waits", "gpu-releases"}, "src_", &src_stats);
     pipe.reset();  // joins the streaming thread: the probe's state is ours from here
     gst_object_unref(probe.src);
     if (probe.started && !probe.finished) probe.cpu1 = end_cpu;
   }
   // An error after the last frame is the producer going away (shmsrc reports it as one).
   const bool ok = probe.finished || end == BusEnd::eos || end == BusEnd::idle;
-  Kv kv;
+  Kv kv = src_stats;
   kv["ok"] = ok ? "1" : "0";
   kv["end"] = end_name(end);
   kv["error"] = error;
@@ -667,6 +658,7 @@ int baseline_role(const RunSpec& s) {
   if (s.feed) frames = make_frames(s);
   std::optional<Feeder> feeder;
   Pipeline pipe = launch(baseline_launch(s));
+  if (s.upstream == "nvdec") limit_buffers(pipe.get(), "limit", s.total());
   if (frames) feeder.emplace(pipe.get(), *frames);
   {
     Ref<GstPad> pad = pad_of(pipe.get(), "sink", "sink");

@@ -129,6 +129,14 @@ Row run_pair(const Transport& t, const RunSpec& s, double base_fps) {
   add_note(r, kv_get(r.consumer, "bad_why"));
   if (kv_u64(r.producer, "sink_dropped"))
     add_note(r, "sink dropped " + kv_get(r.producer, "sink_dropped"));
+  // Which path the frames took: rendered in place in slots or copied in by the sink, and how
+  // often the source's ordering put work on the GPU (each a context switch without MPS).
+  if (t.cuda && !kv_get(r.producer, "sink_copied").empty())
+    add_note(r, "sink in-place " + kv_get(r.producer, "sink_in-place") + " copied " +
+                    kv_get(r.producer, "sink_copied"));
+  if (t.cuda && !kv_get(r.consumer, "src_gpu-waits").empty())
+    add_note(r, "src gpu-waits " + kv_get(r.consumer, "src_gpu-waits") + " gpu-releases " +
+                    kv_get(r.consumer, "src_gpu-releases"));
   if (kv_u64(r.producer, "stamp_copies"))
     add_note(r, "stamping copied " + kv_get(r.producer, "stamp_copies") + " frames");
   if (!t.every_frame && r.lost) add_note(r, "newest-frame delivery: losses expected");

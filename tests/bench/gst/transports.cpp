@@ -26,10 +26,10 @@ std::string cuda_caps(const RunSpec& s) {
 
 std::string source(const RunSpec& s) {
   if (s.upstream == "nvdec")
-    // The clip has more than total() frames; identity lets eos-after + 1 buffers through.
+    // The clip has more than total() frames; the roles let total() out of "limit"
+    // (limit_buffers()).
     return "filesrc location=" + quoted(s.clip) +
-           " ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory) ! identity eos-after=" +
-           std::to_string(s.total() - 1);
+           " ! h264parse ! nvh264dec ! video/x-raw(memory:CUDAMemory) ! identity name=limit";
   char fg[16];
   std::snprintf(fg, sizeof fg, "0x%08x", kForeground);
   const std::string vsrc = std::string("videotestsrc name=vsrc is-live=") +
