@@ -31,7 +31,9 @@ GstStructure* source_stats(const ConsumerCounters& c, bool connected) {
       "cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected, "delivered", G_TYPE_UINT64,
       static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
       "producer-published", G_TYPE_UINT64, static_cast<guint64>(c.producer_published),
-      "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), nullptr);
+      "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), "gpu-waits",
+      G_TYPE_UINT64, static_cast<guint64>(c.gpu_waits), "gpu-releases", G_TYPE_UINT64,
+      static_cast<guint64>(c.gpu_releases), nullptr);
 }
 
 }  // namespace cudaipc::gst

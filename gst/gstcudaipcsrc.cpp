@@ -697,7 +697,10 @@ static void gst_cuda_ipc_ring_src_class_init(GstCudaIpcRingSrcClass* klass) {
   g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
-                         "connected, delivered, skipped, producer-published, producer-dropped",
+                         "connected, delivered, skipped, producer-published, producer-dropped; "
+                         "CUDA: gpu-waits (frames taken before the producer's GPU had written "
+                         "them) and gpu-releases (releases the GPU wrote after reads still "
+                         "queued), each a switch between processes on a GPU without MPS",
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 

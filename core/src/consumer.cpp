@@ -65,11 +65,18 @@ class ConsumerImpl {
   }
 
   bool connected() const noexcept { return conn_ != nullptr; }
-  ConsumerCounters counters() const {
-    ConsumerCounters c{delivered_, skipped_, 0, 0};
+  ConsumerCounters counters() {
+    ConsumerCounters c;
+    c.delivered = delivered_;
+    c.skipped = skipped_;
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    c.gpu_waits = past_gpu_waits_;
+    c.gpu_releases = past_gpu_releases_;
     if (conn_) {
       c.producer_published = conn_->cb().frames_published.load(std::memory_order_relaxed);
       c.producer_dropped = conn_->cb().frames_dropped.load(std::memory_order_relaxed);
+      c.gpu_waits += conn_->memory().gpu_waits();
+      c.gpu_releases += conn_->memory().gpu_releases();
     }
     return c;
   }
@@ -92,6 +99,9 @@ class ConsumerImpl {
   ConsumerOptions opts_;
   UniqueFd wake_fd_;    // eventfd: interrupt() breaks socket waits through it
   std::mutex conn_mu_;  // guards conn_ against interrupt(); only next()'s thread changes it
+  // Earlier connections' gpu_waits/gpu_releases (under conn_mu_).
+  std::uint64_t past_gpu_waits_ = 0;
+  std::uint64_t past_gpu_releases_ = 0;
   std::shared_ptr<ConsumerConnection> conn_;
   std::atomic<bool> interrupted_{false};
   std::atomic<std::uint32_t> local_wake_{0};
@@ -137,6 +147,10 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
   // The producer's own words (an eviction's reason) when they arrived already.
   lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "producer went away";
   std::lock_guard<std::mutex> lock(conn_mu_);
+  if (conn_) {
+    past_gpu_waits_ += conn_->memory().gpu_waits();
+    past_gpu_releases_ += conn_->memory().gpu_releases();
+  }
   conn_.reset();
 }
 

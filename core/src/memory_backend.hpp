@@ -127,6 +127,11 @@ class ConsumerMemory {
   virtual bool close() noexcept { return true; }
   // The CUstream a consumer's reads are ordered on (nullptr for host memory).
   virtual void* stream() const noexcept { return nullptr; }
+  // How often ordering took GPU work (CUDA): acquires that queued a wait because the frame was not
+  // written yet, releases the stream wrote because reads were still queued. Without MPS each is a
+  // switch between the two processes' contexts on the GPU.
+  virtual std::uint64_t gpu_waits() const noexcept { return 0; }
+  virtual std::uint64_t gpu_releases() const noexcept { return 0; }
   // Callers reading on streams of their own (CUDA; no-ops for host memory). order_reads: work
   // queued on `stream` from now on reads frame `seq` in `slot` only after the producer's write of
   // it landed (nothing is queued when the CPU already sees it landed). order_release_after: the

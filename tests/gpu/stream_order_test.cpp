@@ -121,6 +121,9 @@ TEST_F(StreamOrder, ReadsOnTheCallersStreamWaitForASlowWrite) {
   });
   EXPECT_EQ(frames, n);
   EXPECT_EQ(kernels_->counters(own()).bad, 0u);
+  // Each frame was taken while its 1 ms fill still ran: the acquires queued GPU waits, and the
+  // counters say so (the first may have landed before we woke).
+  EXPECT_GE(c->counters().gpu_waits, n / 2) << "of " << n << " frames";
   finished(*peer);
 }
 
@@ -140,6 +143,9 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   const gputest::Counters k = kernels_->counters(own());
   EXPECT_EQ(k.bad, 0u);
   EXPECT_EQ(k.changed, 0u);
+  // The releases came while the 2 ms reads were still queued: the consumer's stream wrote them
+  // (all of them, unless this thread slept through a read).
+  EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
   finished(*peer);
 }
 

@@ -318,6 +318,12 @@ TEST_F(ElementTest, StatsAfterARun) {
   EXPECT_EQ(src_skipped, 0u);
   EXPECT_EQ(producer_published, kFrames);
   EXPECT_EQ(producer_dropped, 0u);
+  // Host memory: the ordering counters are there and never count.
+  guint64 gpu_waits = 99, gpu_releases = 99;
+  EXPECT_TRUE(gst_structure_get_uint64(src.get(), "gpu-waits", &gpu_waits));
+  EXPECT_TRUE(gst_structure_get_uint64(src.get(), "gpu-releases", &gpu_releases));
+  EXPECT_EQ(gpu_waits, 0u);
+  EXPECT_EQ(gpu_releases, 0u);
 }
 
 }  // namespace

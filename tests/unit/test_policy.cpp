@@ -41,6 +41,9 @@ TEST(Policy, DropCountsEveryDroppedFrameAndKeepsSeqsDense) {
   }
   EXPECT_EQ(c.counters().producer_dropped, 6u);
   EXPECT_EQ(c.counters().delivered, 2u);
+  // Host memory: ordering never needs the GPU.
+  EXPECT_EQ(c.counters().gpu_waits, 0u);
+  EXPECT_EQ(c.counters().gpu_releases, 0u);
   // Room again: the next frame gets the next seq, drops used none.
   EXPECT_EQ(publish_next(p), PublishStatus::published);
   Frame f = next_frame(c);

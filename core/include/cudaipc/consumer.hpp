@@ -92,6 +92,11 @@ struct ConsumerCounters {
   std::uint64_t skipped = 0;
   std::uint64_t producer_published = 0;
   std::uint64_t producer_dropped = 0;
+  // CUDA channels, over every connection so far: frames whose acquire queued a GPU wait (not yet
+  // written when taken) and releases written by the consumer's stream (reads still queued). Each
+  // costs a switch between the processes' contexts on a GPU without MPS; zero is the fast path.
+  std::uint64_t gpu_waits = 0;
+  std::uint64_t gpu_releases = 0;
 };
 
 class Consumer {

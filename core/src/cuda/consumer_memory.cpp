@@ -260,6 +260,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
     }
     ScopedContext current(engine_->ctx->get());
     cuda::stream_wait(engine_->stream, ready_, t);
+    gpu_waits_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
@@ -279,6 +280,14 @@ class CudaConsumerMemory final : public ConsumerMemory {
     }
     if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
     cuda::stream_write(engine_->stream, done_[slot], cuda::seq32(seq));
+    gpu_releases_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::uint64_t gpu_waits() const noexcept override {
+    return gpu_waits_.load(std::memory_order_relaxed);
+  }
+  std::uint64_t gpu_releases() const noexcept override {
+    return gpu_releases_.load(std::memory_order_relaxed);
   }
 
   void producer_gone() noexcept override {
@@ -397,6 +406,9 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::atomic<bool> waited_{false};
   std::atomic<std::uint32_t> newest_wait_{0};
   std::atomic<bool> gone_{false};  // the producer is known dead
+  // Statistics only, read by any thread: relaxed.
+  std::atomic<std::uint64_t> gpu_waits_{0};
+  std::atomic<std::uint64_t> gpu_releases_{0};
 };
 
 }  // namespace
