@@ -124,6 +124,7 @@ TEST_F(StreamOrder, ReadsOnTheCallersStreamWaitForASlowWrite) {
   // Each frame was taken while its 1 ms fill still ran: the acquires queued GPU waits, and the
   // counters say so (the first may have landed before we woke).
   EXPECT_GE(c->counters().gpu_waits, n / 2) << "of " << n << " frames";
+  c.reset();  // the peer finishes once its consumer has gone
   finished(*peer);
 }
 
@@ -146,6 +147,7 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   // The releases came while the 2 ms reads were still queued: the consumer's stream wrote them
   // (all of them, unless this thread slept through a read).
   EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
+  c.reset();  // the peer finishes once its consumer has gone
   finished(*peer);
 }
 
