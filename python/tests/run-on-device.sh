@@ -4,7 +4,8 @@
 # here. Uses the machine's python3 (torch, cupy, numpy already installed); each test is limited to
 # CUDAIPC_TEST_TIMEOUT seconds (default 120). Logs, the JUnit report and the bench tables go to
 # $OUT (default build/python-device-out).
-#   python/tests/run-on-device.sh [--bench] [--tests-only] [DIST_DIR]   (default build/python-dist)
+#   python/tests/run-on-device.sh [--bench|--bench-only] [--tests-only] [DIST_DIR] [-- PYTEST_ARGS]
+#   (DIST_DIR: default build/python-dist; PYTEST_ARGS: default python/tests)
 # The carried GStreamer bundle (DIST_DIR/gst) is used for the gst-launch-1.0 pipelines only: this
 # process and the tests' Python keep the machine's own libraries (torch needs its libstdc++).
 set -uo pipefail
@@ -12,13 +13,16 @@ cd "$(dirname "$0")/../.."
 bench=0
 tests=1
 dist=build/python-dist
-for a in "$@"; do
-  case $a in
+tests_to_run=(python/tests)
+while [ $# -gt 0 ]; do
+  case $1 in
     --bench) bench=1 ;;
     --bench-only) bench=1; tests=0 ;;
     --tests-only) bench=0 ;;
-    *) dist=$a ;;
+    --) shift; tests_to_run=("$@"); break ;;
+    *) dist=$1 ;;
   esac
+  shift
 done
 dist=$(cd "$dist" && pwd)
 out=${OUT:-$PWD/build/python-device-out}
@@ -61,7 +65,7 @@ fi
 
 rc=0
 if [ "$tests" -eq 1 ]; then
-  "$py" -m pytest python/tests -v -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
+  "$py" -m pytest "${tests_to_run[@]}" -v -rA -p no:cacheprovider --junitxml="$out/pytest.xml" \
     2>&1 | tee "$out/pytest.log"
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 5 ] && rc=0
