@@ -291,8 +291,9 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
     if (!gst_cuda_load_library() ||
         !gst_cuda_ensure_element_context(GST_ELEMENT(self), s.device_id, &st->context)) {
       GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("No usable CUDA device (device %d): the NVIDIA driver or GPU is missing. "
-                         "Set ipc-mode=host to share frames in host memory instead.",
+                        ("No usable CUDA device (device %d): the NVIDIA driver or GPU is missing, "
+                         "or an MPS server refused another client (it serves at most 48 "
+                         "processes). Set ipc-mode=host to share frames in host memory instead.",
                          s.device_id),
                         ("gst_cuda_ensure_element_context failed"));
       return FALSE;

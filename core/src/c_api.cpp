@@ -371,7 +371,7 @@ int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
     require(c, "consumer");
     require(out, "out");
     *out = open_consumer(c).memory_kind() == cudaipc::MemoryKind::cuda ? CUDAIPC_MEMORY_CUDA
-                                                            : CUDAIPC_MEMORY_HOST;
+                                                                       : CUDAIPC_MEMORY_HOST;
   });
 }
 

@@ -115,8 +115,8 @@ void cudaipc_consumer_options_init(cudaipc_consumer_options* opts);
 
 int cudaipc_producer_new(const cudaipc_producer_options* opts, cudaipc_producer** out);
 void cudaipc_producer_free(cudaipc_producer* p);
-int cudaipc_producer_set_format(cudaipc_producer* p, const char* caps,
-                                const cudaipc_tensor* tensor, uint64_t max_frame_size);
+int cudaipc_producer_set_format(cudaipc_producer* p, const char* caps, const cudaipc_tensor* tensor,
+                                uint64_t max_frame_size);
 /* from_device: data is a CUdeviceptr (CUDA channels). *result may be NULL. */
 int cudaipc_producer_publish(cudaipc_producer* p, const void* data, uint64_t bytes,
                              const cudaipc_frame_info* info, int from_device,
@@ -184,8 +184,8 @@ int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaip
 uint64_t cudaipc_frame_seq(const cudaipc_frame* f);
 uintptr_t cudaipc_frame_data(const cudaipc_frame* f); /* tensor's first byte */
 uint64_t cudaipc_frame_size(const cudaipc_frame* f);
-void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts,
-                         uint64_t* duration, uint32_t* flags);
+void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts, uint64_t* duration,
+                         uint32_t* flags);
 const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f);
 /* The producer's CLOCK_MONOTONIC at publish (ns): publish-to-read latency on one machine. */
 uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f);
