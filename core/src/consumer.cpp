@@ -431,6 +431,10 @@ std::shared_ptr<const void> Frame::slot_memory() const noexcept {
   return slots_;
 }
 
+bool Frame::written() const noexcept {
+  return conn_ && conn_->memory().written(desc_.seq);
+}
+
 void Frame::release() noexcept {
   if (!conn_) return;
   conn_->release(slot_, desc_.seq);

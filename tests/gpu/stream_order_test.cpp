@@ -208,6 +208,27 @@ TEST_F(StreamOrder, RenderIntoABorrowedSlotOnTheCallersStream) {
   EXPECT_EQ(testing::field(r, "changed"), 0) << r;
 }
 
+// The producer publishes frame 1 at once and writes it 300 ms later; it is killed in between. The
+// death releases the consumer's GPU wait (its stream drains), and the frame says it was never
+// written, where before the kill it could not know.
+TEST_F(StreamOrder, AFrameTheProducerDiedBeforeWritingSaysSo) {
+  auto peer = producer_peer(4, 4, 300 * kMs);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  Event ev;
+  for (int i = 0; i < 100 && ev.type != EventType::frame; ++i) ev = c->next(30s);
+  ASSERT_EQ(ev.type, EventType::frame);
+  ASSERT_EQ(ev.frame.seq(), 1u);
+  EXPECT_TRUE(ev.frame.written());  // nothing says otherwise while the producer lives
+  peer->kill_hard();
+  ASSERT_TRUE(peer->wait_exit(30s));
+  // A CPU wait on the consumer's stream: it ends once the death watch has released the wait.
+  kernels_->counters(static_cast<CUstream>(c->cuda_stream()));
+  EXPECT_FALSE(ev.frame.written());
+  ev.frame.release();
+  EXPECT_FALSE(ev.frame.written());
+}
+
 // An idle stream needs no ordering: nothing is queued (the producer's stream stays idle too), and
 // written() follows the producer's own stream.
 TEST_F(StreamOrder, IdleStreamsQueueNothing) {

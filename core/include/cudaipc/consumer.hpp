@@ -42,6 +42,12 @@ class Frame {
   std::shared_ptr<const void> slot_memory() const noexcept;
   // Ends the lease (for CUDA, after recording the consumer's "done reading" event).
   void release() noexcept;
+  // False when the producer died before its GPU had written this frame (CUDA): the consumer let
+  // reads ordered after the frame run anyway, so its stream drains, and they saw an unwritten
+  // slot. True otherwise: the write landed, or will before reads ordered after it run. Ask after
+  // your reads have run (or after the disconnect) and drop their results when false. False once
+  // released.
+  bool written() const noexcept;
 
   // Reading on a CUstream of your own (CUDA channels; both are no-ops for host memory, and never
   // make the CPU wait). The stream must belong to the consumer's CUDA context (its device's

@@ -290,7 +290,23 @@ class CudaConsumerMemory final : public ConsumerMemory {
     return gpu_releases_.load(std::memory_order_relaxed);
   }
 
+  bool written(std::uint64_t seq) const noexcept override {
+    if (!gone_.load(std::memory_order_seq_cst)) return true;
+    return cuda::reached(written_at_death_.load(std::memory_order_seq_cst), cuda::seq32(seq));
+  }
+
   void producer_gone() noexcept override {
+    // What the producer itself wrote, read before anything below raises `ready` for it. Callers
+    // may race (the death watch, close()); each reads before its own raise, so the lowest value
+    // read is the producer's true progress.
+    if (page_) {
+      const std::uint32_t r = page_->ready.load(std::memory_order_seq_cst);
+      std::uint32_t seen = written_at_death_.load(std::memory_order_seq_cst);
+      while ((!death_noted_.load(std::memory_order_seq_cst) || !cuda::reached(r, seen)) &&
+             !written_at_death_.compare_exchange_weak(seen, r, std::memory_order_seq_cst)) {
+      }
+      death_noted_.store(true, std::memory_order_seq_cst);
+    }
     gone_.store(true, std::memory_order_seq_cst);
     if (!page_ || !waited_.load(std::memory_order_seq_cst)) return;
     cuda::raise(page_->ready, newest_wait_.load(std::memory_order_seq_cst));
@@ -406,6 +422,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::atomic<bool> waited_{false};
   std::atomic<std::uint32_t> newest_wait_{0};
   std::atomic<bool> gone_{false};  // the producer is known dead
+  // The producer's own `ready` when it was found dead (valid once death_noted_): frames after it
+  // were never written.
+  std::atomic<std::uint32_t> written_at_death_{0};
+  std::atomic<bool> death_noted_{false};
   // Statistics only, read by any thread: relaxed.
   std::atomic<std::uint64_t> gpu_waits_{0};
   std::atomic<std::uint64_t> gpu_releases_{0};
