@@ -399,6 +399,9 @@ const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f) {
 uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f) {
   return f ? f->f.desc().publish_time_ns : 0;
 }
+int cudaipc_frame_written(const cudaipc_frame* f) {
+  return f && f->f.written() ? 1 : 0;
+}
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   if (!f) return nullptr;
   if (size) *size = f->f.desc().user_meta_size;

@@ -208,6 +208,14 @@ class Frame:
         return f"cuda:{s.device_id}" if s.cuda else "cpu"
 
     @property
+    def written(self) -> bool:
+        """False for a CUDA frame the producer died before writing: the consumer let work ordered
+        after it run anyway (so nothing hangs), and that work read an unwritten slot; drop its
+        results. True otherwise. Ask after your GPU work on the frame has run; raises once the
+        frame is released."""
+        return bool(lib.cudaipc_frame_written(self._live()))
+
+    @property
     def released(self) -> bool:
         """Whether this frame's own hold was given back (tensors made from it keep theirs)."""
         return self._h is None

@@ -183,6 +183,7 @@ _PROTOS = {
                                    POINTER(c_uint32)]),
     "cudaipc_frame_tensor": (POINTER(Tensor), [_P]),
     "cudaipc_frame_publish_time": (c_uint64, [_P]),
+    "cudaipc_frame_written": (c_int, [_P]),
     "cudaipc_frame_release": (None, [_P]),
     "cudaipc_last_error_code": (_I, []),
     "cudaipc_consumer_close": (None, [_P]),

@@ -83,10 +83,13 @@ def test_released_frame(path):
         p.wait_for_consumers()
         p.publish(pattern(1, (4,), np.uint8))
         f = c.next()
+        assert f.written  # host frames are written before they are published
         f.release()
         f.release()
         with pytest.raises(cudaipc.ClosedError, match="frame 1 was released"):
             f.numpy()
+        with pytest.raises(cudaipc.ClosedError):
+            f.written
         with pytest.raises(cudaipc.ClosedError):
             f.__dlpack__()
         assert f.shape == (4,)  # the description stays readable

@@ -121,9 +121,9 @@ int consume(const Args& a) {
   const gputest::Counters c = kernels.counters(last);
   const ConsumerCounters cc = consumer.counters();
   say("RESULT frames=" + std::to_string(frames) + " bad=" + std::to_string(c.bad - excluded_bad) +
-      " unwritten=" + std::to_string(unwritten) +
-      " changed=" + std::to_string(c.changed) + " formats=" + std::to_string(formats) +
-      " skipped=" + std::to_string(cc.skipped) + " disconnects=" + std::to_string(disconnects));
+      " unwritten=" + std::to_string(unwritten) + " changed=" + std::to_string(c.changed) +
+      " formats=" + std::to_string(formats) + " skipped=" + std::to_string(cc.skipped) +
+      " disconnects=" + std::to_string(disconnects));
   return 0;
 }
 

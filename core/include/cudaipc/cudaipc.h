@@ -189,6 +189,9 @@ void cudaipc_frame_times(const cudaipc_frame* f, uint64_t* pts, uint64_t* dts, u
 const cudaipc_tensor* cudaipc_frame_tensor(const cudaipc_frame* f);
 /* The producer's CLOCK_MONOTONIC at publish (ns): publish-to-read latency on one machine. */
 uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f);
+/* 0 for a CUDA frame the producer died before writing (reads ordered after it saw an unwritten
+ * slot: drop their results), 1 otherwise. Ask after your reads have run. */
+int cudaipc_frame_written(const cudaipc_frame* f);
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size);
 /* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
  * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
