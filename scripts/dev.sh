@@ -133,7 +133,11 @@ case "$cmd" in
   test)
     install_deps
     if [ "${2:-}" = "--sanitize" ]; then
-      configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=false
+      # UBSan's vptr check tests memory through a pipe on each new type it meets; in a process
+      # out of file descriptors (the fd-limit tests make one on purpose) that pipe fails and the
+      # check reports a valid object as a bad vptr. The rest of UBSan and ASan stay on.
+      configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=false \
+        -Dcpp_args=-fno-sanitize=vptr
       # gst-launch-1.0 and gst-inspect-1.0 are not instrumented and cannot load an ASan-built
       # plugin: the suites that run them (suite gst-launch) are left out here.
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
