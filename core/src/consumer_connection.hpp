@@ -68,8 +68,8 @@ class ConsumerConnection {
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;
-  pid_t producer_pid_ =
-      0;  // SO_PEERCRED's: 0 when the producer is in a PID namespace we cannot see
+  // SO_PEERCRED's: 0 when the producer is in a PID namespace we cannot see.
+  pid_t producer_pid_ = 0;
   UniqueFd producer_pidfd_;  // empty where the kernel gives none
   int wake_fd_ = -1;
   Mapping control_;

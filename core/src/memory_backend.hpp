@@ -131,11 +131,11 @@ class ConsumerMemory {
   // written yet, releases the stream wrote because reads were still queued. Without MPS each is a
   // switch between the two processes' contexts on the GPU.
   virtual std::uint64_t gpu_waits() const noexcept { return 0; }
+  virtual std::uint64_t gpu_releases() const noexcept { return 0; }
   // False only for a frame the producer died before writing: its GPU wait was released by the
   // death, so reads ordered after it saw an unwritten slot. Host frames are written before they
   // are published.
   virtual bool written(std::uint64_t /*seq*/) const noexcept { return true; }
-  virtual std::uint64_t gpu_releases() const noexcept { return 0; }
   // Callers reading on streams of their own (CUDA; no-ops for host memory). order_reads: work
   // queued on `stream` from now on reads frame `seq` in `slot` only after the producer's write of
   // it landed (nothing is queued when the CPU already sees it landed). order_release_after: the

@@ -296,17 +296,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   }
 
   void producer_gone() noexcept override {
-    // What the producer itself wrote, read before anything below raises `ready` for it. Callers
-    // may race (the death watch, close()); each reads before its own raise, so the lowest value
-    // read is the producer's true progress.
-    if (page_) {
-      const std::uint32_t r = page_->ready.load(std::memory_order_seq_cst);
-      std::uint32_t seen = written_at_death_.load(std::memory_order_seq_cst);
-      while ((!death_noted_.load(std::memory_order_seq_cst) || !cuda::reached(r, seen)) &&
-             !written_at_death_.compare_exchange_weak(seen, r, std::memory_order_seq_cst)) {
-      }
-      death_noted_.store(true, std::memory_order_seq_cst);
-    }
+    if (page_) note_written_at_death(page_->ready.load(std::memory_order_seq_cst));
     gone_.store(true, std::memory_order_seq_cst);
     if (!page_ || !waited_.load(std::memory_order_seq_cst)) return;
     cuda::raise(page_->ready, newest_wait_.load(std::memory_order_seq_cst));
@@ -367,6 +357,20 @@ class CudaConsumerMemory final : public ConsumerMemory {
 
   bool producer_dead() const noexcept {
     return producer_pidfd_ >= 0 && process_exited(producer_pidfd_);
+  }
+
+  // `ready` as a producer_gone() caller read it before its own raise. Callers may race (the death
+  // watch, close()), and a later one may read a value an earlier one raised: the lowest value any
+  // of them read is what the producer itself wrote.
+  void note_written_at_death(std::uint32_t ready) noexcept {
+    std::uint32_t kept = written_at_death_.load(std::memory_order_seq_cst);
+    const auto lower = [&] {
+      return !death_noted_.load(std::memory_order_seq_cst) || !cuda::reached(ready, kept);
+    };
+    while (lower() &&
+           !written_at_death_.compare_exchange_weak(kept, ready, std::memory_order_seq_cst)) {
+    }
+    death_noted_.store(true, std::memory_order_seq_cst);
   }
 
   // The newest frame this stream waits for: what producer_gone() stores for it.
