@@ -118,7 +118,8 @@ int cudaipc_last_error_code(void) {
 }
 
 void cudaipc_producer_options_init(cudaipc_producer_options* o) {
-  *o = cudaipc_producer_options{nullptr, 4, CUDAIPC_MEMORY_HOST, CUDAIPC_BLOCK, 0, 0};
+  *o = cudaipc_producer_options{nullptr, 4, CUDAIPC_MEMORY_HOST,      CUDAIPC_BLOCK,
+                                0,       0, cudaipc::kDefaultMetaSize};
 }
 
 void cudaipc_consumer_options_init(cudaipc_consumer_options* o) {
@@ -141,6 +142,7 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
                                                           : cudaipc::FullPolicy::block;
     if (o->block_timeout_ns) opts.block_timeout = to_duration(o->block_timeout_ns);
     opts.cuda.device = o->cuda_device;
+    opts.meta_size = o->meta_size;
     auto h = std::make_unique<cudaipc_producer>();
     h->slot_streams.reserve(4);
     h->p = std::make_unique<cudaipc::Producer>(opts);
@@ -402,6 +404,21 @@ uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f) {
 int cudaipc_frame_written(const cudaipc_frame* f) {
   return f && f->f.written() ? 1 : 0;
 }
+const uint8_t* cudaipc_frame_metas(const cudaipc_frame* f, uint32_t* size) {
+  if (size) *size = f ? f->f.metas_size() : 0;
+  return f ? f->f.metas() : nullptr;
+}
+
+uint8_t* cudaipc_producer_slot_metas(cudaipc_producer* p, uint32_t* capacity) {
+  const bool has = p && p->borrowed && p->borrowed.metas();
+  if (capacity) *capacity = has ? p->borrowed.metas_capacity() : 0;
+  return has ? p->borrowed.metas() : nullptr;
+}
+
+uint32_t cudaipc_producer_meta_size(const cudaipc_producer* p) {
+  return p ? p->p->meta_size() : 0;
+}
+
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   if (!f) return nullptr;
   if (size) *size = f->f.desc().user_meta_size;

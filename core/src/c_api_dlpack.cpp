@@ -524,13 +524,15 @@ void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, ui
 }
 
 int cudaipc_producer_publish_capsule(cudaipc_producer* p, void* capsule, void* stream,
-                                     uint32_t flags, uint64_t pts, uint64_t duration) {
+                                     uint32_t flags, uint64_t pts, uint64_t duration,
+                                     const void* metas, uint32_t metas_size) {
   cudaipc_publish result = CUDAIPC_PUBLISHED;
   bool versioned = false;
   void* managed = nullptr;
   int rc = guard([&] { managed = managed_of(capsule, &versioned); });
   if (rc != CUDAIPC_OK) return -rc;
-  cudaipc_frame_info info{pts, CUDAIPC_NO_TIME, duration, 0, nullptr, nullptr, 0};
+  cudaipc_frame_info info{pts, CUDAIPC_NO_TIME, duration,  0, nullptr, nullptr,
+                          0,   metas,           metas_size};
   const uint32_t f =
       (flags & ~CUDAIPC_DLPACK_VERSIONED) | (versioned ? CUDAIPC_DLPACK_VERSIONED : 0);
   bool taken = false;

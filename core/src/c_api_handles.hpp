@@ -138,6 +138,8 @@ inline FrameInfo to_info(const cudaipc_frame_info* in) {
   info.tensor = reinterpret_cast<const TensorDesc*>(in->tensor);
   info.user_meta = in->user_meta;
   info.user_meta_size = in->user_meta_size;
+  info.metas = in->metas;
+  info.metas_size = in->metas_size;
   return info;
 }
 

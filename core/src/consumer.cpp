@@ -9,6 +9,7 @@
 #include <bitset>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "clock.hpp"
 #include "consumer_connection.hpp"
@@ -248,6 +249,11 @@ bool ConsumerImpl::try_acquire(Event& ev) {
       validate(f.desc_.tensor, gen->slots->slot_size());
       if (f.desc_.user_meta_size > kMaxUserMeta)
         throw Error(Errc::protocol, "frame user metadata size out of range");
+      if (f.desc_.metas_bytes > conn_->meta_size())
+        throw Error(Errc::protocol, "frame " + std::to_string(t) + " claims " +
+                                        std::to_string(f.desc_.metas_bytes) +
+                                        " bytes of metas in a meta area of " +
+                                        std::to_string(conn_->meta_size()));
       if (g != reported_gen_) {
         // The format comes before its first frame; the frame is taken again on the next call.
         conn_->unlease(bit);
@@ -264,6 +270,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
     }
     f.slot_ = slot;
     f.conn_ = conn_;
+    f.metas_ = f.desc_.metas_bytes ? conn_->metas(slot) : nullptr;
     if (!conn_->memory().on_acquire(slot, t, deadline_)) {
       // cpu_wait: the frame was not written by the deadline. Taken again on the next call.
       f.conn_.reset();
@@ -413,6 +420,7 @@ Frame::Frame(Frame&& o) noexcept
       slots_(std::move(o.slots_)),
       base_(o.base_),
       slot_(o.slot_),
+      metas_(std::exchange(o.metas_, nullptr)),
       desc_(o.desc_) {}
 
 Frame& Frame::operator=(Frame&& o) noexcept {
@@ -422,6 +430,7 @@ Frame& Frame::operator=(Frame&& o) noexcept {
     slots_ = std::move(o.slots_);
     base_ = o.base_;
     slot_ = o.slot_;
+    metas_ = std::exchange(o.metas_, nullptr);
     desc_ = o.desc_;
   }
   return *this;
@@ -439,6 +448,7 @@ void Frame::release() noexcept {
   if (!conn_) return;
   conn_->release(slot_, desc_.seq);
   slots_.reset();
+  metas_ = nullptr;
   conn_.reset();
 }
 

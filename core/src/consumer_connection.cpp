@@ -77,6 +77,20 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   if (cb_->block_size != sizeof(ControlBlock) || cb_->slot_count != w.slot_count ||
       cb_->memory_kind != static_cast<std::uint32_t>(w.memory))
     throw Error(Errc::protocol, "control block header disagrees with the welcome message");
+  // Read once: the bounds checked are the bounds used.
+  const std::uint64_t meta_size = cb_->meta_size, meta_offset = cb_->meta_offset,
+                      meta_stride = cb_->meta_stride;
+  if (meta_size > kMaxMetaSize || meta_stride < meta_size || meta_offset < sizeof(ControlBlock) ||
+      meta_offset > w.control_size ||
+      (meta_stride != 0 && (w.control_size - meta_offset) / meta_stride < w.slot_count))
+    throw Error(Errc::protocol, "control block places the meta areas (" +
+                                    std::to_string(meta_size) + " bytes each, every " +
+                                    std::to_string(meta_stride) + " from " +
+                                    std::to_string(meta_offset) + ") outside its " +
+                                    std::to_string(w.control_size) + " bytes");
+  meta_base_ = static_cast<const std::uint8_t*>(control_.data()) + meta_offset;
+  meta_stride_ = meta_stride;
+  meta_size_ = static_cast<std::uint32_t>(meta_size);
   page_map_ = Mapping(w.page_fd.get(), w.page_size, true);
   page_ = static_cast<ConnPage*>(page_map_.data());
   if (page_->magic != kPageMagic || page_->version != kLayoutVersion ||

@@ -58,6 +58,11 @@ class ConsumerConnection {
   }
   const std::vector<Generation>& generations() const noexcept { return gens_; }
   MemoryKind memory_kind() const noexcept { return memory_->kind(); }
+  // Slot i's meta area and its size (checked against the mapped region at connect).
+  const std::uint8_t* metas(std::uint32_t slot) const noexcept {
+    return meta_base_ + meta_stride_ * slot;
+  }
+  std::uint32_t meta_size() const noexcept { return meta_size_; }
   ConsumerMemory& memory() const noexcept { return *memory_; }
   int socket() const noexcept { return sock_.get(); }
 
@@ -74,6 +79,9 @@ class ConsumerConnection {
   int wake_fd_ = -1;
   Mapping control_;
   ControlBlock* cb_ = nullptr;
+  const std::uint8_t* meta_base_ = nullptr;
+  std::uint64_t meta_stride_ = 0;
+  std::uint32_t meta_size_ = 0;
   Mapping page_map_;
   ConnPage* page_ = nullptr;
   std::uint32_t slot_count_ = 0;

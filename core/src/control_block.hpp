@@ -4,6 +4,9 @@
 // connection page (conn_page.hpp). Fixed layout with a magic and a version; every field is read
 // by other processes through atomics with explicit ordering, and checked before use.
 //
+// Each slot's meta area (docs/metas.md) follows the block in the same memfd, so it is sealed and
+// mapped read-only with it and needs no descriptor or message of its own.
+//
 // Publication protocol (seq numbers start at 1 and are never reused within a producer run):
 //   producer: slots[i].seq = 0 (seq_cst) -> read every page's leases (seq_cst) -> write slot + desc
 //             -> slots[i].seq = t (release) -> ring[t % kRing] = t<<8|i (release)
@@ -23,7 +26,7 @@
 namespace cudaipc {
 
 inline constexpr std::uint64_t kControlMagic = 0x3243504941445543ull;  // "CUDAIPC2"
-inline constexpr std::uint32_t kLayoutVersion = 3;
+inline constexpr std::uint32_t kLayoutVersion = 4;
 inline constexpr std::uint32_t kMaxSlots = 32;
 inline constexpr std::uint32_t kMaxConsumers = 32;
 inline constexpr std::uint32_t kRing = 64;  // > kMaxSlots: a ring entry outlives its slot's reuse
@@ -46,7 +49,11 @@ struct ControlBlock {
   std::uint32_t slot_count;
   std::uint32_t max_consumers;
   std::uint32_t memory_kind;
-  std::uint32_t reserved;
+  // Slot i's meta area: meta_size bytes at meta_offset + i * meta_stride from the region's start
+  // (after the block, page-aligned). The region is sized to hold every slot's.
+  std::uint32_t meta_size;
+  std::uint64_t meta_offset;
+  std::uint64_t meta_stride;
 
   alignas(64) std::atomic<std::uint32_t> frame_futex;  // bumped on publish, eos, format, close
   // Set while the producer sleeps waiting for a release: releasing consumers then wake it.

@@ -32,6 +32,10 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
                     " exceeds the slot count " + std::to_string(opts_.slots));
   if (opts_.lease_timeout.count() < 0)
     throw Error(Errc::invalid_argument, "lease_timeout must not be negative");
+  if (opts_.meta_size > kMaxMetaSize)
+    throw Error(Errc::invalid_argument, "meta_size " + std::to_string(opts_.meta_size) +
+                                            " exceeds the limit of " +
+                                            std::to_string(kMaxMetaSize) + " bytes per slot");
   path_ = opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path;
   slot_count_ = opts_.slots;
   max_leases_ = opts_.max_leases_per_consumer != 0 ? opts_.max_leases_per_consumer
@@ -72,7 +76,17 @@ ProducerImpl::~ProducerImpl() {
 
 void ProducerImpl::create_control_block() {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  std::size_t size = (sizeof(ControlBlock) + page - 1) / page * page;
+  const auto round_up = [](std::size_t n, std::size_t to) { return (n + to - 1) / to * to; };
+  const std::size_t meta_offset = round_up(sizeof(ControlBlock), page);
+  // Areas of 64 KiB and up start on their own pages; small ones on cache lines.
+  const std::size_t meta_stride =
+      opts_.meta_size >= page ? round_up(opts_.meta_size, page) : round_up(opts_.meta_size, 64);
+  // Pages of the memfd are only backed once written: unused meta space costs address space.
+  const std::size_t size = round_up(meta_offset + meta_stride * slot_count_, page);
+  if (size > 0xffffffffu)
+    throw Error(Errc::invalid_argument, "meta areas of " + std::to_string(meta_stride) +
+                                            " bytes for " + std::to_string(slot_count_) +
+                                            " slots exceed the 4 GiB producer region");
   control_fd_ = make_memfd("cudaipc-control", size);
   control_map_ = Mapping(control_fd_.get(), size, true);
   // From here on no other mapping of it can be writable: consumers read, only we write.
@@ -84,6 +98,11 @@ void ProducerImpl::create_control_block() {
   cb_->slot_count = slot_count_;
   cb_->max_consumers = opts_.max_consumers;
   cb_->memory_kind = static_cast<std::uint32_t>(memory_->kind());
+  cb_->meta_size = opts_.meta_size;
+  cb_->meta_offset = meta_offset;
+  cb_->meta_stride = meta_stride;
+  metas_ = static_cast<std::uint8_t*>(control_map_.data()) + meta_offset;
+  meta_stride_ = meta_stride;
 }
 
 void ProducerImpl::wake_consumers(bool everyone) {
@@ -235,6 +254,8 @@ WriteSlot ProducerImpl::begin_frame(PublishStatus* status) {
       ws.address_ = slots_->address(writing_slot_);
       ws.capacity_ = slots_->slot_size();
       ws.index_ = writing_slot_;
+      ws.metas_ = opts_.meta_size ? metas_ + meta_stride_ * writing_slot_ : nullptr;
+      ws.metas_capacity_ = opts_.meta_size;
       return ws;
     }
     log_holdback(now);
@@ -276,7 +297,15 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
   if (info.user_meta_size > kMaxUserMeta)
     throw Error(Errc::invalid_argument, "user metadata of " + std::to_string(info.user_meta_size) +
                                             " bytes exceeds " + std::to_string(kMaxUserMeta));
+  if (info.metas_size > opts_.meta_size)
+    throw Error(Errc::invalid_argument,
+                "metas of " + std::to_string(info.metas_size) + " bytes exceed the meta area of " +
+                    std::to_string(opts_.meta_size) + " bytes (ProducerOptions::meta_size)");
+  if (info.metas_size && !info.metas)
+    throw Error(Errc::invalid_argument, "metas_size without metas");
   const std::uint32_t i = ws.index_;
+  std::uint8_t* area = metas_ + meta_stride_ * i;
+  if (info.metas_size && info.metas != area) std::memcpy(area, info.metas, info.metas_size);
   const std::uint64_t seq = seq_ + 1;
   memory_->end_write(i, seq);
   seq_ = seq;
@@ -289,6 +318,7 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
   d.flags = info.flags;
   d.tensor = tensor;
   d.user_meta_size = info.user_meta_size;
+  d.metas_bytes = info.metas_size;
   if (info.user_meta_size) std::memcpy(d.user_meta, info.user_meta, info.user_meta_size);
   d.publish_time_ns = monotonic_ns();
   slot_seq_[i] = seq;
@@ -394,7 +424,9 @@ WriteSlot::WriteSlot(WriteSlot&& o) noexcept
     : owner_(std::exchange(o.owner_, nullptr)),
       address_(o.address_),
       capacity_(o.capacity_),
-      index_(o.index_) {}
+      index_(o.index_),
+      metas_(o.metas_),
+      metas_capacity_(o.metas_capacity_) {}
 
 WriteSlot& WriteSlot::operator=(WriteSlot&& o) noexcept {
   if (this != &o) {
@@ -403,6 +435,8 @@ WriteSlot& WriteSlot::operator=(WriteSlot&& o) noexcept {
     address_ = o.address_;
     capacity_ = o.capacity_;
     index_ = o.index_;
+    metas_ = o.metas_;
+    metas_capacity_ = o.metas_capacity_;
   }
   return *this;
 }
@@ -465,6 +499,9 @@ void* Producer::cuda_stream() const {
 }
 int Producer::cuda_device() const {
   return impl_->memory().device();
+}
+std::uint32_t Producer::meta_size() const {
+  return impl_->opts_.meta_size;
 }
 void Producer::write_after(void* stream) {
   impl_->memory().write_after(stream);

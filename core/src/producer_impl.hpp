@@ -142,6 +142,8 @@ class ProducerImpl {
   UniqueFd control_fd_;
   Mapping control_map_;
   ControlBlock* cb_ = nullptr;
+  std::uint8_t* metas_ = nullptr;  // slot 0's meta area, in the control region
+  std::size_t meta_stride_ = 0;
   std::uint32_t slot_count_ = 0;
   std::uint32_t max_leases_ = 0;
   std::uint64_t valid_mask_ = 0;

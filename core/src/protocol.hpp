@@ -25,7 +25,7 @@
 namespace cudaipc {
 
 inline constexpr std::uint32_t kWireMagic = 0x43504943;  // "CIPC"
-inline constexpr std::uint32_t kProtocolVersion = 3;
+inline constexpr std::uint32_t kProtocolVersion = 4;
 
 enum class MsgType : std::uint32_t {
   hello = 1,

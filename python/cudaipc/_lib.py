@@ -58,6 +58,7 @@ class ProducerOptions(Structure):
         ("on_full", c_int),
         ("block_timeout_ns", c_uint64),
         ("cuda_device", c_int),
+        ("meta_size", c_uint32),
     ]
 
 
@@ -80,6 +81,8 @@ class FrameInfo(Structure):
         ("tensor", POINTER(Tensor)),
         ("user_meta", c_void_p),
         ("user_meta_size", c_uint32),
+        ("metas", c_void_p),
+        ("metas_size", c_uint32),
     ]
 
 
@@ -251,7 +254,7 @@ frame_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(("cudaipc_frame_dlpack_c
 slot_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(
     ("cudaipc_producer_slot_dlpack_capsule", lib))
 # (producer, capsule, stream, flags, pts, duration) -> publish result, or -status.
-publish_capsule = _PY(_I, _P, ctypes.py_object, _P, c_uint32, c_uint64, c_uint64)(
+publish_capsule = _PY(_I, _P, ctypes.py_object, _P, c_uint32, c_uint64, c_uint64, _P, c_uint32)(
     ("cudaipc_producer_publish_capsule", lib))
 capsule_describe = _PY(_I, ctypes.py_object, POINTER(Tensor), POINTER(c_int32), POINTER(c_int32))(
     ("cudaipc_capsule_describe", lib))

@@ -304,11 +304,11 @@ class Producer:
         if want_caps != self._format_caps:
             self._format_for(capsule, caps)
         r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                             _NO_TIME if duration is None else duration)
+                             _NO_TIME if duration is None else duration, None, 0)
         if r == _NEEDS_FORMAT:
             self._format_for(capsule, caps)
             r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                                 _NO_TIME if duration is None else duration)
+                                 _NO_TIME if duration is None else duration, None, 0)
         if r < 0:
             _lib.check(-r, f"publishing on {self.path}")
         return r == _lib.PUBLISHED or self._status(r)

@@ -25,9 +25,11 @@ class FakeProducer {
  public:
   static constexpr std::uint32_t kSlots = 4;
   static constexpr std::uint64_t kSlotBytes = 4096;
+  static constexpr std::uint32_t kMetaBytes = 4096;  // each slot's meta area
+  static constexpr std::size_t kMetaOffset = (sizeof(ControlBlock) + 4095) / 4096 * 4096;
 
   explicit FakeProducer(const std::string& path) : listen_(listen_unix(path, 0600, std::nullopt)) {
-    const std::size_t size = (sizeof(ControlBlock) + 4095) / 4096 * 4096;
+    const std::size_t size = kMetaOffset + kSlots * kMetaBytes;
     control_fd_ = make_memfd("fake-control", size);
     control_ = Mapping(control_fd_.get(), size, true);
     seal_memfd(control_fd_.get(), false);
@@ -38,6 +40,9 @@ class FakeProducer {
     cb_->slot_count = kSlots;
     cb_->max_consumers = 4;
     cb_->memory_kind = static_cast<std::uint32_t>(MemoryKind::host);
+    cb_->meta_size = kMetaBytes;
+    cb_->meta_offset = kMetaOffset;
+    cb_->meta_stride = kMetaBytes;
     page_fd_ = make_memfd("fake-page", 4096);
     page_ = Mapping(page_fd_.get(), 4096, true);
     seal_memfd(page_fd_.get(), false);

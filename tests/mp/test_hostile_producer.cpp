@@ -114,6 +114,33 @@ TEST_F(HostileProducer, ControlBlockNotASealedMemfd) {
                Errc::protocol, "unsealed");
 }
 
+TEST_F(HostileProducer, MetaAreasPastTheControlRegion) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().meta_stride = ~std::uint64_t{0} / 2;  // slot 1's area wraps past the end
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "meta areas");
+}
+
+TEST_F(HostileProducer, MetaAreaLargerThanItsStride) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().meta_size = FakeProducer::kMetaBytes * 2;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "meta areas");
+}
+
+TEST_F(HostileProducer, MetaAreaInsideTheControlBlock) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().meta_offset = 64;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "meta areas");
+}
+
 TEST_F(HostileProducer, WelcomeAnnouncesTooManySlots) {
   EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
                  FakeProducer::expect_message(fd);
@@ -169,7 +196,7 @@ TEST_F(HostileProducer, MessageWithOtherProtocolVersion) {
                  // A producer of layout/protocol version 1 (before core v2).
                  send_message(fd, message(2, std::vector<std::uint8_t>(24), kWireMagic, 1));
                }),
-               Errc::version_mismatch, "protocol version 1, this build speaks 3");
+               Errc::version_mismatch, "protocol version 1, this build speaks 4");
 }
 
 TEST_F(HostileProducer, TruncatedWelcome) {
@@ -300,6 +327,15 @@ TEST_F(HostileProducer, UserMetaSize9999) {
                Errc::protocol, "user metadata");
 }
 
+TEST_F(HostileProducer, FrameClaimsMoreMetasThanItsArea) {
+  EXPECT_ERROR(next_error([](FakeProducer& f) {
+                 FrameDesc d = f.good_desc(1);
+                 d.metas_bytes = FakeProducer::kMetaBytes + 1;
+                 f.publish_raw(1, 0, 0, d);
+               }),
+               Errc::protocol, "bytes of metas");
+}
+
 TEST_F(HostileProducer, DescriptorOfAnotherFrame) {
   EXPECT_ERROR(next_error([](FakeProducer& f) { f.publish_raw(1, 0, 0, f.good_desc(7)); }),
                Errc::protocol, "describes frame 7");
@@ -330,7 +366,13 @@ TEST_F(HostileProducer, HonestFakeIsAccepted) {
   FakeProducer fake(path_);
   fake.run_honest_handshake();
   Consumer c(options());
-  fake.publish_raw(1, 0, 0, fake.good_desc(1));
+  // Metas filling the whole area are within bounds.
+  FrameDesc d = fake.good_desc(1);
+  d.metas_bytes = FakeProducer::kMetaBytes;
+  auto* area = reinterpret_cast<std::uint8_t*>(&fake.cb()) + FakeProducer::kMetaOffset;
+  for (std::uint32_t i = 0; i < FakeProducer::kMetaBytes; ++i)
+    area[i] = static_cast<std::uint8_t>(i * 7);
+  fake.publish_raw(1, 0, 0, d);
   Event ev = c.next(5s);
   ASSERT_EQ(ev.type, EventType::format);
   EXPECT_EQ(ev.format.caps, "test/fake");
@@ -338,6 +380,10 @@ TEST_F(HostileProducer, HonestFakeIsAccepted) {
   ASSERT_EQ(ev.type, EventType::frame);
   EXPECT_EQ(ev.frame.seq(), 1u);
   EXPECT_EQ(ev.frame.size(), 1024u);
+  EXPECT_EQ(ev.frame.metas_size(), FakeProducer::kMetaBytes);
+  ASSERT_NE(ev.frame.metas(), nullptr);
+  for (std::uint32_t i = 0; i < FakeProducer::kMetaBytes; ++i)
+    ASSERT_EQ(ev.frame.metas()[i], static_cast<std::uint8_t>(i * 7)) << "byte " << i;
 }
 
 // Core v2, finding 5: a producer that announces a generation and drips (or withholds) its format

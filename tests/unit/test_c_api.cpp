@@ -61,7 +61,20 @@ TEST(CApi, RoundTrip) {
   std::vector<std::uint8_t> buf(1000);
   fill_pattern(buf.data(), buf.size(), 1);
   const char meta[] = "hello";
-  cudaipc_frame_info info{100, 90, 33, 2, nullptr, meta, sizeof meta};
+  // Metas are opaque bytes to the core: a pattern with the frame's index stands in for records.
+  std::vector<std::uint8_t> metas1(3000);
+  fill_pattern(metas1.data(), metas1.size(), 101);
+  EXPECT_EQ(po.meta_size, 65536u);
+  EXPECT_EQ(cudaipc_producer_meta_size(p), 65536u);
+  cudaipc_frame_info info{100,
+                          90,
+                          33,
+                          2,
+                          nullptr,
+                          meta,
+                          sizeof meta,
+                          metas1.data(),
+                          static_cast<uint32_t>(metas1.size())};
   cudaipc_publish result = CUDAIPC_DROPPED;
   ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), buf.size(), &info, 0, &result), CUDAIPC_OK)
       << cudaipc_last_error();
@@ -74,7 +87,19 @@ TEST(CApi, RoundTrip) {
   ASSERT_NE(addr, 0u);
   EXPECT_GE(capacity, 1000u);
   fill_pattern(reinterpret_cast<void*>(addr), 1000, 2);
-  ASSERT_EQ(cudaipc_producer_commit(p, nullptr), CUDAIPC_OK) << cudaipc_last_error();
+  // Metas encoded in place in the borrowed slot's area: committed without a copy.
+  uint32_t meta_capacity = 0;
+  uint8_t* area = cudaipc_producer_slot_metas(p, &meta_capacity);
+  ASSERT_NE(area, nullptr);
+  EXPECT_EQ(meta_capacity, 65536u);
+  fill_pattern(area, meta_capacity, 102);
+  cudaipc_frame_info in_place{};
+  in_place.pts = in_place.dts = in_place.duration = CUDAIPC_NO_TIME;
+  in_place.metas = area;
+  in_place.metas_size = meta_capacity;
+  ASSERT_EQ(cudaipc_producer_commit(p, &in_place), CUDAIPC_OK) << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_producer_slot_metas(p, &meta_capacity), nullptr);
+  EXPECT_EQ(meta_capacity, 0u);
   ASSERT_EQ(cudaipc_producer_end_of_stream(p), CUDAIPC_OK);
 
   cudaipc_event ev;
@@ -98,6 +123,11 @@ TEST(CApi, RoundTrip) {
     uint32_t flags, meta_size = 0;
     cudaipc_frame_times(f, &pts, &dts, &dur, &flags);
     const void* m = cudaipc_frame_user_meta(f, &meta_size);
+    uint32_t metas_size = 0;
+    const uint8_t* metas = cudaipc_frame_metas(f, &metas_size);
+    ASSERT_NE(metas, nullptr);
+    ASSERT_EQ(metas_size, seq == 1 ? 3000u : 65536u);
+    EXPECT_EQ(check_pattern(metas, metas_size, 100 + seq), metas_size);
     if (seq == 1) {
       EXPECT_EQ(pts, 100u);
       EXPECT_EQ(dts, 90u);

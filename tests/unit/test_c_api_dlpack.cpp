@@ -271,7 +271,7 @@ TEST(CApiDlpack, PublishedTensorsLandAndAreHandedBackOnce) {
   EXPECT_EQ(id, 0);
   ch.format(described);
 
-  cudaipc_frame_info info{42, CUDAIPC_NO_TIME, 5, 0, nullptr, nullptr, 0};
+  cudaipc_frame_info info{42, CUDAIPC_NO_TIME, 5, 0, nullptr, nullptr, 0, nullptr, 0};
   ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, &a.versioned, CUDAIPC_DLPACK_VERSIONED, nullptr,
                                             &info, &r),
             CUDAIPC_OK)
@@ -371,7 +371,8 @@ TEST(CApiDlpack, BorrowedSlotExportsAsAWritableTensor) {
     EXPECT_EQ(v->dl_tensor.shape[1], kCols);
     fill_pattern(v->dl_tensor.data, bytes, 100 + seq);
     delete_tensor<cudaipc_dl_managed_tensor_versioned>(out);
-    cudaipc_frame_info info{seq, CUDAIPC_NO_TIME, CUDAIPC_NO_TIME, 0, nullptr, nullptr, 0};
+    cudaipc_frame_info info{seq, CUDAIPC_NO_TIME, CUDAIPC_NO_TIME, 0, nullptr, nullptr, 0,
+                            nullptr, 0};
     ASSERT_EQ(cudaipc_producer_commit(ch.p, &info), CUDAIPC_OK) << cudaipc_last_error();
     cudaipc_frame_view view;
     cudaipc_frame* f = ch.next(&view);

@@ -179,11 +179,14 @@ TEST_F(Protocol, MalformedHeaders) {
   auto bad_magic = msg(1, {0, 0, 0, 0});
   bad_magic[0] ^= 0xff;
   expect_error(decode_error(bad_magic, noop), Errc::protocol, "bad message magic");
-  // A peer from before core v2, or before GPU semaphores, is named with both versions.
+  // A peer from before core v2, before GPU semaphores, or before meta areas is named with both
+  // versions.
   expect_error(decode_error(msg(1, {0, 0, 0, 0}, 1), noop), Errc::version_mismatch,
-               "protocol version 1, this build speaks 3");
+               "protocol version 1, this build speaks 4");
   expect_error(decode_error(msg(1, {0, 0, 0, 0}, 2), noop), Errc::version_mismatch,
-               "protocol version 2, this build speaks 3");
+               "protocol version 2, this build speaks 4");
+  expect_error(decode_error(msg(1, {0, 0, 0, 0}, 3), noop), Errc::version_mismatch,
+               "protocol version 3, this build speaks 4");
   auto lying = msg(1, {0, 0, 0, 0});
   lying[12] = 9;
   expect_error(decode_error(lying, noop), Errc::protocol, "does not match");

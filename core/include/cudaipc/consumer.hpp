@@ -36,6 +36,11 @@ class Frame {
   }
   std::uint64_t size() const noexcept { return desc_.tensor.size; }
   std::uint32_t slot() const noexcept { return slot_; }
+  // The frame's meta area as the producer wrote it (cudaipc/metas.hpp reads it): desc().metas_bytes
+  // bytes of host memory, mapped read-only, checked to lie within the slot's area. Valid while
+  // the frame is held; nullptr when the frame has no metas.
+  const std::uint8_t* metas() const noexcept { return metas_; }
+  std::uint32_t metas_size() const noexcept { return metas_ ? desc_.metas_bytes : 0; }
   // Keeps the slot set this frame lives in mapped (not its lease) for as long as the returned
   // handle lives, and tells sets apart: a wrapper made once per slot and reused frame after frame
   // (cudaipcsrc's buffer pool) holds it. Empty once released.
@@ -68,6 +73,7 @@ class Frame {
   std::shared_ptr<ConsumerSlots> slots_;
   std::uintptr_t base_ = 0;
   std::uint32_t slot_ = 0;
+  const std::uint8_t* metas_ = nullptr;
   FrameDesc desc_{};
 };
 

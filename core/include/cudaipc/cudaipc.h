@@ -76,6 +76,7 @@ typedef struct {
   cudaipc_full_policy on_full;
   uint64_t block_timeout_ns; /* 0: 1 s */
   int cuda_device;           /* producer: ordinal; consumer: -1 = the producer's */
+  uint32_t meta_size;        /* bytes of meta area per slot (docs/metas.md); init: 65536 */
 } cudaipc_producer_options;
 
 typedef struct {
@@ -92,6 +93,10 @@ typedef struct {
   const cudaipc_tensor* tensor; /* NULL: the format's */
   const void* user_meta;
   uint32_t user_meta_size;
+  /* The frame's meta area (docs/metas.md): metas_size bytes copied into the slot's area, or none
+   * copied when metas is the borrowed slot's own area (cudaipc_producer_slot_metas). */
+  const void* metas;
+  uint32_t metas_size;
 } cudaipc_frame_info;
 
 typedef struct cudaipc_producer cudaipc_producer;
@@ -128,6 +133,11 @@ int cudaipc_producer_publish(cudaipc_producer* p, const void* data, uint64_t byt
 int cudaipc_producer_begin(cudaipc_producer* p, uintptr_t* address, uint64_t* capacity,
                            cudaipc_publish* result);
 int cudaipc_producer_commit(cudaipc_producer* p, const cudaipc_frame_info* info);
+/* The borrowed slot's meta area (host memory), to encode records in place; NULL (and *capacity 0)
+ * without a borrowed slot or with a meta_size of 0. */
+uint8_t* cudaipc_producer_slot_metas(cudaipc_producer* p, uint32_t* capacity);
+/* Bytes of meta area per slot. */
+uint32_t cudaipc_producer_meta_size(const cudaipc_producer* p);
 int cudaipc_producer_abort(cudaipc_producer* p);
 int cudaipc_producer_end_of_stream(cudaipc_producer* p);
 /* Wakes publishes and begins blocked on a full ring (they return CUDAIPC_INTERRUPTED_PUBLISH), and
@@ -193,6 +203,9 @@ uint64_t cudaipc_frame_publish_time(const cudaipc_frame* f);
  * slot: drop their results), 1 otherwise. Ask after your reads have run. */
 int cudaipc_frame_written(const cudaipc_frame* f);
 const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size);
+/* The frame's meta area as the producer wrote it (docs/metas.md), read-only, valid until the frame
+ * is released; NULL (and *size 0) when the frame has none. */
+const uint8_t* cudaipc_frame_metas(const cudaipc_frame* f, uint32_t* size);
 /* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
  * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
 void cudaipc_frame_release(cudaipc_frame* f);
@@ -328,10 +341,12 @@ void* cudaipc_frame_dlpack_capsule(cudaipc_frame* f, void* stream, uint32_t flag
 /* cudaipc_producer_slot_dlpack, in a new capsule. */
 void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags);
 /* cudaipc_producer_publish_dlpack of the tensor in a DLPack capsule (renamed "used_..." when
- * taken), with only pts and duration (ns or CUDAIPC_NO_TIME) to say: returns the cudaipc_publish
- * result (>= 0), or minus the error status (cudaipc_last_error says why). */
+ * taken), with only pts and duration (ns or CUDAIPC_NO_TIME) and the frame's encoded metas
+ * (metas_size bytes, or NULL and 0) to say: returns the cudaipc_publish result (>= 0), or minus the
+ * error status (cudaipc_last_error says why). */
 int cudaipc_producer_publish_capsule(cudaipc_producer* p, void* capsule, void* stream,
-                                     uint32_t flags, uint64_t pts, uint64_t duration);
+                                     uint32_t flags, uint64_t pts, uint64_t duration,
+                                     const void* metas, uint32_t metas_size);
 /* cudaipc_dlpack_describe of the tensor in a DLPack capsule (not consumed). */
 int cudaipc_capsule_describe(void* capsule, cudaipc_tensor* out, int32_t* device_type,
                              int32_t* device_id);

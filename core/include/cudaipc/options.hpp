@@ -52,6 +52,9 @@ struct ProducerOptions {
   // The most frames one consumer may hold at once; 0: slots - 1 (at least 1), so one stuck
   // consumer never takes the whole ring.
   std::uint32_t max_leases_per_consumer = 0;
+  // Bytes of meta area beside each slot (docs/metas.md), in host memory for every memory kind:
+  // 0 .. kMaxMetaSize (frame.hpp). Consumers map it read-only.
+  std::uint32_t meta_size = 64 * 1024;
 };
 
 struct ConsumerOptions {

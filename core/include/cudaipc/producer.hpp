@@ -51,6 +51,10 @@ class WriteSlot {
   void* data() const noexcept { return reinterpret_cast<void*>(address_); }
   std::uint64_t capacity() const noexcept { return capacity_; }
   std::uint32_t index() const noexcept { return index_; }
+  // The slot's meta area (host memory, ProducerOptions::meta_size bytes): encode records here and
+  // commit with FrameInfo::metas = metas() to publish them without a copy.
+  std::uint8_t* metas() const noexcept { return metas_; }
+  std::uint32_t metas_capacity() const noexcept { return metas_capacity_; }
 
  private:
   friend class ProducerImpl;
@@ -58,6 +62,8 @@ class WriteSlot {
   std::uintptr_t address_ = 0;
   std::uint64_t capacity_ = 0;
   std::uint32_t index_ = 0;
+  std::uint8_t* metas_ = nullptr;
+  std::uint32_t metas_capacity_ = 0;
 };
 
 class Producer {
@@ -106,6 +112,8 @@ class Producer {
   void* cuda_stream() const;
   // The CUDA device ordinal slots live on; -1 for host memory.
   int cuda_device() const;
+  // Bytes of meta area per slot (ProducerOptions::meta_size).
+  std::uint32_t meta_size() const;
 
   // Writing from a CUstream of your own (CUDA channels; no-ops for host memory, whose copies are
   // done when publish() returns). Neither makes the CPU wait, and neither queues anything when the
