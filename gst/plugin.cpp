@@ -4,11 +4,11 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
-#include "cuda_glue.h"
-#include "gstcudaipcsink.h"
-#include "gstcudaipcsrc.h"
-#include "log_bridge.h"
-#include "tensor_meta.h"
+#include "elements/gstcudaipcsink.h"
+#include "elements/gstcudaipcsrc.h"
+#include "elements/log_bridge.h"
+#include "memory/cuda_glue.h"
+#include "metas/tensor_meta.h"
 
 static gboolean plugin_init(GstPlugin* plugin) {
   const int loaded = cudaipc::gst::loaded_gstcuda_minor();

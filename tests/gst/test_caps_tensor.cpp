@@ -1,6 +1,6 @@
 // Caps ⇄ tensor mapping (gst/caps_tensor.h) without loading the plugin: every supported video
 // format and tensor dtype, the wire round trip, and malformed input from either side.
-#include "caps_tensor.h"
+#include "format/caps_tensor.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 
 #include <memory>
 
-#include "caps_tensor.h"
-#include "cuda_glue.h"
-#include "slot_pool.h"
+#include "format/caps_tensor.h"
+#include "memory/cuda_glue.h"
+#include "memory/slot_pool.h"
 
 namespace cudaipc::gst {
 

@@ -1,4 +1,4 @@
-#include "cuda_glue.h"
+#include "memory/cuda_glue.h"
 
 #include <dlfcn.h>
 #include <limits.h>

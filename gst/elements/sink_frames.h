@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <string>
 
-#include "caps_tensor.h"
-#include "cuda_glue.h"
 #include "cudaipc/producer.hpp"
-#include "time_sync.h"
+#include "format/caps_tensor.h"
+#include "format/time_sync.h"
+#include "memory/cuda_glue.h"
 
 namespace cudaipc::gst {
 

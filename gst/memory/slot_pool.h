@@ -12,8 +12,8 @@
 #include <memory>
 #include <mutex>
 
-#include "cuda_glue.h"
 #include "cudaipc/producer.hpp"
+#include "memory/cuda_glue.h"
 
 namespace cudaipc::gst {
 

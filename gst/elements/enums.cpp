@@ -1,4 +1,4 @@
-#include "enums.h"
+#include "elements/enums.h"
 
 namespace {
 

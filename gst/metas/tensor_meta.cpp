@@ -1,4 +1,4 @@
-#include "tensor_meta.h"
+#include "metas/tensor_meta.h"
 
 #include <algorithm>
 

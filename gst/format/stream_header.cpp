@@ -1,4 +1,4 @@
-#include "stream_header.h"
+#include "format/stream_header.h"
 
 namespace cudaipc::gst {
 namespace {

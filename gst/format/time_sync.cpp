@@ -1,4 +1,4 @@
-#include "time_sync.h"
+#include "format/time_sync.h"
 
 #include <time.h>
 

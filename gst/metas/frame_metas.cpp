@@ -1,9 +1,9 @@
-#include "frame_metas.h"
+#include "metas/frame_metas.h"
 
 #include <algorithm>
 
-#include "tensor_meta.h"
-#include "time_sync.h"
+#include "format/time_sync.h"
+#include "metas/tensor_meta.h"
 
 namespace cudaipc::gst {
 namespace {

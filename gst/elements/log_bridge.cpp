@@ -1,4 +1,4 @@
-#include "log_bridge.h"
+#include "elements/log_bridge.h"
 
 #include <gst/gst.h>
 

@@ -1,8 +1,8 @@
-#include "frame_copy.h"
+#include "memory/frame_copy.h"
 
 #include <algorithm>
 
-#include "caps_tensor.h"
+#include "format/caps_tensor.h"
 
 namespace cudaipc::gst {
 namespace {

@@ -17,7 +17,7 @@
  * gst-launch-1.0 cudaipcsrc socket-path=/tmp/cam0 mode=every-frame ! fakesink
  * ]|
  */
-#include "gstcudaipcsrc.h"
+#include "elements/gstcudaipcsrc.h"
 
 #include <gst/video/video.h>
 
@@ -27,18 +27,18 @@
 #include <memory>
 #include <string>
 
-#include "caps_tensor.h"
-#include "cuda_glue.h"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
-#include "element_errors.h"
-#include "element_stats.h"
-#include "enums.h"
-#include "frame_copy.h"
-#include "frame_metas.h"
-#include "frame_pool.h"
-#include "src_format.h"
-#include "time_sync.h"
+#include "elements/element_errors.h"
+#include "elements/element_stats.h"
+#include "elements/enums.h"
+#include "format/caps_tensor.h"
+#include "format/src_format.h"
+#include "format/time_sync.h"
+#include "memory/cuda_glue.h"
+#include "memory/frame_copy.h"
+#include "memory/frame_pool.h"
+#include "metas/frame_metas.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_src_debug);
 #define GST_CAT_DEFAULT gst_cuda_ipc_ring_src_debug

@@ -1,9 +1,9 @@
-#include "src_format.h"
+#include "format/src_format.h"
 
 #include <algorithm>
 
-#include "caps_tensor.h"
-#include "stream_header.h"
+#include "format/caps_tensor.h"
+#include "format/stream_header.h"
 
 namespace cudaipc::gst {
 

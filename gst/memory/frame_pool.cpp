@@ -1,9 +1,9 @@
-#include "frame_pool.h"
+#include "memory/frame_pool.h"
 
 #include <array>
 #include <mutex>
 
-#include "frame_metas.h"
+#include "metas/frame_metas.h"
 
 namespace cudaipc::gst {
 namespace {

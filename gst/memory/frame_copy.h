@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda_glue.h"
 #include "cudaipc/consumer.hpp"
-#include "src_format.h"
+#include "format/src_format.h"
+#include "memory/cuda_glue.h"
 
 namespace cudaipc::gst {
 

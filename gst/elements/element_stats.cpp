@@ -1,4 +1,4 @@
-#include "element_stats.h"
+#include "elements/element_stats.h"
 
 namespace cudaipc::gst {
 

@@ -17,7 +17,7 @@
  *     socket-path=/tmp/cam0
  * ]|
  */
-#include "gstcudaipcsink.h"
+#include "elements/gstcudaipcsink.h"
 
 #include <grp.h>
 #include <gst/video/video.h>
@@ -32,18 +32,18 @@
 #include <optional>
 #include <string>
 
-#include "caps_tensor.h"
-#include "cuda_glue.h"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
-#include "element_errors.h"
-#include "element_stats.h"
-#include "enums.h"
-#include "sink_allocation.h"
-#include "sink_frames.h"
-#include "slot_pool.h"
-#include "stream_header.h"
-#include "time_sync.h"
+#include "elements/element_errors.h"
+#include "elements/element_stats.h"
+#include "elements/enums.h"
+#include "elements/sink_frames.h"
+#include "format/caps_tensor.h"
+#include "format/stream_header.h"
+#include "format/time_sync.h"
+#include "memory/cuda_glue.h"
+#include "memory/sink_allocation.h"
+#include "memory/slot_pool.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_sink_debug);
 #define GST_CAT_DEFAULT gst_cuda_ipc_ring_sink_debug

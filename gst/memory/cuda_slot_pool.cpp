@@ -9,8 +9,8 @@
 #include <memory>
 #include <mutex>
 
-#include "caps_tensor.h"
-#include "slot_pool.h"
+#include "format/caps_tensor.h"
+#include "memory/slot_pool.h"
 
 #if GST_CHECK_VERSION(1, 24, 0)
 

@@ -1,10 +1,10 @@
-#include "slot_pool.h"
+#include "memory/slot_pool.h"
 
 #include <mutex>
 #include <string>
 
-#include "caps_tensor.h"
 #include "cudaipc/error.hpp"
+#include "format/caps_tensor.h"
 
 GST_DEBUG_CATEGORY(cudaipc_slot_pool_debug);
 #define GST_CAT_DEFAULT cudaipc_slot_pool_debug

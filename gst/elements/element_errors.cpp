@@ -1,4 +1,4 @@
-#include "element_errors.h"
+#include "elements/element_errors.h"
 
 #include <gst/base/gstbasesrc.h>
 

@@ -1,4 +1,4 @@
-#include "sink_allocation.h"
+#include "memory/sink_allocation.h"
 
 namespace cudaipc::gst {
 

@@ -1,4 +1,4 @@
-#include "caps_tensor.h"
+#include "format/caps_tensor.h"
 
 #include <algorithm>
 #include <climits>

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "cuda_glue.h"
 #include "cudaipc/consumer.hpp"
+#include "memory/cuda_glue.h"
 
 namespace cudaipc::gst {
 

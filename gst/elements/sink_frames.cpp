@@ -1,4 +1,4 @@
-#include "sink_frames.h"
+#include "elements/sink_frames.h"
 
 #include <algorithm>
 #include <cstring>
