@@ -7,7 +7,9 @@ GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
       "cudaipcsink-stats", "published", G_TYPE_UINT64, static_cast<guint64>(ps.published),
       "dropped", G_TYPE_UINT64, static_cast<guint64>(ps.dropped), "consumers", G_TYPE_UINT,
       static_cast<guint>(ps.consumers.size()), "in-place", G_TYPE_UINT64, counts.in_place, "copied",
-      G_TYPE_UINT64, counts.copied, nullptr);
+      G_TYPE_UINT64, counts.copied, "metas-sent", G_TYPE_UINT64, counts.metas_sent,
+      "metas-oversized", G_TYPE_UINT64, counts.metas_oversized, "metas-unsupported", G_TYPE_UINT64,
+      counts.metas_unsupported, nullptr);
   GValue list = G_VALUE_INIT;
   g_value_init(&list, GST_TYPE_ARRAY);
   for (const auto& c : ps.consumers) {
@@ -26,14 +28,16 @@ GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
   return s;
 }
 
-GstStructure* source_stats(const ConsumerCounters& c, bool connected) {
+GstStructure* source_stats(const ConsumerCounters& c, bool connected, const SourceMetaCounts& m) {
   return gst_structure_new(
       "cudaipcsrc-stats", "connected", G_TYPE_BOOLEAN, connected, "delivered", G_TYPE_UINT64,
       static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64, static_cast<guint64>(c.skipped),
       "producer-published", G_TYPE_UINT64, static_cast<guint64>(c.producer_published),
       "producer-dropped", G_TYPE_UINT64, static_cast<guint64>(c.producer_dropped), "gpu-waits",
       G_TYPE_UINT64, static_cast<guint64>(c.gpu_waits), "gpu-releases", G_TYPE_UINT64,
-      static_cast<guint64>(c.gpu_releases), nullptr);
+      static_cast<guint64>(c.gpu_releases), "metas-received", G_TYPE_UINT64, m.received,
+      "metas-unknown", G_TYPE_UINT64, m.unknown, "metas-bad", G_TYPE_UINT64, m.bad,
+      "metas-filtered", G_TYPE_UINT64, m.filtered, nullptr);
 }
 
 }  // namespace cudaipc::gst

@@ -38,57 +38,24 @@
 #include "elements/element_stats.h"
 #include "elements/enums.h"
 #include "elements/sink_frames.h"
+#include "elements/sink_settings.h"
 #include "format/caps_tensor.h"
 #include "format/stream_header.h"
 #include "format/time_sync.h"
 #include "memory/cuda_glue.h"
 #include "memory/sink_allocation.h"
 #include "memory/slot_pool.h"
+#include "metas/meta_encoder.h"
+#include "metas/meta_filter.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_sink_debug);
 #define GST_CAT_DEFAULT gst_cuda_ipc_ring_sink_debug
 
 using namespace cudaipc;
 using namespace cudaipc::gst;
+using namespace cudaipc::gst::sink;
 
 namespace {
-
-enum {
-  PROP_0,
-  PROP_SOCKET_PATH,
-  PROP_NUM_SLOTS,
-  PROP_DEVICE_ID,
-  PROP_IPC_MODE,
-  PROP_POLICY,
-  PROP_BLOCK_TIMEOUT,
-  PROP_WAIT_FOR_CONSUMER,
-  PROP_SOCKET_MODE,
-  PROP_ALLOWED_GROUP,
-  PROP_MAX_CONSUMERS,
-  PROP_STATS,
-};
-
-constexpr guint kDefaultSlots = 4;
-constexpr gint kDefaultDeviceId = -1;
-constexpr guint64 kDefaultBlockTimeout = GST_SECOND;
-constexpr guint kDefaultSocketMode = 0600;
-constexpr guint kDefaultMaxConsumers = 16;
-// The core's limits (its control block has room for this many slots and consumers).
-constexpr guint kMaxSlots = 32;
-constexpr guint kMaxConsumers = 32;
-
-struct Settings {
-  std::string socket_path;
-  guint num_slots = kDefaultSlots;
-  gint device_id = kDefaultDeviceId;
-  GstCudaIpcRingMode ipc_mode = GST_CUDA_IPC_RING_MODE_AUTO;
-  GstCudaIpcRingPolicy policy = GST_CUDA_IPC_RING_POLICY_BLOCK;
-  guint64 block_timeout = kDefaultBlockTimeout;
-  bool wait_for_consumer = false;
-  guint socket_mode = kDefaultSocketMode;
-  std::string allowed_group;
-  guint max_consumers = kDefaultMaxConsumers;
-};
 
 struct SinkState {
   Settings settings;  // under the object lock
@@ -111,6 +78,10 @@ struct SinkState {
   // Which path frames took into their slots (stats): written there by upstream, or copied.
   std::atomic<std::uint64_t> in_place{0}, copied{0};
   bool warned_lent = false;
+  // The buffers' metas into each slot's meta area (metas/meta_encoder.h).
+  MetaFilter meta_filter;
+  std::atomic<std::uint64_t> metas_sent{0}, metas_oversized{0}, metas_unsupported{0};
+  bool warned_oversized = false;
 
   // unlock()/unlock_stop() against a render() waiting for a consumer.
   std::mutex mu;
@@ -136,48 +107,10 @@ static bool uses_cuda(const Settings& s) {
 static void gst_cuda_ipc_ring_sink_set_property(GObject* object, guint prop_id, const GValue* value,
                                                 GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SINK(object);
-  Settings& s = self->st->settings;
   GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-    case PROP_SOCKET_PATH: {
-      const gchar* p = g_value_get_string(value);
-      s.socket_path = p ? p : "";
-      break;
-    }
-    case PROP_NUM_SLOTS:
-      s.num_slots = g_value_get_uint(value);
-      break;
-    case PROP_DEVICE_ID:
-      s.device_id = g_value_get_int(value);
-      break;
-    case PROP_IPC_MODE:
-      s.ipc_mode = static_cast<GstCudaIpcRingMode>(g_value_get_enum(value));
-      break;
-    case PROP_POLICY:
-      s.policy = static_cast<GstCudaIpcRingPolicy>(g_value_get_enum(value));
-      break;
-    case PROP_BLOCK_TIMEOUT:
-      s.block_timeout = g_value_get_uint64(value);
-      break;
-    case PROP_WAIT_FOR_CONSUMER:
-      s.wait_for_consumer = g_value_get_boolean(value);
-      break;
-    case PROP_SOCKET_MODE:
-      s.socket_mode = g_value_get_uint(value);
-      break;
-    case PROP_ALLOWED_GROUP: {
-      const gchar* g = g_value_get_string(value);
-      s.allowed_group = g ? g : "";
-      break;
-    }
-    case PROP_MAX_CONSUMERS:
-      s.max_consumers = g_value_get_uint(value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
-  }
+  const bool known = set_sink_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 static void gst_cuda_ipc_ring_sink_get_property(GObject* object, guint prop_id, GValue* value,
@@ -191,47 +124,15 @@ static void gst_cuda_ipc_ring_sink_get_property(GObject* object, guint prop_id, 
     if (st->producer) ps = st->producer->stats();
     ps.dropped += st->lent_drops.load();
     GST_OBJECT_UNLOCK(self);
-    g_value_take_boxed(value, sink_stats(ps, SinkCounts{st->in_place.load(), st->copied.load()}));
+    SinkCounts counts{st->in_place.load(), st->copied.load(), st->metas_sent.load(),
+                      st->metas_oversized.load(), st->metas_unsupported.load()};
+    g_value_take_boxed(value, sink_stats(ps, counts));
     return;
   }
-  const Settings& s = st->settings;
   GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-    case PROP_SOCKET_PATH:
-      g_value_set_string(value, s.socket_path.empty() ? nullptr : s.socket_path.c_str());
-      break;
-    case PROP_NUM_SLOTS:
-      g_value_set_uint(value, s.num_slots);
-      break;
-    case PROP_DEVICE_ID:
-      g_value_set_int(value, s.device_id);
-      break;
-    case PROP_IPC_MODE:
-      g_value_set_enum(value, s.ipc_mode);
-      break;
-    case PROP_POLICY:
-      g_value_set_enum(value, s.policy);
-      break;
-    case PROP_BLOCK_TIMEOUT:
-      g_value_set_uint64(value, s.block_timeout);
-      break;
-    case PROP_WAIT_FOR_CONSUMER:
-      g_value_set_boolean(value, s.wait_for_consumer);
-      break;
-    case PROP_SOCKET_MODE:
-      g_value_set_uint(value, s.socket_mode);
-      break;
-    case PROP_ALLOWED_GROUP:
-      g_value_set_string(value, s.allowed_group.empty() ? nullptr : s.allowed_group.c_str());
-      break;
-    case PROP_MAX_CONSUMERS:
-      g_value_set_uint(value, s.max_consumers);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
-  }
+  const bool known = get_sink_setting(st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 static void gst_cuda_ipc_ring_sink_set_context(GstElement* element, GstContext* context) {
@@ -275,6 +176,8 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
       std::min<guint64>(s.block_timeout, static_cast<guint64>(G_MAXINT64)));
   po.socket_mode = s.socket_mode;
   po.max_consumers = s.max_consumers;
+  po.meta_size = s.meta_size;
+  st->meta_filter = MetaFilter(s.forward_metas);
   if (!s.allowed_group.empty()) {
     gid_t gid;
     if (!resolve_group(s.allowed_group, &gid)) {
@@ -331,6 +234,10 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
   st->lent_drops.store(0);
   st->in_place.store(0);
   st->copied.store(0);
+  st->metas_sent.store(0);
+  st->metas_oversized.store(0);
+  st->metas_unsupported.store(0);
+  st->warned_oversized = false;
   return TRUE;
 }
 
@@ -502,6 +409,33 @@ static bool wait_for_consumer(GstCudaIpcRingSink* self) {
   return !st->flushing;
 }
 
+// The buffer's metas into the slot's meta area, where `info` publishes them without a copy.
+static void add_metas(GstCudaIpcRingSink* self, GstBuffer* buf, const WriteSlot& slot,
+                      FrameInfo& info) {
+  SinkState* st = self->st;
+  EncodeCounts counts;
+  const char* oversized = nullptr;
+  info.metas = slot.metas();
+  info.metas_size =
+      encode_metas(buf, st->meta_filter, slot.metas(), slot.metas_capacity(), &counts, &oversized);
+  if (counts.sent) st->metas_sent.fetch_add(counts.sent, std::memory_order_relaxed);
+  if (counts.unsupported)
+    st->metas_unsupported.fetch_add(counts.unsupported, std::memory_order_relaxed);
+  if (counts.oversized) {
+    st->metas_oversized.fetch_add(counts.oversized, std::memory_order_relaxed);
+    if (!st->warned_oversized) {
+      st->warned_oversized = true;
+      GST_ELEMENT_WARNING(self, RESOURCE, NO_SPACE_LEFT,
+                          ("A %s did not fit the frame's meta area of %u bytes and was left out "
+                           "(the frame went on without it); raise meta-size to send it.",
+                           oversized, slot.metas_capacity()),
+                          ("later ones are counted in stats (metas-oversized)"));
+    } else {
+      GST_DEBUG_OBJECT(self, "%u metas left out: no room in the meta area", counts.oversized);
+    }
+  }
+}
+
 // A slot-pool buffer: upstream already wrote the frame into the slot, so publishing is a commit.
 // Tags that arrived meanwhile go out as a new format after it (no format change while lent).
 static GstFlowReturn commit_lent_slot(GstCudaIpcRingSink* self, GstBuffer* buf, WriteSlot& slot,
@@ -510,6 +444,7 @@ static GstFlowReturn commit_lent_slot(GstCudaIpcRingSink* self, GstBuffer* buf, 
   const TimingRecord timing = timing_of(GST_BASE_SINK(self), buf, entry);
   FrameInfo info = frame_info(buf, timing);
   if (tensor != st->sent_tensor) info.tensor = &tensor;
+  add_metas(self, buf, slot, info);
   try {
     st->producer->commit(slot, info);
   } catch (const Error& e) {
@@ -588,7 +523,8 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     return GST_FLOW_ERROR;
   }
   const TimingRecord timing = timing_of(GST_BASE_SINK(self), buf, entry);
-  const FrameInfo info = frame_info(buf, timing);
+  FrameInfo info = frame_info(buf, timing);
+  add_metas(self, buf, slot, info);
   try {
     ContextScope scope(st->context);
     st->producer->commit(slot, info);
@@ -681,65 +617,7 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
   gobject_class->get_property = gst_cuda_ipc_ring_sink_get_property;
   gobject_class->finalize = gst_cuda_ipc_ring_sink_finalize;
 
-  const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                           GST_PARAM_MUTABLE_READY);
-  g_object_class_install_property(
-      gobject_class, PROP_SOCKET_PATH,
-      g_param_spec_string("socket-path", "Socket path",
-                          "Unix socket consumers connect to (default: "
-                          "$XDG_RUNTIME_DIR/cudaipc/cudaipc, else /tmp/cudaipc-UID/cudaipc). A "
-                          "stale socket left by a crashed producer is replaced.",
-                          nullptr, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_NUM_SLOTS,
-      g_param_spec_uint("num-slots", "Number of slots",
-                        "Frames the ring holds; more slots let consumers fall further behind "
-                        "before the policy applies",
-                        1, kMaxSlots, kDefaultSlots, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_ID,
-      g_param_spec_int("cuda-device-id", "CUDA device id",
-                       "CUDA device the slots live on (-1: the device of a neighbour's CUDA "
-                       "context, else device 0)",
-                       -1, G_MAXINT, kDefaultDeviceId, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_IPC_MODE,
-      g_param_spec_enum("ipc-mode", "IPC mode",
-                        "Which memory the slots live in and how it is shared",
-                        GST_TYPE_CUDA_IPC_RING_MODE, GST_CUDA_IPC_RING_MODE_AUTO, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_POLICY,
-      g_param_spec_enum("policy", "Policy",
-                        "What to do when every slot is held or unread by an every-frame consumer",
-                        GST_TYPE_CUDA_IPC_RING_POLICY, GST_CUDA_IPC_RING_POLICY_BLOCK, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_BLOCK_TIMEOUT,
-      g_param_spec_uint64("block-timeout", "Block timeout",
-                          "With policy=block, how long to wait for a free slot before dropping "
-                          "the frame (ns)",
-                          0, G_MAXUINT64, kDefaultBlockTimeout, static_cast<GParamFlags>(rw)));
-  g_object_class_install_property(
-      gobject_class, PROP_WAIT_FOR_CONSUMER,
-      g_param_spec_boolean("wait-for-consumer", "Wait for consumer",
-                           "Hold upstream until at least one consumer is connected", FALSE,
-                           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                                    GST_PARAM_MUTABLE_PLAYING)));
-  g_object_class_install_property(
-      gobject_class, PROP_SOCKET_MODE,
-      g_param_spec_uint("socket-mode", "Socket mode",
-                        "Permission bits of the socket file: 0600 (owner only) or 0660 with "
-                        "allowed-group; others are never granted access",
-                        0, 0770, kDefaultSocketMode, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_ALLOWED_GROUP,
-      g_param_spec_string("allowed-group", "Allowed group",
-                          "Group (name or gid) whose members may also connect; use with "
-                          "socket-mode=0660",
-                          nullptr, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_MAX_CONSUMERS,
-      g_param_spec_uint("max-consumers", "Max consumers", "Consumers admitted at once", 1,
-                        kMaxConsumers, kDefaultMaxConsumers, rw));
+  install_sink_properties(gobject_class);
   g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",

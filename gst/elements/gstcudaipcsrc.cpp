@@ -32,6 +32,7 @@
 #include "elements/element_errors.h"
 #include "elements/element_stats.h"
 #include "elements/enums.h"
+#include "elements/src_settings.h"
 #include "format/caps_tensor.h"
 #include "format/src_format.h"
 #include "format/time_sync.h"
@@ -39,41 +40,20 @@
 #include "memory/frame_copy.h"
 #include "memory/frame_pool.h"
 #include "metas/frame_metas.h"
+#include "metas/meta_decoder.h"
+#include "metas/meta_filter.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_ring_src_debug);
 #define GST_CAT_DEFAULT gst_cuda_ipc_ring_src_debug
 
 using namespace cudaipc;
 using namespace cudaipc::gst;
+using namespace cudaipc::gst::src;
 
 namespace {
 
-enum {
-  PROP_0,
-  PROP_SOCKET_PATH,
-  PROP_DEVICE_ID,
-  PROP_MODE,
-  PROP_IO_MODE,
-  PROP_CONNECT_TIMEOUT,
-  PROP_RECONNECT,
-  PROP_IS_LIVE,
-  PROP_STATS,
-};
-
-constexpr gint kDefaultDeviceId = -1;
-constexpr guint64 kDefaultConnectTimeout = 0;
 // How long one wait in create() lasts; unlock() interrupts it at once anyway.
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);
-
-struct Settings {
-  std::string socket_path;
-  gint device_id = kDefaultDeviceId;
-  GstCudaIpcRingConsumeMode mode = GST_CUDA_IPC_RING_CONSUME_LATEST;
-  GstCudaIpcRingIOMode io_mode = GST_CUDA_IPC_RING_IO_AUTO;
-  guint64 connect_timeout = kDefaultConnectTimeout;
-  bool reconnect = true;
-  bool is_live = true;
-};
 
 struct SrcState {
   Settings settings;  // under the object lock
@@ -96,6 +76,10 @@ struct SrcState {
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
   std::string refusal;  // the producer's latest refusal while we wait to connect
+  // The producer's metas back onto buffers (metas/meta_decoder.h); counts read by stats.
+  MetaFilter meta_filter;
+  std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
+  bool warned_bad_metas = false;
 };
 
 void clear_pool(GstBufferPool** pool) {
@@ -127,80 +111,57 @@ static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id, c
   auto* self = GST_CUDA_IPC_RING_SRC(object);
   Settings& s = self->st->settings;
   GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-    case PROP_SOCKET_PATH: {
-      const gchar* p = g_value_get_string(value);
-      s.socket_path = p ? p : "";
-      break;
-    }
-    case PROP_DEVICE_ID:
-      s.device_id = g_value_get_int(value);
-      break;
-    case PROP_MODE:
-      s.mode = static_cast<GstCudaIpcRingConsumeMode>(g_value_get_enum(value));
-      break;
-    case PROP_IO_MODE:
-      s.io_mode = static_cast<GstCudaIpcRingIOMode>(g_value_get_enum(value));
-      break;
-    case PROP_CONNECT_TIMEOUT:
-      s.connect_timeout = g_value_get_uint64(value);
-      break;
-    case PROP_RECONNECT:
-      s.reconnect = g_value_get_boolean(value);
-      break;
-    case PROP_IS_LIVE:
-      s.is_live = g_value_get_boolean(value);
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
-  }
+  const bool known = set_src_setting(s, prop_id, value);
   const bool live = s.is_live;
   GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
   // Takes the object lock itself.
   if (prop_id == PROP_IS_LIVE) gst_base_src_set_live(GST_BASE_SRC(self), live);
 }
 
 static GstStructure* make_stats(SrcState* st) {
-  if (!st->consumer) return source_stats(ConsumerCounters{}, false);
-  return source_stats(st->consumer->counters(), st->consumer->connected());
+  const SourceMetaCounts m{st->metas_received.load(), st->metas_unknown.load(),
+                           st->metas_bad.load(), st->metas_filtered.load()};
+  if (!st->consumer) return source_stats(ConsumerCounters{}, false, m);
+  return source_stats(st->consumer->counters(), st->consumer->connected(), m);
+}
+
+// The frame's metas onto `buf`, while the frame's lease holds its meta area (read in place).
+static void add_metas(GstCudaIpcRingSrc* self, const std::uint8_t* metas, std::uint32_t bytes,
+                      GstBuffer* buf) {
+  SrcState* st = self->st;
+  if (!metas) return;
+  DecodeCounts counts;
+  std::string error;
+  decode_metas(metas, bytes, st->meta_filter, buf, &counts, &error);
+  if (counts.received) st->metas_received.fetch_add(counts.received, std::memory_order_relaxed);
+  if (counts.unknown) st->metas_unknown.fetch_add(counts.unknown, std::memory_order_relaxed);
+  if (counts.filtered) st->metas_filtered.fetch_add(counts.filtered, std::memory_order_relaxed);
+  if (counts.bad) {
+    st->metas_bad.fetch_add(counts.bad, std::memory_order_relaxed);
+    if (!st->warned_bad_metas) {
+      st->warned_bad_metas = true;
+      GST_ELEMENT_WARNING(
+          self, STREAM, DECODE,
+          ("The producer sent a malformed meta, dropped (the frame goes on): %s", error.c_str()),
+          ("later ones are counted in stats (metas-bad)"));
+    } else {
+      GST_DEBUG_OBJECT(self, "malformed meta dropped: %s", error.c_str());
+    }
+  }
 }
 
 static void gst_cuda_ipc_ring_src_get_property(GObject* object, guint prop_id, GValue* value,
                                                GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SRC(object);
-  const Settings& s = self->st->settings;
   GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-    case PROP_SOCKET_PATH:
-      g_value_set_string(value, s.socket_path.empty() ? nullptr : s.socket_path.c_str());
-      break;
-    case PROP_DEVICE_ID:
-      g_value_set_int(value, s.device_id);
-      break;
-    case PROP_MODE:
-      g_value_set_enum(value, s.mode);
-      break;
-    case PROP_IO_MODE:
-      g_value_set_enum(value, s.io_mode);
-      break;
-    case PROP_CONNECT_TIMEOUT:
-      g_value_set_uint64(value, s.connect_timeout);
-      break;
-    case PROP_RECONNECT:
-      g_value_set_boolean(value, s.reconnect);
-      break;
-    case PROP_IS_LIVE:
-      g_value_set_boolean(value, s.is_live);
-      break;
-    case PROP_STATS:
-      g_value_take_boxed(value, make_stats(self->st));
-      break;
-    default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-      break;
-  }
+  bool known = true;
+  if (prop_id == PROP_STATS)
+    g_value_take_boxed(value, make_stats(self->st));
+  else
+    known = get_src_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
 }
 
 static void gst_cuda_ipc_ring_src_set_context(GstElement* element, GstContext* context) {
@@ -268,6 +229,12 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->need_negotiate = false;
   st->discont = true;
   st->connect_started = monotonic_now_ns();
+  st->meta_filter = MetaFilter(s.forward_metas);
+  st->metas_received.store(0);
+  st->metas_unknown.store(0);
+  st->metas_bad.store(0);
+  st->metas_filtered.store(0);
+  st->warned_bad_metas = false;
   st->refusal.clear();
   return TRUE;
 }
@@ -509,6 +476,9 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint
     return GST_FLOW_ERROR;
   }
   const std::uint64_t span = frame_span(st->format, t);
+  // An import moves the frame (and its lease) into the buffer's pool: the area stays valid.
+  const std::uint8_t* metas = frame.metas();
+  const std::uint32_t metas_size = frame.metas_size();
   ContextScope scope(cuda ? st->context : nullptr);
   Copied copy;
   copy.tensor = t;
@@ -529,7 +499,6 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint
                         (nullptr));
       return GST_FLOW_ERROR;
     }
-    frame.release();  // ordered after the copy on the GPU
   } else {
     GstBufferPool* pool = system_pool_for(st, span);
     if (!pool ||
@@ -540,9 +509,11 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint
                         (nullptr));
       return GST_FLOW_ERROR;
     }
-    frame.release();
     if (st->format.is_video) set_video_meta(copy.buf, st->format.video, t);
   }
+  add_metas(self, metas, metas_size, copy.buf);
+  // A copy's lease ends here, ordered after the copy on the GPU; an import's buffer holds it.
+  frame.release();
   if (cuda && st->out_cuda) device = context_device_id(st->context);
   set_tensor_meta(copy.buf, copy.tensor, copy.data, device, d.seq);
   set_timestamps(self, copy.buf, d, acquired_ns);
@@ -653,47 +624,7 @@ static void gst_cuda_ipc_ring_src_class_init(GstCudaIpcRingSrcClass* klass) {
   gobject_class->get_property = gst_cuda_ipc_ring_src_get_property;
   gobject_class->finalize = gst_cuda_ipc_ring_src_finalize;
 
-  const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                           GST_PARAM_MUTABLE_READY);
-  g_object_class_install_property(
-      gobject_class, PROP_SOCKET_PATH,
-      g_param_spec_string("socket-path", "Socket path",
-                          "Unix socket of the producer (default: $XDG_RUNTIME_DIR/cudaipc/cudaipc, "
-                          "else /tmp/cudaipc-UID/cudaipc)",
-                          nullptr, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_ID,
-      g_param_spec_int("cuda-device-id", "CUDA device id",
-                       "CUDA device to read on (-1: a neighbour's CUDA context, else device 0); "
-                       "another device than the producer's needs peer access",
-                       -1, G_MAXINT, kDefaultDeviceId, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_MODE,
-      g_param_spec_enum("mode", "Mode", "Which frames to take", GST_TYPE_CUDA_IPC_RING_CONSUME_MODE,
-                        GST_CUDA_IPC_RING_CONSUME_LATEST, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_IO_MODE,
-      g_param_spec_enum("io-mode", "IO mode",
-                        "Zero-copy import of CUDA slots (GStreamer 1.24+) or a copy per frame",
-                        GST_TYPE_CUDA_IPC_RING_IO_MODE, GST_CUDA_IPC_RING_IO_AUTO, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_CONNECT_TIMEOUT,
-      g_param_spec_uint64("connect-timeout", "Connect timeout",
-                          "How long to wait for a producer before posting an error (ns, 0: wait "
-                          "for ever)",
-                          0, G_MAXUINT64, kDefaultConnectTimeout, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_RECONNECT,
-      g_param_spec_boolean("reconnect", "Reconnect",
-                           "When the producer goes away, wait for a new one on the same path "
-                           "(else post an error)",
-                           TRUE, rw));
-  g_object_class_install_property(
-      gobject_class, PROP_IS_LIVE,
-      g_param_spec_boolean("is-live", "Is live",
-                           "Act as a live source: timestamps in this pipeline's running time, "
-                           "converted from the producer's",
-                           TRUE, rw));
+  install_src_properties(gobject_class);
   g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",

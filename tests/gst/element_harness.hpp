@@ -294,7 +294,6 @@ class Collector {
     return GST_FLOW_OK;
   }
 
-
  public:
   // The sample's caps, bytes, flags and metas, copied out (its buffer may be freed after).
   static Received copy_out(GstSample* sample) {
@@ -327,7 +326,6 @@ class Collector {
     }
     return r;
   }
-
 
  private:
   static GstPadProbeReturn on_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
@@ -404,6 +402,30 @@ class Consumer {
 
  private:
   Collector collector_;  // declared first: outlives the pipeline's callbacks
+  Pipeline pipeline_;
+};
+
+// A consumer whose app pulls samples itself, so the test decides when a buffer is freed.
+class PullingConsumer {
+ public:
+  PullingConsumer(const std::string& socket, const std::string& src_props)
+      : pipeline_(std::string(src_factory()) + " name=src mode=every-frame " + src_props +
+                  " ! appsink name=out sync=false max-buffers=1") {
+    g_object_set(pipeline_.element("src"), "socket-path", socket.c_str(), nullptr);
+  }
+  bool start() { return pipeline_.set_state(GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE; }
+  Ptr<GstSample> pull() {
+    return Ptr<GstSample>(
+        gst_app_sink_try_pull_sample(GST_APP_SINK(pipeline_.element("out")), 5 * GST_SECOND));
+  }
+  Pipeline& pipeline() { return pipeline_; }
+  Ptr<GstStructure> stats() const {
+    GstStructure* s = nullptr;
+    g_object_get(pipeline_.element("src"), "stats", &s, nullptr);
+    return Ptr<GstStructure>(s);
+  }
+
+ private:
   Pipeline pipeline_;
 };
 

@@ -14,25 +14,6 @@ namespace {
 
 constexpr Ms kWait{5000};
 
-// A consumer whose app pulls samples itself, so the test decides when a buffer is freed.
-class PullingConsumer {
- public:
-  PullingConsumer(const std::string& socket, const std::string& src_props)
-      : pipeline_(std::string(src_factory()) + " name=src mode=every-frame " + src_props +
-                  " ! appsink name=out sync=false max-buffers=1") {
-    g_object_set(pipeline_.element("src"), "socket-path", socket.c_str(), nullptr);
-  }
-  bool start() { return pipeline_.set_state(GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE; }
-  Ptr<GstSample> pull() {
-    return Ptr<GstSample>(
-        gst_app_sink_try_pull_sample(GST_APP_SINK(pipeline_.element("out")), 5 * GST_SECOND));
-  }
-  Pipeline& pipeline() { return pipeline_; }
-
- private:
-  Pipeline pipeline_;
-};
-
 // How many reference timestamp metas of `reference` the buffer has.
 int count_references(GstBuffer* buf, const char* reference) {
   Ptr<GstCaps> want = caps_from(reference);

@@ -99,8 +99,12 @@ class AreaReader {
 
 // ---- kind 2: analytics ----
 
-enum class MtdType : std::uint32_t { object_detection = 1, classification = 2, tracking = 3,
-                                     segmentation = 4 };
+enum class MtdType : std::uint32_t {
+  object_detection = 1,
+  classification = 2,
+  tracking = 3,
+  segmentation = 4
+};
 
 struct ObjectDetection {
   std::int32_t x = 0, y = 0, w = 0, h = 0;
@@ -163,11 +167,11 @@ class AnalyticsWriter {
 struct Mtd {
   MtdType type;
   std::uint32_t id;
-  ObjectDetection od;                  // type object_detection
+  ObjectDetection od;                     // type object_detection
   const std::uint8_t* classes = nullptr;  // classification: read with class_entry()
   std::uint32_t class_count = 0;
-  Tracking tracking;                   // type tracking
-  Segmentation segmentation;           // type segmentation
+  Tracking tracking;          // type tracking
+  Segmentation segmentation;  // type segmentation
 };
 
 struct Relation {
@@ -215,14 +219,17 @@ std::uint32_t tensor_dtype_bits(std::string_view dtype) noexcept;
 
 class TensorsWriter {
  public:
+  // Bytes of one tensor's entry (its id, dtype and dims included): the writer places every entry
+  // before the first tensor's data, so it needs their sum, `entries_bytes`, up front.
+  static std::size_t entry_bytes(const Tensor& t) noexcept;
   // `body_offset_in_area` (AreaWriter::body_offset()) lets data land on 64-byte boundaries.
   TensorsWriter(std::uint8_t* body, std::size_t capacity, std::size_t body_offset_in_area,
-                std::uint32_t count) noexcept;
+                std::uint32_t count, std::size_t entries_bytes) noexcept;
   bool ok() const noexcept;
   // Entry for the next tensor; returns where to write its `data_size` bytes, or nullptr when it
   // does not fit. `t.data` is ignored (the caller copies into the returned pointer).
   std::uint8_t* add(const Tensor& t) noexcept;
-  // Body bytes written; false from ok() if fewer tensors were added than announced.
+  // Body bytes written; 0 (and ok() false) if the tensors added differ from those announced.
   std::size_t finish() noexcept;
 
  private:
@@ -231,8 +238,9 @@ class TensorsWriter {
   std::size_t area_off_;
   std::uint32_t count_;
   std::uint32_t added_ = 0;
-  std::size_t entries_end_ = 0;  // entries are written first, data after all of them
-  std::size_t data_end_ = 0;
+  std::size_t entries_end_ = 0;    // next entry's offset
+  std::size_t entries_limit_ = 0;  // where the entries announced end
+  std::size_t data_end_ = 0;       // next free byte after the data written so far
   bool ok_ = false;
 };
 
@@ -251,8 +259,15 @@ class TensorsView {
 
 // ---- kind 4: custom ----
 
-enum class FieldType : std::uint8_t { int64 = 1, uint64 = 2, float64 = 3, boolean = 4, string = 5,
-                                      bytes = 6, other = 7 };
+enum class FieldType : std::uint8_t {
+  int64 = 1,
+  uint64 = 2,
+  float64 = 3,
+  boolean = 4,
+  string = 5,
+  bytes = 6,
+  other = 7
+};
 
 struct Field {
   std::string_view name;

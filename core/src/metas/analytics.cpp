@@ -1,0 +1,346 @@
+// Kind 2, GstAnalyticsRelationMeta (docs/metas.md): a header, a table of fixed 56-byte mtd entries,
+// a heap of labels and variable payloads, and the relations after the heap.
+#include <cstring>
+#include <string>
+
+#include "bytes_io.hpp"
+#include "cudaipc/metas.hpp"
+
+namespace cudaipc::metas {
+
+using io::load;
+using io::pad8;
+using io::store;
+using io::within;
+
+namespace {
+
+constexpr std::size_t kHeader = 24;
+constexpr std::size_t kEntry = 56;
+constexpr std::size_t kRelation = 12;
+constexpr std::size_t kClass = 12;
+constexpr std::size_t kSegHeader = 40;
+
+// Entry fields, by offset.
+constexpr std::size_t kType = 0, kId = 4, kFlags = 8, kLabelOff = 12, kLabelLen = 16,
+                      kPayloadOff = 20, kPayloadLen = 24, kUnion = 32;
+
+bool fail(std::string* error, const std::string& why) {
+  if (error) *error = why;
+  return false;
+}
+
+}  // namespace
+
+AnalyticsWriter::AnalyticsWriter(std::uint8_t* body, std::size_t capacity,
+                                 std::uint32_t max_mtds) noexcept
+    : body_(body), capacity_(capacity), max_mtds_(max_mtds) {
+  if (!body_ || max_mtds > (capacity / kEntry)) return;
+  heap_start_ = kHeader + static_cast<std::size_t>(max_mtds) * kEntry;
+  if (heap_start_ > capacity_) return;
+  heap_end_ = heap_start_;
+  std::memset(body_, 0, heap_start_);
+  ok_ = true;
+}
+
+bool AnalyticsWriter::ok() const noexcept {
+  return ok_;
+}
+
+namespace {
+
+// Appends `n` bytes to the heap; their offset from the body's start, or 0 when full.
+std::size_t heap_put(std::uint8_t* body, std::size_t capacity, std::size_t* end, const void* p,
+                     std::size_t n) {
+  if (n > capacity - *end) return 0;
+  const std::size_t at = *end;
+  if (n) std::memcpy(body + at, p, n);
+  *end += n;
+  return at;
+}
+
+}  // namespace
+
+int AnalyticsWriter::add_object_detection(std::uint32_t id, const ObjectDetection& od) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
+  const std::size_t saved = heap_end_;
+  const std::size_t label =
+      heap_put(body_, capacity_, &heap_end_, od.label.data(), od.label.size());
+  if (!label && !od.label.empty()) return -1;
+  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
+  std::memset(e, 0, kEntry);
+  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::object_detection));
+  store<std::uint32_t>(e + kId, id);
+  store<std::uint32_t>(e + kFlags, od.oriented ? 1u : 0u);
+  store<std::uint32_t>(e + kLabelOff, static_cast<std::uint32_t>(od.label.empty() ? 0 : label));
+  store<std::uint32_t>(e + kLabelLen, static_cast<std::uint32_t>(od.label.size()));
+  store<std::int32_t>(e + kUnion, od.x);
+  store<std::int32_t>(e + kUnion + 4, od.y);
+  store<std::int32_t>(e + kUnion + 8, od.w);
+  store<std::int32_t>(e + kUnion + 12, od.h);
+  store<float>(e + kUnion + 16, od.r);
+  store<float>(e + kUnion + 20, od.confidence);
+  (void)saved;
+  return static_cast<int>(mtds_++);
+}
+
+int AnalyticsWriter::add_classification(std::uint32_t id, const ClassEntry* classes,
+                                        std::uint32_t n) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_ || (n && !classes)) return -1;
+  const std::size_t saved = heap_end_;
+  // Labels first, then the payload that points at them.
+  std::size_t fixed = 4 + static_cast<std::size_t>(n) * kClass;
+  std::size_t labels = 0;
+  for (std::uint32_t j = 0; j < n; ++j) labels += classes[j].label.size();
+  if (labels > capacity_ - heap_end_ || fixed > capacity_ - heap_end_ - labels) return -1;
+  std::size_t label_at[1];  // first label's offset; each follows the previous
+  label_at[0] = heap_end_;
+  for (std::uint32_t j = 0; j < n; ++j)
+    heap_put(body_, capacity_, &heap_end_, classes[j].label.data(), classes[j].label.size());
+  // The payload's u32s are 4-byte aligned in the heap: pad to 4 first.
+  const std::size_t aligned = (heap_end_ + 3) & ~std::size_t{3};
+  if (aligned - heap_end_ > capacity_ - heap_end_ - fixed) {
+    heap_end_ = saved;
+    return -1;
+  }
+  std::memset(body_ + heap_end_, 0, aligned - heap_end_);
+  heap_end_ = aligned;
+  const std::size_t payload = heap_end_;
+  std::uint8_t* p = body_ + payload;
+  store<std::uint32_t>(p, n);
+  std::size_t at = label_at[0];
+  for (std::uint32_t j = 0; j < n; ++j) {
+    std::uint8_t* c = p + 4 + j * kClass;
+    store<float>(c, classes[j].confidence);
+    store<std::uint32_t>(c + 4, static_cast<std::uint32_t>(at));
+    store<std::uint32_t>(c + 8, static_cast<std::uint32_t>(classes[j].label.size()));
+    at += classes[j].label.size();
+  }
+  heap_end_ += fixed;
+  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
+  std::memset(e, 0, kEntry);
+  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::classification));
+  store<std::uint32_t>(e + kId, id);
+  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(payload));
+  store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(fixed));
+  return static_cast<int>(mtds_++);
+}
+
+int AnalyticsWriter::add_tracking(std::uint32_t id, const Tracking& t) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
+  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
+  std::memset(e, 0, kEntry);
+  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::tracking));
+  store<std::uint32_t>(e + kId, id);
+  store<std::uint32_t>(e + kFlags, t.lost ? 1u : 0u);
+  store<std::uint64_t>(e + kUnion, t.tracking_id);
+  store<std::uint64_t>(e + kUnion + 8, t.first_seen);
+  store<std::uint64_t>(e + kUnion + 16, t.last_seen);
+  return static_cast<int>(mtds_++);
+}
+
+int AnalyticsWriter::add_segmentation(std::uint32_t id, const Segmentation& s) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
+  if ((s.region_count && !s.region_ids) || (!s.mask && s.mask_stride && s.mask_height)) return -1;
+  const std::uint64_t mask = static_cast<std::uint64_t>(s.mask_stride) * s.mask_height;
+  const std::uint64_t regions = pad8(static_cast<std::uint64_t>(s.region_count) * 4);
+  const std::size_t aligned = pad8(heap_end_);
+  const std::uint64_t need = (aligned - heap_end_) + kSegHeader + regions + mask;
+  if (need > capacity_ - heap_end_ || kSegHeader + regions + mask > 0xffffffffu) return -1;
+  std::memset(body_ + heap_end_, 0, aligned - heap_end_);
+  std::uint8_t* p = body_ + aligned;
+  store<std::uint32_t>(p, s.seg_type);
+  store<std::int32_t>(p + 4, s.x);
+  store<std::int32_t>(p + 8, s.y);
+  store<std::uint32_t>(p + 12, s.w);
+  store<std::uint32_t>(p + 16, s.h);
+  store<std::uint32_t>(p + 20, s.region_count);
+  store<std::uint32_t>(p + 24, s.mask_width);
+  store<std::uint32_t>(p + 28, s.mask_height);
+  store<std::uint32_t>(p + 32, s.mask_stride);
+  store<std::uint32_t>(p + 36, s.mask_format);
+  std::memset(p + kSegHeader, 0, regions);
+  for (std::uint32_t j = 0; j < s.region_count; ++j)
+    store<std::uint32_t>(p + kSegHeader + 4 * j, region_id(s, j));
+  if (mask) std::memcpy(p + kSegHeader + regions, s.mask, mask);
+  heap_end_ = aligned + kSegHeader + regions + mask;
+  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
+  std::memset(e, 0, kEntry);
+  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::segmentation));
+  store<std::uint32_t>(e + kId, id);
+  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(aligned));
+  store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(kSegHeader + regions + mask));
+  return static_cast<int>(mtds_++);
+}
+
+bool AnalyticsWriter::add_relation(std::uint32_t from_index, std::uint32_t to_index,
+                                   std::uint32_t types) noexcept {
+  if (!ok_ || from_index >= mtds_ || to_index >= mtds_) return false;
+  if (!relations_started_) {
+    // Relations follow the heap, on a 4-byte boundary.
+    const std::size_t aligned = (heap_end_ + 3) & ~std::size_t{3};
+    if (aligned > capacity_) return false;
+    std::memset(body_ + heap_end_, 0, aligned - heap_end_);
+    heap_end_ = aligned;
+    relations_started_ = true;
+  }
+  const std::size_t at = heap_end_ + static_cast<std::size_t>(relations_) * kRelation;
+  if (kRelation > capacity_ - at) return false;
+  store<std::uint32_t>(body_ + at, from_index);
+  store<std::uint32_t>(body_ + at + 4, to_index);
+  store<std::uint32_t>(body_ + at + 8, types);
+  ++relations_;
+  return true;
+}
+
+std::size_t AnalyticsWriter::finish() noexcept {
+  if (!ok_) return 0;
+  if (!relations_started_) heap_end_ = (heap_end_ + 3) & ~std::size_t{3};
+  if (heap_end_ > capacity_) heap_end_ = capacity_ & ~std::size_t{3};
+  const std::size_t rel_off = heap_end_;
+  store<std::uint32_t>(body_, mtds_);
+  store<std::uint32_t>(body_ + 4, relations_);
+  store<std::uint32_t>(body_ + 8, static_cast<std::uint32_t>(heap_start_));
+  store<std::uint32_t>(body_ + 12, static_cast<std::uint32_t>(rel_off - heap_start_));
+  store<std::uint32_t>(body_ + 16, static_cast<std::uint32_t>(rel_off));
+  store<std::uint32_t>(body_ + 20, 0);
+  return rel_off + static_cast<std::size_t>(relations_) * kRelation;
+}
+
+std::uint32_t region_id(const Segmentation& s, std::uint32_t i) noexcept {
+  if (!s.region_ids || i >= s.region_count) return 0;
+  std::uint32_t v;
+  std::memcpy(&v, reinterpret_cast<const std::uint8_t*>(s.region_ids) + 4 * i, 4);
+  return v;
+}
+
+bool AnalyticsView::parse(Bytes body, std::string* error) {
+  body_ = body;
+  mtd_count_ = relation_count_ = 0;
+  if (body.size < kHeader) return fail(error, "analytics record shorter than its header");
+  const auto mtds = load<std::uint32_t>(body.data);
+  const auto rels = load<std::uint32_t>(body.data + 4);
+  const auto heap_off = load<std::uint32_t>(body.data + 8);
+  const auto heap_size = load<std::uint32_t>(body.data + 12);
+  const auto rel_off = load<std::uint32_t>(body.data + 16);
+  if (mtds > (body.size - kHeader) / kEntry)
+    return fail(error, "analytics record claims " + std::to_string(mtds) + " mtds");
+  if (heap_off < kHeader + static_cast<std::uint64_t>(mtds) * kEntry ||
+      !within(heap_off, heap_size, body.size))
+    return fail(error, "analytics heap outside the record");
+  if (!within(rel_off, static_cast<std::uint64_t>(rels) * kRelation, body.size))
+    return fail(error,
+                "analytics record claims " + std::to_string(rels) + " relations past its end");
+  mtd_count_ = mtds;
+  relation_count_ = rels;
+  heap_off_ = heap_off;
+  heap_size_ = heap_size;
+  rel_off_ = rel_off;
+  return true;
+}
+
+bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
+  if (i >= mtd_count_) return fail(error, "analytics mtd " + std::to_string(i) + " out of range");
+  const std::uint8_t* e = body_.data + kHeader + static_cast<std::size_t>(i) * kEntry;
+  const std::string at = "analytics mtd " + std::to_string(i) + ": ";
+  *out = Mtd{};
+  out->type = static_cast<MtdType>(load<std::uint32_t>(e + kType));
+  out->id = load<std::uint32_t>(e + kId);
+  const auto flags = load<std::uint32_t>(e + kFlags);
+  const auto label_off = load<std::uint32_t>(e + kLabelOff);
+  const auto label_len = load<std::uint32_t>(e + kLabelLen);
+  const auto payload_off = load<std::uint32_t>(e + kPayloadOff);
+  const auto payload_len = load<std::uint32_t>(e + kPayloadLen);
+  // Strings and payloads lie in the heap.
+  auto in_heap = [&](std::uint64_t off, std::uint64_t len) {
+    return off >= heap_off_ && within(off - heap_off_, len, heap_size_);
+  };
+  switch (out->type) {
+    case MtdType::object_detection: {
+      if (label_len && !in_heap(label_off, label_len))
+        return fail(error, at + "label outside the heap");
+      ObjectDetection& od = out->od;
+      od.label = std::string_view(
+          label_len ? reinterpret_cast<const char*>(body_.data + label_off) : "", label_len);
+      od.x = load<std::int32_t>(e + kUnion);
+      od.y = load<std::int32_t>(e + kUnion + 4);
+      od.w = load<std::int32_t>(e + kUnion + 8);
+      od.h = load<std::int32_t>(e + kUnion + 12);
+      od.r = load<float>(e + kUnion + 16);
+      od.confidence = load<float>(e + kUnion + 20);
+      od.oriented = (flags & 1u) != 0;
+      return true;
+    }
+    case MtdType::classification: {
+      if (payload_len < 4 || !in_heap(payload_off, payload_len))
+        return fail(error, at + "classes outside the heap");
+      const auto n = load<std::uint32_t>(body_.data + payload_off);
+      if (n > (payload_len - 4) / kClass)
+        return fail(error, at + std::to_string(n) + " classes in " + std::to_string(payload_len) +
+                               " bytes");
+      out->classes = body_.data + payload_off + 4;
+      out->class_count = n;
+      return true;
+    }
+    case MtdType::tracking:
+      out->tracking.tracking_id = load<std::uint64_t>(e + kUnion);
+      out->tracking.first_seen = load<std::uint64_t>(e + kUnion + 8);
+      out->tracking.last_seen = load<std::uint64_t>(e + kUnion + 16);
+      out->tracking.lost = (flags & 1u) != 0;
+      return true;
+    case MtdType::segmentation: {
+      if (payload_len < kSegHeader || !in_heap(payload_off, payload_len))
+        return fail(error, at + "segmentation outside the heap");
+      const std::uint8_t* p = body_.data + payload_off;
+      Segmentation& s = out->segmentation;
+      s.seg_type = load<std::uint32_t>(p);
+      s.x = load<std::int32_t>(p + 4);
+      s.y = load<std::int32_t>(p + 8);
+      s.w = load<std::uint32_t>(p + 12);
+      s.h = load<std::uint32_t>(p + 16);
+      s.region_count = load<std::uint32_t>(p + 20);
+      s.mask_width = load<std::uint32_t>(p + 24);
+      s.mask_height = load<std::uint32_t>(p + 28);
+      s.mask_stride = load<std::uint32_t>(p + 32);
+      s.mask_format = load<std::uint32_t>(p + 36);
+      const std::uint64_t regions = pad8(static_cast<std::uint64_t>(s.region_count) * 4);
+      const std::uint64_t mask = static_cast<std::uint64_t>(s.mask_stride) * s.mask_height;
+      if (regions > payload_len - kSegHeader || mask > payload_len - kSegHeader - regions)
+        return fail(error, at + "regions and mask larger than the segmentation");
+      if (s.mask_width > s.mask_stride && s.mask_height)
+        return fail(error, at + "mask rows shorter than its width");
+      s.region_ids = reinterpret_cast<const std::uint32_t*>(p + kSegHeader);
+      s.mask = p + kSegHeader + regions;
+      return true;
+    }
+    default:
+      return true;  // unknown: the caller skips it
+  }
+}
+
+bool AnalyticsView::class_entry(const Mtd& m, std::uint32_t j, ClassEntry* out) const {
+  if (m.type != MtdType::classification || !m.classes || j >= m.class_count) return false;
+  const std::uint8_t* c = m.classes + static_cast<std::size_t>(j) * kClass;
+  const auto off = load<std::uint32_t>(c + 4);
+  const auto len = load<std::uint32_t>(c + 8);
+  if (len && !(off >= heap_off_ && within(off - heap_off_, len, heap_size_))) return false;
+  out->confidence = load<float>(c);
+  out->label = std::string_view(len ? reinterpret_cast<const char*>(body_.data + off) : "", len);
+  return true;
+}
+
+bool AnalyticsView::relation(std::uint32_t i, Relation* out, std::string* error) const {
+  if (i >= relation_count_)
+    return fail(error, "analytics relation " + std::to_string(i) + " out of range");
+  const std::uint8_t* r = body_.data + rel_off_ + static_cast<std::size_t>(i) * kRelation;
+  out->from = load<std::uint32_t>(r);
+  out->to = load<std::uint32_t>(r + 4);
+  out->types = load<std::uint32_t>(r + 8);
+  if (out->from >= mtd_count_ || out->to >= mtd_count_)
+    return fail(error, "analytics relation " + std::to_string(i) + " names mtd " +
+                           std::to_string(std::max(out->from, out->to)) + " of " +
+                           std::to_string(mtd_count_));
+  return true;
+}
+
+}  // namespace cudaipc::metas

@@ -1,0 +1,202 @@
+// Kind 4, GstCustomMeta's fields (docs/metas.md): a count, then typed fields back to back.
+#include <cstring>
+#include <string>
+
+#include "bytes_io.hpp"
+#include "cudaipc/metas.hpp"
+
+namespace cudaipc::metas {
+
+using io::load;
+using io::pad8;
+using io::store;
+using io::within;
+
+namespace {
+constexpr std::size_t kHeader = 8;
+constexpr std::size_t kField = 16;
+}  // namespace
+
+CustomWriter::CustomWriter(std::uint8_t* body, std::size_t capacity) noexcept
+    : body_(body), capacity_(capacity) {
+  if (!body_ || capacity_ < kHeader) return;
+  end_ = kHeader;
+  ok_ = true;
+}
+
+bool CustomWriter::ok() const noexcept {
+  return ok_;
+}
+
+bool CustomWriter::add(std::string_view name, FieldType type, const void* a, std::size_t an,
+                       const void* b, std::size_t bn) noexcept {
+  if (!ok_) return false;
+  if (name.size() > 0xffff || an + bn > 0xffffffffu) return false;
+  const std::size_t size = kField + pad8(name.size() + an + bn);
+  if (size > capacity_ - end_) return false;
+  std::uint8_t* f = body_ + end_;
+  std::memset(f, 0, size);
+  store<std::uint32_t>(f, static_cast<std::uint32_t>(size));
+  store<std::uint16_t>(f + 4, static_cast<std::uint16_t>(name.size()));
+  f[6] = static_cast<std::uint8_t>(type);
+  store<std::uint32_t>(f + 8, static_cast<std::uint32_t>(an + bn));
+  if (!name.empty()) std::memcpy(f + kField, name.data(), name.size());
+  if (an) std::memcpy(f + kField + name.size(), a, an);
+  if (bn) std::memcpy(f + kField + name.size() + an, b, bn);
+  end_ += size;
+  ++count_;
+  return true;
+}
+
+bool CustomWriter::add_int64(std::string_view name, std::int64_t v) noexcept {
+  return add(name, FieldType::int64, &v, 8, nullptr, 0);
+}
+bool CustomWriter::add_uint64(std::string_view name, std::uint64_t v) noexcept {
+  return add(name, FieldType::uint64, &v, 8, nullptr, 0);
+}
+bool CustomWriter::add_double(std::string_view name, double v) noexcept {
+  return add(name, FieldType::float64, &v, 8, nullptr, 0);
+}
+bool CustomWriter::add_boolean(std::string_view name, bool v) noexcept {
+  const std::uint8_t b = v ? 1 : 0;
+  return add(name, FieldType::boolean, &b, 1, nullptr, 0);
+}
+bool CustomWriter::add_string(std::string_view name, std::string_view v) noexcept {
+  return add(name, FieldType::string, v.data(), v.size(), nullptr, 0);
+}
+bool CustomWriter::add_bytes(std::string_view name, const void* data, std::size_t size) noexcept {
+  return add(name, FieldType::bytes, data, size, nullptr, 0);
+}
+bool CustomWriter::add_other(std::string_view name, std::string_view type_name,
+                             std::string_view serialized) noexcept {
+  // "GTypeName\0" + the text.
+  if (type_name.size() > 0xfffe) return false;
+  char nul_terminated[256];
+  if (type_name.size() + 1 > sizeof nul_terminated) return false;
+  std::memcpy(nul_terminated, type_name.data(), type_name.size());
+  nul_terminated[type_name.size()] = '\0';
+  return add(name, FieldType::other, nul_terminated, type_name.size() + 1, serialized.data(),
+             serialized.size());
+}
+
+std::size_t CustomWriter::finish() noexcept {
+  if (!ok_) return 0;
+  store<std::uint32_t>(body_, count_);
+  store<std::uint32_t>(body_ + 4, 0);
+  return end_;
+}
+
+bool CustomView::parse(Bytes body, std::string* error) {
+  body_ = body;
+  count_ = read_ = 0;
+  error_ = nullptr;
+  if (body.size < kHeader) {
+    if (error) *error = "custom record shorter than its header";
+    return false;
+  }
+  const auto n = load<std::uint32_t>(body.data);
+  if (n > (body.size - kHeader) / kField) {
+    if (error) *error = "custom record claims " + std::to_string(n) + " fields";
+    return false;
+  }
+  count_ = n;
+  pos_ = kHeader;
+  return true;
+}
+
+bool CustomView::next(Field* out) noexcept {
+  if (error_ || read_ >= count_) return false;
+  if (!within(pos_, kField, body_.size)) {
+    error_ = "custom field past the record's end";
+    return false;
+  }
+  const std::uint8_t* f = body_.data + pos_;
+  const auto size = load<std::uint32_t>(f);
+  const auto name_len = load<std::uint16_t>(f + 4);
+  const std::uint8_t type = f[6];
+  const auto value_len = load<std::uint32_t>(f + 8);
+  if (size < kField || size % 8 != 0 || !within(pos_, size, body_.size) ||
+      static_cast<std::uint64_t>(name_len) + value_len > size - kField) {
+    error_ = "custom field size out of range";
+    return false;
+  }
+  const std::uint8_t* value = f + kField + name_len;
+  *out = Field{};
+  out->name = std::string_view(reinterpret_cast<const char*>(f + kField), name_len);
+  out->type = static_cast<FieldType>(type);
+  auto fixed = [&](std::size_t n) {
+    if (value_len != n) error_ = "custom field of a fixed-size type has another size";
+    return value_len == n;
+  };
+  switch (out->type) {
+    case FieldType::int64:
+      if (!fixed(8)) return false;
+      out->i = load<std::int64_t>(value);
+      break;
+    case FieldType::uint64:
+      if (!fixed(8)) return false;
+      out->u = load<std::uint64_t>(value);
+      break;
+    case FieldType::float64:
+      if (!fixed(8)) return false;
+      out->d = load<double>(value);
+      break;
+    case FieldType::boolean:
+      if (!fixed(1)) return false;
+      out->b = value[0] != 0;
+      break;
+    case FieldType::string:
+    case FieldType::bytes:
+      out->text = std::string_view(reinterpret_cast<const char*>(value), value_len);
+      break;
+    case FieldType::other: {
+      const void* nul = std::memchr(value, 0, value_len);
+      if (!nul) {
+        error_ = "custom field of another type without its type's name";
+        return false;
+      }
+      const auto tn = static_cast<std::size_t>(static_cast<const std::uint8_t*>(nul) - value);
+      out->type_name = std::string_view(reinterpret_cast<const char*>(value), tn);
+      out->text =
+          std::string_view(reinterpret_cast<const char*>(value) + tn + 1, value_len - tn - 1);
+      break;
+    }
+    default:
+      error_ = "custom field of an unknown type";
+      return false;
+  }
+  pos_ += size;
+  ++read_;
+  return true;
+}
+
+std::size_t write_reference_timestamp(std::uint8_t* body, std::size_t capacity,
+                                      const ReferenceTimestamp& ts) noexcept {
+  if (!body || ts.caps.size() > 0xffffffffu) return 0;
+  const std::size_t size = 24 + pad8(ts.caps.size());
+  if (size > capacity) return 0;
+  std::memset(body, 0, size);
+  store<std::uint64_t>(body, ts.timestamp);
+  store<std::uint64_t>(body + 8, ts.duration);
+  store<std::uint32_t>(body + 16, static_cast<std::uint32_t>(ts.caps.size()));
+  if (!ts.caps.empty()) std::memcpy(body + 24, ts.caps.data(), ts.caps.size());
+  return size;
+}
+
+bool read_reference_timestamp(Bytes body, ReferenceTimestamp* out, std::string* error) {
+  if (body.size < 24) {
+    if (error) *error = "reference timestamp record shorter than its header";
+    return false;
+  }
+  const auto len = load<std::uint32_t>(body.data + 16);
+  if (len > body.size - 24) {
+    if (error) *error = "reference timestamp caps past the record's end";
+    return false;
+  }
+  out->timestamp = load<std::uint64_t>(body.data);
+  out->duration = load<std::uint64_t>(body.data + 8);
+  out->caps = std::string_view(reinterpret_cast<const char*>(body.data + 24), len);
+  return true;
+}
+
+}  // namespace cudaipc::metas
