@@ -19,7 +19,8 @@ enum class Encoded {
 inline std::size_t body_room(const metas::AreaWriter& w, std::string_view name) {
   const std::size_t header = w.record_count() == 0 ? metas::kAreaHeaderSize : 0;
   const std::size_t need = header + 8 + (name.size() + 7) / 8 * 8;
-  return w.remaining() > need ? w.remaining() - need : 0;
+  // Bodies are padded to 8 bytes: what is left, rounded down to 8.
+  return w.remaining() > need ? (w.remaining() - need) & ~std::size_t{7} : 0;
 }
 
 }  // namespace cudaipc::gst

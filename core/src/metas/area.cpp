@@ -32,7 +32,9 @@ std::uint8_t* AreaWriter::begin_record(RecordKind kind, std::string_view name,
   if (open_ || count_ == 0xffff || name.size() > kMaxNameLength) return nullptr;
   const std::size_t start = count_ ? used_ : kAreaHeaderSize;
   const std::size_t head = kRecordHeader + pad8(name.size());
-  if (start > capacity_ || head > capacity_ - start || max_body > capacity_ - start - head)
+  // The body is padded to 8 at commit: room for that is checked now, so a commit never fails.
+  if (start > capacity_ || head > capacity_ - start || max_body > capacity_ - start - head ||
+      pad8(max_body) > capacity_ - start - head)
     return nullptr;
   std::uint8_t* r = area_ + start;
   store<std::uint32_t>(r, 0);  // size, set at commit
@@ -56,10 +58,6 @@ void AreaWriter::commit_record(std::size_t body_size) noexcept {
   if (body_size > open_max_) body_size = open_max_;
   const std::size_t body = body_offset();
   const std::size_t end = body + pad8(body_size);
-  if (end > capacity_) {  // only when max_body was not a multiple of 8 and filled whole
-    cancel_record();
-    return;
-  }
   std::memset(area_ + body + body_size, 0, end - body - body_size);
   store<std::uint32_t>(area_ + open_, static_cast<std::uint32_t>(end - open_));
   used_ = end;
