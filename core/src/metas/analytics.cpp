@@ -72,7 +72,8 @@ int AnalyticsWriter::add_object_detection(std::uint32_t id, const ObjectDetectio
   store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::object_detection));
   store<std::uint32_t>(e + kId, id);
   store<std::uint32_t>(e + kFlags, od.oriented ? 1u : 0u);
-  store<std::uint32_t>(e + kLabelOff, static_cast<std::uint32_t>(od.label.empty() ? 0 : label));
+  store<std::uint32_t>(e + kLabelOff,
+                       static_cast<std::uint32_t>(od.label.empty() ? 0 : label - heap_start_));
   store<std::uint32_t>(e + kLabelLen, static_cast<std::uint32_t>(od.label.size()));
   store<std::int32_t>(e + kUnion, od.x);
   store<std::int32_t>(e + kUnion + 4, od.y);
@@ -112,7 +113,7 @@ int AnalyticsWriter::add_classification(std::uint32_t id, const ClassEntry* clas
   for (std::uint32_t j = 0; j < n; ++j) {
     std::uint8_t* c = p + 4 + j * kClass;
     store<float>(c, classes[j].confidence);
-    store<std::uint32_t>(c + 4, static_cast<std::uint32_t>(at));
+    store<std::uint32_t>(c + 4, static_cast<std::uint32_t>(at - heap_start_));
     store<std::uint32_t>(c + 8, static_cast<std::uint32_t>(classes[j].label.size()));
     at += classes[j].label.size();
   }
@@ -121,7 +122,7 @@ int AnalyticsWriter::add_classification(std::uint32_t id, const ClassEntry* clas
   std::memset(e, 0, kEntry);
   store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::classification));
   store<std::uint32_t>(e + kId, id);
-  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(payload));
+  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(payload - heap_start_));
   store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(fixed));
   return static_cast<int>(mtds_++);
 }
@@ -168,7 +169,7 @@ int AnalyticsWriter::add_segmentation(std::uint32_t id, const Segmentation& s) n
   std::memset(e, 0, kEntry);
   store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::segmentation));
   store<std::uint32_t>(e + kId, id);
-  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(aligned));
+  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(aligned - heap_start_));
   store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(kSegHeader + regions + mask));
   return static_cast<int>(mtds_++);
 }
@@ -251,17 +252,16 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
   const auto label_len = load<std::uint32_t>(e + kLabelLen);
   const auto payload_off = load<std::uint32_t>(e + kPayloadOff);
   const auto payload_len = load<std::uint32_t>(e + kPayloadLen);
-  // Strings and payloads lie in the heap.
-  auto in_heap = [&](std::uint64_t off, std::uint64_t len) {
-    return off >= heap_off_ && within(off - heap_off_, len, heap_size_);
-  };
+  // Strings and payloads lie in the heap; their offsets count from its start.
+  auto in_heap = [&](std::uint64_t off, std::uint64_t len) { return within(off, len, heap_size_); };
+  const std::uint8_t* heap = body_.data + heap_off_;
   switch (out->type) {
     case MtdType::object_detection: {
       if (label_len && !in_heap(label_off, label_len))
         return fail(error, at + "label outside the heap");
       ObjectDetection& od = out->od;
-      od.label = std::string_view(
-          label_len ? reinterpret_cast<const char*>(body_.data + label_off) : "", label_len);
+      od.label = std::string_view(label_len ? reinterpret_cast<const char*>(heap + label_off) : "",
+                                  label_len);
       od.x = load<std::int32_t>(e + kUnion);
       od.y = load<std::int32_t>(e + kUnion + 4);
       od.w = load<std::int32_t>(e + kUnion + 8);
@@ -274,11 +274,11 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
     case MtdType::classification: {
       if (payload_len < 4 || !in_heap(payload_off, payload_len))
         return fail(error, at + "classes outside the heap");
-      const auto n = load<std::uint32_t>(body_.data + payload_off);
+      const auto n = load<std::uint32_t>(heap + payload_off);
       if (n > (payload_len - 4) / kClass)
         return fail(error, at + std::to_string(n) + " classes in " + std::to_string(payload_len) +
                                " bytes");
-      out->classes = body_.data + payload_off + 4;
+      out->classes = heap + payload_off + 4;
       out->class_count = n;
       return true;
     }
@@ -291,7 +291,7 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
     case MtdType::segmentation: {
       if (payload_len < kSegHeader || !in_heap(payload_off, payload_len))
         return fail(error, at + "segmentation outside the heap");
-      const std::uint8_t* p = body_.data + payload_off;
+      const std::uint8_t* p = heap + payload_off;
       Segmentation& s = out->segmentation;
       s.seg_type = load<std::uint32_t>(p);
       s.x = load<std::int32_t>(p + 4);
@@ -323,9 +323,10 @@ bool AnalyticsView::class_entry(const Mtd& m, std::uint32_t j, ClassEntry* out) 
   const std::uint8_t* c = m.classes + static_cast<std::size_t>(j) * kClass;
   const auto off = load<std::uint32_t>(c + 4);
   const auto len = load<std::uint32_t>(c + 8);
-  if (len && !(off >= heap_off_ && within(off - heap_off_, len, heap_size_))) return false;
+  if (len && !within(off, len, heap_size_)) return false;
   out->confidence = load<float>(c);
-  out->label = std::string_view(len ? reinterpret_cast<const char*>(body_.data + off) : "", len);
+  out->label =
+      std::string_view(len ? reinterpret_cast<const char*>(body_.data + heap_off_ + off) : "", len);
   return true;
 }
 
