@@ -1,5 +1,7 @@
 #include "metas/analytics_records.h"
 
+#include <cstring>
+#include <string_view>
 #include <vector>
 
 #ifdef CUDAIPC_HAVE_ANALYTICS
@@ -218,12 +220,37 @@ Encoded encode_analytics(GstMeta* meta, metas::AreaWriter& w, std::uint32_t* ski
 
 namespace {
 
+// Labels repeat from mtd to mtd (every box a "person"): the last one's quark is kept, and a label
+// is made NUL-terminated on the stack rather than in a std::string.
+class QuarkCache {
+ public:
+  GQuark get(std::string_view label) {
+    if (have_ && label == last_) return quark_;
+    char buf[256];
+    if (label.size() < sizeof buf) {
+      std::memcpy(buf, label.data(), label.size());
+      buf[label.size()] = '\0';
+      quark_ = g_quark_from_string(buf);
+    } else {
+      quark_ = g_quark_from_string(std::string(label).c_str());
+    }
+    last_.assign(label.data(), label.size());
+    have_ = true;
+    return quark_;
+  }
+
+ private:
+  bool have_ = false;
+  std::string last_;
+  GQuark quark_ = 0;
+};
+
 bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& view,
-                const metas::Mtd& m, guint* id, std::string* error) {
+                const metas::Mtd& m, QuarkCache& quarks, guint* id, std::string* error) {
   GstAnalyticsMtd out;
   switch (m.type) {
     case metas::MtdType::object_detection: {
-      const GQuark q = g_quark_from_string(std::string(m.od.label).c_str());
+      const GQuark q = quarks.get(m.od.label);
       gboolean ok;
 #if GST_CHECK_VERSION(1, 26, 0)
       if (m.od.oriented)
@@ -240,15 +267,15 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
     }
     case metas::MtdType::classification: {
       std::vector<gfloat> levels(m.class_count);
-      std::vector<GQuark> quarks(m.class_count);
+      std::vector<GQuark> quark_list(m.class_count);
       for (std::uint32_t j = 0; j < m.class_count; ++j) {
         metas::ClassEntry c;
         if (!view.class_entry(m, j, &c)) return (*error = "malformed class entry", false);
         levels[j] = c.confidence;
-        quarks[j] = g_quark_from_string(std::string(c.label).c_str());
+        quark_list[j] = quarks.get(c.label);
       }
       if (!gst_analytics_relation_meta_add_cls_mtd(rmeta, m.class_count, levels.data(),
-                                                   quarks.data(),
+                                                   quark_list.data(),
                                                    reinterpret_cast<GstAnalyticsClsMtd*>(&out)))
         return (*error = "could not add a classification mtd", false);
       break;
@@ -285,8 +312,11 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
       const gboolean ok = gst_analytics_relation_meta_add_segmentation_mtd(
           rmeta, mask, static_cast<GstSegmentationType>(s.seg_type), s.region_count, ids.data(),
           s.x, s.y, s.w, s.h, reinterpret_cast<GstAnalyticsSegmentationMtd*>(&out));
-      gst_buffer_unref(mask);
-      if (!ok) return (*error = "could not add a segmentation mtd", false);
+      // The meta takes the mask (transfer full) when it adds the mtd.
+      if (!ok) {
+        gst_buffer_unref(mask);
+        return (*error = "could not add a segmentation mtd", false);
+      }
       break;
 #else
       return false;
@@ -323,6 +353,7 @@ bool attach_analytics(GstBuffer* buf, metas::Bytes body, std::uint32_t* skipped,
   GstAnalyticsRelationMeta* rmeta = gst_buffer_add_analytics_relation_meta_full(buf, &params);
   if (!rmeta) return (*error = "could not add a GstAnalyticsRelationMeta", false);
   std::vector<guint> ids(n, G_MAXUINT);
+  QuarkCache quarks;
   for (std::uint32_t i = 0; i < n; ++i) {
     const bool known = mtds[i].type == metas::MtdType::object_detection ||
                        mtds[i].type == metas::MtdType::classification ||
@@ -333,7 +364,7 @@ bool attach_analytics(GstBuffer* buf, metas::Bytes body, std::uint32_t* skipped,
       continue;
     }
     std::string why;
-    if (!attach_one(rmeta, view, mtds[i], &ids[i], &why)) {
+    if (!attach_one(rmeta, view, mtds[i], quarks, &ids[i], &why)) {
       gst_buffer_remove_meta(buf, reinterpret_cast<GstMeta*>(rmeta));
       *error = "mtd " + std::to_string(i) + ": " + why;
       return false;

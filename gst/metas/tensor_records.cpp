@@ -62,8 +62,12 @@ Encoded encode_tensors(GstMeta* meta, metas::AreaWriter& w) {
         static_cast<int>(t->data_type) >= kTypeCount)
       return Encoded::unsupported;
   }
-  // Every entry goes before the data: their sizes first.
-  metas::Tensor descs[metas::kMaxTensors];
+  // Every entry goes before the data: their sizes first. Most metas have a few tensors: those
+  // descriptions live on the stack.
+  constexpr std::uint32_t kInline = 16;
+  metas::Tensor inline_descs[kInline];
+  std::vector<metas::Tensor> many(count > kInline ? count : 0);
+  metas::Tensor* descs = count > kInline ? many.data() : inline_descs;
   std::size_t entries = 0;
   for (std::uint32_t i = 0; i < count; ++i) {
     const GstTensor* t = tmeta->tensors[i];

@@ -358,8 +358,7 @@ void add_analytics(GstBuffer* buf, int i) {
   guint regions[] = {7, static_cast<guint>(100 + i)};
   GstAnalyticsSegmentationMtd seg;
   ASSERT_TRUE(gst_analytics_relation_meta_add_segmentation_mtd(
-      rmeta, mask, GST_SEGMENTATION_TYPE_INSTANCE, 2, regions, i, -i, 80, 40, &seg));
-  gst_buffer_unref(mask);
+      rmeta, mask, GST_SEGMENTATION_TYPE_INSTANCE, 2, regions, i, -i, 80, 40, &seg));  // takes it
   ASSERT_TRUE(gst_analytics_relation_meta_set_relation(rmeta, GST_ANALYTICS_REL_TYPE_RELATE_TO,
                                                        seg.id, od.id));
 #endif

@@ -243,7 +243,8 @@ bool AnalyticsView::parse(Bytes body, std::string* error) {
 bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
   if (i >= mtd_count_) return fail(error, "analytics mtd " + std::to_string(i) + " out of range");
   const std::uint8_t* e = body_.data + kHeader + static_cast<std::size_t>(i) * kEntry;
-  const std::string at = "analytics mtd " + std::to_string(i) + ": ";
+  // Messages are built only on failure: this runs for every mtd of every frame.
+  auto at = [i] { return std::string("analytics mtd ") + std::to_string(i) + ": "; };
   *out = Mtd{};
   out->type = static_cast<MtdType>(load<std::uint32_t>(e + kType));
   out->id = load<std::uint32_t>(e + kId);
@@ -258,7 +259,7 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
   switch (out->type) {
     case MtdType::object_detection: {
       if (label_len && !in_heap(label_off, label_len))
-        return fail(error, at + "label outside the heap");
+        return fail(error, at() + "label outside the heap");
       ObjectDetection& od = out->od;
       od.label = std::string_view(label_len ? reinterpret_cast<const char*>(heap + label_off) : "",
                                   label_len);
@@ -273,10 +274,10 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
     }
     case MtdType::classification: {
       if (payload_len < 4 || !in_heap(payload_off, payload_len))
-        return fail(error, at + "classes outside the heap");
+        return fail(error, at() + "classes outside the heap");
       const auto n = load<std::uint32_t>(heap + payload_off);
       if (n > (payload_len - 4) / kClass)
-        return fail(error, at + std::to_string(n) + " classes in " + std::to_string(payload_len) +
+        return fail(error, at() + std::to_string(n) + " classes in " + std::to_string(payload_len) +
                                " bytes");
       out->classes = heap + payload_off + 4;
       out->class_count = n;
@@ -290,7 +291,7 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
       return true;
     case MtdType::segmentation: {
       if (payload_len < kSegHeader || !in_heap(payload_off, payload_len))
-        return fail(error, at + "segmentation outside the heap");
+        return fail(error, at() + "segmentation outside the heap");
       const std::uint8_t* p = heap + payload_off;
       Segmentation& s = out->segmentation;
       s.seg_type = load<std::uint32_t>(p);
@@ -306,9 +307,9 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
       const std::uint64_t regions = pad8(static_cast<std::uint64_t>(s.region_count) * 4);
       const std::uint64_t mask = static_cast<std::uint64_t>(s.mask_stride) * s.mask_height;
       if (regions > payload_len - kSegHeader || mask > payload_len - kSegHeader - regions)
-        return fail(error, at + "regions and mask larger than the segmentation");
+        return fail(error, at() + "regions and mask larger than the segmentation");
       if (s.mask_width > s.mask_stride && s.mask_height)
-        return fail(error, at + "mask rows shorter than its width");
+        return fail(error, at() + "mask rows shorter than its width");
       s.region_ids = reinterpret_cast<const std::uint32_t*>(p + kSegHeader);
       s.mask = p + kSegHeader + regions;
       return true;

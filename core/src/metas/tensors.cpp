@@ -135,7 +135,8 @@ bool TensorsView::parse(Bytes body, std::string* error) {
 
 bool TensorsView::tensor(std::uint32_t i, Tensor* out, std::string* error) const {
   if (i >= count_) return fail(error, "tensor " + std::to_string(i) + " out of range");
-  const std::string at = "tensor " + std::to_string(i) + ": ";
+  // Messages are built only on failure: this runs for every mtd of every frame.
+  auto at = [i] { return std::string("tensor ") + std::to_string(i) + ": "; };
   const std::size_t pos = entry_offsets_[i];
   const std::uint8_t* e = body_.data + pos;
   const auto size = load<std::uint32_t>(e);
@@ -146,12 +147,13 @@ bool TensorsView::tensor(std::uint32_t i, Tensor* out, std::string* error) const
   const auto data_off = load<std::uint64_t>(e + 16);
   const auto data_size = load<std::uint64_t>(e + 24);
   // The entry's size was checked by parse(); it is read again here, so check it again.
-  if (size < kEntry || !within(pos, size, body_.size)) return fail(error, at + "entry size");
-  if (dims > kMaxTensorDims) return fail(error, at + std::to_string(dims) + " dims");
+  if (size < kEntry || !within(pos, size, body_.size)) return fail(error, at() + "entry size");
+  if (dims > kMaxTensorDims) return fail(error, at() + std::to_string(dims) + " dims");
   if (entry_size(id_len, dtype_len, dims) > size)
-    return fail(error, at + "entry shorter than its fields");
-  if (order > 1) return fail(error, at + "dims order " + std::to_string(order));
-  if (!within(data_off, data_size, body_.size)) return fail(error, at + "data outside the record");
+    return fail(error, at() + "entry shorter than its fields");
+  if (order > 1) return fail(error, at() + "dims order " + std::to_string(order));
+  if (!within(data_off, data_size, body_.size))
+    return fail(error, at() + "data outside the record");
   *out = Tensor{};
   out->id = std::string_view(reinterpret_cast<const char*>(e + kEntry), id_len);
   out->dtype = std::string_view(reinterpret_cast<const char*>(e + kEntry + id_len), dtype_len);
@@ -170,7 +172,7 @@ bool TensorsView::tensor(std::uint32_t i, Tensor* out, std::string* error) const
   if (bits) {
     const unsigned __int128 need = (elements * bits + 7) / 8;
     if (need != data_size)
-      return fail(error, at + std::to_string(data_size) + " bytes of data for its " +
+      return fail(error, at() + std::to_string(data_size) + " bytes of data for its " +
                              std::string(out->dtype) + " dims");
   }
   out->data = body_.data + data_off;
