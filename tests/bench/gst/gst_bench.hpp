@@ -30,6 +30,9 @@ struct RunSpec {
   // are shared); the consumer takes the index from the tensor meta's seq.
   bool feed = false;
   bool appsink = false;  // the consumer is an app pulling samples from an appsink
+  // Feed rows: each frame carries a detector's output as metas (detector_metas.hpp): 100 boxes
+  // and, on 1.26+, a 4-tensor meta of 10 KiB; the consumer checks they arrived.
+  bool metas = false;
   // What makes the CUDA frames upstream of the sink: "" cudaupload; "convert" cudaupload then
   // cudaconvertscale (a 1280x720 I420 source converted and scaled to the row's format and size);
   // "nvdec" nvh264dec decoding `clip` (unstamped, like the feed: nothing is written into a frame).

@@ -33,7 +33,8 @@ struct Options {
   int timeout_s = 60;
   std::vector<std::string> only;  // transport ids; empty: all
   int live_fps = 0;
-  std::string clip;  // H.264 for the decoder rows, at least warmup + frames frames
+  std::string clip;    // H.264 for the decoder rows, at least warmup + frames frames
+  bool metas = false;  // pre-made frames carry a detector's output as metas
 };
 
 void usage() {
@@ -53,6 +54,9 @@ void usage() {
       "                      per-frame budget of our elements\n"
       "  --clip=FILE         an H.264 stream of at least warmup + frames frames of the\n"
       "                      row size: the nvh264dec producer rows decode it\n"
+      "  --metas             the pre-made (appsrc) frames carry a detector's output as\n"
+      "                      metas (100 boxes; on 1.26+ a 4-tensor meta of 10 KiB): the\n"
+      "                      same rows with metas crossing, every frame checked for them\n"
       "  --transports=LIST   only these: cudaipc-host,shm,unixfd,cudaipc-cuda-import,\n"
       "                      cudaipc-cuda-copy,nvcodec,cudaipc-host-appsrc,\n"
       "                      cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy,\n"
@@ -100,6 +104,8 @@ Options parse(int argc, char** argv) {
       o.timeout_s = std::stoi(v);
     else if (k == "--transports")
       o.only = split(v);
+    else if (k == "--metas")
+      o.metas = true;
     else if (k == "--live")
       o.live_fps = v.empty() ? 60 : std::stoi(v);
     else if (k == "--clip")
@@ -244,6 +250,7 @@ int run(const Options& o) {
       b.transport = "baseline";
       b.cuda = t.cuda;
       b.feed = t.feed;
+      b.metas = o.metas && t.feed;
       b.upstream = t.upstream;
       b.clip = o.clip;
       b.dir = make_dir(root, index++, "baseline-" + key);
@@ -276,6 +283,7 @@ int run(const Options& o) {
       s.io_mode = t.io_mode;
       s.cuda = t.cuda;
       s.feed = t.feed;
+      s.metas = o.metas && t.feed;
       s.appsink = t.appsink;
       s.upstream = t.upstream;
       s.clip = o.clip;

@@ -15,12 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "detector_metas.hpp"
 #include "metas/meta_decoder.h"
 #include "metas/meta_encoder.h"
-
-#ifdef CUDAIPC_HAVE_ANALYTICS
-#include <gst/analytics/analytics.h>
-#endif
 
 namespace {
 
@@ -39,44 +36,6 @@ struct Options {
   int detections = 100;
   std::size_t tensor_bytes = 10240;
 };
-
-// What an object detector's output looks like on a buffer: `n` boxes, each classified, and the
-// raw output as a four-tensor meta (boxes, classes, scores, count) of about `tensor_bytes`.
-std::string decorate(GstBuffer* buf, const Options& o, int frame) {
-  std::string what;
-#ifdef CUDAIPC_HAVE_ANALYTICS
-  GstAnalyticsRelationMeta* rmeta = gst_buffer_add_analytics_relation_meta(buf);
-  const GQuark ball = g_quark_from_static_string("ball");
-  for (int i = 0; i < o.detections; ++i) {
-    GstAnalyticsODMtd od;
-    gst_analytics_relation_meta_add_od_mtd(rmeta, ball, i + frame % 7, 2 * i, 16, 16, 0.9f, &od);
-  }
-  what = std::to_string(o.detections) + " detections";
-#if GST_CHECK_VERSION(1, 26, 0)
-  const std::size_t quarter = o.tensor_bytes / 4 / 4 * 4;
-  const char* names[] = {"boxes", "classes", "scores", "count"};
-  GstTensor** tensors = g_new0(GstTensor*, 4);
-  for (int t = 0; t < 4; ++t) {
-    gsize dims[] = {quarter / 4};
-    tensors[t] =
-        gst_tensor_new_simple(g_quark_from_static_string(names[t]), GST_TENSOR_DATA_TYPE_FLOAT32,
-                              gst_buffer_new_allocate(nullptr, quarter, nullptr),
-                              GST_TENSOR_DIM_ORDER_ROW_MAJOR, 1, dims);
-  }
-  gst_tensor_meta_set(gst_buffer_add_tensor_meta(buf), 4, tensors);
-  what += " + a 4-tensor meta of " + std::to_string(4 * quarter) + " bytes";
-#endif
-#else
-  (void)o, (void)frame;
-  what = "no analytics library: a custom meta only";
-#endif
-  const gchar* tags[] = {nullptr};
-  if (!gst_meta_get_info("bench-meta"))
-    gst_meta_register_custom("bench-meta", tags, nullptr, nullptr, nullptr);
-  GstCustomMeta* c = gst_buffer_add_custom_meta(buf, "bench-meta");
-  gst_structure_set(gst_custom_meta_get_structure(c), "frame", G_TYPE_INT, frame, nullptr);
-  return what + " + a custom meta";
-}
 
 struct Sample {
   std::vector<double> encode_us, decode_us;
@@ -149,7 +108,7 @@ int main(int argc, char** argv) {
   std::vector<std::uint8_t> area(64 * 1024);
   GstBuffer* bare = gst_buffer_new();
   GstBuffer* rich = gst_buffer_new();
-  const std::string what = decorate(rich, o, 1);
+  const std::string what = benchmetas::add_detector_output(rich, o.detections, o.tensor_bytes, 1);
   Sample base, full;
   std::uint32_t base_bytes = 0, full_bytes = 0, base_metas = 0, full_metas = 0;
   // Warm both paths (quarks, meta registrations, caches), then measure them interleaved.

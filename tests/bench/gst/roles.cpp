@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "detector_metas.hpp"
 #include "gst_bench.hpp"
 #include "pipeline.hpp"
 // The plugin's public, header-only tensor meta, read as an application reads it. By path: the
@@ -62,6 +63,7 @@ Frames make_frames(const RunSpec& s) {
     GstBuffer* copy = gst_buffer_copy_deep(gst_sample_get_buffer(sample));
     gst_sample_unref(sample);
     if (!copy) throw std::runtime_error(desc + ": could not copy a frame");
+    if (s.metas) benchmetas::add_detector_output(copy, 100, 10240, static_cast<int>(f.bufs.size()));
     f.bufs.emplace_back(copy);
   }
   f.cuda.reset(cuda_context_of(f.bufs[0].get()));
@@ -320,6 +322,11 @@ void receive(ReceiverProbe* p, GstBuffer* buf, std::uint64_t now) {
   // deliver frame n as arrival n, and a lossy one only ends up with fewer frames.
   std::uint64_t index = arrival;
   if (unstamped(*p->spec) && !feed_index(p, buf, arrival, &index)) return;
+  // --metas: the detector's output crossed with the frame (its custom meta names the frame).
+  if (p->spec->metas && !gst_buffer_get_custom_meta(buf, "bench-meta")) {
+    note_bad(p, "frame " + std::to_string(arrival) + " arrived without its metas");
+    return;
+  }
   if (reads_stamp(*p->spec, arrival)) {
     Stamp st;
     if (!read_stamp(buf, p->fc, &st) || st.magic != kStampMagic || st.index >= total) {

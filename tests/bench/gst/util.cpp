@@ -34,6 +34,7 @@ std::vector<std::string> RunSpec::to_args() const {
           "io_mode=" + io_mode,
           std::string("cuda=") + (cuda ? "1" : "0"),
           std::string("feed=") + (feed ? "1" : "0"),
+          std::string("metas=") + (metas ? "1" : "0"),
           std::string("appsink=") + (appsink ? "1" : "0"),
           "live_fps=" + std::to_string(live_fps),
           "upstream=" + upstream,
@@ -70,6 +71,8 @@ RunSpec RunSpec::from_args(const std::vector<std::string>& args) {
       s.io_mode = v;
     else if (k == "cuda")
       s.cuda = v == "1";
+    else if (k == "metas")
+      s.metas = v == "1";
     else if (k == "feed")
       s.feed = v == "1";
     else if (k == "appsink")
