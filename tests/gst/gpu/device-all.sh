@@ -30,11 +30,18 @@ if [ -x "$dir/g128/bin/cudaipc-gst-bench" ]; then
     export LD_LIBRARY_PATH=$dir/g128/lib:$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
     timeout -k 5 150 "$dir/g128/bin/cudaipc-gst-bench" --gpu --frames="$frames" --warmup=30 \
       --json "$out/bench-128.json"
+    # The pre-uploaded rows again with a detector's output crossing as metas (docs/metas.md),
+    # and what encoding and attaching those metas costs per frame.
+    if [ -x "$dir/g128/bin/cudaipc-gst-meta-bench" ]; then
+      timeout -k 5 120 "$dir/g128/bin/cudaipc-gst-bench" --gpu --metas --frames="$frames" \
+        --warmup=30 --transports=cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy
+      timeout -k 5 60 "$dir/g128/bin/cudaipc-gst-meta-bench" --frames=20000
+    fi
   ) >"$out/bench-128.txt" 2>&1
   rm -rf "$g"
 fi
 grep -E '^(PASS|FAIL|SKIP|==)|passed' "$out/gst-gpu.txt"
 for v in 122 128; do
-  [ -f "$out/bench-$v.txt" ] && { echo "== bench $v"; grep -E '^\||^[0-9]+x|every|FAIL|rror' "$out/bench-$v.txt" | cut -c1-400; }
+  [ -f "$out/bench-$v.txt" ] && { echo "== bench $v"; grep -E '^\||^[0-9]+x|every|FAIL|rror|meta cost' "$out/bench-$v.txt" | cut -c1-400; }
 done
 exit "$suite"

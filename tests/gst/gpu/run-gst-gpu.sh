@@ -87,6 +87,34 @@ produce() {  # produce PATH PIPELINE
   echo "@produce --expect-path $1 --pipeline-words $2 ! cudaipcringsink name=sink"
 }
 
+# Metas across processes over a CUDA channel (docs/metas.md): cudaipc-gst-meta-peer publishes
+# frames carrying every meta kind this GStreamer has and prints them; a second process prints
+# what its cudaipcsrc (io-mode $2) attached; both lists must be equal.
+meta_case() {  # meta_case TAG IO_MODE
+  local n=$1-metas-$2 peer=$root/$1/bin/cudaipc-gst-meta-peer start=$SECONDS
+  if [ ! -x "$peer" ]; then
+    skipped=$((skipped + 1))
+    note "SKIP $n: no cudaipc-gst-meta-peer in the bundle"
+    return
+  fi
+  timeout -k 5 90 "$peer" consume "$work/$n.sock" 60 io-mode="$2" >"$out/$n.got" 2>"$out/$n.log" &
+  local cpid=$!
+  timeout -k 5 90 "$peer" produce "$work/$n.sock" 60 ipc-mode=vmm >"$out/$n.want" 2>>"$out/$n.log"
+  local prc=$?
+  wait "$cpid"
+  local crc=$?
+  if [ "$prc" -eq 0 ] && [ "$crc" -eq 0 ] && [ -s "$out/$n.want" ] &&
+    diff -q "$out/$n.want" "$out/$n.got" >/dev/null; then
+    passed=$((passed + 1))
+    note "PASS $n ($((SECONDS - start))s) 60 frames, metas equal: $(head -c 160 "$out/$n.got")..."
+  else
+    failed=$((failed + 1))
+    note "FAIL $n (producer rc=$prc, consumer rc=$crc)"
+    { diff "$out/$n.want" "$out/$n.got" | head -n 4; tail -n 4 "$out/$n.log"; } | cut -c1-300 \
+      | sed 's/^/    /' | tee -a "$summary"
+  fi
+}
+
 # GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports, $3
 # the path cudaupload's frames take into slots (1.24+: cudaupload writes into the sink's slots).
 gpu_cases() {
@@ -123,6 +151,7 @@ gpu_cases() {
       --reference "$(producer NV12) ! cudaupload ! $conv ! cudadownload ! appsink name=out" \
       --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert-into-slots.sock ! cudadownload ! appsink name=out"
   fi
+  for io in $iomodes; do meta_case "$tag" "$io"; done
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"

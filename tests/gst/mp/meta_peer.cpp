@@ -312,16 +312,25 @@ int consume(const char* socket, int frames, const std::string& props) {
       break;
     }
     GstBuffer* buf = gst_sample_get_buffer(s);
-    GstMapInfo map;
-    if (gst_buffer_map(buf, &map, GST_MAP_READ)) {
-      for (gsize k = 0; k < static_cast<gsize>(kWidth * kHeight * 4) && k < map.size; ++k)
-        if (map.data[k] != static_cast<guint8>(i)) {
-          std::fprintf(stderr, "frame %d: byte %zu is %u\n", i, static_cast<std::size_t>(k),
-                       map.data[k]);
-          rc = 1;
-          break;
-        }
-      gst_buffer_unmap(buf, &map);
+    // Row by row through the frame's own layout: a copy into CUDA memory has pitched rows.
+    GstVideoInfo info;
+    GstVideoFrame frame;
+    if (!gst_video_info_from_caps(&info, gst_sample_get_caps(s)) ||
+        !gst_video_frame_map(&frame, &info, buf, GST_MAP_READ)) {
+      std::fprintf(stderr, "frame %d: cannot map it as video\n", i);
+      rc = 1;
+    } else {
+      for (int y = 0; y < kHeight && rc == 0; ++y) {
+        const guint8* row = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0)) +
+                            y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
+        for (int k = 0; k < kWidth * 4; ++k)
+          if (row[k] != static_cast<guint8>(i)) {
+            std::fprintf(stderr, "frame %d: row %d byte %d is %u\n", i, y, k, row[k]);
+            rc = 1;
+            break;
+          }
+      }
+      gst_video_frame_unmap(&frame);
     }
     std::printf("%s\n", describe(buf).c_str());
     std::fflush(stdout);
