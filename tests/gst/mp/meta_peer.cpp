@@ -7,6 +7,9 @@
 //   cudaipc-gst-meta-peer consume SOCKET FRAMES [source properties...]
 //       cudaipcsrc mode=every-frame ! appsink: prints each frame's metas the same way, after
 //       checking its bytes. Exits 1 on a wrong frame, 2 on a pipeline error or timeout.
+//   cudaipc-gst-meta-peer describe SOCKET FRAMES [source properties...]
+//       the same for any producer (no check of the bytes); CUDAIPC_META_PEER_BETWEEN names
+//       elements to put between the source and the appsink (objectdetectionoverlay, say).
 // The two outputs are equal line for line when every meta crossed intact.
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -315,11 +318,11 @@ int consume(const char* socket, int frames, const std::string& props) {
     // Row by row through the frame's own layout: a copy into CUDA memory has pitched rows.
     GstVideoInfo info;
     GstVideoFrame frame;
-    if (!gst_video_info_from_caps(&info, gst_sample_get_caps(s)) ||
-        !gst_video_frame_map(&frame, &info, buf, GST_MAP_READ)) {
+    if (check && (!gst_video_info_from_caps(&info, gst_sample_get_caps(s)) ||
+                  !gst_video_frame_map(&frame, &info, buf, GST_MAP_READ))) {
       std::fprintf(stderr, "frame %d: cannot map it as video\n", i);
       rc = 1;
-    } else {
+    } else if (check) {
       for (int y = 0; y < kHeight && rc == 0; ++y) {
         const guint8* row = static_cast<const guint8*>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0)) +
                             y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
@@ -347,14 +350,16 @@ int consume(const char* socket, int frames, const std::string& props) {
 int main(int argc, char** argv) {
   gst_init(&argc, &argv);
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s produce|consume SOCKET FRAMES [properties...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s produce|consume|describe SOCKET FRAMES [properties...]\n",
+                 argv[0]);
     return 2;
   }
   const std::string role = argv[1];
   const int frames = std::atoi(argv[3]);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (role == "produce") return produce(argv[2], frames, extra_properties(argc, argv));
-  if (role == "consume") return consume(argv[2], frames, extra_properties(argc, argv));
+  if (role == "consume") return consume(argv[2], frames, extra_properties(argc, argv), true);
+  if (role == "describe") return consume(argv[2], frames, extra_properties(argc, argv), false);
   std::fprintf(stderr, "unknown role %s\n", role.c_str());
   return 2;
 }
