@@ -298,10 +298,11 @@ int produce(const char* socket, int frames, const std::string& props) {
   return 0;
 }
 
-int consume(const char* socket, int frames, const std::string& props) {
+int consume(const char* socket, int frames, const std::string& props, bool check) {
+  const char* between = check ? nullptr : g_getenv("CUDAIPC_META_PEER_BETWEEN");
   const std::string desc =
       std::string("cudaipcringsrc mode=every-frame is-live=false socket-path=") + socket + props +
-      " ! appsink name=out sync=false";
+      " ! " + (between ? std::string(between) + " ! " : "") + "appsink name=out sync=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(desc.c_str(), &err);
   if (!pipeline) return fail(err ? err->message : "bad pipeline", nullptr);
