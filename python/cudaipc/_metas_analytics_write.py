@@ -1,0 +1,535 @@
+"""Writing kind 2 records (docs/metas.md; _metas_analytics.py reads them): detections,
+classifications and tracks as one GstAnalyticsRelationMeta.
+
+Detections are written vectorized: the mtd table is one NumPy array over the area's bytes, filled
+a column at a time from the boxes, scores and labels arrays (no Python loop per box), starting
+from a template of rows copied in one go, with one heap string per distinct label."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from operator import itemgetter
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._errors import InvalidArgumentError
+from ._metas import KIND_ANALYTICS, Encoded, pad8
+from ._metas_analytics import (C_CONF, C_FLAGS, C_ID, C_PAYLOAD, C_R, C_TYPE, C_X, CLS,
+                               CONTAIN, HEADER, IS_PART_OF, MTD_SIZE, NAME, OD, REL_NAMES,
+                               REL_SIZE, RELATE_TO, TRACK, _CLASS)
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+class _Heap:
+    """The heap being built: strings once each, payloads 4-byte aligned."""
+
+    def __init__(self) -> None:
+        self.parts: List[bytes] = []
+        self.size = 0
+        self.strings: Dict[str, Tuple[int, int]] = {}
+
+    def string(self, s: str) -> Tuple[int, int]:
+        got = self.strings.get(s)
+        if got is None:
+            b = s.encode("utf-8")
+            got = self.strings[s] = (self.size, len(b))
+            self.parts.append(b)
+            self.size += len(b)
+        return got
+
+    def block(self, b: bytes) -> int:
+        """Bytes the caller indexes itself (a frame's distinct labels); their offset."""
+        off = self.size
+        self.parts.append(b)
+        self.size += len(b)
+        return off
+
+    def payload(self, b: bytes) -> int:
+        pad = -self.size % 4
+        if pad:
+            self.parts.append(bytes(pad))
+            self.size += pad
+        off = self.size
+        self.parts.append(b)
+        self.size += len(b)
+        return off
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _host(x: Any, what: str) -> np.ndarray:
+    """A host NumPy array of an array, list or tensor (a CUDA tensor copied once)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
+        return x.get()  # CuPy
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"{what}: {e}") from None
+
+
+def _names(label_names: Any) -> Any:
+    if label_names is None or isinstance(label_names, (list, tuple, Mapping)):
+        return label_names
+    raise InvalidArgumentError("label_names must be a list or a dict of int -> str")
+
+
+def _name_of(names: Any, v: int) -> str:
+    if names is None:
+        return str(v)
+    try:
+        s = names[v]
+    except (IndexError, KeyError):
+        return str(v)
+    return s if isinstance(s, str) else str(s)
+
+
+class Detections(NamedTuple):
+    boxes: np.ndarray  # (N, 4) float, x1 y1 x2 y2
+    scores: Optional[np.ndarray]
+    labels: Any  # (N,) integer array, list of str, or None
+    rotation: Optional[np.ndarray]
+    track_ids: Optional[np.ndarray]
+
+
+def _torch_stack(d: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """A torchvision dict on the GPU in one device-to-host copy: boxes, scores and integer labels
+    side by side as float32 (labels exact below 2**24), then split on the host."""
+    torch = sys.modules.get("torch")
+    boxes = d.get("boxes")
+    if torch is None or not isinstance(boxes, torch.Tensor) or boxes.device.type == "cpu":
+        return None
+    cols = [boxes.detach().reshape(-1, 4).float()]
+    keys = []
+    for k in ("scores", "labels", "rotation"):
+        v = d.get(k)
+        if isinstance(v, torch.Tensor) and v.device == boxes.device:
+            cols.append(v.detach().reshape(-1, 1).float())
+            keys.append(k)
+    host = torch.cat(cols, 1).cpu().numpy()
+    out = dict(d)
+    out["boxes"] = host[:, :4]
+    for j, k in enumerate(keys):
+        out[k] = host[:, 4 + j].astype(np.int64) if k == "labels" else host[:, 4 + j]
+    return out
+
+
+def detections_input(det: Any) -> Detections:
+    """The forms ``publish(detections=...)`` takes, as arrays: a torchvision-style dict
+    {"boxes": (N, 4), "labels": (N,) ints or strs, "scores": (N,), optional "rotation" (N,)
+    radians and "track_ids" (N,), -1 for none}; an (N, 4) array of boxes; an (N, 6) array
+    x1, y1, x2, y2, score, label (as YOLO models give them); or a list of dicts {"box", "label",
+    "score", "rotation", "track_id"}."""
+    if type(det) is dict:
+        fast = _numpy_dict(det)
+        if fast is not None:
+            return fast
+    if isinstance(det, Mapping):
+        det = _torch_stack(det) or det
+        if "boxes" not in det:
+            raise InvalidArgumentError("detections as a dict need 'boxes' ((N, 4) x1 y1 x2 y2)")
+        boxes = _host(det["boxes"], "detections['boxes']")
+        n = boxes.shape[0] if boxes.ndim else 0
+        labels = det.get("labels")
+        if labels is not None and not (isinstance(labels, (list, tuple)) and labels and
+                                       isinstance(labels[0], str)):
+            labels = _host(labels, "detections['labels']")
+        return Detections(_boxes(boxes), _column(det.get("scores"), n, "scores"),
+                          labels, _column(det.get("rotation"), n, "rotation"),
+                          _column(det.get("track_ids"), n, "track_ids"))
+    if isinstance(det, (list, tuple)) and (not det or isinstance(det[0], Mapping)):
+        return _from_dicts(det)
+    arr = _host(det, "detections")
+    if arr.ndim != 2 or arr.shape[1] not in (4, 6):
+        raise InvalidArgumentError(f"detections as an array are (N, 4) or (N, 6), not "
+                                   f"{arr.shape}")
+    if arr.shape[1] == 4:
+        return Detections(_boxes(arr), None, None, None, None)
+    return Detections(_boxes(arr[:, :4]), arr[:, 4], arr[:, 5].astype(np.int64), None, None)
+
+
+def _numpy_dict(det: Dict[str, Any]) -> Optional[Detections]:
+    """The common case at little cost: a dict of NumPy arrays of the right shapes, taken as
+    they are (anything else goes the general way, which converts and explains)."""
+    boxes = det.get("boxes")
+    if type(boxes) is not np.ndarray or boxes.ndim != 2 or boxes.shape[1] != 4 or \
+            boxes.dtype.kind not in "fiu":
+        return None
+    n = boxes.shape[0]
+    cols = (det.get("scores"), det.get("labels"), det.get("rotation"), det.get("track_ids"))
+    for c in cols:
+        if c is not None and (type(c) is not np.ndarray or c.shape != (n,)):
+            return None
+    return Detections(boxes, *cols)
+
+
+def _boxes(b: np.ndarray) -> np.ndarray:
+    if b.size == 0:
+        return np.zeros((0, 4), np.float32)
+    if b.ndim != 2 or b.shape[1] != 4:
+        raise InvalidArgumentError(f"boxes are (N, 4) x1 y1 x2 y2, not {b.shape}")
+    if b.dtype.kind not in "fiu":
+        raise InvalidArgumentError(f"boxes of {b.dtype}: numbers needed")
+    return b
+
+
+def _column(v: Any, n: int, what: str) -> Optional[np.ndarray]:
+    if v is None:
+        return None
+    a = _host(v, f"detections[{what!r}]").reshape(-1)
+    if a.shape[0] != n:
+        raise InvalidArgumentError(f"detections[{what!r}] has {a.shape[0]} values for {n} boxes")
+    return a
+
+
+def _from_dicts(items: Sequence[Mapping[str, Any]]) -> Detections:
+    n = len(items)
+    boxes = np.zeros((n, 4), np.float64)
+    scores = np.ones(n, np.float32)
+    rotation = np.zeros(n, np.float32)
+    tids = np.full(n, -1, np.int64)
+    labels: List[Any] = []
+    rotated = tracked = False
+    for i, d in enumerate(items):
+        if "box" not in d:
+            raise InvalidArgumentError(f"detection {i} has no 'box' (x1, y1, x2, y2)")
+        boxes[i] = _host(d["box"], f"detection {i}'s box").reshape(4)
+        scores[i] = d.get("score", 1.0)
+        if "rotation" in d:
+            rotation[i], rotated = d["rotation"], True
+        if d.get("track_id") is not None:
+            tids[i], tracked = d["track_id"], True
+        labels.append(d.get("label", ""))
+    if labels and all(isinstance(x, (int, np.integer)) for x in labels):
+        labels = np.asarray(labels, np.int64)  # type: ignore[assignment]
+    else:
+        labels = [x if isinstance(x, str) else str(x) for x in labels]
+    return Detections(boxes, scores, labels, rotation if rotated else None,
+                      tids if tracked else None)
+
+
+_TRACK = struct.Struct("<QQQ")  # tracking_id, first_seen, last_seen at byte 32 of the mtd
+
+# (detection index, tracking id, first seen, last seen, lost)
+TrackRow = Tuple[int, int, int, int, int]
+_MAX_LUT = 65536  # integer labels below this go through the vectorized lookup
+# A label table whose names take at most this many bytes goes into the heap whole, the same bytes
+# every frame (COCO's 91 names take 700): cheaper than finding a frame's distinct labels, and
+# well within the area. Larger tables put only the frame's distinct labels in the heap.
+WHOLE_TABLE_HEAP = 2048
+
+
+class _NameTable:
+    """Integer labels' names, encoded once for as long as the caller's label_names stay equal:
+    the UTF-8 of each, its length as an array, and for small tables the whole table as one heap
+    with each label's packed (offset | length << 32) ready to look up."""
+
+    def __init__(self, names: Any) -> None:
+        self.names = dict(names) if isinstance(names, Mapping) else \
+            (list(names) if names is not None else None)
+        self.encoded: List[bytes] = []
+        self.lens = np.zeros(0, np.uint64)
+        self.heap = b""
+        self.packed: Optional[np.ndarray] = None  # set while the table fits WHOLE_TABLE_HEAP
+        self.grow(len(names) if isinstance(names, (list, tuple)) else 0)
+
+    def same(self, names: Any) -> bool:
+        # Equality, not identity: a list edited in place must not keep its old names.
+        return self.names == names if names is not None else self.names is None
+
+    def grow(self, size: int) -> None:
+        if size <= len(self.encoded):
+            return
+        self.encoded += [_name_of(self.names, v).encode("utf-8")
+                         for v in range(len(self.encoded), size)]
+        self.lens = np.array([len(b) for b in self.encoded], np.uint64)
+        total = int(self.lens.sum())
+        if total <= WHOLE_TABLE_HEAP:
+            self.heap = b"".join(self.encoded)
+            self.packed = (np.cumsum(self.lens) - self.lens) | (self.lens << np.uint64(32))
+        else:
+            self.heap, self.packed = b"", None
+
+
+class _Scratch:
+    """Per producer, reused frame after frame: a template of OD rows (type 1, id = row,
+    confidence 1) copied in one go, the rounded boxes, and the label lookup table."""
+
+    def __init__(self) -> None:
+        self.template = np.zeros((0, 14), np.uint32)
+        self.rint = np.zeros((0, 4), np.float32)
+        self.xywh = np.zeros((0, 4), np.float32)
+        self.lut = np.zeros(0, np.uint64)
+        self.names: Optional[_NameTable] = None
+        self._views: Dict[Tuple[int, int], Tuple[np.ndarray, ...]] = {}
+
+    def views(self, buf: np.ndarray, t0: int) -> Tuple[np.ndarray, ...]:
+        """Views of an mtd table at byte `t0` of `buf`, as many rows as fit: words (u32), ints,
+        floats, and each row's (label_off, label_len) as one unaligned u64. Made once per buffer
+        and place (the writer's buffer and the slots' areas never move)."""
+        key = (id(buf), t0)  # the buffer itself is kept in the entry, so its id is not reused
+        v = self._views.get(key)
+        if v is None or v[0] is not buf:
+            rows = (buf.shape[0] - t0) // MTD_SIZE
+            words = buf[t0:t0 + MTD_SIZE * rows].view(np.uint32).reshape(rows, 14)
+            v = (buf, words, words.view(np.int32), words.view(np.float32),
+                 np.ndarray((rows,), np.uint64, buf, t0 + 12, (MTD_SIZE,)))
+            if len(self._views) > 256:
+                self._views.clear()
+            self._views[key] = v
+        return v
+
+    def rows(self, n: int) -> np.ndarray:
+        if self.template.shape[0] < n:
+            cap = max(n, 2 * self.template.shape[0], 64)
+            t = np.zeros((cap, 14), np.uint32)
+            t[:, C_TYPE] = OD
+            t[:, C_ID] = np.arange(cap, dtype=np.uint32)
+            t.view(np.float32)[:, C_CONF] = 1.0
+            self.template = t
+            self.rint = np.zeros((cap, 4), np.float32)
+            self.xywh = np.zeros((cap, 4), np.float32)
+        return self.template[:n]
+
+    def name_table(self, names: Any, top: int) -> _NameTable:
+        t = self.names
+        if t is None or not t.same(names):
+            t = self.names = _NameTable(names)
+        t.grow(top + 1)
+        if self.lut.shape[0] <= top:
+            self.lut = np.zeros(max(top + 1, 2 * self.lut.shape[0]), np.uint64)
+        return t
+
+
+SCRATCH = _Scratch()
+_NO_RELATIONS = np.zeros((0, 3), np.uint32)
+_CORNERS_TO_SIZE = np.array([[1, 0, -1, 0], [0, 1, 0, -1], [0, 0, 1, 0], [0, 0, 0, 1]],
+                            np.float32)
+# The record's header, its name and the analytics header, in one pack.
+_HEAD = struct.Struct(f"<IHH{pad8(len(NAME))}s6I")
+
+
+class AnalyticsEncoder(Encoded):
+    """One kind 2 record: detections (mtds 0..N-1), then classifications, then tracks, and the
+    relations between them, then those given in `relations` (mtd table indexes). Body: header,
+    mtd table, relations, heap."""
+
+    def __init__(self, det: Optional[Detections], classes: Any, track_input: Any,
+                 relations: Any, label_names: Any, scratch: _Scratch = SCRATCH) -> None:
+        self.scratch = scratch
+        self.det = det
+        n = self.n = 0 if det is None else det.boxes.shape[0]
+        self.heap = heap = _Heap()
+        self.label_rows: Optional[np.ndarray] = None  # (N,) u64: label_off | label_len << 32
+        if det is not None and det.labels is not None and n:
+            self.label_rows = self._labels(det.labels, _names(label_names), n)
+        if classes is None and track_input is None and relations is None and \
+                (det is None or det.track_ids is None):
+            self.classes: List[Tuple[Tuple[int, int], int]] = []
+            self.tracks: List[TrackRow] = []
+            self.mtds = n
+            self.rels = _NO_RELATIONS
+        else:
+            self._related(classes, track_input, relations, _names(label_names))
+        heap_bytes = heap.bytes()
+        self.rels_at = HEADER.size + MTD_SIZE * self.mtds
+        self.heap_at = self.rels_at + REL_SIZE * len(self.rels)
+        self.heap_len = len(heap_bytes)
+        body = self.heap_at + self.heap_len
+        self.heap_bytes = heap_bytes + bytes(pad8(body) - body)  # the record's end zeroed too
+        self.size = 8 + pad8(len(NAME)) + pad8(body)
+
+    def _related(self, classes: Any, track_input: Any, relations: Any, names: Any) -> None:
+        n = self.n
+        self.classes = self._classes(classes, names, n)
+        self.tracks = self._tracks(track_input, self.det, n)
+        rels: List[Tuple[int, int, int]] = []
+        for j, (_, d) in enumerate(self.classes):
+            if d >= 0:
+                rels += [(d, n + j, CONTAIN), (n + j, d, IS_PART_OF)]
+        t0 = n + len(self.classes)
+        for j, (d, _, _, _, _) in enumerate(self.tracks):
+            if d >= 0:
+                rels.append((d, t0 + j, RELATE_TO))
+        self.mtds = t0 + len(self.tracks)
+        rels += _relations_input(relations, self.mtds)
+        self.rels = np.asarray(rels, np.uint32).reshape(-1, 3)
+
+    def _labels(self, labels: Any, names: Any, n: int) -> np.ndarray:
+        if type(labels) is np.ndarray and labels.dtype.kind in "iu":
+            if labels.shape != (n,):
+                raise InvalidArgumentError(f"labels of shape {labels.shape} for {n} boxes")
+            # One reduction for both checks: negative labels seen as unsigned are huge.
+            top = int(labels.view(labels.dtype.str.replace("i", "u")).max())
+            if top < _MAX_LUT:
+                return self._label_lookup(labels, top, names)
+            if labels.dtype.kind == "i" and labels.min() < 0:
+                raise InvalidArgumentError(f"label {int(labels.min())} is negative")
+            labels = labels.tolist()
+        return self._label_list(labels, names, n)
+
+    def _label_lookup(self, labels: np.ndarray, top: int, names: Any) -> np.ndarray:
+        """The vectorized path: the label table's heap (or one heap string per distinct label),
+        then every box's label offset and length looked up at once."""
+        table = self.scratch.name_table(names, top)
+        if table.packed is not None and self.heap.size == 0:
+            self.heap.block(table.heap)
+            return table.packed[labels]
+        present = np.bincount(labels).nonzero()[0]
+        lens = table.lens[present]
+        ends = np.cumsum(lens)
+        got = itemgetter(*present.tolist())(table.encoded)
+        heap = self.heap
+        base = heap.block(b"".join(got) if present.shape[0] > 1 else got)
+        lut = self.scratch.lut
+        lut[present] = (ends - lens + np.uint64(base)) | (lens << np.uint64(32))
+        return lut[labels]
+
+    def _label_list(self, labels: Any, names: Any, n: int) -> np.ndarray:
+        if isinstance(labels, np.ndarray):
+            labels = labels.reshape(-1).tolist()
+        if len(labels) != n:
+            raise InvalidArgumentError(f"{len(labels)} labels for {n} boxes")
+        heap = self.heap
+        out = np.empty(n, np.uint64)
+        for i, s in enumerate(labels):
+            off, k = heap.string(s if isinstance(s, str) else _name_of(names, int(s)))
+            out[i] = off | (k << 32)
+        return out
+
+    def _classes(self, classes: Any, names: Any, n: int) -> List[Tuple[Tuple[int, int], int]]:
+        """(heap offset of the payload, payload length, detection index or -1) for each."""
+        if classes is None:
+            return []
+        if isinstance(classes, Mapping) or (isinstance(classes, tuple) and len(classes) == 2):
+            items, per_detection = [classes], False
+        else:
+            items, per_detection = list(classes), n > 0
+            if per_detection and len(items) != n:
+                raise InvalidArgumentError(f"{len(items)} classifications for {n} detections: "
+                                           "a list of them is one per detection (None to skip)")
+        out = []
+        for i, c in enumerate(items):
+            if c is None:
+                continue
+            labels, scores = (c.get("labels"), c.get("scores")) if isinstance(c, Mapping) else c
+            if isinstance(labels, (str, int, np.integer)):
+                labels = [labels]
+            labels = list(_host(labels, "classification labels").reshape(-1).tolist()) \
+                if not isinstance(labels, (list, tuple)) else list(labels)
+            sc = np.ones(len(labels), np.float32) if scores is None else \
+                _host(scores, "classification scores").astype(np.float32).reshape(-1)
+            if sc.shape[0] != len(labels):
+                raise InvalidArgumentError(f"classification {i}: {sc.shape[0]} scores for "
+                                           f"{len(labels)} labels")
+            parts = [struct.pack("<I", len(labels))]
+            for label, score in zip(labels, sc.tolist()):
+                off, k = self.heap.string(label if isinstance(label, str) else
+                                          _name_of(names, int(label)))
+                parts.append(_CLASS.pack(score, off, k))
+            payload = b"".join(parts)
+            out.append(((self.heap.payload(payload), len(payload)), i if per_detection else -1))
+        return out
+
+    @staticmethod
+    def _tracks(tr: Any, det: Optional[Detections], n: int) -> List[TrackRow]:
+        """(detection index, tracking id, first seen, last seen, lost) for each track."""
+        if tr is None and (det is None or det.track_ids is None):
+            return []
+        if tr is None:
+            tr = det.track_ids  # type: ignore[union-attr]
+        if isinstance(tr, Mapping):
+            ids = _host(tr["ids"], "tracks['ids']").reshape(-1).astype(np.int64)
+            m = ids.shape[0]
+            cols = [_host(tr.get(k, np.zeros(m)), f"tracks[{k!r}]").reshape(-1).astype(np.int64)
+                    for k in ("first_seen", "last_seen", "lost")]
+        else:
+            ids = _host(tr, "tracks").reshape(-1).astype(np.int64)
+            m = ids.shape[0]
+            cols = [np.zeros(m, np.int64)] * 3
+        if m != n:
+            raise InvalidArgumentError(f"{m} track ids for {n} detections (-1: not tracked)")
+        keep = np.flatnonzero(ids >= 0).tolist()
+        return [(i, int(ids[i]), int(cols[0][i]), int(cols[1][i]), int(cols[2][i]))
+                for i in keep]
+
+    def layout(self, offset: int) -> int:
+        return self.size
+
+    def write(self, buf: np.ndarray, offset: int) -> None:
+        n, mtds = self.n, self.mtds
+        name = NAME.encode()
+        start = offset + 8 + pad8(len(name))
+        _HEAD.pack_into(buf, offset, self.size, KIND_ANALYTICS, len(name), name, mtds,
+                        len(self.rels), self.heap_at, self.heap_len, self.rels_at, 0)
+        t0 = start + HEADER.size
+        if n:
+            self._write_detections(buf, t0)
+        if len(self.rels):
+            table = buf[t0:t0 + MTD_SIZE * mtds].view(np.uint32).reshape(mtds, 14)
+            self._write_related(buf, table, t0, start)
+        h0 = start + self.heap_at
+        buf.data[h0:h0 + len(self.heap_bytes)] = self.heap_bytes
+
+    def _write_related(self, buf: np.ndarray, table: np.ndarray, t0: int, start: int) -> None:
+        n = self.n
+        for j, ((off, k), _) in enumerate(self.classes):
+            row = table[n + j]
+            row[:] = 0
+            row[C_TYPE], row[C_ID], row[C_PAYLOAD], row[C_PAYLOAD + 1] = CLS, n + j, off, k
+        base = n + len(self.classes)
+        for j, (_, tid, first, last, lost) in enumerate(self.tracks):
+            table[base + j, :8] = (TRACK, base + j, 1 if lost else 0, 0, 0, 0, 0, 0)
+            _TRACK.pack_into(buf, t0 + MTD_SIZE * (base + j) + 32, tid, first, last)
+        r0 = start + self.rels_at
+        buf[r0:r0 + REL_SIZE * len(self.rels)] = self.rels.view(np.uint8).reshape(-1)
+
+    def _write_detections(self, buf: np.ndarray, t0: int) -> None:
+        det, n = self.det, self.n
+        assert det is not None
+        scratch = self.scratch
+        _, words, ints, floats, labels = scratch.views(buf, t0)
+        words[:n] = scratch.rows(n)  # type OD, id = row, confidence 1, the rest 0
+        # x, y, w, h in whole pixels: the corners rounded, then [x1 y1 x2 y2] @ M gives
+        # [x1 y1 x2-x1 y2-y1] in one call (exact: integers in float32 below 2**24).
+        r = scratch.rint[:n]
+        np.rint(det.boxes, out=r, casting="unsafe")
+        np.matmul(r, _CORNERS_TO_SIZE, out=scratch.xywh[:n])
+        ints[:n, C_X:C_X + 4] = scratch.xywh[:n]
+        if det.scores is not None:
+            floats[:n, C_CONF] = det.scores
+        if det.rotation is not None:
+            floats[:n, C_R] = det.rotation
+            words[:n, C_FLAGS] = 1
+        if self.label_rows is not None:
+            labels[:n] = self.label_rows  # label_off and label_len as one u64 at byte 12
+
+
+def _relations_input(relations: Any, mtds: int) -> List[Tuple[int, int, int]]:
+    if relations is None:
+        return []
+    out = []
+    for item in relations:
+        a, b, types = item
+        if isinstance(types, str):
+            types = [types]
+        if not isinstance(types, (int, np.integer)):
+            try:
+                types = sum(REL_NAMES[t] for t in types)
+            except KeyError as e:
+                raise InvalidArgumentError(f"relation type {e.args[0]!r} is not one of "
+                                           f"{', '.join(REL_NAMES)}") from None
+        a, b = int(a), int(b)
+        if not (0 <= a < mtds and 0 <= b < mtds):
+            raise InvalidArgumentError(f"relation ({a}, {b}) names an mtd outside the "
+                                       f"{mtds} published (detections first, then "
+                                       "classifications, then tracks)")
+        out.append((a, b, int(types)))
+    return out
