@@ -177,7 +177,8 @@ def test_malformed_areas_skipped_and_counted(path):
     mixed = bytearray(good + bad_record + good[16:])
     struct.pack_into("<HI", mixed, 6, 3, len(mixed))
     areas = [bytes(mixed), b"garbage!" * 4, good, b"", bytes(16)]
-    with cudaipc.Producer(path, memory="host", num_slots=len(areas) + 1) as p, cudaipc.Consumer(path, timeout=10) as c:
+    with cudaipc.Producer(path, memory="host", num_slots=len(areas) + 1) as p, \
+            cudaipc.Consumer(path, timeout=10) as c:
         p.wait_for_consumers()
         for a in areas:
             p.publish(np.zeros(4, np.uint8), metas=a)
