@@ -50,14 +50,16 @@ def pad8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def check_name(raw: bytes, what: str) -> str:
-    """A name the doc says is UTF-8 without NUL."""
+def check_name(raw: bytes, what: str, *args: Any) -> str:
+    """A name the doc says is UTF-8 without NUL. `what` names it for the error, formatted with
+    `args` only then (this runs for every name read)."""
     if b"\0" in raw:
-        raise MetaFormatError(f"{what} holds a NUL byte")
+        raise MetaFormatError(f"{what.format(*args)} holds a NUL byte")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise MetaFormatError(f"{what} is not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise MetaFormatError(f"{what.format(*args)} is not UTF-8 ({e.reason} at byte "
+                              f"{e.start})") from None
 
 
 def encode_name(name: str, what: str = "a record's name") -> bytes:
@@ -156,6 +158,7 @@ def decode_custom(name: str, body: np.ndarray) -> CustomRecord:
     if size < 8:
         raise MetaFormatError(f"custom body of {size} bytes is shorter than its 8-byte header")
     count, _ = U32x2.unpack_from(body, 0)
+    mv = body.data
     fields: Dict[str, Any] = {}
     pos = 8
     for i in range(count):  # each field takes >= 16 bytes: a lying count ends at the body's end
@@ -167,8 +170,8 @@ def decode_custom(name: str, body: np.ndarray) -> CustomRecord:
         if fsize % 8 or fsize < need or pos + fsize > size:
             raise MetaFormatError(f"custom field {i}: size {fsize} (needs a multiple of 8, at "
                                   f"least {need}, within the body's {size - pos} bytes left)")
-        fname = check_name(bytes(body[pos + 16:pos + 16 + name_len]), f"custom field {i}'s name")
-        raw = bytes(body[pos + 16 + name_len:pos + 16 + name_len + value_len])
+        fname = check_name(bytes(mv[pos + 16:pos + 16 + name_len]), "custom field {}'s name", i)
+        raw = bytes(mv[pos + 16 + name_len:pos + 16 + name_len + value_len])
         fields[fname] = _field_value(ftype, raw, fname)
         pos += fsize
     return CustomRecord(name, fields)
@@ -196,7 +199,7 @@ def _field_value(ftype: int, raw: bytes, fname: str) -> Any:
         if nul < 0:
             raise MetaFormatError(f"custom field {fname!r}: no NUL after its type's name")
         try:
-            return GstValue(check_name(raw[:nul], f"field {fname!r}'s type"),
+            return GstValue(check_name(raw[:nul], "field {!r}'s type", fname),
                             raw[nul + 1:].decode("utf-8"))
         except UnicodeDecodeError:
             raise MetaFormatError(f"custom field {fname!r}: text that is not UTF-8") from None
@@ -266,6 +269,7 @@ def decode_area(area: np.ndarray) -> Decoded:
     if used < AREA_HEADER.size or used > size:
         return _bad_area(out, f"area claims {used} bytes in use of the {size} published")
     pos = AREA_HEADER.size
+    mv = area.data
     for i in range(count):
         if pos + RECORD_HEADER.size > used:
             return _bad_area(out, f"record {i} of {count} starts past the {used} bytes in use")
@@ -278,7 +282,7 @@ def decode_area(area: np.ndarray) -> Decoded:
                                   f"{head}, within the {used - pos} bytes left; names <= "
                                   f"{MAX_NAME})")
         try:
-            name = check_name(bytes(area[pos + 8:pos + 8 + name_len]), f"record {i}'s name")
+            name = check_name(bytes(mv[pos + 8:pos + 8 + name_len]), "record {}'s name", i)
             body = area[pos + head:pos + rsize]
             rec = _decode_body(kind, name, body)
             rec.body = body
@@ -424,12 +428,16 @@ def layout(records: Iterable[Encoded], capacity: int) -> Tuple[List[Tuple[Encode
     if len(placed) > MAX_RECORDS:
         raise InvalidArgumentError(f"{len(placed)} meta records: at most {MAX_RECORDS} a frame")
     if off > capacity:
-        raise InvalidArgumentError(
-            f"the frame's metas need {off} bytes, more than the channel's meta area of "
-            f"{capacity} bytes per slot (Producer(meta_size=...) sets it)" if capacity else
-            f"the frame's metas need {off} bytes and the channel has no meta area "
-            "(Producer(meta_size=0))")
+        too_big(off, capacity)
     return placed, off
+
+
+def too_big(size: int, capacity: int) -> None:
+    raise InvalidArgumentError(
+        f"the frame's metas need {size} bytes, more than the channel's meta area of "
+        f"{capacity} bytes per slot (Producer(meta_size=...) sets it)" if capacity else
+        f"the frame's metas need {size} bytes and the channel has no meta area "
+        "(Producer(meta_size=0))")
 
 
 def write_area(buf: np.ndarray, placed: List[Tuple[Encoded, int]], used: int) -> int:

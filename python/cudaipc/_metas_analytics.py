@@ -9,7 +9,8 @@ writes them.
 
 The box convention both ways: ``boxes`` are (N, 4) x1, y1, x2, y2 in pixels (torchvision's), x2
 and y2 exclusive; the record holds GStreamer's integer x, y, w, h, made as x = rint(x1),
-w = rint(x2) - x (so whole-pixel boxes cross exactly)."""
+w = rint(x2 - x1) (half to even; whole-pixel boxes cross exactly), and read back as x1 = x,
+x2 = x + w."""
 
 from __future__ import annotations
 
@@ -116,12 +117,19 @@ class AnalyticsRecord(MetaRecord):
         self.relations = relations
         self._parsed = parsed  # classifications and segmentations, read once when checked
         self._mtds: Optional[List[Any]] = None
+        self._heap_bytes: Optional[bytes] = None
 
     @property
     def mtds(self) -> List[Any]:
         if self._mtds is None:
             self._mtds = [self._mtd(i) for i in range(len(self.table))]
         return self._mtds
+
+    def heap_bytes(self) -> bytes:
+        """The heap as bytes, copied once (labels are read from it at checked offsets)."""
+        if self._heap_bytes is None:
+            self._heap_bytes = bytes(self.heap)
+        return self._heap_bytes
 
     def _label(self, off: int, n: int) -> str:
         return bytes(self.heap[off:off + n]).decode("utf-8", "replace")
@@ -170,21 +178,26 @@ def decode_analytics(name: str, body: np.ndarray) -> AnalyticsRecord:
     if rel_off + rel_count * REL_SIZE > size:
         raise MetaFormatError(f"{rel_count} relations at {rel_off} overrun the body's {size} "
                               "bytes")
-    # Copies: what is checked below is what is used (the producer may rewrite its bytes).
-    table = np.frombuffer(body, MTD, mtd_count, HEADER.size).copy()
-    rels = np.frombuffer(body, "<u4", rel_count * 3, rel_off).reshape(rel_count, 3) \
-        .astype(np.uint32)
+    # Copies (one memcpy each): what is checked below is what is used (the producer may rewrite
+    # its bytes while they are read).
+    table = np.frombuffer(body, np.uint8, mtd_count * MTD_SIZE, HEADER.size).copy().view(MTD)
+    words = table.view("<u4").reshape(mtd_count, 14)
+    rels = np.frombuffer(body, np.uint8, rel_count * REL_SIZE, rel_off).copy().view("<u4") \
+        .reshape(rel_count, 3)
     if rel_count and int(rels[:, :2].max()) >= mtd_count:
         raise MetaFormatError(f"a relation names mtd {int(rels[:, :2].max())} of {mtd_count}")
     heap = body[heap_off:heap_off + heap_size]
-    types = table["type"]
-    od = table[types == OD]
-    ends = od["label_off"].astype(np.uint64) + od["label_len"]
-    if len(od) and int(ends.max()) > heap_size:
-        raise MetaFormatError(f"a detection's label ends at {int(ends.max())}, past the heap's "
-                              f"{heap_size} bytes")
+    types = words[:, 0]
+    is_od = types == OD
+    labels = words[:, 3:5] if is_od.all() else words[is_od, 3:5]
+    if len(labels):
+        end = int((labels[:, 0].astype(np.uint64) + labels[:, 1]).max())
+        if end > heap_size:
+            raise MetaFormatError(f"a detection's label ends at {end}, past the heap's "
+                                  f"{heap_size} bytes")
     parsed: Dict[int, Any] = {}
-    for i in np.flatnonzero((types == CLS) | (types == SEG)).tolist():
+    others = np.flatnonzero((types == CLS) | (types == SEG)).tolist() if not is_od.all() else []
+    for i in others:
         row = table[i]
         off, n = int(row["payload_off"]), int(row["payload_len"])
         if off + n > heap_size:
@@ -264,23 +277,22 @@ def detections(records: Sequence[AnalyticsRecord]) -> Dict[str, Any]:
     parts: List[Dict[str, Any]] = []
     for rec in records:
         table = rec.table
-        rows = np.flatnonzero(table["type"] == OD)
-        od = table[rows]
-        xywh = np.stack([od["x"], od["y"], od["w"], od["h"]], axis=1).astype(np.int32)
-        x, y = xywh[:, 0].astype(np.float32), xywh[:, 1].astype(np.float32)
-        boxes = np.stack([x, y, x + xywh[:, 2], y + xywh[:, 3]], axis=1).astype(np.float32)
-        cache: Dict[Tuple[int, int], str] = {}
-        labels = []
-        for key in zip(od["label_off"].tolist(), od["label_len"].tolist()):
-            s = cache.get(key)
-            if s is None:
-                s = cache[key] = rec._label(*key)
-            labels.append(s)
+        is_od = table["type"] == OD
+        every = bool(is_od.all())
+        rows = np.arange(len(table)) if every else np.flatnonzero(is_od)
+        od = table if every else table[rows]  # all detections: no copy
+        # x y w h are 4 consecutive i32 of the row: one strided view, then x2 = x + w.
+        xywh = od.view(np.int32).reshape(-1, 14)[:, 8:12].copy()
+        boxes = xywh.astype(np.float32)
+        boxes[:, 2:] += boxes[:, :2]
+        labels = _labels(rec, od)
         track_ids = np.full(len(rows), -1, np.int64)
-        pos = {int(m): k for k, m in enumerate(rows.tolist())}
-        tracks = table.view(TRACK_MTD)["tracking_id"]
-        for t, d in _links(rec, TRACK).items():
-            track_ids[pos[d]] = np.int64(tracks[t].astype(np.int64))
+        links = _links(rec, TRACK)
+        if links:
+            pos = {m: k for k, m in enumerate(rows.tolist())}
+            tracks = table.view(TRACK_MTD)["tracking_id"].astype(np.int64)
+            for t, d in links.items():
+                track_ids[pos[d]] = tracks[t]
         parts.append({"boxes": boxes, "xywh": xywh, "labels": labels,
                       "scores": od["confidence"].astype(np.float32),
                       "rotation": od["r"].astype(np.float32),
@@ -292,6 +304,32 @@ def detections(records: Sequence[AnalyticsRecord]) -> Dict[str, Any]:
         return parts[0]
     return {k: (sum((p[k] for p in parts), []) if k == "labels" else
                 np.concatenate([p[k] for p in parts])) for k in parts[0]}
+
+
+# Decoded labels by heap: a producer that sends the same label heap every frame (cudaipc's own
+# writer does, for label tables up to 2 KiB) has its labels decoded once.
+_LABELS: Dict[bytes, Dict[int, str]] = {}
+
+
+def _labels(rec: AnalyticsRecord, od: np.ndarray) -> List[str]:
+    """Each detection's label, each distinct (offset, length) decoded once: the pairs as one u64
+    key each (label_off, label_len are 8 consecutive bytes of the row), then one C-level map over
+    the boxes."""
+    if not len(od):
+        return []
+    heap = rec.heap_bytes()
+    names = _LABELS.get(heap)
+    if names is None:
+        names = {}
+        if len(heap) <= 4096:  # larger heaps (masks) are not kept
+            if len(_LABELS) >= 64:
+                _LABELS.clear()
+            _LABELS[heap] = names
+    keys = od.view(np.uint8).reshape(-1, MTD_SIZE)[:, 12:20].copy().view("<u8").ravel().tolist()
+    for k in set(keys).difference(names):
+        off = k & 0xFFFFFFFF
+        names[k] = heap[off:off + (k >> 32)].decode("utf-8", "replace")
+    return list(map(names.__getitem__, keys))
 
 
 def _empty_detections() -> Dict[str, Any]:

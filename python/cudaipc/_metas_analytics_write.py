@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._metas import KIND_ANALYTICS, Encoded, pad8
+from ._metas import KIND_ANALYTICS, MAGIC, VERSION, Encoded, pad8, too_big
 from ._metas_analytics import (C_CONF, C_FLAGS, C_ID, C_PAYLOAD, C_R, C_TYPE, C_X, CLS,
                                CONTAIN, HEADER, IS_PART_OF, MTD_SIZE, NAME, OD, REL_NAMES,
                                REL_SIZE, RELATE_TO, TRACK, _CLASS)
@@ -260,12 +260,10 @@ class _NameTable:
 
 class _Scratch:
     """Per producer, reused frame after frame: a template of OD rows (type 1, id = row,
-    confidence 1) copied in one go, the rounded boxes, and the label lookup table."""
+    confidence 1) copied in one go, views of the tables written, and the label lookup table."""
 
     def __init__(self) -> None:
         self.template = np.zeros((0, 14), np.uint32)
-        self.rint = np.zeros((0, 4), np.float32)
-        self.xywh = np.zeros((0, 4), np.float32)
         self.lut = np.zeros(0, np.uint64)
         self.names: Optional[_NameTable] = None
         self._views: Dict[Tuple[int, int], Tuple[np.ndarray, ...]] = {}
@@ -294,8 +292,6 @@ class _Scratch:
             t[:, C_ID] = np.arange(cap, dtype=np.uint32)
             t.view(np.float32)[:, C_CONF] = 1.0
             self.template = t
-            self.rint = np.zeros((cap, 4), np.float32)
-            self.xywh = np.zeros((cap, 4), np.float32)
         return self.template[:n]
 
     def name_table(self, names: Any, top: int) -> _NameTable:
@@ -309,11 +305,109 @@ class _Scratch:
 
 
 SCRATCH = _Scratch()
+_UNSIGNED = {np.dtype(f"<i{k}"): np.dtype(f"<u{k}") for k in (1, 2, 4, 8)}
+_MAX = np.maximum.reduce  # without ndarray.max's Python wrapper
+
+
+def label_rows(labels: Any, label_names: Any, n: int,
+               scratch: _Scratch) -> Tuple[np.ndarray, bytes]:
+    """Each box's (label_off | label_len << 32), offsets from the start of the returned string
+    bytes, which go first in the heap."""
+    names = _names(label_names)
+    if type(labels) is np.ndarray and labels.dtype.kind in "iu":
+        if labels.shape != (n,):
+            raise InvalidArgumentError(f"labels of shape {labels.shape} for {n} boxes")
+        # One reduction for both checks: negative labels seen as unsigned are huge.
+        top = int(_MAX(labels.view(_UNSIGNED.get(labels.dtype, labels.dtype))))
+        if top < _MAX_LUT:
+            table = scratch.name_table(names, top)
+            if table.packed is not None:
+                return table.packed[labels], table.heap
+            return _distinct_labels(labels, table, scratch)
+        if labels.dtype.kind == "i" and labels.min() < 0:
+            raise InvalidArgumentError(f"label {int(labels.min())} is negative")
+        labels = labels.tolist()
+    if isinstance(labels, np.ndarray):
+        labels = labels.reshape(-1).tolist()
+    if len(labels) != n:
+        raise InvalidArgumentError(f"{len(labels)} labels for {n} boxes")
+    heap = _Heap()
+    out = np.empty(n, np.uint64)
+    for i, s in enumerate(labels):
+        off, k = heap.string(s if isinstance(s, str) else _name_of(names, int(s)))
+        out[i] = off | (k << 32)
+    return out, heap.bytes()
+
+
+def _distinct_labels(labels: np.ndarray, table: _NameTable,
+                     scratch: _Scratch) -> Tuple[np.ndarray, bytes]:
+    """A large label table: one string per distinct label of the frame, then every box's label
+    looked up at once."""
+    present = np.bincount(labels).nonzero()[0]
+    lens = table.lens[present]
+    ends = np.cumsum(lens)
+    got = itemgetter(*present.tolist())(table.encoded)
+    lut = scratch.lut
+    lut[present] = (ends - lens) | (lens << np.uint64(32))
+    return lut[labels], b"".join(got) if present.shape[0] > 1 else got
+
+
 _NO_RELATIONS = np.zeros((0, 3), np.uint32)
 _CORNERS_TO_SIZE = np.array([[1, 0, -1, 0], [0, 1, 0, -1], [0, 0, 1, 0], [0, 0, 0, 1]],
                             np.float32)
-# The record's header, its name and the analytics header, in one pack.
+# The record's header, its name and the analytics header, in one pack; with the area's header
+# before them for an area of detections alone.
 _HEAD = struct.Struct(f"<IHH{pad8(len(NAME))}s6I")
+_AREA_HEAD = struct.Struct(f"<IHHII IHH{pad8(len(NAME))}s6I")
+_NAME = NAME.encode()
+_ZEROS = bytes(8)
+_BODY_AT = 8 + pad8(len(NAME))  # from the record's start
+
+
+def detections_area(buf: np.ndarray, capacity: int, det: Detections, label_names: Any,
+                    scratch: _Scratch) -> int:
+    """The whole area for detections alone, the common case, kept lean (every header in one
+    pack, then the table's columns): its size. Same bytes as AnalyticsEncoder's."""
+    n = det.boxes.shape[0]
+    strings = b""
+    rows = None
+    if det.labels is not None and n:
+        rows, strings = label_rows(det.labels, label_names, n, scratch)
+    heap_at = HEADER.size + MTD_SIZE * n
+    body = heap_at + len(strings)
+    record = _BODY_AT + pad8(body)
+    size = 16 + record
+    if size > capacity:
+        too_big(size, capacity)
+    _AREA_HEAD.pack_into(buf, 0, MAGIC, VERSION, 1, size, 0, record, KIND_ANALYTICS, len(_NAME),
+                         _NAME, n, 0, heap_at, len(strings), heap_at, 0)
+    t0 = 16 + _BODY_AT + HEADER.size
+    if n:
+        _write_detections(buf, t0, det, rows, scratch)
+    h0 = 16 + _BODY_AT + heap_at
+    end = h0 + len(strings)
+    mv = buf.data
+    mv[h0:end] = strings
+    mv[end:size] = _ZEROS[:size - end]  # the record's padding
+    return size
+
+
+def _write_detections(buf: np.ndarray, t0: int, det: Detections, label_rows: Optional[np.ndarray],
+                      scratch: _Scratch) -> None:
+    """Detections 0..N-1 of the mtd table at byte `t0` of `buf`, a column at a time."""
+    n = det.boxes.shape[0]
+    _, words, ints, floats, labels = scratch.views(buf, t0)
+    words[:n] = scratch.rows(n)  # type OD, id = row, confidence 1, the rest 0
+    # [x1 y1 x2 y2] @ M = [x1 y1 x2-x1 y2-y1] in one call, rounded to whole pixels straight
+    # into the table's int32 columns by a second.
+    np.rint(det.boxes @ _CORNERS_TO_SIZE, out=ints[:n, C_X:C_X + 4], casting="unsafe")
+    if det.scores is not None:
+        floats[:n, C_CONF] = det.scores
+    if det.rotation is not None:
+        floats[:n, C_R] = det.rotation
+        words[:n, C_FLAGS] = 1
+    if label_rows is not None:
+        labels[:n] = label_rows  # label_off and label_len as one u64 at byte 12
 
 
 class AnalyticsEncoder(Encoded):
@@ -329,7 +423,8 @@ class AnalyticsEncoder(Encoded):
         self.heap = heap = _Heap()
         self.label_rows: Optional[np.ndarray] = None  # (N,) u64: label_off | label_len << 32
         if det is not None and det.labels is not None and n:
-            self.label_rows = self._labels(det.labels, _names(label_names), n)
+            self.label_rows, strings = label_rows(det.labels, label_names, n, scratch)
+            heap.block(strings)  # first in the heap: the rows' offsets are from its start
         if classes is None and track_input is None and relations is None and \
                 (det is None or det.track_ids is None):
             self.classes: List[Tuple[Tuple[int, int], int]] = []
@@ -361,48 +456,6 @@ class AnalyticsEncoder(Encoded):
         self.mtds = t0 + len(self.tracks)
         rels += _relations_input(relations, self.mtds)
         self.rels = np.asarray(rels, np.uint32).reshape(-1, 3)
-
-    def _labels(self, labels: Any, names: Any, n: int) -> np.ndarray:
-        if type(labels) is np.ndarray and labels.dtype.kind in "iu":
-            if labels.shape != (n,):
-                raise InvalidArgumentError(f"labels of shape {labels.shape} for {n} boxes")
-            # One reduction for both checks: negative labels seen as unsigned are huge.
-            top = int(labels.view(labels.dtype.str.replace("i", "u")).max())
-            if top < _MAX_LUT:
-                return self._label_lookup(labels, top, names)
-            if labels.dtype.kind == "i" and labels.min() < 0:
-                raise InvalidArgumentError(f"label {int(labels.min())} is negative")
-            labels = labels.tolist()
-        return self._label_list(labels, names, n)
-
-    def _label_lookup(self, labels: np.ndarray, top: int, names: Any) -> np.ndarray:
-        """The vectorized path: the label table's heap (or one heap string per distinct label),
-        then every box's label offset and length looked up at once."""
-        table = self.scratch.name_table(names, top)
-        if table.packed is not None and self.heap.size == 0:
-            self.heap.block(table.heap)
-            return table.packed[labels]
-        present = np.bincount(labels).nonzero()[0]
-        lens = table.lens[present]
-        ends = np.cumsum(lens)
-        got = itemgetter(*present.tolist())(table.encoded)
-        heap = self.heap
-        base = heap.block(b"".join(got) if present.shape[0] > 1 else got)
-        lut = self.scratch.lut
-        lut[present] = (ends - lens + np.uint64(base)) | (lens << np.uint64(32))
-        return lut[labels]
-
-    def _label_list(self, labels: Any, names: Any, n: int) -> np.ndarray:
-        if isinstance(labels, np.ndarray):
-            labels = labels.reshape(-1).tolist()
-        if len(labels) != n:
-            raise InvalidArgumentError(f"{len(labels)} labels for {n} boxes")
-        heap = self.heap
-        out = np.empty(n, np.uint64)
-        for i, s in enumerate(labels):
-            off, k = heap.string(s if isinstance(s, str) else _name_of(names, int(s)))
-            out[i] = off | (k << 32)
-        return out
 
     def _classes(self, classes: Any, names: Any, n: int) -> List[Tuple[Tuple[int, int], int]]:
         """(heap offset of the payload, payload length, detection index or -1) for each."""
@@ -471,7 +524,8 @@ class AnalyticsEncoder(Encoded):
                         len(self.rels), self.heap_at, self.heap_len, self.rels_at, 0)
         t0 = start + HEADER.size
         if n:
-            self._write_detections(buf, t0)
+            assert self.det is not None
+            _write_detections(buf, t0, self.det, self.label_rows, self.scratch)
         if len(self.rels):
             table = buf[t0:t0 + MTD_SIZE * mtds].view(np.uint32).reshape(mtds, 14)
             self._write_related(buf, table, t0, start)
@@ -490,26 +544,6 @@ class AnalyticsEncoder(Encoded):
             _TRACK.pack_into(buf, t0 + MTD_SIZE * (base + j) + 32, tid, first, last)
         r0 = start + self.rels_at
         buf[r0:r0 + REL_SIZE * len(self.rels)] = self.rels.view(np.uint8).reshape(-1)
-
-    def _write_detections(self, buf: np.ndarray, t0: int) -> None:
-        det, n = self.det, self.n
-        assert det is not None
-        scratch = self.scratch
-        _, words, ints, floats, labels = scratch.views(buf, t0)
-        words[:n] = scratch.rows(n)  # type OD, id = row, confidence 1, the rest 0
-        # x, y, w, h in whole pixels: the corners rounded, then [x1 y1 x2 y2] @ M gives
-        # [x1 y1 x2-x1 y2-y1] in one call (exact: integers in float32 below 2**24).
-        r = scratch.rint[:n]
-        np.rint(det.boxes, out=r, casting="unsafe")
-        np.matmul(r, _CORNERS_TO_SIZE, out=scratch.xywh[:n])
-        ints[:n, C_X:C_X + 4] = scratch.xywh[:n]
-        if det.scores is not None:
-            floats[:n, C_CONF] = det.scores
-        if det.rotation is not None:
-            floats[:n, C_R] = det.rotation
-            words[:n, C_FLAGS] = 1
-        if self.label_rows is not None:
-            labels[:n] = self.label_rows  # label_off and label_len as one u64 at byte 12
 
 
 def _relations_input(relations: Any, mtds: int) -> List[Tuple[int, int, int]]:

@@ -15,7 +15,8 @@ from ._errors import InvalidArgumentError
 from ._metas import (KIND_CUSTOM, MAX_AREA, BodyRecord, CustomRecord, Decoded, Encoded,
                      check_raw_area, custom_body, decode_area, layout, record_encoder, write_area)
 from ._metas_analytics import AnalyticsRecord, classifications, detections, tracks
-from ._metas_analytics_write import AnalyticsEncoder, _Scratch, detections_input
+from ._metas_analytics_write import (AnalyticsEncoder, _Scratch, detections_area,
+                                     detections_input)
 from ._metas_tensors import TensorsEncoder, TensorsRecord
 
 CUSTOM_NAME = "cudaipc-meta"
@@ -75,6 +76,13 @@ class MetaWriter:
             raw = check_raw_area(metas, cap)
             buf[:raw.nbytes] = raw
             return raw.nbytes
+        if tensors is None and meta is None and metas is None and classifications is None and \
+                tracks is None and relations is None and detections is not None:
+            det = detections_input(detections)
+            if det.track_ids is None:
+                return detections_area(buf, cap, det, label_names, self.scratch)
+            return self._records(buf, [AnalyticsEncoder(det, None, None, None, label_names,
+                                                        self.scratch)])
         records: List[Encoded] = []
         if detections is not None or classifications is not None or tracks is not None or \
                 relations is not None:
@@ -90,9 +98,12 @@ class MetaWriter:
                 raise InvalidArgumentError("metas takes a list of records, or bytes of a whole "
                                            "area")
             records += [record_encoder(r) for r in metas]
+        return self._records(buf, records)
+
+    def _records(self, buf: np.ndarray, records: List[Encoded]) -> int:
         if not records:
             return 0
-        placed, used = layout(records, cap)
+        placed, used = layout(records, self.capacity)
         return write_area(buf, placed, used)
 
 

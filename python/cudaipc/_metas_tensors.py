@@ -23,6 +23,7 @@ MAX_TENSORS = 256
 MAX_DIMS = 16
 DATA_ALIGN = 64
 ENTRY = struct.Struct("<IHHIIQQ")  # entry_size, id_len, dtype_len, num_dims, order, off, size
+_DIMS = [struct.Struct(f"<{n}Q") for n in range(17)]
 ROW_MAJOR, COL_MAJOR = 0, 1
 
 # GStreamer's data type names and their element size in bits (0: not fixed).
@@ -50,9 +51,20 @@ def _ml_dtypes() -> Any:
         return None
 
 
+_VIEWED: Dict[str, Optional[np.dtype]] = {}
+
+
 def numpy_dtype(name: str) -> Optional[np.dtype]:
     """The NumPy dtype a tensor of GStreamer type `name` is viewed as; None where its data stays
     raw bytes (int4/uint4 are packed, string has no element size, ml_dtypes may be missing)."""
+    try:
+        return _VIEWED[name]
+    except KeyError:
+        d = _VIEWED[name] = _numpy_dtype(name)
+        return d
+
+
+def _numpy_dtype(name: str) -> Optional[np.dtype]:
     if name in _NUMPY:
         return np.dtype(name).newbyteorder("<")
     if name in ("int4", "uint4", "string"):
@@ -61,8 +73,19 @@ def numpy_dtype(name: str) -> Optional[np.dtype]:
     return np.dtype(getattr(ml, _ML[name])) if ml is not None else None
 
 
+_GST_NAMES: Dict[np.dtype, str] = {}
+
+
 def gst_name(dtype: np.dtype) -> str:
-    """GStreamer's name of a NumPy (or ml_dtypes) dtype."""
+    """GStreamer's name of a NumPy (or ml_dtypes) dtype (dtype.name is slow: remembered)."""
+    try:
+        return _GST_NAMES[dtype]
+    except KeyError:
+        name = _GST_NAMES[dtype] = _gst_name(dtype)
+        return name
+
+
+def _gst_name(dtype: np.dtype) -> str:
     name = dtype.name
     if name in _NUMPY and dtype.kind in "biufc":
         return name
@@ -137,6 +160,7 @@ def decode_tensors(name: str, body: np.ndarray) -> TensorsRecord:
     if count > MAX_TENSORS:
         raise MetaFormatError(f"{count} tensors: at most {MAX_TENSORS} a record")
     rec = TensorsRecord(None, name)
+    mv = body.data
     pos = 8
     for i in range(count):
         if pos + ENTRY.size > size:
@@ -150,13 +174,13 @@ def decode_tensors(name: str, body: np.ndarray) -> TensorsRecord:
             raise MetaFormatError(f"tensor {i}: entry size {esize} (needs a multiple of 8, at "
                                   f"least {need}, within the {size - pos} bytes left)")
         s = pos + ENTRY.size
-        tid = check_name(bytes(body[s:s + id_len]), f"tensor {i}'s id")
-        dtype = check_name(bytes(body[s + id_len:s + id_len + dt_len]), f"tensor {i}'s type")
+        tid = check_name(bytes(mv[s:s + id_len]), "tensor {}'s id", i)
+        dtype = check_name(bytes(mv[s + id_len:s + id_len + dt_len]), "tensor {}'s type", i)
         if dtype not in BITS:
             raise MetaFormatError(f"tensor {i} ({tid!r}): unknown data type {dtype!r}")
         if order not in (ROW_MAJOR, COL_MAJOR):
             raise MetaFormatError(f"tensor {i} ({tid!r}): dims order {order} is neither 0 nor 1")
-        dims = struct.unpack_from(f"<{ndims}Q", body, s + strings)
+        dims = _DIMS[ndims].unpack_from(body, s + strings)
         if off + dsize > size:
             raise MetaFormatError(f"tensor {i} ({tid!r}): {dsize} bytes of data at {off} overrun "
                                   f"the body's {size}")
@@ -174,7 +198,7 @@ def decode_tensors(name: str, body: np.ndarray) -> TensorsRecord:
 # ---- writing -------------------------------------------------------------------------------
 
 
-def host_array(obj: Any, what: str) -> np.ndarray:
+def host_array(obj: Any, what: str, *args: Any) -> np.ndarray:
     """A C-contiguous, little-endian host array of `obj`: NumPy arrays as they are, torch tensors
     (CUDA ones copied to the host: one .cpu()), CuPy arrays (.get()) and anything else np.asarray
     takes."""
@@ -192,8 +216,10 @@ def host_array(obj: Any, what: str) -> np.ndarray:
             # NumPy's view of torch's bytes (torch has no NumPy name for these), then the type.
             raw = t.view({1: torch.uint8, 2: torch.int16}[t.element_size()]).numpy()
             return raw.view(getattr(ml, _ML[name]))
-        raise InvalidArgumentError(f"{what}: torch dtype {t.dtype} is not carried "
-                                   "(bfloat16 and float8 need ml_dtypes)")
+        raise InvalidArgumentError(f"{what.format(*args)}: torch dtype {t.dtype} is not "
+                                   "carried (bfloat16 and float8 need ml_dtypes)")
+    if type(obj) is np.ndarray and obj.dtype.byteorder != ">" and obj.flags.c_contiguous:
+        return obj
     if not isinstance(obj, np.ndarray) and hasattr(obj, "get") and \
             hasattr(obj, "__cuda_array_interface__"):
         obj = obj.get()  # CuPy: to the host
@@ -213,16 +239,21 @@ def _packed4(arr: np.ndarray) -> np.ndarray:
     return flat[0::2] | (flat[1::2] << 4)
 
 
+_ENTRY_FIXED = struct.Struct("<IHHII")  # entry_size, id_len, dtype_len, num_dims, dims_order
+_Q2 = struct.Struct("<QQ")  # data_offset, data_size
+_ZEROS = bytes(DATA_ALIGN + 8)
+
+
 class _Tensor(NamedTuple):
-    id: bytes
-    dtype: bytes
-    dims: Tuple[int, ...]
+    head: bytes  # the entry up to data_offset
+    tail: bytes  # id, type, padding, dims
     data: np.ndarray  # uint8, contiguous
 
 
 class TensorsEncoder(Encoded):
     """Writes one kind 3 record of a dict id -> array; the data lands on 64-byte boundaries of
-    the area, the entries before it."""
+    the area, the entries before it. Each entry is made as bytes once, so writing is one copy of
+    the entries and one per tensor's data."""
 
     def __init__(self, tensors: Mapping[str, Any], name: str = NAME) -> None:
         if not isinstance(tensors, Mapping):
@@ -234,18 +265,24 @@ class TensorsEncoder(Encoded):
         self.name_len = len(b)
         self.name = b + bytes(pad8(len(b)) - len(b))
         self.items: List[_Tensor] = []
+        self.entries = 8
         for tid, obj in tensors.items():
-            arr = host_array(obj, f"tensor {tid!r}")
-            if arr.ndim > MAX_DIMS:
-                raise InvalidArgumentError(f"tensor {tid!r}: {arr.ndim} dims, at most {MAX_DIMS}")
+            arr = host_array(obj, "tensor {!r}", tid)
+            nd = arr.ndim
+            if nd > MAX_DIMS:
+                raise InvalidArgumentError(f"tensor {tid!r}: {nd} dims, at most {MAX_DIMS}")
             dt = gst_name(arr.dtype)
             data = _packed4(arr) if dt in ("int4", "uint4") else arr.reshape(-1).view(np.uint8)
-            ident = encode_name(str(tid), "a tensor's id")
+            ident = encode_name(tid if type(tid) is str else str(tid), "a tensor's id")
             if len(ident) > 0xFFFF:
                 raise InvalidArgumentError(f"tensor id {tid!r} is too long")
-            self.items.append(_Tensor(ident, dt.encode(), tuple(arr.shape), data))
-        self.entries = 8 + sum(ENTRY.size + pad8(len(t.id) + len(t.dtype)) + 8 * len(t.dims)
-                               for t in self.items)
+            dtb = dt.encode()
+            n = len(ident) + len(dtb)
+            esize = ENTRY.size + pad8(n) + 8 * nd
+            self.items.append(_Tensor(
+                _ENTRY_FIXED.pack(esize, len(ident), len(dtb), nd, ROW_MAJOR),
+                ident + dtb + _ZEROS[:pad8(n) - n] + _DIMS[nd].pack(*arr.shape), data))
+            self.entries += esize
         self.offsets: List[int] = []
         self.size = 0
 
@@ -263,24 +300,18 @@ class TensorsEncoder(Encoded):
     def write(self, buf: np.ndarray, offset: int) -> None:
         start = write_record_header(buf, offset, self.size, KIND_TENSORS, self.name,
                                     self.name_len)
-        end = offset + self.size
-        buf[start:start + self.entries] = 0  # the pads between strings and dims
-        U32x2.pack_into(buf, start, len(self.items), 0)
-        pos = start + 8
+        mv = buf.data
+        parts = [U32x2.pack(len(self.items), 0)]
         for t, off in zip(self.items, self.offsets):
-            strings = pad8(len(t.id) + len(t.dtype))
-            esize = ENTRY.size + strings + 8 * len(t.dims)
-            ENTRY.pack_into(buf, pos, esize, len(t.id), len(t.dtype), len(t.dims), ROW_MAJOR,
-                            off, t.data.nbytes)
-            s = pos + ENTRY.size
-            buf[s:s + len(t.id)] = np.frombuffer(t.id, np.uint8)
-            buf[s + len(t.id):s + len(t.id) + len(t.dtype)] = np.frombuffer(t.dtype, np.uint8)
-            struct.pack_into(f"<{len(t.dims)}Q", buf, s + strings, *t.dims)
-            pos += esize
+            parts += [t.head, _Q2.pack(off, t.data.nbytes), t.tail]
+        entries = b"".join(parts)
+        gap = start + len(entries)
+        mv[start:gap] = entries
         # Data, and zeros in the gaps that align it.
-        gap = pos
         for t, off in zip(self.items, self.offsets):
-            buf[gap:start + off] = 0
-            buf[start + off:start + off + t.data.nbytes] = t.data
-            gap = start + off + t.data.nbytes
-        buf[gap:end] = 0
+            at = start + off
+            mv[gap:at] = _ZEROS[:at - gap]
+            gap = at + t.data.nbytes
+            buf[at:gap] = t.data
+        end = offset + self.size
+        mv[gap:end] = _ZEROS[:end - gap]

@@ -178,8 +178,33 @@ def test_detection_forms_agree():
     for form in (as_yolo, as_dicts):
         got = M.decode(M.encode(detections=form, label_names={0: "bg", 1: "dog"})).records[0]
         assert got.mtds == want
-    # rint per edge: x = rint(1.4) = 1, w = rint(100.5) - 1 = 99 (half to even)
+    # x = rint(1.4) = 1, w = rint(100.5 - 1.4) = 99; y = rint(2.6) = 3, h = rint(47.4) = 47
     assert (want[0].x, want[0].y, want[0].w, want[0].h, want[0].label) == (1, 3, 99, 47, "dog")
+    got = M.decode(M.encode(detections=np.array([[0.5, 1.5, 2.5, 5.5]]))).records[0].mtds[0]
+    assert (got.x, got.y, got.w, got.h) == (0, 2, 2, 4)  # half to even
+
+
+@pytest.mark.parametrize("det, names", [
+    ({"boxes": np.array([[1.5, 2, 30, 40.7]]), "labels": np.array([2]),
+      "scores": np.array([0.5])}, ["a", "b", "c"]),
+    ({"boxes": np.zeros((3, 4), np.float32), "labels": ["x", "yy", "x"],
+      "rotation": np.ones(3, np.float32)}, None),
+    ({"boxes": np.arange(8).reshape(2, 4), "labels": np.array([700, 3])},
+     [f"name {i}" for i in range(1000)]),
+    (np.zeros((0, 4)), None),
+])
+def test_lean_detections_path_writes_the_general_paths_bytes(det, names):
+    from cudaipc._metas_analytics_write import AnalyticsEncoder, detections_input
+    w = cudaipc._metas_io.MetaWriter(65536)
+    buf = w.buffer()
+    buf[:] = 0xAB  # what an earlier frame left: padding must not show it
+    n = w.encode(buf, detections=det, label_names=names)
+    lean = buf[:n].tobytes()
+    buf[:] = 0xCD
+    enc = AnalyticsEncoder(detections_input(det), None, None, None, names, w.scratch)
+    assert w._records(buf, [enc]) == n
+    assert buf[:n].tobytes() == lean
+    assert M.decode(lean).bad == 0
 
 
 def test_label_names_edited_in_place_are_seen():
