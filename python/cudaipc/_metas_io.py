@@ -15,8 +15,8 @@ from ._errors import InvalidArgumentError
 from ._metas import (KIND_CUSTOM, MAX_AREA, BodyRecord, CustomRecord, Decoded, Encoded,
                      check_raw_area, custom_body, decode_area, layout, record_encoder, write_area)
 from ._metas_analytics import AnalyticsRecord, classifications, detections, tracks
-from ._metas_analytics_write import (AnalyticsEncoder, _Scratch, detections_area,
-                                     detections_input)
+from ._metas_analytics_write import AnalyticsEncoder, _Scratch, detections_area
+from ._metas_detections import detections_input
 from ._metas_tensors import TensorsEncoder, TensorsRecord
 
 CUSTOM_NAME = "cudaipc-meta"

@@ -194,7 +194,8 @@ def test_detection_forms_agree():
     (np.zeros((0, 4)), None),
 ])
 def test_lean_detections_path_writes_the_general_paths_bytes(det, names):
-    from cudaipc._metas_analytics_write import AnalyticsEncoder, detections_input
+    from cudaipc._metas_analytics_write import AnalyticsEncoder
+    from cudaipc._metas_detections import detections_input
     w = cudaipc._metas_io.MetaWriter(65536)
     buf = w.buffer()
     buf[:] = 0xAB  # what an earlier frame left: padding must not show it
