@@ -18,6 +18,7 @@ from ._errors import (BusyError, ClosedError, ConnectionError, CudaError, EndOfS
                       PermissionError, ProtocolError, SystemCallError, TimeoutError,
                       UnsupportedError, VersionMismatchError)
 from ._producer import Producer, WritableFrame
+from . import metas  # noqa: E402  (the record classes: cudaipc.metas.RawRecord, ...)
 
 __version__ = "0.1.0"
 
@@ -26,4 +27,5 @@ __all__ = [
     "Error", "InvalidArgumentError", "SystemCallError", "ProtocolError", "VersionMismatchError",
     "PermissionError", "TimeoutError", "InterruptedError", "ConnectionError", "BusyError",
     "NoCudaError", "CudaError", "UnsupportedError", "ClosedError", "EndOfStream", "FrameDropped",
+    "metas",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import _cuda, _dtypes, _lib
+from . import _cuda, _dtypes, _lib, _metas_io
 from ._errors import (ClosedError, ConnectionError, EndOfStream, InterruptedError,
                       InvalidArgumentError, TimeoutError)
 from ._lib import lib
@@ -70,10 +70,12 @@ class _Shared:
     stream ``__cuda_array_interface__`` names."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream")
+                 "shape", "strides", "stream", "meta_stats")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[_lib.Tensor],
-                 fmt: Optional[Format], stream: Optional[int]) -> None:
+                 fmt: Optional[Format], stream: Optional[int],
+                 meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
+        self.meta_stats = meta_stats or _metas_io.MetaStats()
         self.tensor_id = tensor_id
         self.device_id = device_id
         self.cuda = device_id >= 0
@@ -122,15 +124,22 @@ class Frame:
 
     Read it through DLPack (``__dlpack__``, zero-copy; the caller's stream waits for the frame on
     the GPU), ``__cuda_array_interface__`` (v3, zero-copy, valid until the frame is released) or
-    ``numpy()`` (a host copy; a read-only view without copy for host-memory channels)."""
+    ``numpy()`` (a host copy; a read-only view without copy for host-memory channels).
 
-    __slots__ = ("_h", "_v", "_s", "__weakref__")
+    What it carries beside its pixels (docs/metas.md) is read when first asked, once:
+    ``metas`` (every record), ``tensors``, ``detections``, ``classifications``, ``tracks``,
+    ``custom`` and ``meta``. Ask while the frame is held; the arrays they hand out that view the
+    meta area (tensors, masks) keep the frame's lease until they are freed, as ``numpy()``'s
+    view does."""
+
+    __slots__ = ("_h", "_v", "_s", "_m", "__weakref__")
 
     def __init__(self, handle: int, view: tuple, shared: _Shared) -> None:
         self._h: Optional[int] = handle
         # (type, tensor_id, frame, seq, data, size, pts, dts, duration, publish_time, flags, dev)
         self._v = view
         self._s = shared
+        self._m: Optional[_metas_io.Decoded] = None  # the metas, decoded when first asked
 
     # -- description ---------------------------------------------------------------------------
     @property
@@ -226,6 +235,76 @@ class Frame:
             raise ClosedError(f"frame {self.seq} was released")
         return h
 
+    # -- metas ---------------------------------------------------------------------------------
+    def _decoded(self) -> _metas_io.Decoded:
+        m = self._m
+        if m is None:
+            m = self._m = _metas_io.read(self._live(), self._s.meta_stats)
+        return m
+
+    def _view(self, key: str, make: Callable[[_metas_io.Decoded], Any]) -> Any:
+        d = self._decoded()
+        v = d._cache.get(key)
+        if v is None:
+            v = d._cache[key] = make(d)
+        return v
+
+    @property
+    def metas(self) -> list:
+        """Every record of the frame's meta area, in order: :class:`cudaipc.metas.AnalyticsRecord`,
+        ``TensorsRecord``, ``CustomRecord``, ``TimestampRecord``, and ``RawRecord`` for
+        serialized GstMetas and kinds this version does not read. Records that break the format
+        are left out (``meta_errors`` says why; ``Consumer.stats`` counts them)."""
+        return self._decoded().records
+
+    @property
+    def meta_errors(self) -> list:
+        """Why records of this frame's meta area were skipped (empty when none was)."""
+        return self._decoded().errors
+
+    @property
+    def metas_area(self) -> np.ndarray:
+        """The meta area's bytes as the producer wrote them: a read-only view (empty without
+        metas) that keeps the frame's lease while it lives."""
+        return _metas_io.frame_area(self._live())
+
+    @property
+    def tensors(self) -> dict:
+        """The GstTensorMeta tensors: id -> read-only array viewing the meta area (no copy),
+        typed and shaped (see cudaipc.metas.TensorInfo for types NumPy lacks)."""
+        return self._view("tensors", _metas_io.tensors)
+
+    @property
+    def detections(self) -> dict:
+        """The object detections of the analytics records, as arrays (empty ones without):
+        ``boxes`` (N, 4) float32 x1 y1 x2 y2 (x2, y2 exclusive), ``xywh`` (N, 4) int32 as
+        GStreamer holds them, ``labels`` (list of str), ``scores`` float32, ``rotation`` float32
+        radians, ``oriented`` bool, ``ids`` (mtd ids) uint32, ``track_ids`` int64 (-1: none)."""
+        return self._view("detections", lambda d: _metas_io.frame_detections(d))
+
+    @property
+    def classifications(self) -> list:
+        """Each classification: a dict ``labels`` (list of str), ``scores`` (float32 array),
+        ``id`` (its mtd id) and ``detection`` (the index in ``detections`` it classifies, -1 for
+        the whole frame)."""
+        return self._view("classifications", lambda d: _metas_io.frame_classifications(d))
+
+    @property
+    def tracks(self) -> dict:
+        """The tracking mtds as arrays: ``ids`` uint64, ``first_seen``/``last_seen`` uint64 ns,
+        ``lost`` bool, ``detection`` int64 (index in ``detections``, -1 for none), ``mtd_ids``."""
+        return self._view("tracks", lambda d: _metas_io.frame_tracks(d))
+
+    @property
+    def custom(self) -> dict:
+        """Custom metas: name -> fields (dict)."""
+        return self._view("custom", _metas_io.custom)
+
+    @property
+    def meta(self) -> dict:
+        """The fields published with ``meta={...}`` (the custom meta named ``cudaipc-meta``)."""
+        return self.custom.get(_metas_io.CUSTOM_NAME, {})
+
     def __repr__(self) -> str:
         state = " released" if self._h is None else ""
         name = self._s.dtype.name if self._s.dtype else "?"
@@ -241,6 +320,7 @@ class Frame:
         h, self._h = self._h, None
         if h is None:
             return
+        self._m = None  # views handed out keep their own hold; the frame no longer does
         if stream is None or not self._s.cuda:
             _frame_release(h)
             return
@@ -257,6 +337,7 @@ class Frame:
     def __exit__(self, *exc: object) -> None:
         h, self._h = self._h, None
         if h is not None:
+            self._m = None
             _frame_release(h)
 
     def __del__(self, _release: Callable[[int], None] = _frame_release) -> None:
@@ -383,7 +464,8 @@ class Consumer:
         self._format: Optional[Format] = None
         self._memory = 0
         self._stream: Optional[int] = None  # the consumer's CUstream (CUDA channels)
-        self._shared = _Shared(-1, -1, None, None, None)
+        self._meta_stats = _metas_io.MetaStats()
+        self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
         opts = _lib.ConsumerOptions()
         lib.cudaipc_consumer_options_init(byref(opts))
         opts.path = path.encode()
@@ -421,6 +503,13 @@ class Consumer:
         """The CUstream the consumer orders its own reads on (CUDA channels, once a format came):
         what ``__cuda_array_interface__`` names."""
         return self._stream
+
+    @property
+    def stats(self) -> dict:
+        """Meta records of the frames whose metas were read (they are read when first asked):
+        ``metas-received``, ``metas-unknown`` (kinds this version does not read, listed as raw
+        records) and ``metas-bad`` (records that broke docs/metas.md, skipped)."""
+        return self._meta_stats.as_dict()
 
     @property
     def held(self) -> int:
@@ -549,14 +638,15 @@ class Consumer:
         self._stream = lib.cudaipc_consumer_cuda_stream(h) if mem.value == _lib.MEMORY_CUDA \
             else None
         # Frames of the new format get a new _Shared (caps, generation) at their first frame.
-        self._shared = _Shared(-1, -1, None, None, None)
+        self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
         if self.on_format is not None:
             self.on_format(self._format)
 
     def _new_shared(self, v: tuple) -> _Shared:
         # Read once per tensor description: the frame's own, which may differ from the format's.
         tensor = lib.cudaipc_frame_tensor(v[2]).contents
-        self._shared = _Shared(v[1], v[11], tensor, self._format, self._stream)
+        self._shared = _Shared(v[1], v[11], tensor, self._format, self._stream,
+                               self._meta_stats)
         return self._shared
 
     def __iter__(self) -> Iterator[Frame]:

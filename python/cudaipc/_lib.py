@@ -202,6 +202,9 @@ _PROTOS = {
     "cudaipc_producer_cuda_device": (_I, [_P]),
     "cudaipc_dlpack_exports_alive": (c_uint64, []),
     "cudaipc_set_capsule_api": (_I, [POINTER(CapsuleApi)]),
+    "cudaipc_frame_metas": (_P, [_P, POINTER(c_uint32)]),
+    "cudaipc_producer_slot_metas": (_P, [_P, POINTER(c_uint32)]),
+    "cudaipc_producer_meta_size": (c_uint32, [_P]),
 }
 for _name, (_res, _args) in _PROTOS.items():
     _f = getattr(lib, _name)
@@ -253,7 +256,8 @@ _PY = ctypes.PYFUNCTYPE
 frame_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(("cudaipc_frame_dlpack_capsule", lib))
 slot_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(
     ("cudaipc_producer_slot_dlpack_capsule", lib))
-# (producer, capsule, stream, flags, pts, duration) -> publish result, or -status.
+# (producer, capsule, stream, flags, pts, duration, metas, metas_size) -> publish result, or
+# -status.
 publish_capsule = _PY(_I, _P, ctypes.py_object, _P, c_uint32, c_uint64, c_uint64, _P, c_uint32)(
     ("cudaipc_producer_publish_capsule", lib))
 capsule_describe = _PY(_I, ctypes.py_object, POINTER(Tensor), POINTER(c_int32), POINTER(c_int32))(

@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 import time
 from ctypes import byref, c_int, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _caps, _cuda, _dlpack, _dtypes, _lib
+from . import _caps, _cuda, _dlpack, _dtypes, _lib, _metas_io
 from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgumentError,
                       TimeoutError)
 from ._lib import lib
@@ -99,7 +99,8 @@ def _numpy_capsule(arr: np.ndarray) -> Any:
 
 class Producer:
     """Publishes a channel: ``Producer(path, memory="cuda"|"host", num_slots=4,
-    policy="block"|"drop", device=0, block_timeout=1.0, caps=None, framerate=None)``.
+    policy="block"|"drop", device=0, block_timeout=1.0, caps=None, framerate=None,
+    meta_size=65536)``.
 
     ``publish(obj)`` copies any DLPack or CUDA-array-interface object (torch, cupy, NumPy) into a
     slot; ``frame()`` lends a slot to render in place. The stream's caps are NNStreamer
@@ -107,11 +108,17 @@ class Producer:
     ``"video/x-raw,format=RGBA,width=640,height=480,framerate=30/1"``, checked against the
     tensor), so a ``cudaipcsrc`` pipeline can play the channel. A shape or dtype change starts a
     new format that consumers see before its first frame. Closing (or leaving ``with`` without an
-    exception) ends the stream first."""
+    exception) ends the stream first.
+
+    Each slot has ``meta_size`` bytes of meta area (host memory, 0 to 16 MiB) for what a frame
+    carries beside its pixels (docs/metas.md): ``publish`` and ``frame`` take ``tensors=``,
+    ``detections=``, ``classifications=``, ``tracks=``, ``relations=``, ``meta=`` and
+    ``metas=`` (see ``publish``)."""
 
     def __init__(self, path: str, memory: str = "cuda", num_slots: int = 4,
                  policy: str = "block", device: int = 0, block_timeout: float = 1.0,
-                 caps: Optional[str] = None, framerate: Any = None) -> None:
+                 caps: Optional[str] = None, framerate: Any = None,
+                 meta_size: int = 65536) -> None:
         if not isinstance(path, str) or not path:
             raise InvalidArgumentError(f"path must be a non-empty str, not {path!r}")
         kinds = {"host": _lib.MEMORY_HOST, "cuda": _lib.MEMORY_CUDA}
@@ -124,6 +131,9 @@ class Producer:
             raise InvalidArgumentError(f"num_slots {num_slots} is not between 1 and 64")
         if block_timeout <= 0:
             raise InvalidArgumentError(f"block_timeout {block_timeout} is not positive")
+        if not 0 <= int(meta_size) <= _metas_io.MAX_AREA:
+            raise InvalidArgumentError(f"meta_size {meta_size} is not between 0 and "
+                                       f"{_metas_io.MAX_AREA} bytes")
         self.path = path
         self.memory = memory
         self.policy = policy
@@ -137,6 +147,7 @@ class Producer:
         opts.on_full = policies[policy]
         opts.block_timeout_ns = int(block_timeout * 1e9)
         opts.cuda_device = int(device)
+        opts.meta_size = int(meta_size)
         h = c_void_p()
         _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")
         self._h: Optional[int] = h.value
@@ -155,6 +166,8 @@ class Producer:
         self._info = _lib.FrameInfo()
         self._info.dts = _NO_TIME
         self._info_ref = byref(self._info)
+        self.meta_size: int = lib.cudaipc_producer_meta_size(self._h)
+        self._metas: Optional[_metas_io.MetaWriter] = None  # made at the first frame with metas
 
     def _handle(self) -> int:
         if self._h is None:
@@ -290,28 +303,71 @@ class Producer:
                 f"{self.path} is a host-memory channel: publish host arrays (e.g. tensor.cpu())")
 
     def publish(self, obj: Any, pts: Optional[int] = None, duration: Optional[int] = None,
-                caps: Optional[str] = None, stream: Any = None) -> bool:
+                caps: Optional[str] = None, stream: Any = None, *, tensors: Any = None,
+                detections: Any = None, classifications: Any = None, tracks: Any = None,
+                relations: Any = None, meta: Optional[Mapping[str, Any]] = None,
+                metas: Any = None, label_names: Any = None) -> bool:
         """Copies `obj` into a free slot and publishes it. GPU sources are copied on the GPU after
         the work queued on their stream (torch's or cupy's current stream, `stream` when given;
         the CPU never waits), and held until the copy has run. Returns False when the ``drop``
         policy dropped the frame; raises :class:`cudaipc.TimeoutError` when ``block`` found no
-        free slot in time. `pts` and `duration` are in ns."""
+        free slot in time. `pts` and `duration` are in ns.
+
+        The frame's metas (docs/metas.md, docs/python.md), written into the slot's meta area:
+
+        - ``tensors={"id": array, ...}``: a GstTensorMeta (NumPy arrays, torch tensors, CUDA ones
+          copied to the host once).
+        - ``detections=``: a GstAnalyticsRelationMeta's object detections: a torchvision-style
+          dict ``{"boxes": (N, 4) x1 y1 x2 y2, "labels": (N,) ints or strs, "scores": (N,)}``
+          (optional ``"rotation"`` in radians, ``"track_ids"``), an (N, 4) or (N, 6)
+          ``x1 y1 x2 y2 score label`` array, or a list of dicts ``{"box", "label", "score"}``.
+          ``label_names`` (a list, or a dict int -> str) names integer labels.
+        - ``classifications=``: a dict ``{"labels": [...], "scores": [...]}`` classifies the
+          frame; a list of them, one per detection (None to skip), classifies each detection.
+        - ``tracks=``: per detection, track ids ((N,), -1 for none) or a dict ``{"ids",
+          "first_seen", "last_seen", "lost"}``.
+        - ``relations=[(from, to, types), ...]``: more relations between mtds (detections
+          first, then classifications, then tracks; types as GstAnalyticsRelTypes bits or
+          names "contain", "is-part-of", "relate-to", "n-to-n").
+        - ``meta={...}``: flat fields (int, float, bool, str, bytes) as a GstCustomMeta named
+          ``cudaipc-meta``.
+        - ``metas=[record, ...]``: records as they are (``cudaipc.metas`` classes, or a frame's
+          own ``frame.metas`` to forward them); ``metas=<bytes>`` publishes a whole area as given.
+
+        Metas that do not fit ``meta_size`` raise InvalidArgumentError naming both sizes, and
+        the frame is not published."""
         h = self._h
         if h is None:
             raise ClosedError(f"the producer on {self.path} is closed")
+        if tensors is None and detections is None and meta is None and metas is None and \
+                classifications is None and tracks is None and relations is None:
+            metas_at, metas_size = None, 0
+        else:
+            w = self._writer()
+            buf = w.buffer()
+            metas_size = w.encode(buf, tensors, detections, classifications, tracks, relations,
+                                  meta, metas, label_names)
+            metas_at = w.address if metas_size else None
         capsule, s, flags = self._capsule(obj, stream)
         want_caps = caps or self.caps
         if want_caps != self._format_caps:
             self._format_for(capsule, caps)
         r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                             _NO_TIME if duration is None else duration, None, 0)
+                             _NO_TIME if duration is None else duration, metas_at, metas_size)
         if r == _NEEDS_FORMAT:
             self._format_for(capsule, caps)
             r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                                 _NO_TIME if duration is None else duration, None, 0)
+                                 _NO_TIME if duration is None else duration, metas_at,
+                                 metas_size)
         if r < 0:
             _lib.check(-r, f"publishing on {self.path}")
         return r == _lib.PUBLISHED or self._status(r)
+
+    def _writer(self) -> _metas_io.MetaWriter:
+        w = self._metas
+        if w is None:
+            w = self._metas = _metas_io.MetaWriter(self.meta_size)
+        return w
 
     def _status(self, s: int) -> bool:
         if s == _lib.PUBLISHED:
@@ -326,11 +382,13 @@ class Producer:
     # -- in place ------------------------------------------------------------------------------
     def frame(self, shape: Optional[Sequence[int]] = None, dtype: Any = None,
               pts: Optional[int] = None, duration: Optional[int] = None,
-              caps: Optional[str] = None) -> "WritableFrame":
+              caps: Optional[str] = None, **metas: Any) -> "WritableFrame":
         """A slot to render into: ``with producer.frame(shape, dtype) as f:
         torch.from_dlpack(f).copy_(x)``. Leaving the ``with`` publishes it (after the GPU work
         queued on the streams given to ``__dlpack__``); an exception aborts it. shape and dtype
-        default to the current format's."""
+        default to the current format's. The meta keywords of ``publish`` (``detections=``...)
+        are taken here or by ``f.set_metas(...)`` inside the ``with``; they are encoded straight
+        into the slot's meta area when the frame is published."""
         self._handle()
         if shape is None or dtype is None:
             if self._format is None:
@@ -339,7 +397,7 @@ class Producer:
             shape = shape0 if shape is None else shape
             dtype = d0 if dtype is None else dtype
         return WritableFrame(self, _dtypes.from_any(dtype), tuple(int(n) for n in shape), pts,
-                             duration, caps)
+                             duration, caps, metas)
 
     # -- stream control ------------------------------------------------------------------------
     def end_of_stream(self) -> None:
@@ -413,8 +471,12 @@ class WritableFrame:
     Do not keep tensors made from it past the ``with``: the slot then belongs to consumers."""
 
     def __init__(self, producer: Producer, dtype: _dtypes.DType, shape: Tuple[int, ...],
-                 pts: Optional[int], duration: Optional[int], caps: Optional[str]) -> None:
+                 pts: Optional[int], duration: Optional[int], caps: Optional[str],
+                 metas: Optional[Dict[str, Any]] = None) -> None:
         self._p = producer
+        self._metas: Dict[str, Any] = {}
+        if metas:
+            self.set_metas(**metas)
         self._dtype = dtype
         self.shape = shape
         self.strides = _dlpack.contiguous_strides(shape, dtype.itemsize)
@@ -425,6 +487,17 @@ class WritableFrame:
     @property
     def dtype(self) -> np.dtype:
         return _dtypes.numpy_dtype(self._dtype)
+
+    def set_metas(self, **metas: Any) -> None:
+        """The frame's metas, with ``publish``'s keywords (``tensors=``, ``detections=``,
+        ``classifications=``, ``tracks=``, ``relations=``, ``meta=``, ``metas=``,
+        ``label_names=``): encoded into the slot's own meta area when the ``with`` ends. A later
+        call replaces the keywords it names."""
+        unknown = set(metas) - set(_metas_io.KEYWORDS)
+        if unknown:
+            raise TypeError(f"unknown meta keyword(s): {', '.join(sorted(unknown))} (they are "
+                            f"{', '.join(_metas_io.KEYWORDS)})")
+        self._metas.update(metas)
 
     @property
     def device(self) -> str:
@@ -464,8 +537,28 @@ class WritableFrame:
         info = p._info
         info.pts = _NO_TIME if self._pts is None else self._pts
         info.duration = _NO_TIME if self._duration is None else self._duration
+        info.metas, info.metas_size = None, 0
+        if any(v is not None for v in self._metas.values()):
+            try:
+                info.metas, info.metas_size = self._encode_in_place(h)
+            except BaseException:
+                lib.cudaipc_producer_abort(h)
+                raise
         # The commit waits on the GPU for every stream __dlpack__ exported the slot to.
         _lib.check(lib.cudaipc_producer_commit(h, p._info_ref), f"publishing on {p.path}")
+
+    def _encode_in_place(self, h: int) -> Tuple[Optional[int], int]:
+        """Encodes the frame's metas straight into the borrowed slot's meta area: (its address,
+        bytes used), nothing copied at the commit."""
+        cap = c_uint32()
+        address = lib.cudaipc_producer_slot_metas(h, byref(cap))
+        w = self._p._writer()
+        if not address:
+            # No area (meta_size 0): encoding into the writer's empty buffer raises, naming sizes.
+            w.encode(w.buffer(), **self._metas)
+            return None, 0
+        n = w.encode(w.slot_view(address, cap.value), **self._metas)
+        return (address, n) if n else (None, 0)
 
     def _live(self) -> None:
         if not self._open:
