@@ -411,7 +411,7 @@ TEST(Metas, CorruptedTensorsAreRefusedWithAReason) {
            Corruption{"dims order", 8 + 12, 5},
            Corruption{"data offset", 8 + 16, 0xffffff00u},
            Corruption{"data size", 8 + 24, 25},
-           Corruption{"a dim that disagrees with the data", 8 + 40 + 8 + 8, 1000},
+           Corruption{"a dim that disagrees with the data", 8 + 32 + 8 + 8, 1000},
        })
     expect_refused(RecordKind::tensors, fill_tensors, decode_tensors, c);
 }

@@ -16,7 +16,7 @@ using io::within;
 namespace {
 
 constexpr std::size_t kHeader = 8;
-constexpr std::size_t kEntry = 40;  // fixed part; id, dtype, pad and dims follow
+constexpr std::size_t kEntry = 32;  // fixed part; id, dtype, pad and dims follow
 constexpr std::size_t kDataAlign = 64;
 
 bool fail(std::string* error, const std::string& why) {
