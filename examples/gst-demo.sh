@@ -15,7 +15,18 @@ fi
 export GST_PLUGIN_PATH_1_0="$build/gst${GST_PLUGIN_PATH_1_0:+:$GST_PLUGIN_PATH_1_0}"
 dir=$(mktemp -d)
 export GST_REGISTRY_1_0="$dir/registry.bin"
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+# Under `set -e` a failing command in the EXIT trap becomes the script's status: `kill` with no
+# job left fails, so it runs only when a job is left, and nothing in here may fail.
+cleanup() {
+  local left
+  left=$(jobs -p)
+  if [ -n "$left" ]; then
+    # shellcheck disable=SC2086
+    kill $left 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
 
 # GStreamer 1.24+'s nvcodec has elements of the same names; ours always answer to these.
 sink=cudaipcringsink

@@ -64,7 +64,8 @@ python_tests() {
   PATH="$PWD/$venv/bin:$PATH" "$py" -m pip install -q --disable-pip-version-check \
     --no-build-isolation --no-deps --force-reinstall -Cbuild-dir="$PWD/$mbuild" .
   local rc=0
-  (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" "../$py" -m pytest ../python/tests -ra \
+  (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" \
+    CUDAIPC_GST_SYSTEM_PLUGINS="$PWD/tests/gst/system-plugins" "../$py" -m pytest ../python/tests -ra \
     --junitxml=meson-logs/pytest.xml) || rc=$?
   # 5: nothing collected (every suite skipped at import): not a failure.
   [ "$rc" -eq 5 ] && rc=0

@@ -178,6 +178,10 @@ def gst_env(tmp_path, plugin_dir: str) -> Dict[str, str]:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
         env["GST_PLUGIN_SYSTEM_PATH_1_0"] = os.path.join(b, "plugins")
         env["GST_PLUGIN_SCANNER_1_0"] = os.path.join(b, "libexec", "gst-plugin-scanner")
+    elif os.environ.get("CUDAIPC_GST_SYSTEM_PLUGINS"):
+        # The build's set of the machine's plugins (tests/gst/plugin_set.sh): third-party ones
+        # the machine has are not scanned.
+        env["GST_PLUGIN_SYSTEM_PATH_1_0"] = os.environ["CUDAIPC_GST_SYSTEM_PLUGINS"]
     env["GST_PLUGIN_PATH_1_0"] = plugin_dir
     env["GST_REGISTRY_1_0"] = str(tmp_path / "registry.bin")
     return env
