@@ -228,3 +228,47 @@ def test_detect_example_box_read_back_in_python(tmp_path):
     for i, (x1, y1, x2, y2) in seen.items():
         cx, cy = ball_centre(i, w, h)
         assert abs((x1 + x2) / 2 - cx) <= 1.5 and abs((y1 + y2) / 2 - cy) <= 1.5, (i, cx, cy)
+
+
+def test_ssd_tensors_from_python_become_boxes_in_gstreamer(tmp_path, path):
+    """GStreamer 1.28's tensor decoders: Python declares its SSD outputs in the caps' `tensors`
+    field (the peer prints those caps with GStreamer's own API) and publishes them as a tensor
+    meta; cudaipcsrc's caps carry the field through, so ssdtensordec negotiates, and the boxes
+    it decodes are those Python sent, frame by frame."""
+    w, h, n = 64, 48, 12
+    made = subprocess.run([PEER, "ssd-caps", str(w), str(h)], env=gst_env(tmp_path, PLUGIN_DIR),
+                          capture_output=True, text=True)
+    if made.returncode == 77:
+        pytest.skip("the tensors caps field needs GStreamer 1.28")
+    assert made.returncode == 0, made.stderr
+    env = gst_env(tmp_path, PLUGIN_DIR)
+    require_gst_elements(env, "ssdtensordec")
+    env["CUDAIPC_META_PEER_BETWEEN"] = "ssdtensordec"
+
+    def boxes(seq: int) -> np.ndarray:  # ymin, xmin, ymax, xmax, normalised
+        return np.array([[[0.1 * k, 0.05 * seq, 0.1 * k + 0.25, 0.05 * seq + 0.3]
+                          for k in range(3)]], np.float32)
+
+    with cudaipc.Producer(path, memory="host", caps=made.stdout.strip(), block_timeout=10) as p:
+        peer = subprocess.Popen([PEER, "describe", path, str(n)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        consumers_joined(p, peer, what="cudaipc-gst-meta-peer")
+        for seq in range(1, n + 1):
+            assert p.publish(np.full((h, w, 4), seq, np.uint8), tensors={
+                "generic-variant-1-out-count": np.array([3], np.float32),
+                "ssd-mobilenet-v1-variant-1-out-scores": np.array([[0.9, 0.8, 0.7]], np.float32),
+                "ssd-mobilenet-v1-variant-1-out-boxes": boxes(seq),
+                "ssd-mobilenet-v1-variant-1-out-classes": np.array([[1, 2, 3]], np.float32)})
+    got = lines_of(peer)
+    assert len(got) == n
+    f32 = np.float32
+    for seq, line in enumerate(got, start=1):
+        ods = [m for m in line["mtds"] if m[0] == "od"]
+        assert len(ods) == 3, (seq, line["mtds"])
+        for k, od in enumerate(ods):
+            ymin, xmin, ymax, xmax = boxes(seq)[0][k]
+            # ssdtensordec's arithmetic: float products, truncated to int.
+            x, y = int(f32(xmin) * f32(w)), int(f32(ymin) * f32(h))
+            want = [x, y, int(f32(xmax) * f32(w) - f32(x)), int(f32(ymax) * f32(h) - f32(y))]
+            assert od[2:6] == want, (seq, k, od, want)
+            assert abs(od[7] - [0.9, 0.8, 0.7][k]) < 1e-6

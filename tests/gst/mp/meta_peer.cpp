@@ -7,6 +7,10 @@
 //   cudaipc-gst-meta-peer consume SOCKET FRAMES [source properties...]
 //       cudaipcsrc mode=every-frame ! appsink: prints each frame's metas the same way, after
 //       checking its bytes. Exits 1 on a wrong frame, 2 on a pipeline error or timeout.
+//   cudaipc-gst-meta-peer ssd-caps WIDTH HEIGHT
+//       prints RGBA video caps of that size carrying GStreamer 1.28's `tensors` field for the
+//       SSD tensor decoder's four output tensors (ssdtensordec negotiates on it): what a
+//       producer without GStreamer declares to feed that decoder.
 //   cudaipc-gst-meta-peer describe SOCKET FRAMES [source properties...]
 //       the same for any producer (no check of the bytes); CUDAIPC_META_PEER_BETWEEN names
 //       elements to put between the source and the appsink (objectdetectionoverlay, say).
@@ -28,6 +32,12 @@
 namespace {
 
 constexpr int kWidth = 16, kHeight = 12;
+
+// A quark's string; "" for no quark (a detector without labels gives its boxes none).
+const char* quark_text(GQuark q) {
+  const char* s = q ? g_quark_to_string(q) : nullptr;
+  return s ? s : "";
+}
 
 std::string quote(const std::string& s) {
   std::string out = "\"";
@@ -129,13 +139,13 @@ std::string describe(GstBuffer* buf) {
 #else
         gst_analytics_od_mtd_get_location(&od, &x, &y, &w, &h, &conf);
 #endif
-        one = "[\"od\"," + quote(g_quark_to_string(gst_analytics_od_mtd_get_obj_type(&od))) + "," +
+        one = "[\"od\"," + quote(quark_text(gst_analytics_od_mtd_get_obj_type(&od))) + "," +
               std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(w) + "," +
               std::to_string(h) + "," + number(r) + "," + number(conf) + "]";
       } else if (gst_analytics_relation_meta_get_cls_mtd(rmeta, id, &cls)) {
         one = "[\"cls\"";
         for (gsize k = 0; k < gst_analytics_cls_mtd_get_length(&cls); ++k)
-          one += "," + quote(g_quark_to_string(gst_analytics_cls_mtd_get_quark(&cls, k))) + "," +
+          one += "," + quote(quark_text(gst_analytics_cls_mtd_get_quark(&cls, k))) + "," +
                  number(gst_analytics_cls_mtd_get_level(&cls, k));
         one += "]";
       } else if (gst_analytics_relation_meta_get_tracking_mtd(rmeta, id, &trk)) {
@@ -172,7 +182,7 @@ std::string describe(GstBuffer* buf) {
         data = hex(map.data, map.size);
         gst_buffer_unmap(x->data, &map);
       }
-      ts += std::string(t ? "," : "") + "[" + quote(g_quark_to_string(x->id)) + "," +
+      ts += std::string(t ? "," : "") + "[" + quote(quark_text(x->id)) + "," +
             std::to_string(static_cast<int>(x->data_type)) + "," +
             std::to_string(static_cast<int>(x->dims_order)) + ",[" + dims + "]," + quote(data) +
             "]";
@@ -346,6 +356,57 @@ int consume(const char* socket, int frames, const std::string& props, bool check
   return rc;
 }
 
+#if GST_CHECK_VERSION(1, 28, 0)
+// One tensor/strided entry of a tensor group: its id, float32, row-major, `dims` (0 = any).
+GstCaps* strided(const char* id, const std::vector<int>& dims) {
+  GValue array = G_VALUE_INIT;
+  gst_value_array_init(&array, dims.size());
+  for (int d : dims) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_INT);
+    g_value_set_int(&v, d);
+    gst_value_array_append_and_take_value(&array, &v);
+  }
+  GstStructure* s =
+      gst_structure_new("tensor/strided", "tensor-id", G_TYPE_STRING, id, "dims-order",
+                        G_TYPE_STRING, "row-major", "type", G_TYPE_STRING, "float32", nullptr);
+  gst_structure_take_value(s, "dims", &array);
+  return gst_caps_new_full(s, nullptr);
+}
+
+int ssd_caps(int width, int height) {
+  GValue group = G_VALUE_INIT;
+  g_value_init(&group, GST_TYPE_UNIQUE_LIST);
+  const std::pair<const char*, std::vector<int>> tensors[] = {
+      {"generic-variant-1-out-count", {1}},
+      {"ssd-mobilenet-v1-variant-1-out-scores", {1, 0}},
+      {"ssd-mobilenet-v1-variant-1-out-boxes", {1, 0, 4}},
+      {"ssd-mobilenet-v1-variant-1-out-classes", {1, 0}}};
+  for (const auto& [id, dims] : tensors) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, GST_TYPE_CAPS);
+    g_value_take_boxed(&v, strided(id, dims));
+    gst_value_unique_list_append_and_take_value(&group, &v);
+  }
+  GstStructure* groups = gst_structure_new_empty("tensorgroups");
+  gst_structure_take_value(groups, "ssd-mobilenet-v1-variant-1-out", &group);
+  GstCaps* caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "RGBA", "width",
+                                      G_TYPE_INT, width, "height", G_TYPE_INT, height, "framerate",
+                                      GST_TYPE_FRACTION, 30, 1, nullptr);
+  GValue gv = G_VALUE_INIT;
+  g_value_init(&gv, GST_TYPE_STRUCTURE);
+  gst_value_set_structure(&gv, groups);
+  gst_structure_free(groups);
+  gst_caps_set_value(caps, "tensors", &gv);
+  g_value_unset(&gv);
+  gchar* text = gst_caps_to_string(caps);
+  std::printf("%s\n", text);
+  g_free(text);
+  gst_caps_unref(caps);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -356,6 +417,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string role = argv[1];
+  if (role == "ssd-caps") {
+#if GST_CHECK_VERSION(1, 28, 0)
+    return ssd_caps(std::atoi(argv[2]), std::atoi(argv[3]));
+#else
+    std::fprintf(stderr, "the tensors caps field needs GStreamer 1.28\n");
+    return 77;
+#endif
+  }
   const int frames = std::atoi(argv[3]);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (role == "produce") return produce(argv[2], frames, extra_properties(argc, argv));
