@@ -34,7 +34,7 @@ namespace {
 constexpr int kWidth = 16, kHeight = 12;
 
 // A quark's string; "" for no quark (a detector without labels gives its boxes none).
-const char* quark_text(GQuark q) {
+[[maybe_unused]] const char* quark_text(GQuark q) {
   const char* s = q ? g_quark_to_string(q) : nullptr;
   return s ? s : "";
 }
