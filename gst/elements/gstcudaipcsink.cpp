@@ -321,6 +321,9 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   SinkState* st = self->st;
   TensorDesc tensor = parsed.tensor;
   std::string error;
+  // Several tensors come as one memory each (NNStreamer's buffers), which a slot pool's
+  // one-memory buffers cannot be: those are copied into the slot.
+  if (parsed.tensors.size() > 1) return TRUE;
   if (parsed.kind == MediaKind::video &&
       !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), &tensor, &error))
     return TRUE;
@@ -517,7 +520,8 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
                       ("the format announced %" G_GUINT64_FORMAT " bytes", st->sent_size));
     return GST_FLOW_ERROR;
   }
-  if (!copy_into_slot(*st->producer, st->context, st->order, buf, slot, bytes, &error)) {
+  if (!copy_into_slot(*st->producer, st->context, st->order, buf, slot, bytes, st->caps.tensors,
+                      &error)) {
     GST_ELEMENT_ERROR(self, RESOURCE, WRITE,
                       ("Could not copy the frame into a slot: %s", error.c_str()), (nullptr));
     return GST_FLOW_ERROR;

@@ -39,6 +39,7 @@
 #include "memory/cuda_glue.h"
 #include "memory/frame_copy.h"
 #include "memory/frame_pool.h"
+#include "memory/tensor_split.h"
 #include "metas/frame_metas.h"
 #include "metas/meta_decoder.h"
 #include "metas/meta_filter.h"
@@ -511,11 +512,18 @@ static GstFlowReturn make_buffer(GstCudaIpcRingSrc* self, Frame frame, std::uint
     }
     if (st->format.is_video) set_video_meta(copy.buf, st->format.video, t);
   }
+  if (st->format.tensors.size() > 1) copy.buf = split_tensors(copy.buf, st->format.tensors);
   add_metas(self, metas, metas_size, copy.buf);
   // A copy's lease ends here, ordered after the copy on the GPU; an import's buffer holds it.
   frame.release();
   if (cuda && st->out_cuda) device = context_device_id(st->context);
   set_tensor_meta(copy.buf, copy.tensor, copy.data, device, d.seq);
+  // Several tensors: a tensor meta for each of the others too, in order, at their offsets.
+  for (std::size_t i = 1; i < st->format.tensors.size(); ++i) {
+    const TensorDesc& t = st->format.tensors[i];
+    add_tensor_meta_for(copy.buf, t, copy.data - copy.tensor.byte_offset + t.byte_offset, device,
+                        d.seq);
+  }
   set_timestamps(self, copy.buf, d, acquired_ns);
   *out = copy.buf;
   return GST_FLOW_OK;

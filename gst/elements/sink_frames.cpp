@@ -30,10 +30,28 @@ bool buffer_layout(const StreamCaps& caps, const std::string& wire_caps, GstBuff
     }
   } else {
     *tensor = caps.tensor;
-    if (size != tensor->size) {
+    std::uint64_t need = 0;
+    for (const TensorDesc& t : caps.tensors) need += t.size;
+    if (caps.tensors.empty()) need = tensor->size;
+    if (size != need) {
       *error = "Tensor buffer of " + std::to_string(size) + " bytes, but the caps (" + wire_caps +
-               ") need " + std::to_string(tensor->size);
+               ") need " + std::to_string(need);
       return false;
+    }
+    if (caps.tensors.size() > 1) {
+      // One memory per tensor, or one memory of them all packed: nothing else has a meaning.
+      const guint n = gst_buffer_n_memory(buf);
+      bool sizes_match = n == caps.tensors.size();
+      for (guint i = 0; sizes_match && i < n; ++i)
+        sizes_match = gst_buffer_peek_memory(buf, i)->size == caps.tensors[i].size;
+      if (!sizes_match && n != 1) {
+        *error = "Buffer of " + std::to_string(n) + " memories for " +
+                 std::to_string(caps.tensors.size()) +
+                 " tensors: a memory per tensor, or one holding them all, is needed";
+        return false;
+      }
+      *bytes = tensors_span(caps.tensors);
+      return true;
     }
   }
   *bytes = tensor->byte_offset + tensor->size;
@@ -71,8 +89,56 @@ FrameInfo frame_info(GstBuffer* buf, const TimingRecord& timing) {
   return info;
 }
 
+namespace {
+
+// Tensor i's bytes from memory i of the buffer (one memory per tensor) or from its place in the
+// buffer's one packed memory, to its offset in the slot.
+bool copy_tensors(Producer& producer, GstCudaContext* ctx, StreamOrder& order, GstBuffer* buf,
+                  const WriteSlot& slot, const std::vector<TensorDesc>& tensors,
+                  std::string* error) {
+  const bool cuda_channel = producer.memory_kind() == MemoryKind::cuda;
+  const bool per_memory = gst_buffer_n_memory(buf) == tensors.size();
+  std::uint64_t packed = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorDesc& t = tensors[i];
+    GstMemory* mem = gst_buffer_peek_memory(buf, per_memory ? static_cast<guint>(i) : 0);
+    const std::uint64_t from = per_memory ? 0 : packed;
+    packed += t.size;
+    const bool device_src = cuda_channel && gst_is_cuda_memory(mem);
+    GstMapInfo map;
+    if (!gst_memory_map(
+            mem, &map,
+            device_src ? static_cast<GstMapFlags>(GST_MAP_READ | GST_MAP_CUDA) : GST_MAP_READ)) {
+      *error = "could not map tensor " + std::to_string(i) + "'s memory";
+      return false;
+    }
+    bool ok = from + t.size <= map.size;
+    if (!ok) {
+      *error = "tensor " + std::to_string(i) + "'s memory is smaller than the tensor";
+    } else if (!cuda_channel) {
+      std::memcpy(static_cast<std::uint8_t*>(slot.data()) + t.byte_offset, map.data + from, t.size);
+    } else if (t.size) {
+      auto stream = static_cast<CUstream>(producer.cuda_stream());
+      ContextScope scope(ctx);
+      ok = (!device_src || order.order_after(mem, stream, error)) &&
+           copy_2d(Copy2D{slot.address() + t.byte_offset, true, t.size,
+                          reinterpret_cast<std::uintptr_t>(map.data) + from, device_src, t.size,
+                          t.size, 1},
+                   stream, error) &&
+           (!device_src || order.release_to(mem, stream, error));
+    }
+    gst_memory_unmap(mem, &map);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool copy_into_slot(Producer& producer, GstCudaContext* ctx, StreamOrder& order, GstBuffer* buf,
-                    const WriteSlot& slot, std::uint64_t bytes, std::string* error) {
+                    const WriteSlot& slot, std::uint64_t bytes,
+                    const std::vector<TensorDesc>& tensors, std::string* error) {
+  if (tensors.size() > 1) return copy_tensors(producer, ctx, order, buf, slot, tensors, error);
   const bool cuda_channel = producer.memory_kind() == MemoryKind::cuda;
   GstMemory* mem0 = gst_buffer_n_memory(buf) == 1 ? gst_buffer_peek_memory(buf, 0) : nullptr;
   const bool device_src = cuda_channel && mem0 && gst_is_cuda_memory(mem0);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cudaipc/producer.hpp"
 #include "format/caps_tensor.h"
@@ -28,7 +29,10 @@ FrameInfo frame_info(GstBuffer* buf, const TimingRecord& timing);
 // Copies the buffer's bytes [0, bytes) into `slot`, the layout (plane offsets, pitches) kept:
 // a memcpy for host channels; for CUDA channels one copy queued on the producer's stream,
 // ordered on the GPU after the input memory's pending writes and before its owner's next use.
+// With several `tensors`, each goes to its offset in the slot, from the buffer's memory of the
+// same index (one memory per tensor) or from where it lies in one packed memory.
 bool copy_into_slot(Producer& producer, GstCudaContext* ctx, StreamOrder& order, GstBuffer* buf,
-                    const WriteSlot& slot, std::uint64_t bytes, std::string* error);
+                    const WriteSlot& slot, std::uint64_t bytes,
+                    const std::vector<TensorDesc>& tensors, std::string* error);
 
 }  // namespace cudaipc::gst

@@ -191,6 +191,22 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
+// NNStreamer's lists: items separated by ','.
+std::vector<std::string> split_list(const char* text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (const char* p = text; *p; ++p) {
+    if (*p == ',') {
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += *p;
+    }
+  }
+  out.push_back(item);
+  return out;
+}
+
 bool dense_tensor(DType dtype, std::uint32_t rank, const std::int64_t* shape, TensorDesc* out,
                   std::string* error) {
   TensorDesc t{};
@@ -236,39 +252,53 @@ bool parse_tensors(const GstCaps* caps, StreamCaps* out, std::string* error) {
     return fail(error, "other/tensors caps have no num_tensors");
   if (!gst_structure_get_int(s, "num_tensors", &num_tensors))
     return fail(error, "other/tensors num_tensors is not an integer");
-  if (num_tensors < 1)
+  if (num_tensors < 1 || num_tensors > static_cast<gint>(kMaxTensorsPerFrame))
     return fail(error, "other/tensors num_tensors=" + std::to_string(num_tensors) +
-                           " is invalid; cudaipc carries one tensor per frame");
-  if (num_tensors > 1)
-    return fail(error, "other/tensors num_tensors=" + std::to_string(num_tensors) +
-                           ": cudaipc carries one tensor per frame");
-
+                           " is out of range: cudaipc carries 1 to " +
+                           std::to_string(kMaxTensorsPerFrame) + " tensors per frame");
   const gchar* types = nullptr;
   if (!string_field(s, "types", &types, error)) return false;
-  if (std::size_t n = count_list(types); n > 1)
-    return fail(error, "other/tensors types=" + quoted(types) + " lists " + std::to_string(n) +
-                           " tensors: cudaipc carries one tensor per frame");
-  DType dtype = dtype_from_name(std::string(trimmed(types)));
-  if (dtype == DType::invalid)
-    return fail(error, "other/tensors types=" + quoted(types) +
-                           " is not a supported tensor type (supported: " + tensor_type_list() +
-                           ")");
-
   const gchar* dimensions = nullptr;
   if (!string_field(s, "dimensions", &dimensions, error)) return false;
-  if (std::size_t n = count_list(dimensions); n > 1)
+  const auto n = static_cast<std::size_t>(num_tensors);
+  if (std::size_t got = count_list(types); got != n)
+    return fail(error, "other/tensors types=" + quoted(types) + " lists " + std::to_string(got) +
+                           " tensors, but num_tensors=" + std::to_string(n));
+  if (std::size_t got = count_list(dimensions); got != n)
     return fail(error, "other/tensors dimensions=" + quoted(dimensions) + " lists " +
-                           std::to_string(n) + " tensors: cudaipc carries one tensor per frame");
-  std::uint32_t rank = 0;
-  std::int64_t shape[kMaxRank] = {};
-  std::string why;
-  if (!parse_dimensions(dimensions, &rank, shape, &why)) return fail(error, "other/tensors " + why);
-  TensorDesc tensor;
-  if (!dense_tensor(dtype, rank, shape, &tensor, &why))
-    return fail(error, "other/tensors dimensions=" + quoted(dimensions) + ": " + why);
+                           std::to_string(got) + " tensors, but num_tensors=" + std::to_string(n));
+  const std::vector<std::string> type_list = split_list(types);
+  const std::vector<std::string> dims_list = split_list(dimensions);
+  std::vector<TensorDesc> tensors;
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string at = n > 1 ? " (tensor " + std::to_string(i) + ")" : "";
+    DType dtype = dtype_from_name(std::string(trimmed(type_list[i])));
+    if (dtype == DType::invalid)
+      return fail(error, "other/tensors types=" + quoted(types) + at +
+                             ": not a supported tensor type (supported: " + tensor_type_list() +
+                             ")");
+    std::uint32_t rank = 0;
+    std::int64_t shape[kMaxRank] = {};
+    std::string why;
+    if (!parse_dimensions(dims_list[i].c_str(), &rank, shape, &why))
+      return fail(error, "other/tensors " + why + at);
+    TensorDesc tensor;
+    if (!dense_tensor(dtype, rank, shape, &tensor, &why))
+      return fail(error, "other/tensors dimensions=" + quoted(dimensions) + at + ": " + why);
+    // Each tensor at the next aligned offset after the one before: both sides know the layout
+    // from the caps alone.
+    offset = (offset + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
+    tensor.byte_offset = offset;
+    if (__builtin_add_overflow(offset, tensor.size, &offset))
+      return fail(error, "other/tensors " + quoted(dimensions) + " span more than 2^64 bytes");
+    tensors.push_back(tensor);
+  }
+  TensorDesc tensor = tensors[0];
   out->kind = MediaKind::tensors;
   gst_video_info_init(&out->video);
   out->tensor = tensor;
+  out->tensors = std::move(tensors);
   return parse_framerate(s, out, error);
 }
 
@@ -487,7 +517,7 @@ GstCaps* template_caps() {
   // types and dimensions take any string; caps cannot say "any string", so they are left out,
   // which matches every value.
   const std::string tensors =
-      "format=(string)static, num_tensors=(int)1, framerate=(fraction)[ 0/1, 2147483647/1 ]";
+      "format=(string)static, num_tensors=(int)[ 1, 16 ], framerate=(fraction)[ 0/1, 2147483647/1 ]";
   const std::string cuda = std::string("(") + kCudaMemoryFeature + "), ";
   const std::string text = "video/x-raw" + cuda + video + "; video/x-raw, " + video + "; " +
                            kTensorsMediaType + cuda + tensors + "; " + kTensorsMediaType + ", " +
@@ -631,6 +661,12 @@ GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, 
     return nullptr;
   }
 
+  // Several tensors: the caps as sent (their spelling is the producer's, and the layout of the
+  // slot follows from them; check_tensors_span() checks it against the slot).
+  if (parsed.tensors.size() > 1) {
+    set_features(caps.get(), cuda_memory);
+    return caps.release();
+  }
   // Downstream filters spell dimensions either way; offer each spelling so any of them intersects.
   std::vector<std::string> spellings = {dimensions};
   std::string canonical = format_dimensions(want);
@@ -732,6 +768,10 @@ std::uint64_t video_rows_end(const GstVideoInfo& info, const TensorDesc& tensor)
     end = std::max(end, tensor.planes[p].offset + tensor.planes[p].pitch * rows);
   }
   return end;
+}
+
+std::uint64_t tensors_span(const std::vector<TensorDesc>& tensors) {
+  return tensors.empty() ? 0 : tensors.back().byte_offset + tensors.back().size;
 }
 
 }  // namespace cudaipc::gst

@@ -5,8 +5,9 @@
 // GRAY16_LE → (H, W) uint16; planar RGBP/BGRP → (3, H, W) when the planes are evenly spaced, else
 // the first plane; NV12, I420 → the luma plane (H, W) uint8, P010_10LE → (H, W) uint16. Every
 // plane's offset and pitch is in TensorDesc::planes, taken from the buffer's GstVideoMeta.
-// Tensors: NNStreamer's other/tensors (format=static, num_tensors=1, types, dimensions innermost
-// first). docs/caps.md is the reference.
+// Tensors: NNStreamer's other/tensors (format=static, num_tensors 1..16, types, dimensions
+// innermost first, tensors separated by ','). One slot holds all of a frame's tensors, each at the
+// next multiple of kTensorAlign after the one before. docs/caps.md is the reference.
 #pragma once
 
 #include <gst/gst.h>
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cudaipc/tensor.hpp"
 
@@ -21,6 +23,8 @@ namespace cudaipc::gst {
 
 inline constexpr const char kCudaMemoryFeature[] = "memory:CUDAMemory";
 inline constexpr const char kTensorsMediaType[] = "other/tensors";
+inline constexpr std::uint32_t kMaxTensorsPerFrame = 16;  // NNStreamer's limit for static tensors
+inline constexpr std::uint64_t kTensorAlign = 256;
 
 // The caps both pads accept: video/x-raw and other/tensors, each with and without
 // memory:CUDAMemory (CUDA first). Transfer full.
@@ -34,6 +38,8 @@ struct StreamCaps {
   bool cuda_memory = false;  // the caps carry memory:CUDAMemory
   GstVideoInfo video{};      // kind == video
   TensorDesc tensor{};       // kind == tensors: dense, row-major, byte_offset 0, no planes
+  // kind == tensors: every tensor of a frame (tensors[0] == tensor), each dense at its offset.
+  std::vector<TensorDesc> tensors;
   gint fps_n = 0, fps_d = 1;
 };
 
@@ -70,6 +76,9 @@ GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, 
 // caps' format, size and plane count, planes inside the frame; tensors: the format's tensor.
 bool check_frame_tensor(const GstVideoInfo* video, const TensorDesc& format_tensor,
                         std::uint64_t max_frame_size, const TensorDesc& frame, std::string* error);
+
+// Bytes from the slot's start to the last tensor's end.
+std::uint64_t tensors_span(const std::vector<TensorDesc>& tensors);
 
 // NNStreamer dimension strings, innermost first, ':' (or '.') separated: "3:640:480" is shape
 // {480, 640, 3}. Outermost dimensions of 1 beyond kMaxRank are dropped; a 0, a negative or a

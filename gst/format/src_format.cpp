@@ -28,6 +28,24 @@ bool read_stream_format(const Event& ev, bool cuda, bool have_context, StreamFor
   f.is_video = gst_structure_has_name(gst_caps_get_structure(check, 0), "video/x-raw");
   if (f.is_video) f.video = vinfo;
   gst_caps_unref(check);
+  if (!f.is_video) {
+    // Several tensors in one slot: their layout (from the caps) must lie within the frames the
+    // producer announced (the core checked those against the slot).
+    StreamCaps parsed;
+    GstCaps* caps = gst_caps_from_string(header.caps.c_str());
+    const bool ok = caps && parse_caps(caps, &parsed, message);
+    if (caps) gst_caps_unref(caps);
+    if (ok && parsed.tensors.size() > 1) {
+      if (tensors_span(parsed.tensors) > f.max_frame_size) {
+        *why = FormatRefusal::malformed;
+        *message = "the producer's " + std::to_string(parsed.tensors.size()) + " tensors span " +
+                   std::to_string(tensors_span(parsed.tensors)) + " bytes, more than its " +
+                   std::to_string(f.max_frame_size) + "-byte frames";
+        return false;
+      }
+      f.tensors = std::move(parsed.tensors);
+    }
+  }
   if (f.cuda && !have_context) {
     *why = FormatRefusal::no_cuda;
     *message =
@@ -60,6 +78,7 @@ GstCaps* offered_caps(const StreamFormat& f) {
 
 std::uint64_t frame_span(const StreamFormat& f, const TensorDesc& t) {
   std::uint64_t span = t.byte_offset + t.size;
+  if (!f.tensors.empty()) span = std::max(span, tensors_span(f.tensors));
   if (f.is_video) {
     const std::uint64_t rows_end = video_rows_end(f.video, t);
     if (rows_end <= f.max_frame_size) span = std::max(span, rows_end);

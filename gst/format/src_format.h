@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cudaipc/consumer.hpp"
 
@@ -17,6 +18,9 @@ struct StreamFormat {
   std::string caps_text;
   std::string tags;
   TensorDesc tensor{};
+  // other/tensors with num_tensors > 1: every tensor, where it lies in the slot (caps_tensor.h);
+  // empty otherwise. The buffer is cut into one memory per tensor.
+  std::vector<TensorDesc> tensors;
   bool is_video = false;
   GstVideoInfo video{};
   std::uint64_t max_frame_size = 0;  // validated by the core against the slot size

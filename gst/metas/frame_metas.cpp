@@ -76,6 +76,12 @@ void set_tensor_meta(GstBuffer* buf, const TensorDesc& tensor, std::uintptr_t da
   fill_tensor_meta(m, tensor, data, device_id, seq);
 }
 
+void add_tensor_meta_for(GstBuffer* buf, const TensorDesc& tensor, std::uintptr_t data,
+                         int device_id, std::uint64_t seq) {
+  if (GstCudaIpcTensorMeta* m = add_tensor_meta(buf))
+    fill_tensor_meta(m, tensor, data, device_id, seq);
+}
+
 void set_reference_times(GstBuffer* buf, const FrameStamps& s) {
   set_reference(buf, pts_reference_caps(), s.producer_pts, s.producer_pts != kNoTime);
   set_reference(buf, publish_reference_caps(), s.publish_ns, true);

@@ -27,6 +27,10 @@ void set_video_meta(GstBuffer* buf, const GstVideoInfo& video, const TensorDesc&
 // `data` is element 0 (slot address + tensor.byte_offset, or the copy's address).
 void set_tensor_meta(GstBuffer* buf, const TensorDesc& tensor, std::uintptr_t data, int device_id,
                      std::uint64_t seq);
+// One more tensor meta, for tensor 1.. of a frame of several tensors (a new buffer each frame:
+// nothing to reuse).
+void add_tensor_meta_for(GstBuffer* buf, const TensorDesc& tensor, std::uintptr_t data,
+                         int device_id, std::uint64_t seq);
 void set_reference_times(GstBuffer* buf, const FrameStamps& stamps);
 // Buffer flags from the frame's (kFlagKeyframe and friends, frame.hpp).
 void set_frame_flags(GstBuffer* buf, std::uint32_t flags);

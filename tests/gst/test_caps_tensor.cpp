@@ -804,9 +804,10 @@ TEST(TemplateCaps, FourStructuresCudaFirst) {
   for (guint i = 2; i < 4; ++i) {
     const GstStructure* s = gst_caps_get_structure(caps.get(), i);
     EXPECT_STREQ(gst_structure_get_string(s, "format"), "static");
-    gint n = 0;
-    EXPECT_TRUE(gst_structure_get_int(s, "num_tensors", &n));
-    EXPECT_EQ(n, 1);
+    const GValue* n = gst_structure_get_value(s, "num_tensors");
+    ASSERT_TRUE(n && GST_VALUE_HOLDS_INT_RANGE(n));
+    EXPECT_EQ(gst_value_get_int_range_min(n), 1);
+    EXPECT_EQ(gst_value_get_int_range_max(n), 16);
     EXPECT_TRUE(GST_VALUE_HOLDS_FRACTION_RANGE(gst_structure_get_value(s, "framerate")));
     // Any types and dimensions string matches.
     EXPECT_FALSE(gst_structure_has_field(s, "types"));
@@ -816,8 +817,10 @@ TEST(TemplateCaps, FourStructuresCudaFirst) {
   EXPECT_FALSE(gst_caps_can_intersect(caps.get(), yuy2.get()));
   auto flexible = caps_of("other/tensors, format=flexible, num_tensors=1");
   EXPECT_FALSE(gst_caps_can_intersect(caps.get(), flexible.get()));
-  auto two = caps_of("other/tensors, format=static, num_tensors=2");
-  EXPECT_FALSE(gst_caps_can_intersect(caps.get(), two.get()));
+  auto sixteen = caps_of("other/tensors, format=static, num_tensors=16");
+  EXPECT_TRUE(gst_caps_can_intersect(caps.get(), sixteen.get()));
+  auto seventeen = caps_of("other/tensors, format=static, num_tensors=17");
+  EXPECT_FALSE(gst_caps_can_intersect(caps.get(), seventeen.get()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -888,12 +891,18 @@ TEST(ParseCaps, RefusesMalformedTensors) {
   expect_parse_refused(
       "other/tensors, format=(int)1, num_tensors=1, types=uint8, dimensions=(string)3", "format");
   expect_parse_refused(
-      "other/tensors, format=static, num_tensors=2, types=\"uint8,uint8\", dimensions=\"3,3\"",
-      "one tensor per frame");
+      "other/tensors, format=static, num_tensors=17, types=uint8, dimensions=(string)3",
+      "1 to 16 tensors");
   expect_parse_refused(
-      "other/tensors, format=static, num_tensors=2, types=\"uint8,uint8\", "
-      "dimensions=\"3,3\"",
-      "num_tensors=2");
+      "other/tensors, format=static, num_tensors=3, types=\"uint8,uint8\", "
+      "dimensions=\"3,3,3\"",
+      "lists 2 tensors, but num_tensors=3");
+  expect_parse_refused(
+      "other/tensors, format=static, num_tensors=2, types=\"uint8,uint8\", dimensions=\"3,0\"",
+      "(tensor 1)");
+  expect_parse_refused(
+      "other/tensors, format=static, num_tensors=2, types=\"uint8,cfloat\", dimensions=\"3,3\"",
+      "(tensor 1)");
   expect_parse_refused(
       "other/tensors, format=static, num_tensors=0, types=uint8, dimensions=(string)3",
       "num_tensors=0");
@@ -903,8 +912,9 @@ TEST(ParseCaps, RefusesMalformedTensors) {
       "other/tensors, format=static, num_tensors=(string)one, types=uint8, dimensions=(string)3",
       "num_tensors");
   expect_parse_refused(head + "types=\"uint8,float32\", dimensions=(string)3",
-                       "one tensor per frame");
-  expect_parse_refused(head + "types=uint8, dimensions=\"3:4,5:6\"", "one tensor per frame");
+                       "lists 2 tensors, but num_tensors=1");
+  expect_parse_refused(head + "types=uint8, dimensions=\"3:4,5:6\"",
+                       "lists 2 tensors, but num_tensors=1");
   expect_parse_refused(head + "types=complex64, dimensions=(string)3", "complex64");
   expect_parse_refused(head + "types=UINT8, dimensions=(string)3", "types");
   expect_parse_refused(head + "types=(int)5, dimensions=(string)3", "types");
@@ -1072,8 +1082,8 @@ TEST(CapsFromWire, RefusesTensorMismatch) {
       "other/tensors, format=flexible, num_tensors=1, types=uint8, dimensions=(string)3", ok,
       "flexible");
   expect_wire_refused(
-      "other/tensors, format=static, num_tensors=2, types=\"uint8,uint8\", dimensions=\"3,3\"", ok,
-      "one tensor per frame");
+      "other/tensors, format=static, num_tensors=2, types=\"float32,uint8\", dimensions=\"3,3\"",
+      ok, "types");
   expect_wire_refused(
       "other/tensors, format=static, num_tensors=1, types=cfloat, dimensions=(string)3", ok,
       "cfloat");
@@ -1155,6 +1165,40 @@ TEST(CapsFromWire, RefusesStridedOrOffsetTensors) {
   transposed.strides[0] = 4;
   transposed.strides[1] = 12;
   expect_wire_refused(text, transposed, "not dense");
+}
+
+// Several tensors in one slot: each dense, each at the next 256-byte boundary after the one
+// before, the first as the frame's tensor.
+TEST(ParseCaps, SeveralTensorsLieOneAfterAnotherOnAlignedOffsets) {
+  auto caps = caps_of(
+      "other/tensors, format=static, num_tensors=3, types=\"uint8,float32,int64\", "
+      "dimensions=\"3:2,4:100,1\", framerate=30/1");
+  StreamCaps out;
+  std::string error;
+  ASSERT_TRUE(parse_caps(caps.get(), &out, &error)) << error;
+  ASSERT_EQ(out.tensors.size(), 3u);
+  EXPECT_EQ(out.tensor, out.tensors[0]);
+  EXPECT_EQ(out.tensors[0].byte_offset, 0u);
+  EXPECT_EQ(out.tensors[0].size, 6u);
+  EXPECT_EQ(out.tensors[1].byte_offset, 256u);
+  EXPECT_EQ(out.tensors[1].size, 1600u);
+  EXPECT_EQ(out.tensors[1].shape[0], 100);
+  EXPECT_EQ(out.tensors[1].shape[1], 4);
+  EXPECT_EQ(out.tensors[2].byte_offset, 2048u);
+  EXPECT_EQ(out.tensors[2].dtype, DType::int64);
+  EXPECT_EQ(tensors_span(out.tensors), 2056u);
+  // Sixteen, NNStreamer's limit.
+  std::string types, dims;
+  for (int i = 0; i < 16; ++i) {
+    types += std::string(i ? "," : "") + "uint8";
+    dims += std::string(i ? "," : "") + std::to_string(i + 1);
+  }
+  auto sixteen = caps_of("other/tensors, format=static, num_tensors=16, types=\"" + types +
+                         "\", dimensions=\"" + dims + "\"");
+  ASSERT_TRUE(parse_caps(sixteen.get(), &out, &error)) << error;
+  ASSERT_EQ(out.tensors.size(), 16u);
+  EXPECT_EQ(out.tensors[15].byte_offset, 15u * 256);
+  EXPECT_EQ(out.tensors[15].size, 16u);
 }
 
 }  // namespace
