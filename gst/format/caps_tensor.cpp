@@ -1,5 +1,7 @@
 #include "format/caps_tensor.h"
 
+#include "format/caps_messages.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -10,6 +12,10 @@
 
 namespace cudaipc::gst {
 namespace {
+
+using caps_messages::fail;
+using caps_messages::quoted;
+using caps_messages::trimmed;
 
 struct CapsUnref {
   void operator()(GstCaps* c) const { gst_caps_unref(c); }
@@ -45,24 +51,6 @@ constexpr DType kTensorTypes[] = {
     DType::uint16,  DType::uint32,   DType::uint64,  DType::float16, DType::float32,
     DType::float64, DType::bfloat16, DType::boolean,
 };
-
-// Caps text comes from another process; keep messages short and free of control characters
-// whatever it holds.
-std::string quoted(std::string_view text) {
-  constexpr std::size_t kMax = 160;
-  std::string s = "'";
-  for (char c : text.substr(0, kMax)) {
-    const auto u = static_cast<unsigned char>(c);
-    s += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (text.size() > kMax) s += "...";
-  return s + "'";
-}
-
-bool fail(std::string* error, std::string message) {
-  if (error) *error = std::move(message);
-  return false;
-}
 
 const VideoFormat* find_video_format(GstVideoFormat format) {
   for (const auto& f : kVideoFormats)
@@ -183,12 +171,6 @@ std::size_t count_list(std::string_view text) {
   for (char c : text)
     if (c == ',') ++n;
   return n;
-}
-
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && g_ascii_isspace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && g_ascii_isspace(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 // NNStreamer's lists: items separated by ','.
@@ -318,13 +300,6 @@ bool parse_structure(const GstCaps* caps, const char* what, StreamCaps* out, std
   }
   if (ok) *out = parsed;
   return ok;
-}
-
-// Index of the first dimension left once outermost 1s are dropped.
-std::uint32_t first_significant(const TensorDesc& t, std::uint32_t rank) {
-  std::uint32_t i = 0;
-  while (i < rank && t.shape[i] == 1) ++i;
-  return i;
 }
 
 struct PlaneGeometry {
@@ -517,7 +492,8 @@ GstCaps* template_caps() {
   // types and dimensions take any string; caps cannot say "any string", so they are left out,
   // which matches every value.
   const std::string tensors =
-      "format=(string)static, num_tensors=(int)[ 1, 16 ], framerate=(fraction)[ 0/1, 2147483647/1 ]";
+      "format=(string)static, num_tensors=(int)[ 1, 16 ], framerate=(fraction)[ 0/1, 2147483647/1 "
+      "]";
   const std::string cuda = std::string("(") + kCudaMemoryFeature + "), ";
   const std::string text = "video/x-raw" + cuda + video + "; video/x-raw, " + video + "; " +
                            kTensorsMediaType + cuda + tensors + "; " + kTensorsMediaType + ", " +
@@ -686,65 +662,6 @@ GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, 
   return result.release();
 }
 
-bool parse_dimensions(const char* text, std::uint32_t* rank, std::int64_t* shape,
-                      std::string* error) {
-  if (!text) return fail(error, "dimensions are missing");
-  const std::string_view all(text);
-  if (trimmed(all).empty()) return fail(error, "dimensions are empty (rank 0)");
-  std::vector<std::int64_t> dims;  // innermost first, as written
-  std::size_t begin = 0;
-  while (true) {
-    std::size_t end = all.find_first_of(":.", begin);
-    std::string_view part = trimmed(
-        all.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
-    if (part.empty()) return fail(error, "dimensions=" + quoted(all) + " have an empty dimension");
-    std::int64_t value = 0;
-    for (char c : part) {
-      if (c < '0' || c > '9')
-        return fail(error, "dimension " + quoted(part) + " in dimensions=" + quoted(all) +
-                               " is not a positive integer");
-      if (__builtin_mul_overflow(value, 10, &value) ||
-          __builtin_add_overflow(value, c - '0', &value))
-        return fail(error, "dimension " + quoted(part) + " in dimensions=" + quoted(all) +
-                               " does not fit in 64 bits");
-    }
-    if (value == 0)
-      return fail(error, "dimension " + quoted(part) + " in dimensions=" + quoted(all) +
-                             " is not a positive integer");
-    dims.push_back(value);
-    if (end == std::string_view::npos) break;
-    begin = end + 1;
-  }
-  while (dims.size() > kMaxRank && dims.back() == 1) dims.pop_back();
-  if (dims.size() > kMaxRank)
-    return fail(error, "dimensions=" + quoted(all) + " have rank " + std::to_string(dims.size()) +
-                           "; cudaipc carries at most rank " + std::to_string(kMaxRank));
-  *rank = static_cast<std::uint32_t>(dims.size());
-  for (std::size_t i = 0; i < dims.size(); ++i) shape[dims.size() - 1 - i] = dims[i];
-  return true;
-}
-
-std::string format_dimensions(const TensorDesc& tensor) {
-  const std::uint32_t rank = tensor.rank < kMaxRank ? tensor.rank : kMaxRank;
-  const std::uint32_t first = first_significant(tensor, rank);
-  if (first == rank) return "1";
-  std::string s;
-  for (std::uint32_t i = rank; i-- > first;) {
-    if (!s.empty()) s += ':';
-    s += std::to_string(tensor.shape[i]);
-  }
-  return s;
-}
-
-bool same_dimensions(const TensorDesc& a, const TensorDesc& b) {
-  if (a.rank > kMaxRank || b.rank > kMaxRank) return false;
-  std::uint32_t i = first_significant(a, a.rank), j = first_significant(b, b.rank);
-  if (a.rank - i != b.rank - j) return false;
-  for (; i < a.rank; ++i, ++j)
-    if (a.shape[i] != b.shape[j]) return false;
-  return true;
-}
-
 bool check_frame_tensor(const GstVideoInfo* video, const TensorDesc& format_tensor,
                         std::uint64_t max_frame_size, const TensorDesc& frame, std::string* error) {
   if (frame.byte_offset + frame.size > max_frame_size)  // both validated: no overflow
@@ -768,10 +685,6 @@ std::uint64_t video_rows_end(const GstVideoInfo& info, const TensorDesc& tensor)
     end = std::max(end, tensor.planes[p].offset + tensor.planes[p].pitch * rows);
   }
   return end;
-}
-
-std::uint64_t tensors_span(const std::vector<TensorDesc>& tensors) {
-  return tensors.empty() ? 0 : tensors.back().byte_offset + tensors.back().size;
 }
 
 }  // namespace cudaipc::gst
