@@ -156,10 +156,10 @@ def ball_centre(n: int, w: int, h: int):
             20 + (0.5 + 0.5 * math.sin(rad * math.sqrt(2))) * (h - 40))
 
 
-@pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed")
-def test_detect_example_finds_videotestsrc_ball_in_every_frame(tmp_path):
+def ball_and_detector(tmp_path, n: int, w: int, h: int):
+    """videotestsrc's ball into a channel, and examples/python/detect.py reading it and
+    publishing each frame with its box on another: (that channel, the two processes)."""
     cam, det = str(tmp_path / "cam"), str(tmp_path / "det")
-    n, w, h = 40, 320, 240
     env = gst_env(tmp_path, PLUGIN_DIR)
     require_gst_elements(env, "videotestsrc")
     producer = subprocess.Popen(
@@ -170,7 +170,15 @@ def test_detect_example_finds_videotestsrc_ball_in_every_frame(tmp_path):
     detector = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "examples", "python", "detect.py"), cam, det,
          "--frames", str(n), "--wait-for-consumer", "30"],
-        env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return det, producer, detector
+
+
+@pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed")
+def test_detect_example_finds_videotestsrc_ball_in_every_frame(tmp_path):
+    n, w, h = 40, 320, 240
+    env = gst_env(tmp_path, PLUGIN_DIR)
+    det, producer, detector = ball_and_detector(tmp_path, n, w, h)
     # GStreamer 1.24+ draws the boxes too: the overlay runs on every frame before the checks.
     overlay = ""
     probe = subprocess.run([gst_tool("gst-inspect-1.0") or "false", "objectdetectionoverlay"],
@@ -201,19 +209,8 @@ def test_detect_example_finds_videotestsrc_ball_in_every_frame(tmp_path):
 @pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed")
 def test_detect_example_box_read_back_in_python(tmp_path):
     """The same detector, its output read by Python: checks the box on any GStreamer version."""
-    cam, det = str(tmp_path / "cam"), str(tmp_path / "det")
     n, w, h = 30, 320, 240
-    env = gst_env(tmp_path, PLUGIN_DIR)
-    require_gst_elements(env, "videotestsrc")
-    producer = subprocess.Popen(
-        [GST_LAUNCH, "-q", "videotestsrc", "pattern=ball", "animation-mode=frames",
-         f"num-buffers={n}", "!", f"video/x-raw,format=RGBA,width={w},height={h},framerate=30/1",
-         "!", "cudaipcringsink", "ipc-mode=host", "wait-for-consumer=true", f"socket-path={cam}"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    detector = subprocess.Popen(
-        [sys.executable, os.path.join(REPO, "examples", "python", "detect.py"), cam, det,
-         "--frames", str(n), "--wait-for-consumer", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    det, producer, detector = ball_and_detector(tmp_path, n, w, h)
     seen: Dict[int, np.ndarray] = {}
     with cudaipc.Consumer(det, timeout=30) as c:
         for i, f in zip(range(n), c):
