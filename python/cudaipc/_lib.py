@@ -267,3 +267,16 @@ capsule_describe = _PY(_I, ctypes.py_object, POINTER(Tensor), POINTER(c_int32), 
 def capsule_error(e: CapsuleFailed) -> _errors.Error:
     """The package's exception for a failed capsule call."""
     return _errors.from_code(lib.cudaipc_last_error_code(), str(e))
+
+class Detections(Structure):
+    """cudaipc_detections (cudaipc.h)."""
+    _fields_ = [("area", c_void_p), ("capacity", c_uint32), ("n", c_uint32),
+                ("boxes", c_void_p), ("scores", c_void_p), ("rotation", c_void_p),
+                ("labels", c_void_p), ("names", c_void_p), ("name_offsets", c_void_p),
+                ("name_count", c_uint32), ("reserved", c_uint32)]
+
+
+# A whole meta area of detections alone, in C (python/cudaipc/_metas_analytics_write.py's fast
+# path): (cudaipc_detections*) -> the area's size, or -status.
+detections_area = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
+    ("cudaipc_metas_detections_area", lib))

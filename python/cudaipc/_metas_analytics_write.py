@@ -9,12 +9,14 @@ whole, the same bytes every frame; of a large one, the frame's distinct labels).
 
 from __future__ import annotations
 
+import ctypes
 import struct
 from operator import itemgetter
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from . import _lib
 from ._errors import InvalidArgumentError
 from ._metas import KIND_ANALYTICS, MAGIC, VERSION, Encoded, pad8, too_big
 from ._metas_analytics import (C_CONF, C_FLAGS, C_ID, C_PAYLOAD, C_R, C_TYPE, C_X, CLS,
@@ -116,6 +118,9 @@ class _Scratch:
         self.lut = np.zeros(0, np.uint64)
         self.names: Optional[_NameTable] = None
         self._views: Dict[Tuple[int, int], Tuple[np.ndarray, ...]] = {}
+        self._c_key: Optional[list] = None
+        self._c_obj: Any = None
+        self._c_table: Optional[Tuple[np.ndarray, np.ndarray, int, int]] = None
 
     def views(self, buf: np.ndarray, t0: int) -> Tuple[np.ndarray, ...]:
         """Views of an mtd table at byte `t0` of `buf`, as many rows as fit: words (u32), ints,
@@ -142,6 +147,28 @@ class _Scratch:
             t.view(np.float32)[:, C_CONF] = 1.0
             self.template = t
         return self.template[:n]
+
+    def c_names(self, names: Any) -> Optional[Tuple[np.ndarray, np.ndarray, int, int]]:
+        """The label names for the C writer: their UTF-8 back to back and the offsets (one more
+        than names), made once for as long as `names` stays equal; None when the table is too
+        large to go into every frame's heap whole."""
+        if self._c_obj is names and self._c_key == names:  # the same list, unchanged
+            return self._c_table
+        if self._c_key is not None and self._c_key == names:
+            self._c_obj = names
+            return self._c_table
+        encoded = [str(x).encode("utf-8") for x in names]
+        total = sum(len(b) for b in encoded)
+        self._c_key = list(names)
+        self._c_obj = names
+        self._c_table = None
+        if total <= WHOLE_TABLE_HEAP:
+            lens = np.array([len(b) for b in encoded], np.uint32)
+            offsets = np.zeros(len(encoded) + 1, np.uint32)
+            np.cumsum(lens, out=offsets[1:])
+            names_bytes = np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy()
+            self._c_table = (names_bytes, offsets, _address(names_bytes), _address(offsets))
+        return self._c_table
 
     def name_table(self, names: Any, top: int) -> _NameTable:
         t = self.names
@@ -213,10 +240,97 @@ _ZEROS = bytes(8)
 _BODY_AT = 8 + pad8(len(NAME))  # from the record's start
 
 
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class _Stage:
+    """The C writer's inputs, copied into arrays made once, their addresses already in one
+    cudaipc_detections: taking a fresh array's address, or passing ten arguments, costs more in
+    Python than copying 100 boxes."""
+
+    def __init__(self) -> None:
+        self.n = -1
+        self.buf_key: Any = None
+        self.args = _lib.Detections()
+        self.args_at = ctypes.addressof(self.args)
+
+    def arrays(self, n: int) -> None:
+        if n <= self.n:
+            return
+        cap = max(n, 128)
+        self.boxes = np.empty((cap, 4), np.float32)
+        self.scores = np.empty(cap, np.float32)
+        self.rotation = np.empty(cap, np.float32)
+        self.labels = np.empty(cap, np.int64)
+        self.at = tuple(_address(a) for a in (self.boxes, self.scores, self.rotation,
+                                              self.labels))
+        self.args.boxes = self.at[0]
+        self.n = cap
+
+    def area(self, buf: np.ndarray, capacity: int) -> None:
+        if self.buf_key is not buf:
+            self.buf_key = buf
+            self.args.area = _address(buf)
+        self.args.capacity = capacity
+
+
+_STAGE = _Stage()
+
+
+def _c_detections_area(buf: np.ndarray, capacity: int, det: Detections, label_names: Any,
+                       scratch: _Scratch) -> Optional[int]:
+    """The C writer (cudaipc_metas_detections_area) for the usual input: float32 boxes, integer
+    labels naming a list of label names whose table fits the heap whole (or no labels). None for
+    other input, which the NumPy path writes."""
+    boxes, labels, n = det.boxes, det.labels, det.boxes.shape[0]
+    if boxes.dtype != np.float32:  # the NumPy path rounds other types in their own precision
+        return None
+    table = None
+    if labels is not None and n:
+        if type(labels) is not np.ndarray or labels.dtype.kind not in "iu" or \
+                not isinstance(label_names, (list, tuple)) or not label_names:
+            return None
+        table = scratch.c_names(label_names)
+        if table is None:
+            return None
+    st = _STAGE
+    st.arrays(n)
+    st.area(buf, capacity)
+    a = st.args
+    a.n = n
+    st.boxes[:n] = boxes
+    if det.scores is not None:
+        st.scores[:n] = det.scores
+        a.scores = st.at[1]
+    else:
+        a.scores = None
+    if det.rotation is not None:
+        st.rotation[:n] = det.rotation
+        a.rotation = st.at[2]
+    else:
+        a.rotation = None
+    if table is not None:
+        st.labels[:n] = labels
+        a.labels, a.names, a.name_offsets = st.at[3], table[2], table[3]
+        a.name_count = table[1].shape[0] - 1
+    else:
+        a.labels = a.names = a.name_offsets = None  # no boxes: no label heap either
+        a.name_count = 0
+    size = _lib.detections_area(st.args_at)
+    if size < 0:
+        _lib.check(-size, "encoding detections")
+    return size
+
+
 def detections_area(buf: np.ndarray, capacity: int, det: Detections, label_names: Any,
                     scratch: _Scratch) -> int:
-    """The whole area for detections alone, the common case, kept lean (every header in one
-    pack, then the table's columns): its size. Same bytes as AnalyticsEncoder's."""
+    """The whole area for detections alone, the common case, kept lean: in C for the usual
+    input (float32 boxes, integer labels of a list of names), else every header in one pack,
+    then the table's columns. Its size; the same bytes either way."""
+    fast = _c_detections_area(buf, capacity, det, label_names, scratch)
+    if fast is not None:
+        return fast
     n = det.boxes.shape[0]
     strings = b""
     rows = None

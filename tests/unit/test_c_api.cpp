@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cudaipc/cudaipc.h"
+#include "cudaipc/metas.hpp"
 #include "pattern.hpp"
 #include "temp_dir.hpp"
 
@@ -296,4 +297,62 @@ TEST(CApi, LargestTimeoutWaitsForTheFrame) {
   cudaipc_frame_release(ev.frame);
   cudaipc_consumer_free(c);
   cudaipc_producer_free(p);
+}
+
+// cudaipc_metas_detections_area: one analytics record of detections, read back with the codec
+// field by field; a label without a name and too small an area are refused with the cause.
+TEST(CApi, DetectionsAreaReadsBackBoxByBox) {
+  const float boxes[] = {1.4f, 2.6f, 11.5f, 22.4f, -3.f, 0.f, 5.f, 8.f};
+  const float scores[] = {0.5f, 0.75f};
+  const int64_t labels[] = {1, 0};
+  const char names[] = "ballcube";
+  const uint32_t offsets[] = {0, 4, 8};
+  std::vector<std::uint8_t> area(4096);
+  cudaipc_detections d{};
+  d.area = area.data();
+  d.capacity = static_cast<uint32_t>(area.size());
+  d.n = 2;
+  d.boxes = boxes;
+  d.scores = scores;
+  d.labels = labels;
+  d.names = reinterpret_cast<const uint8_t*>(names);
+  d.name_offsets = offsets;
+  d.name_count = 2;
+  const int64_t size = cudaipc_metas_detections_area(&d);
+  ASSERT_GT(size, 0) << cudaipc_last_error();
+  cudaipc::metas::AreaReader reader(area.data(), static_cast<std::size_t>(size));
+  cudaipc::metas::Record rec;
+  ASSERT_TRUE(reader.next(&rec));
+  EXPECT_EQ(rec.kind, cudaipc::metas::RecordKind::analytics);
+  EXPECT_EQ(rec.name, "GstAnalyticsRelationMetaAPI");
+  cudaipc::metas::AnalyticsView v;
+  std::string error;
+  ASSERT_TRUE(v.parse(rec.body, &error)) << error;
+  ASSERT_EQ(v.mtd_count(), 2u);
+  cudaipc::metas::Mtd m;
+  ASSERT_TRUE(v.mtd(0, &m, &error)) << error;
+  EXPECT_EQ(m.od.label, "cube");
+  EXPECT_EQ(m.od.x, 1);
+  EXPECT_EQ(m.od.y, 3);
+  EXPECT_EQ(m.od.w, 10);  // rint(10.1)
+  EXPECT_EQ(m.od.h, 20);  // rint(19.8)
+  EXPECT_EQ(m.od.confidence, 0.5f);
+  ASSERT_TRUE(v.mtd(1, &m, &error)) << error;
+  EXPECT_EQ(m.od.label, "ball");
+  EXPECT_EQ(m.od.x, -3);
+  EXPECT_EQ(m.od.w, 8);
+  EXPECT_FALSE(reader.next(&rec));
+  EXPECT_EQ(reader.error(), nullptr);
+
+  const int64_t bad_label[] = {1, 2};
+  d.labels = bad_label;
+  EXPECT_EQ(cudaipc_metas_detections_area(&d), -CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("label 2 of box 1 has no name"),
+            std::string::npos)
+      << cudaipc_last_error();
+  d.labels = labels;
+  d.capacity = 64;
+  EXPECT_EQ(cudaipc_metas_detections_area(&d), -CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("meta area of 64 bytes"), std::string::npos)
+      << cudaipc_last_error();
 }

@@ -206,6 +206,29 @@ const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size);
 /* The frame's meta area as the producer wrote it (docs/metas.md), read-only, valid until the frame
  * is released; NULL (and *size 0) when the frame has none. */
 const uint8_t* cudaipc_frame_metas(const cudaipc_frame* f, uint32_t* size);
+/* A frame's object detections, for cudaipc_metas_detections_area: `n` boxes (n x 4 float32
+ * x1 y1 x2 y2, rounded to whole pixels as x = rint(x1), w = rint(x2 - x1)), scores (n float32,
+ * NULL: 1), rotation (n float32 radians, NULL: not oriented), labels (n int64 indexes into the
+ * names table, NULL: none), the table being `names` (UTF-8 back to back) with name i at bytes
+ * [name_offsets[i], name_offsets[i + 1]). One struct, so a caller that keeps its arrays in place
+ * (Python) sets a few fields per frame rather than passing ten arguments. */
+typedef struct {
+  uint8_t* area;
+  uint32_t capacity;
+  uint32_t n;
+  const float* boxes;
+  const float* scores;
+  const float* rotation;
+  const int64_t* labels;
+  const uint8_t* names;
+  const uint32_t* name_offsets;
+  uint32_t name_count;
+  uint32_t reserved;
+} cudaipc_detections;
+/* Writes a whole meta area (docs/metas.md) holding one analytics record of the detections.
+ * Returns the area's size, or minus the status (cudaipc_last_error says why: too small an area
+ * names both sizes). */
+int64_t cudaipc_metas_detections_area(const cudaipc_detections* d);
 /* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
  * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
 void cudaipc_frame_release(cudaipc_frame* f);
