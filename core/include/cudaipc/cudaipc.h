@@ -229,6 +229,17 @@ typedef struct {
  * Returns the area's size, or minus the status (cudaipc_last_error says why: too small an area
  * names both sizes). */
 int64_t cudaipc_metas_detections_area(const cudaipc_detections* d);
+/* The model side of cudaipcfilter (docs/elements.md, cudaipc/server.hpp). A model process reads the
+ * filter's frames with a consumer on the filter's socket path (every-frame mode, reconnecting) and
+ * answers each on a reply channel: a producer at "<path>.reply" in host memory with `slots` slots
+ * (0: 8) and `meta_size` bytes of results per reply. */
+int cudaipc_reply_channel_new(const char* request_path, uint32_t slots, uint32_t meta_size,
+                              cudaipc_producer** out);
+/* Answers `request` (a frame of the filter's channel, not yet released) with `metas_size` bytes of
+ * results (a meta area, docs/metas.md; 0: none) on `replies`; release the request after. Returns
+ * CUDAIPC_ERR_TIMEOUT when no reply slot came free in 100 ms (the filter is gone or stuck). */
+int cudaipc_reply_publish(cudaipc_producer* replies, const cudaipc_frame* request,
+                          const void* metas, uint32_t metas_size);
 /* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
  * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
 void cudaipc_frame_release(cudaipc_frame* f);
