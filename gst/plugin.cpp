@@ -1,9 +1,10 @@
-// The cudaipc plugin: registers cudaipcsink and cudaipcsrc, after checking that the libgstcuda
+// The cudaipc plugin: registers cudaipcsink, cudaipcsrc and cudaipcfilter, after checking that the libgstcuda
 // loaded in this process is the minor version the plugin was built against (its API changed
 // between 1.22 and 1.24 under one soname, so a mismatch would crash instead of failing).
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include "elements/gstcudaipcfilter.h"
 #include "elements/gstcudaipcsink.h"
 #include "elements/gstcudaipcsrc.h"
 #include "elements/log_bridge.h"
@@ -27,6 +28,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
   cudaipc::gst::tensor_meta_info();
   gboolean ok = GST_ELEMENT_REGISTER(cudaipcsink, plugin);
   ok &= GST_ELEMENT_REGISTER(cudaipcsrc, plugin);
+  ok &= GST_ELEMENT_REGISTER(cudaipcfilter, plugin);
   // GStreamer 1.24+'s nvcodec registers elements with the same two names, and the plugin loaded
   // last wins; these aliases always name ours (docs/coexistence.md).
   ok &= gst_element_register(plugin, "cudaipcringsink", GST_RANK_NONE, GST_TYPE_CUDA_IPC_RING_SINK);

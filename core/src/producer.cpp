@@ -321,6 +321,7 @@ void ProducerImpl::commit(WriteSlot& ws, const FrameInfo& info) {
   d.metas_bytes = info.metas_size;
   if (info.user_meta_size) std::memcpy(d.user_meta, info.user_meta, info.user_meta_size);
   d.publish_time_ns = monotonic_ns();
+  last_publish_time_ = d.publish_time_ns;
   slot_seq_[i] = seq;
   slot_set_[i] = set_id_;
   cb_->slots[i].seq.store(seq, std::memory_order_release);
@@ -393,6 +394,11 @@ void ProducerImpl::end_of_stream() {
 std::uint64_t ProducerImpl::last_seq() const {
   std::lock_guard<std::mutex> lock(mu_);
   return seq_;
+}
+
+Producer::Stamp ProducerImpl::last_frame() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Producer::Stamp{seq_, last_publish_time_};
 }
 
 ProducerStats ProducerImpl::stats() const {
@@ -514,6 +520,10 @@ bool Producer::written(std::uint64_t seq) const {
 }
 std::uint64_t Producer::last_seq() const {
   return impl_->last_seq();
+}
+
+Producer::Stamp Producer::last_frame() const {
+  return impl_->last_frame();
 }
 
 }  // namespace cudaipc

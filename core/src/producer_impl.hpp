@@ -52,6 +52,7 @@ class ProducerImpl {
   void* stream() const noexcept { return memory_->stream(); }
   ProducerMemory& memory() const noexcept { return *memory_; }
   std::uint64_t last_seq() const;
+  Producer::Stamp last_frame() const;
 
   ProducerOptions opts_;
   std::string path_;
@@ -153,6 +154,7 @@ class ProducerImpl {
   std::vector<Retired> retired_;
   std::uint64_t generation_ = 0;
   std::uint64_t seq_ = 0;
+  std::uint64_t last_publish_time_ = 0;  // seq_'s
   std::uint64_t dropped_ = 0;
   std::array<std::uint64_t, kMaxSlots> slot_seq_{};  // frame in each slot (0: none/invalidated)
   std::array<std::uint64_t, kMaxSlots> slot_set_{};  // slot set that frame lives in

@@ -58,3 +58,17 @@ GType gst_cuda_ipc_ring_consume_mode_get_type(void) {
       {0, nullptr, nullptr}};
   return register_enum(&type, "GstCudaIpcRingConsumeMode", values);
 }
+
+GType gst_cuda_ipc_filter_missing_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_CUDA_IPC_FILTER_MISSING_PASS,
+       "Push the frame on without results (at once while no model process serves)", "pass"},
+      {GST_CUDA_IPC_FILTER_MISSING_DROP, "Drop the frame", "drop"},
+      {GST_CUDA_IPC_FILTER_MISSING_WAIT,
+       "Send the frame even while no model process serves, and give one `timeout` to answer; "
+       "then push it on without results",
+       "wait"},
+      {0, nullptr, nullptr}};
+  return register_enum(&type, "GstCudaIpcFilterMissing", values);
+}

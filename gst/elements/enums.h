@@ -31,6 +31,13 @@ typedef enum {
   GST_CUDA_IPC_RING_CONSUME_EVERY_FRAME = 1,
 } GstCudaIpcRingConsumeMode;
 
+// What cudaipcfilter does with a frame whose results cannot come (on-missing).
+typedef enum {
+  GST_CUDA_IPC_FILTER_MISSING_PASS = 0,  // pushed on without results; at once when no model serves
+  GST_CUDA_IPC_FILTER_MISSING_DROP = 1,  // dropped
+  GST_CUDA_IPC_FILTER_MISSING_WAIT = 2,  // sent even with no model, which has `timeout` to answer
+} GstCudaIpcFilterMissing;
+
 #define GST_TYPE_CUDA_IPC_RING_MODE (gst_cuda_ipc_ring_mode_get_type())
 #define GST_TYPE_CUDA_IPC_RING_IO_MODE (gst_cuda_ipc_ring_io_mode_get_type())
 #define GST_TYPE_CUDA_IPC_RING_POLICY (gst_cuda_ipc_ring_policy_get_type())
@@ -39,5 +46,7 @@ GType gst_cuda_ipc_ring_mode_get_type(void);
 GType gst_cuda_ipc_ring_io_mode_get_type(void);
 GType gst_cuda_ipc_ring_policy_get_type(void);
 GType gst_cuda_ipc_ring_consume_mode_get_type(void);
+#define GST_TYPE_CUDA_IPC_FILTER_MISSING (gst_cuda_ipc_filter_missing_get_type())
+GType gst_cuda_ipc_filter_missing_get_type(void);
 
 G_END_DECLS

@@ -241,6 +241,13 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
   return TRUE;
 }
 
+std::shared_ptr<Producer> gst_cuda_ipc_ring_sink_producer(GstCudaIpcRingSink* sink) {
+  GST_OBJECT_LOCK(sink);
+  std::shared_ptr<Producer> p = sink->st->producer;
+  GST_OBJECT_UNLOCK(sink);
+  return p;
+}
+
 static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;

@@ -14,3 +14,12 @@ G_DECLARE_FINAL_TYPE(GstCudaIpcRingSink, gst_cuda_ipc_ring_sink, GST, CUDA_IPC_R
 GST_ELEMENT_REGISTER_DECLARE(cudaipcsink);
 
 G_END_DECLS
+
+#include <memory>
+
+namespace cudaipc {
+class Producer;
+}
+// The channel's producer while the sink is started (READY and up), else null: cudaipcfilter,
+// which publishes through a cudaipcsink of its own, reads each frame's seq and its consumers there.
+std::shared_ptr<cudaipc::Producer> gst_cuda_ipc_ring_sink_producer(GstCudaIpcRingSink* sink);

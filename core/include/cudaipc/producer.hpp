@@ -132,6 +132,13 @@ class Producer {
   bool written(std::uint64_t seq) const;
   // The seq of the newest committed frame; 0 before the first.
   std::uint64_t last_seq() const;
+  // The newest committed frame's seq and publish time as consumers read them (FrameDesc); what a
+  // reply names (cudaipc/reply.hpp). Zeros before the first.
+  struct Stamp {
+    std::uint64_t seq = 0;
+    std::uint64_t publish_time_ns = 0;
+  };
+  Stamp last_frame() const;
 
  private:
   std::unique_ptr<class ProducerImpl> impl_;

@@ -1,0 +1,155 @@
+#include "elements/filter_settings.h"
+
+namespace cudaipc::gst::filter {
+
+void install_filter_properties(GObjectClass* klass) {
+  const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                           GST_PARAM_MUTABLE_READY);
+  const auto live = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                             GST_PARAM_MUTABLE_PLAYING);
+  g_object_class_install_property(
+      klass, PROP_SOCKET_PATH,
+      g_param_spec_string(
+          "socket-path", "Socket path",
+          "Where the model process connects for frames (this element creates "
+          "the channel); it answers on <socket-path>.reply, which it creates. "
+          "Default: $XDG_RUNTIME_DIR/cudaipc/cudaipc, else /tmp/cudaipc-UID/cudaipc",
+          nullptr, rw));
+  g_object_class_install_property(
+      klass, PROP_MAX_INFLIGHT,
+      g_param_spec_uint("max-inflight", "Max frames in flight",
+                        "Frames sent to the model process and not yet pushed on: upstream waits "
+                        "while this many are out. More hides the round trip; each holds a slot",
+                        1, kMaxMaxInflight, kDefaultMaxInflight, rw));
+  g_object_class_install_property(
+      klass, PROP_TIMEOUT,
+      g_param_spec_uint64("timeout", "Timeout",
+                          "The most a frame waits for its results (ns); then on-missing decides. "
+                          "The pipeline never waits longer on the model process",
+                          1, G_MAXUINT64, kDefaultTimeout, live));
+  g_object_class_install_property(
+      klass, PROP_ON_MISSING,
+      g_param_spec_enum("on-missing", "On missing results",
+                        "What becomes of a frame whose results cannot come: no model process "
+                        "serves, it died, or it did not answer within timeout",
+                        GST_TYPE_CUDA_IPC_FILTER_MISSING, GST_CUDA_IPC_FILTER_MISSING_PASS, live));
+  g_object_class_install_property(
+      klass, PROP_DEVICE_ID,
+      g_param_spec_int("cuda-device-id", "CUDA device id",
+                       "CUDA device the frames' slots live on (-1: the device of a neighbour's "
+                       "CUDA context, else device 0)",
+                       -1, G_MAXINT, -1, rw));
+  g_object_class_install_property(
+      klass, PROP_IPC_MODE,
+      g_param_spec_enum("ipc-mode", "IPC mode",
+                        "Which memory the frames' slots live in and how it is shared",
+                        GST_TYPE_CUDA_IPC_RING_MODE, GST_CUDA_IPC_RING_MODE_AUTO, rw));
+  g_object_class_install_property(
+      klass, PROP_SOCKET_MODE,
+      g_param_spec_uint("socket-mode", "Socket mode",
+                        "Permission bits of the socket file: 0600 (owner only) or 0660", 0, 0770,
+                        0600, rw));
+  g_object_class_install_property(
+      klass, PROP_META_SIZE,
+      g_param_spec_uint("meta-size", "Meta area size",
+                        "Bytes beside each frame for the metas it carries to the model process "
+                        "(docs/metas.md); 0: none go",
+                        0, 16 * 1024 * 1024, 64 * 1024, rw));
+  g_object_class_install_property(
+      klass, PROP_FORWARD_METAS,
+      g_param_spec_string("forward-metas", "Forward metas",
+                          "Comma-separated API names of the metas sent with each frame to the "
+                          "model process; '*' for all, empty for none",
+                          "*", rw));
+  g_object_class_install_property(
+      klass, PROP_REPLY_METAS,
+      g_param_spec_string("reply-metas", "Reply metas",
+                          "Comma-separated API names of the model's results attached to the "
+                          "frame (GstAnalyticsRelationMetaAPI, GstTensorMetaAPI, a custom meta's "
+                          "name...); '*' for all, empty for none",
+                          "*", rw));
+}
+
+bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
+  switch (prop_id) {
+    case PROP_SOCKET_PATH: {
+      const gchar* p = g_value_get_string(value);
+      s.socket_path = p ? p : "";
+      break;
+    }
+    case PROP_MAX_INFLIGHT:
+      s.max_inflight = g_value_get_uint(value);
+      break;
+    case PROP_TIMEOUT:
+      s.timeout = g_value_get_uint64(value);
+      break;
+    case PROP_ON_MISSING:
+      s.on_missing = static_cast<GstCudaIpcFilterMissing>(g_value_get_enum(value));
+      break;
+    case PROP_DEVICE_ID:
+      s.device_id = g_value_get_int(value);
+      break;
+    case PROP_IPC_MODE:
+      s.ipc_mode = static_cast<GstCudaIpcRingMode>(g_value_get_enum(value));
+      break;
+    case PROP_SOCKET_MODE:
+      s.socket_mode = g_value_get_uint(value);
+      break;
+    case PROP_META_SIZE:
+      s.meta_size = g_value_get_uint(value);
+      break;
+    case PROP_FORWARD_METAS: {
+      const gchar* f = g_value_get_string(value);
+      s.forward_metas = f ? f : "";
+      break;
+    }
+    case PROP_REPLY_METAS: {
+      const gchar* f = g_value_get_string(value);
+      s.reply_metas = f ? f : "";
+      break;
+    }
+    default:
+      return false;
+  }
+  return true;
+}
+
+bool get_filter_setting(const Settings& s, guint prop_id, GValue* value) {
+  switch (prop_id) {
+    case PROP_SOCKET_PATH:
+      g_value_set_string(value, s.socket_path.empty() ? nullptr : s.socket_path.c_str());
+      break;
+    case PROP_MAX_INFLIGHT:
+      g_value_set_uint(value, s.max_inflight);
+      break;
+    case PROP_TIMEOUT:
+      g_value_set_uint64(value, s.timeout);
+      break;
+    case PROP_ON_MISSING:
+      g_value_set_enum(value, s.on_missing);
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, s.device_id);
+      break;
+    case PROP_IPC_MODE:
+      g_value_set_enum(value, s.ipc_mode);
+      break;
+    case PROP_SOCKET_MODE:
+      g_value_set_uint(value, s.socket_mode);
+      break;
+    case PROP_META_SIZE:
+      g_value_set_uint(value, s.meta_size);
+      break;
+    case PROP_FORWARD_METAS:
+      g_value_set_string(value, s.forward_metas.c_str());
+      break;
+    case PROP_REPLY_METAS:
+      g_value_set_string(value, s.reply_metas.c_str());
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
+
+}  // namespace cudaipc::gst::filter

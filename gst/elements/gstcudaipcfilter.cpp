@@ -1,0 +1,701 @@
+/**
+ * SECTION:element-cudaipcfilter
+ * @title: cudaipcfilter
+ *
+ * Lets a model in another process act on the pipeline's frames as one element: each frame goes
+ * to the model process through a cudaipc channel (zero-copy for the model, as with cudaipcsink),
+ * and when the model's reply for that frame comes back, its results (analytics, tensor, custom
+ * metas; docs/metas.md) are attached to the original buffer, which is pushed on with its
+ * timestamps and metas intact. Up to max-inflight frames are out at once, so throughput is not one
+ * round trip per frame; output order is input order. The model process can crash and restart:
+ * frames whose results cannot come follow on-missing, and the pipeline never waits longer than
+ * timeout on the model.
+ *
+ * The model side is a few lines with the Python package (cudaipc.Server) or the core library
+ * (cudaipc::Server): it reads frames on socket-path and answers on socket-path.reply.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 filesrc location=cars.mp4 ! parsebin ! nvh264dec ! \
+ *     cudaipcfilter socket-path=$XDG_RUNTIME_DIR/detector ! cudadownload ! \
+ *     objectdetectionoverlay ! autovideosink
+ * ]|
+ */
+#include "elements/gstcudaipcfilter.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+#include "cudaipc/reply.hpp"
+#include "elements/element_errors.h"
+#include "elements/filter_pending.h"
+#include "elements/filter_settings.h"
+#include "elements/gstcudaipcsink.h"
+#include "format/caps_tensor.h"
+#include "format/time_sync.h"
+#include "metas/meta_decoder.h"
+#include "metas/meta_filter.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cuda_ipc_filter_debug);
+#define GST_CAT_DEFAULT gst_cuda_ipc_filter_debug
+
+using namespace cudaipc;
+using namespace cudaipc::gst;
+using namespace cudaipc::gst::filter;
+
+namespace {
+
+// The slots beyond max-inflight: one being written while every frame in flight is held.
+constexpr guint kSpareSlots = 2;
+// How long the task waits for replies when no frame is out: it keeps the reply channel read (and
+// reconnected) and notices a missed deadline this late at most.
+constexpr std::uint64_t kIdlePollNs = 20 * 1000 * 1000;
+
+struct Counters {
+  std::atomic<std::uint64_t> frames{0}, sent{0}, answered{0}, passed{0}, dropped{0}, timeouts{0},
+      no_model{0}, model_lost{0}, not_sent{0};
+  std::atomic<std::uint64_t> malformed{0}, unknown{0}, stale{0}, duplicate{0}, foreign{0};
+  std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
+  void reset() {
+    for (auto* c : {&frames, &sent, &answered, &passed, &dropped, &timeouts, &no_model, &model_lost,
+                    &not_sent, &malformed, &unknown, &stale, &duplicate, &foreign, &metas_received,
+                    &metas_unknown, &metas_bad, &metas_filtered})
+      c->store(0, std::memory_order_relaxed);
+  }
+};
+
+struct FilterState {
+  Settings settings;  // under the object lock
+
+  // The frames' channel: a cudaipcsink of our own, fed through `proxy`, its messages through
+  // `bus` to ours. The producer is the sink's, from READY up.
+  GstElement* sink = nullptr;
+  GstPad* proxy = nullptr;
+  GstBus* bus = nullptr;
+  std::shared_ptr<Producer> producer;
+  // The replies: the model process's channel, reconnected whenever one serves.
+  std::unique_ptr<Consumer> replies;
+  MetaFilter reply_filter;
+  std::atomic<bool> model_replying{false};
+  std::string reply_path;
+
+  // Held by chain() from publishing a frame until it is in `pending`: the model may answer before
+  // then, and a reply naming a frame not yet there is matched again once chain() lets go.
+  std::mutex publish_mu;
+  // The frames in flight, and who waits on them: chain() for room or a drain, the task for work.
+  std::mutex mu;
+  std::condition_variable cv;
+  PendingFrames pending;
+  bool flushing = true;
+  GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
+  bool pushing = false;              // the task pushes a frame it popped: a drain waits for it
+  bool warned_bad_reply = false;
+
+  Counters counts;
+};
+
+}  // namespace
+
+struct _GstCudaIpcFilter {
+  GstElement parent;
+  GstPad* sinkpad;
+  GstPad* srcpad;
+  FilterState* st;
+};
+
+#define gst_cuda_ipc_filter_parent_class parent_class
+G_DEFINE_TYPE(GstCudaIpcFilter, gst_cuda_ipc_filter, GST_TYPE_ELEMENT)
+GST_ELEMENT_REGISTER_DEFINE(cudaipcfilter, "cudaipcfilter", GST_RANK_NONE, GST_TYPE_CUDA_IPC_FILTER)
+
+static Settings settings_of(GstCudaIpcFilter* self) {
+  GST_OBJECT_LOCK(self);
+  Settings s = self->st->settings;
+  GST_OBJECT_UNLOCK(self);
+  return s;
+}
+
+// ---- Statistics ----
+
+static GstStructure* filter_stats(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  const Counters& c = st->counts;
+  auto n = [](const std::atomic<std::uint64_t>& v) {
+    return static_cast<guint64>(v.load(std::memory_order_relaxed));
+  };
+  std::size_t consumers = 0;
+  std::uint32_t inflight = 0;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    inflight = st->pending.size();
+  }
+  GST_OBJECT_LOCK(self);
+  if (st->producer) consumers = st->producer->consumer_count();
+  GST_OBJECT_UNLOCK(self);
+  return gst_structure_new(
+      "cudaipcfilter-stats", "frames", G_TYPE_UINT64, n(c.frames), "sent", G_TYPE_UINT64, n(c.sent),
+      "answered", G_TYPE_UINT64, n(c.answered), "passed", G_TYPE_UINT64, n(c.passed), "dropped",
+      G_TYPE_UINT64, n(c.dropped), "timeouts", G_TYPE_UINT64, n(c.timeouts), "no-model",
+      G_TYPE_UINT64, n(c.no_model), "model-lost", G_TYPE_UINT64, n(c.model_lost), "not-sent",
+      G_TYPE_UINT64, n(c.not_sent), "replies-malformed", G_TYPE_UINT64, n(c.malformed),
+      "replies-unknown", G_TYPE_UINT64, n(c.unknown), "replies-stale", G_TYPE_UINT64, n(c.stale),
+      "replies-duplicate", G_TYPE_UINT64, n(c.duplicate), "replies-foreign", G_TYPE_UINT64,
+      n(c.foreign), "metas-received", G_TYPE_UINT64, n(c.metas_received), "metas-unknown",
+      G_TYPE_UINT64, n(c.metas_unknown), "metas-bad", G_TYPE_UINT64, n(c.metas_bad),
+      "metas-filtered", G_TYPE_UINT64, n(c.metas_filtered), "inflight", G_TYPE_UINT, inflight,
+      "model-connected", G_TYPE_BOOLEAN, st->model_replying.load() && consumers > 0, nullptr);
+}
+
+// ---- The task: replies read, frames pushed on in order ----
+
+// A frame leaves: pushed on (answered, or missing under pass/wait) or dropped.
+static void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissing policy) {
+  FilterState* st = self->st;
+  if (f.fate != FrameFate::answered && policy == GST_CUDA_IPC_FILTER_MISSING_DROP) {
+    st->counts.dropped.fetch_add(1, std::memory_order_relaxed);
+    GST_LOG_OBJECT(self, "frame %" G_GUINT64_FORMAT " dropped: no results", f.seq);
+    gst_buffer_unref(f.buf);
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->pushing = false;
+    st->cv.notify_all();
+    return;
+  }
+  (f.fate == FrameFate::answered ? st->counts.answered : st->counts.passed)
+      .fetch_add(1, std::memory_order_relaxed);
+  const GstFlowReturn ret = gst_pad_push(self->srcpad, f.buf);
+  std::lock_guard<std::mutex> lock(st->mu);
+  st->pushing = false;
+  if (ret != GST_FLOW_OK) st->flow = ret;
+  st->cv.notify_all();
+}
+
+// A reply: its tag matched to a frame, the results attached to that frame's buffer.
+static void take_reply(GstCudaIpcFilter* self, Frame& reply) {
+  FilterState* st = self->st;
+  const FrameDesc& d = reply.desc();
+  std::unique_lock<std::mutex> lock(st->mu);
+  PendingFrame* f = nullptr;
+  ReplyMatch m = st->pending.match(d.user_meta, d.user_meta_size, &f);
+  if (m.verdict == ReplyVerdict::unknown) {
+    // Perhaps a frame chain() is publishing now: once it is queued, the reply is matched again.
+    lock.unlock();
+    std::lock_guard<std::mutex> published(st->publish_mu);
+    lock.lock();
+    m = st->pending.match(d.user_meta, d.user_meta_size, &f);
+  }
+  if (m.verdict != ReplyVerdict::matched) {
+    std::atomic<std::uint64_t>* c = m.verdict == ReplyVerdict::malformed   ? &st->counts.malformed
+                                    : m.verdict == ReplyVerdict::unknown   ? &st->counts.unknown
+                                    : m.verdict == ReplyVerdict::duplicate ? &st->counts.duplicate
+                                    : m.verdict == ReplyVerdict::foreign   ? &st->counts.foreign
+                                                                           : &st->counts.stale;
+    c->fetch_add(1, std::memory_order_relaxed);
+    const bool warn = m.verdict != ReplyVerdict::stale && !st->warned_bad_reply;
+    st->warned_bad_reply = st->warned_bad_reply || warn;
+    lock.unlock();
+    if (warn)
+      GST_ELEMENT_WARNING(
+          self, STREAM, DECODE,
+          ("The model process sent a reply that answers no frame (%s, frame %" G_GUINT64_FORMAT
+           "); it was dropped.",
+           to_string(m.verdict), m.seq),
+          ("later ones are counted in stats (replies-*)"));
+    else
+      GST_DEBUG_OBJECT(self, "reply dropped: %s (frame %" G_GUINT64_FORMAT ")",
+                       to_string(m.verdict), m.seq);
+    return;
+  }
+  // The frame stays queued until the task pops it, and only the task does: its buffer is ours.
+  f->buf = gst_buffer_make_writable(f->buf);
+  DecodeCounts dc;
+  std::string error;
+  decode_metas(reply.metas(), reply.metas_size(), st->reply_filter, f->buf, &dc, &error);
+  lock.unlock();
+  st->counts.metas_received.fetch_add(dc.received, std::memory_order_relaxed);
+  st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
+  st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
+  if (dc.bad) {
+    st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
+    GST_WARNING_OBJECT(self, "frame %" G_GUINT64_FORMAT ": %u malformed results dropped (%s)",
+                       m.seq, dc.bad, error.c_str());
+  }
+}
+
+static void gst_cuda_ipc_filter_loop(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  const GstCudaIpcFilterMissing policy = st->settings.on_missing;
+  GST_OBJECT_UNLOCK(self);
+
+  std::unique_lock<std::mutex> lock(st->mu);
+  if (st->flushing) {
+    lock.unlock();
+    gst_pad_pause_task(self->srcpad);
+    return;
+  }
+  const std::uint64_t now = monotonic_now_ns();
+  if (!st->pending.empty()) {
+    PendingFrame& head = st->pending.head();
+    if (head.fate == FrameFate::awaiting && now >= head.deadline_ns) {
+      head.fate = FrameFate::missing;
+      st->counts.timeouts.fetch_add(1, std::memory_order_relaxed);
+      GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": no reply within timeout", head.seq);
+    }
+    if (head.fate != FrameFate::awaiting) {
+      PendingFrame f = st->pending.pop();
+      st->pushing = true;
+      st->cv.notify_all();  // room for chain()
+      lock.unlock();
+      finish_frame(self, f, policy);
+      return;
+    }
+  }
+  const std::uint64_t until = st->pending.empty()
+                                  ? now + kIdlePollNs
+                                  : std::min(st->pending.head().deadline_ns, now + kIdlePollNs);
+  lock.unlock();
+
+  Event e;
+  try {
+    e = st->replies->next(std::chrono::nanoseconds(until > now ? until - now : 0));
+  } catch (const Error& err) {
+    // A reply channel that breaks the protocol: this connection is dropped, and the frames out
+    // are given up on like a model that died.
+    GST_WARNING_OBJECT(self, "reply channel %s: %s", st->reply_path.c_str(), err.what());
+    e.type = EventType::disconnected;
+    e.message = err.what();
+  }
+  switch (e.type) {
+    case EventType::frame:
+      st->model_replying.store(true, std::memory_order_relaxed);
+      take_reply(self, e.frame);
+      e.frame.release();
+      break;
+    case EventType::format:
+      if (!st->model_replying.exchange(true))
+        GST_INFO_OBJECT(self, "a model process answers on %s", st->reply_path.c_str());
+      break;
+    case EventType::disconnected: {
+      const bool was = st->model_replying.exchange(false);
+      lock.lock();
+      const std::uint32_t lost = st->pending.give_up_all();
+      lock.unlock();
+      st->counts.model_lost.fetch_add(lost, std::memory_order_relaxed);
+      if (was || lost)
+        GST_ELEMENT_INFO(self, RESOURCE, READ,
+                         ("The model process left (%s); %u frame(s) in flight go on without "
+                          "results, and a new model process is used as soon as it serves %s.",
+                          e.message.c_str(), lost, st->reply_path.c_str()),
+                         (nullptr));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// ---- Upstream: frames in, sent to the model ----
+
+// Waits until every frame in flight has left (before a serialized event); false when flushing.
+static bool drain(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  std::unique_lock<std::mutex> lock(st->mu);
+  st->cv.wait(lock, [&] {
+    return st->flushing || (st->pending.empty() && !st->pushing) || st->flow != GST_FLOW_OK;
+  });
+  return !st->flushing;
+}
+
+static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
+  auto* self = GST_CUDA_IPC_FILTER(parent);
+  FilterState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  const GstCudaIpcFilterMissing policy = st->settings.on_missing;
+  const guint64 timeout = st->settings.timeout;
+  GST_OBJECT_UNLOCK(self);
+  st->counts.frames.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::unique_lock<std::mutex> lock(st->mu);
+    st->cv.wait(lock,
+                [&] { return st->flushing || !st->pending.full() || st->flow != GST_FLOW_OK; });
+    if (st->flushing || st->flow != GST_FLOW_OK) {
+      const GstFlowReturn ret = st->flushing ? GST_FLOW_FLUSHING : st->flow;
+      lock.unlock();
+      gst_buffer_unref(buf);
+      return ret;
+    }
+  }
+  const bool model =
+      st->model_replying.load(std::memory_order_relaxed) && st->producer->consumer_count() > 0;
+  if (!model && policy != GST_CUDA_IPC_FILTER_MISSING_WAIT) {
+    st->counts.no_model.fetch_add(1, std::memory_order_relaxed);
+    if (policy == GST_CUDA_IPC_FILTER_MISSING_DROP) {
+      st->counts.dropped.fetch_add(1, std::memory_order_relaxed);
+      gst_buffer_unref(buf);
+      return GST_FLOW_OK;
+    }
+    std::lock_guard<std::mutex> lock(st->mu);
+    const bool wake = st->pending.empty();
+    st->pending.add_unsent(buf);
+    if (wake) st->replies->interrupt();  // the task may be idle in a poll for replies
+    return GST_FLOW_OK;
+  }
+
+  std::lock_guard<std::mutex> publishing(st->publish_mu);
+  const std::uint64_t before = st->producer->last_seq();
+  const GstFlowReturn ret = gst_pad_push(st->proxy, gst_buffer_ref(buf));
+  if (ret != GST_FLOW_OK) {
+    gst_buffer_unref(buf);
+    return ret;
+  }
+  const Producer::Stamp sent = st->producer->last_frame();
+  std::lock_guard<std::mutex> lock(st->mu);
+  const bool wake = st->pending.empty();
+  if (sent.seq == before) {
+    // The channel had no free slot within timeout (the model holds them all): not sent.
+    st->counts.not_sent.fetch_add(1, std::memory_order_relaxed);
+    st->pending.add_unsent(buf);
+    if (wake) st->replies->interrupt();
+  } else {
+    st->counts.sent.fetch_add(1, std::memory_order_relaxed);
+    st->pending.add_sent(buf, sent.seq, sent.publish_time_ns, monotonic_now_ns() + timeout);
+  }
+  return GST_FLOW_OK;
+}
+
+static void set_flushing(GstCudaIpcFilter* self, bool flushing) {
+  FilterState* st = self->st;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->flushing = flushing;
+    if (!flushing) {
+      st->flow = GST_FLOW_OK;
+      st->pushing = false;
+    }
+    st->cv.notify_all();
+  }
+  if (flushing && st->replies) st->replies->interrupt();
+}
+
+static gboolean start_task(GstCudaIpcFilter* self) {
+  return gst_pad_start_task(
+      self->srcpad, reinterpret_cast<GstTaskFunction>(gst_cuda_ipc_filter_loop), self, nullptr);
+}
+
+static gboolean gst_cuda_ipc_filter_sink_event(GstPad* pad, GstObject* parent, GstEvent* event) {
+  auto* self = GST_CUDA_IPC_FILTER(parent);
+  FilterState* st = self->st;
+  switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_FLUSH_START:
+      set_flushing(self, true);
+      gst_pad_push_event(st->proxy, gst_event_ref(event));  // a render waiting for a slot returns
+      gst_pad_push_event(self->srcpad, event);
+      gst_pad_pause_task(self->srcpad);
+      return TRUE;
+    case GST_EVENT_FLUSH_STOP: {
+      gst_pad_push_event(st->proxy, gst_event_ref(event));
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        st->pending.clear();
+      }
+      set_flushing(self, false);
+      const gboolean ok = gst_pad_push_event(self->srcpad, event);
+      start_task(self);
+      return ok;
+    }
+    default:
+      break;
+  }
+  if (!GST_EVENT_IS_SERIALIZED(event)) return gst_pad_event_default(pad, parent, event);
+  // In order with the frames: every frame before the event leaves first.
+  if (!drain(self)) {
+    gst_event_unref(event);
+    return FALSE;
+  }
+  if (GST_EVENT_IS_STICKY(event) || GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
+    // The model sees the stream's caps, segment, tags and EOS too.
+    if (!gst_pad_push_event(st->proxy, gst_event_ref(event)) &&
+        GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      gst_event_unref(event);
+      return FALSE;  // the channel refused the caps (its error says why)
+    }
+  }
+  return gst_pad_push_event(self->srcpad, event);
+}
+
+static gboolean gst_cuda_ipc_filter_sink_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  auto* self = GST_CUDA_IPC_FILTER(parent);
+  FilterState* st = self->st;
+  switch (GST_QUERY_TYPE(query)) {
+    case GST_QUERY_CAPS: {
+      // What downstream takes that the channel can carry: the buffers go on unchanged.
+      GstCaps* filter = nullptr;
+      gst_query_parse_caps(query, &filter);
+      GstCaps* channel = st->sink ? gst_pad_query_caps(GST_BASE_SINK_PAD(st->sink), filter)
+                                  : gst_pad_get_pad_template_caps(pad);
+      GstCaps* down = gst_pad_peer_query_caps(self->srcpad, channel);
+      gst_caps_unref(channel);
+      gst_query_set_caps_result(query, down);
+      gst_caps_unref(down);
+      return TRUE;
+    }
+    case GST_QUERY_ACCEPT_CAPS: {
+      GstCaps* caps = nullptr;
+      gst_query_parse_accept_caps(query, &caps);
+      const gboolean ok =
+          (!st->sink || gst_pad_query_accept_caps(GST_BASE_SINK_PAD(st->sink), caps)) &&
+          gst_pad_peer_query_accept_caps(self->srcpad, caps);
+      gst_query_set_accept_caps_result(query, ok);
+      return TRUE;
+    }
+    default:
+      // Allocation included: the buffers pushed on are upstream's own, so downstream's pool fits.
+      return gst_pad_query_default(pad, parent, query);
+  }
+}
+
+// The inner sink's queries (CUDA context, caps) go where the frames come from.
+static gboolean gst_cuda_ipc_filter_proxy_query(GstPad* pad, GstObject*, GstQuery* query) {
+  auto* self = static_cast<GstCudaIpcFilter*>(gst_pad_get_element_private(pad));
+  return gst_pad_peer_query(self->sinkpad, query);
+}
+
+static gboolean gst_cuda_ipc_filter_src_activate_mode(GstPad*, GstObject* parent, GstPadMode mode,
+                                                      gboolean active) {
+  auto* self = GST_CUDA_IPC_FILTER(parent);
+  if (mode != GST_PAD_MODE_PUSH) return FALSE;
+  if (active) {
+    set_flushing(self, false);
+    return start_task(self);
+  }
+  set_flushing(self, true);
+  return gst_pad_stop_task(self->srcpad);
+}
+
+// ---- The inner sink and the reply channel ----
+
+// The inner sink's messages are ours: errors, warnings and context requests reach the application
+// as if the filter had posted them (their source names the filter's child).
+static GstBusSyncReply forward_message(GstBus*, GstMessage* msg, gpointer data) {
+  auto* self = static_cast<GstCudaIpcFilter*>(data);
+  switch (GST_MESSAGE_TYPE(msg)) {
+    case GST_MESSAGE_ERROR:
+    case GST_MESSAGE_WARNING:
+    case GST_MESSAGE_INFO:
+    case GST_MESSAGE_NEED_CONTEXT:
+    case GST_MESSAGE_HAVE_CONTEXT:
+    case GST_MESSAGE_ELEMENT:
+      gst_element_post_message(GST_ELEMENT(self), gst_message_ref(msg));
+      break;
+    default:
+      break;
+  }
+  return GST_BUS_DROP;
+}
+
+static bool open_channel(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  const Settings s = settings_of(self);
+  g_object_set(st->sink, "socket-path", s.socket_path.empty() ? nullptr : s.socket_path.c_str(),
+               "num-slots", std::min(s.max_inflight + kSpareSlots, 32u), "cuda-device-id",
+               s.device_id, "ipc-mode", s.ipc_mode, "socket-mode", s.socket_mode, "meta-size",
+               s.meta_size, "forward-metas", s.forward_metas.c_str(), "block-timeout", s.timeout,
+               nullptr);
+  if (gst_element_set_state(st->sink, GST_STATE_READY) == GST_STATE_CHANGE_FAILURE) return false;
+  st->producer = gst_cuda_ipc_ring_sink_producer(GST_CUDA_IPC_RING_SINK(st->sink));
+  if (!st->producer) return false;
+  st->reply_path = reply_path(st->producer->path());
+  st->reply_filter = MetaFilter(s.reply_metas);
+  try {
+    ConsumerOptions co;
+    co.path = st->reply_path;
+    co.mode = ConsumeMode::every_frame;
+    co.reconnect = true;
+    co.reconnect_interval = std::chrono::milliseconds(20);
+    st->replies = std::make_unique<Consumer>(co);
+  } catch (const Error& e) {
+    post_core_error(GST_ELEMENT(self), e, st->reply_path.c_str());
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->pending.reset(s.max_inflight);
+  }
+  st->counts.reset();
+  st->model_replying.store(false);
+  st->warned_bad_reply = false;
+  GST_INFO_OBJECT(self, "frames on %s, results from %s, %u in flight", st->producer->path().c_str(),
+                  st->reply_path.c_str(), s.max_inflight);
+  return true;
+}
+
+static void close_channel(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->pending.clear();
+  }
+  st->replies.reset();
+  GST_OBJECT_LOCK(self);
+  st->producer.reset();
+  GST_OBJECT_UNLOCK(self);
+  gst_element_set_state(st->sink, GST_STATE_NULL);
+}
+
+static GstStateChangeReturn gst_cuda_ipc_filter_change_state(GstElement* element,
+                                                             GstStateChange transition) {
+  auto* self = GST_CUDA_IPC_FILTER(element);
+  FilterState* st = self->st;
+  switch (transition) {
+    case GST_STATE_CHANGE_NULL_TO_READY:
+      if (!open_channel(self)) {
+        close_channel(self);
+        return GST_STATE_CHANGE_FAILURE;
+      }
+      break;
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      // The inner sink renders at once in every state (a filter works in PAUSED): never
+      // prerolling, never syncing to the clock.
+      gst_pad_set_active(st->proxy, TRUE);
+      if (gst_element_set_state(st->sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+        return GST_STATE_CHANGE_FAILURE;
+      break;
+    default:
+      break;
+  }
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  switch (transition) {
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      gst_element_set_state(st->sink, GST_STATE_READY);
+      gst_pad_set_active(st->proxy, FALSE);
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        st->pending.clear();
+      }
+      break;
+    case GST_STATE_CHANGE_READY_TO_NULL:
+      close_channel(self);
+      break;
+    default:
+      break;
+  }
+  return ret;
+}
+
+static void gst_cuda_ipc_filter_set_context(GstElement* element, GstContext* context) {
+  auto* self = GST_CUDA_IPC_FILTER(element);
+  gst_element_set_context(self->st->sink, context);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
+// ---- GObject ----
+
+static void gst_cuda_ipc_filter_set_property(GObject* object, guint prop_id, const GValue* value,
+                                             GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_FILTER(object);
+  GST_OBJECT_LOCK(self);
+  const bool known = set_filter_setting(self->st->settings, prop_id, value);
+  GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+static void gst_cuda_ipc_filter_get_property(GObject* object, guint prop_id, GValue* value,
+                                             GParamSpec* pspec) {
+  auto* self = GST_CUDA_IPC_FILTER(object);
+  if (prop_id == PROP_STATS) {
+    g_value_take_boxed(value, filter_stats(self));
+    return;
+  }
+  GST_OBJECT_LOCK(self);
+  const bool known = get_filter_setting(self->st->settings, prop_id, value);
+  GST_OBJECT_UNLOCK(self);
+  if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+}
+
+static void gst_cuda_ipc_filter_init(GstCudaIpcFilter* self) {
+  self->st = std::make_unique<FilterState>().release();  // reclaimed in finalize
+  FilterState* st = self->st;
+  GstElementClass* klass = GST_ELEMENT_GET_CLASS(self);
+  self->sinkpad =
+      gst_pad_new_from_template(gst_element_class_get_pad_template(klass, "sink"), "sink");
+  gst_pad_set_chain_function(self->sinkpad, gst_cuda_ipc_filter_chain);
+  gst_pad_set_event_function(self->sinkpad, gst_cuda_ipc_filter_sink_event);
+  gst_pad_set_query_function(self->sinkpad, gst_cuda_ipc_filter_sink_query);
+  GST_PAD_SET_PROXY_ALLOCATION(self->sinkpad);
+  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
+  self->srcpad = gst_pad_new_from_template(gst_element_class_get_pad_template(klass, "src"), "src");
+  gst_pad_set_activatemode_function(self->srcpad, gst_cuda_ipc_filter_src_activate_mode);
+  GST_PAD_SET_PROXY_CAPS(self->srcpad);
+  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+
+  st->sink =
+      GST_ELEMENT(g_object_new(GST_TYPE_CUDA_IPC_RING_SINK, "name", "channel", "sync", FALSE,
+                               "async", FALSE, "qos", FALSE, "enable-last-sample", FALSE, nullptr));
+  gst_object_ref_sink(st->sink);
+  gst_object_set_parent(GST_OBJECT(st->sink), GST_OBJECT(self));
+  st->bus = gst_bus_new();
+  gst_bus_set_sync_handler(st->bus, forward_message, self, nullptr);
+  gst_element_set_bus(st->sink, st->bus);
+  st->proxy = gst_pad_new("proxy", GST_PAD_SRC);
+  gst_pad_set_element_private(st->proxy, self);
+  gst_pad_set_query_function(st->proxy, gst_cuda_ipc_filter_proxy_query);
+  gst_pad_link_full(st->proxy, GST_BASE_SINK_PAD(st->sink), GST_PAD_LINK_CHECK_NOTHING);
+}
+
+static void gst_cuda_ipc_filter_finalize(GObject* object) {
+  auto* self = GST_CUDA_IPC_FILTER(object);
+  FilterState* st = self->st;
+  gst_element_set_state(st->sink, GST_STATE_NULL);
+  gst_pad_unlink(st->proxy, GST_BASE_SINK_PAD(st->sink));
+  gst_object_unref(st->proxy);
+  gst_element_set_bus(st->sink, nullptr);
+  gst_object_unparent(GST_OBJECT(st->sink));
+  gst_object_unref(st->sink);
+  gst_bus_set_sync_handler(st->bus, nullptr, nullptr, nullptr);
+  gst_object_unref(st->bus);
+  std::unique_ptr<FilterState> owned(st);
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void gst_cuda_ipc_filter_class_init(GstCudaIpcFilterClass* klass) {
+  GObjectClass* gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass* element_class = GST_ELEMENT_CLASS(klass);
+  gobject_class->set_property = gst_cuda_ipc_filter_set_property;
+  gobject_class->get_property = gst_cuda_ipc_filter_get_property;
+  gobject_class->finalize = gst_cuda_ipc_filter_finalize;
+
+  install_filter_properties(gobject_class);
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "frames, sent, answered (pushed with results), passed (pushed without), "
+                         "dropped, timeouts, no-model, model-lost, not-sent, replies-malformed/"
+                         "unknown/stale/duplicate/foreign (replies that answered no frame), "
+                         "metas-received/unknown/bad/filtered, inflight, model-connected",
+                         GST_TYPE_STRUCTURE,
+                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA IPC model filter", "Filter/Analyzer/Video",
+      "Sends each frame to a model process over a cudaipc channel and pushes it on with the "
+      "model's results attached as metas",
+      "cudaipc developers");
+  GstCaps* caps = template_caps();
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
+  gst_caps_unref(caps);
+  element_class->change_state = gst_cuda_ipc_filter_change_state;
+  element_class->set_context = gst_cuda_ipc_filter_set_context;
+
+  GST_DEBUG_CATEGORY_INIT(gst_cuda_ipc_filter_debug, "cudaipcfilter", 0, "cudaipcfilter");
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_FILTER_MISSING, static_cast<GstPluginAPIFlags>(0));
+}

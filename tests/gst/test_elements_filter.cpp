@@ -1,0 +1,448 @@
+// cudaipcfilter (ipc-mode=host) with a model served by cudaipc::Server on a thread of this process:
+// every frame comes out in input order with its own bytes, and with the result the model computed
+// from that frame's content (a custom meta naming the frame index read from its pixels). Replies
+// out of order, duplicated, for frames never sent, from another run or malformed are counted and
+// never attached; each on-missing policy with no model, a silent model and a model that leaves and
+// comes back; EOS drains the frames in flight.
+#include <gst/app/gstappsrc.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/metas.hpp"
+#include "cudaipc/server.hpp"
+#include "element_harness.hpp"
+
+namespace cudaipc::testing::gst {
+namespace {
+
+constexpr Ms kWait{10000};
+constexpr int kW = 16, kH = 4;
+const char* kCaps = "video/x-raw,format=GRAY8,width=16,height=4,framerate=30/1";
+
+// Frame i: its index in the first 4 bytes, then bytes that differ per frame.
+GstBuffer* frame(int i) {
+  GstBuffer* b = gst_buffer_new_allocate(nullptr, kW * kH, nullptr);
+  GstMapInfo m;
+  gst_buffer_map(b, &m, GST_MAP_WRITE);
+  for (gsize k = 0; k < m.size; ++k) m.data[k] = static_cast<guint8>(i * 7 + k * 3);
+  std::uint32_t idx = static_cast<std::uint32_t>(i);
+  std::memcpy(m.data, &idx, 4);
+  gst_buffer_unmap(b, &m);
+  GST_BUFFER_PTS(b) = i * GST_MSECOND * 33;
+  GST_BUFFER_DURATION(b) = GST_MSECOND * 33;
+  return b;
+}
+
+std::string check_bytes(const std::vector<std::uint8_t>& bytes, int i) {
+  if (bytes.size() != static_cast<std::size_t>(kW * kH))
+    return "size " + std::to_string(bytes.size());
+  std::uint32_t idx;
+  std::memcpy(&idx, bytes.data(), 4);
+  if (idx != static_cast<std::uint32_t>(i)) return "frame index " + std::to_string(idx);
+  for (std::size_t k = 4; k < bytes.size(); ++k)
+    if (bytes[k] != static_cast<std::uint8_t>(i * 7 + k * 3)) return "byte " + std::to_string(k);
+  return "";
+}
+
+// The model's result for a frame: a meta area with one custom meta, "filter-result", whose
+// "index" is what the model read from the frame's first bytes.
+std::vector<std::uint8_t> result_for(std::uint32_t index) {
+  std::vector<std::uint8_t> area(512);
+  metas::AreaWriter w(area.data(), area.size());
+  if (std::uint8_t* b = w.begin_record(metas::RecordKind::custom, "filter-result", 128)) {
+    metas::CustomWriter cw(b, 128);
+    cw.add_int64("index", index);
+    w.commit_record(cw.finish());
+  }
+  area.resize(w.size());
+  return area;
+}
+
+enum class Behaviour {
+  answer,      // each request at once
+  swap_pairs,  // requests 2k+1 answered before 2k
+  noisy,       // each answered, then again, plus replies naming no frame of this run
+  silent,      // never answers
+};
+
+// A model process's loop on a thread: cudaipc::Server, answering per `Behaviour`.
+class Model {
+ public:
+  Model(const std::string& path, Behaviour b) : behaviour_(b) {
+    ServerOptions o;
+    o.path = path;
+    server_ = std::make_unique<Server>(o);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Model() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    server_.reset();  // the reply channel closes: the filter sees the model leave
+  }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void answer(Frame& f) {
+    std::uint32_t idx;
+    std::memcpy(&idx, f.data(), 4);
+    const std::vector<std::uint8_t> r = result_for(idx);
+    if (behaviour_ == Behaviour::noisy) {
+      // The same answer twice, one naming a frame far ahead, one another run's, one malformed.
+      cudaipc::Producer& p = server_->replies();
+      FrameDesc fake = f.desc();
+      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
+      fake.seq += 1000;
+      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
+      fake = f.desc();
+      fake.publish_time_ns += 1;
+      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
+      const std::uint8_t junk[5] = {1, 2, 3, 4, 5};
+      FrameInfo info;
+      info.user_meta = junk;
+      info.user_meta_size = sizeof junk;
+      const std::uint8_t byte = 0;
+      p.publish(&byte, 1, info);
+    }
+    server_->reply(f, r.data(), static_cast<std::uint32_t>(r.size()));
+  }
+
+  void run() {
+    std::deque<Frame> held;
+    while (!stop_) {
+      ServerEvent e = server_->next(std::chrono::milliseconds(10));
+      if (e.type != ServerEventType::request) continue;
+      ++requests_;
+      if (behaviour_ == Behaviour::silent) continue;  // released unanswered
+      if (behaviour_ == Behaviour::swap_pairs) {
+        held.push_back(std::move(e.request));
+        if (held.size() == 2) {
+          answer(held[1]);
+          answer(held[0]);
+          held.clear();
+        }
+        continue;
+      }
+      answer(e.request);
+    }
+  }
+
+  Behaviour behaviour_;
+  std::unique_ptr<Server> server_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// appsrc ! cudaipcfilter ! appsink, the results read off each buffer as it arrives.
+struct Out {
+  std::vector<std::uint8_t> bytes;
+  int results = 0;     // filter-result metas on the buffer
+  gint64 result = -1;  // the first one's index
+  GstClockTime pts = GST_CLOCK_TIME_NONE;
+};
+
+class FilterPipeline {
+ public:
+  FilterPipeline(const std::string& path, const std::string& props)
+      : pipe_("appsrc name=in format=time is-live=false caps=\"" + std::string(kCaps) +
+              "\" ! cudaipcfilter name=f ipc-mode=host " + props +
+              " ! appsink name=out sync=false emit-signals=false") {
+    g_object_set(pipe_.element("f"), "socket-path", path.c_str(), nullptr);
+    GstAppSinkCallbacks cb{};
+    cb.new_sample = &FilterPipeline::on_sample;
+    cb.eos = &FilterPipeline::on_eos;
+    gst_app_sink_set_callbacks(GST_APP_SINK(pipe_.element("out")), &cb, this, nullptr);
+  }
+  ~FilterPipeline() { pipe_.stop(); }
+  bool start() { return pipe_.set_state(GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE; }
+  bool push(int i) {
+    return gst_app_src_push_buffer(GST_APP_SRC(pipe_.element("in")), frame(i)) == GST_FLOW_OK;
+  }
+  void end() { gst_app_src_end_of_stream(GST_APP_SRC(pipe_.element("in"))); }
+  bool wait(std::size_t n, Ms t = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, t, [&] { return out_.size() >= n; });
+  }
+  bool wait_eos(Ms t = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, t, [&] { return eos_; });
+  }
+  std::vector<Out> out() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_;
+  }
+  guint64 stat(const char* field) {
+    GstStructure* s = nullptr;
+    g_object_get(pipe_.element("f"), "stats", &s, nullptr);
+    guint64 v = 0;
+    gboolean b = FALSE;
+    if (s && !gst_structure_get_uint64(s, field, &v) && gst_structure_get_boolean(s, field, &b))
+      v = b;
+    if (s) gst_structure_free(s);
+    return v;
+  }
+  Pipeline& pipeline() { return pipe_; }
+
+ private:
+  static GstFlowReturn on_sample(GstAppSink* sink, gpointer data) {
+    auto* self = static_cast<FilterPipeline*>(data);
+    Ptr<GstSample> sample(gst_app_sink_pull_sample(sink));
+    GstBuffer* buf = gst_sample_get_buffer(sample.get());
+    Out o;
+    o.pts = GST_BUFFER_PTS(buf);
+    GstMapInfo m;
+    if (gst_buffer_map(buf, &m, GST_MAP_READ)) {
+      o.bytes.assign(m.data, m.data + m.size);
+      gst_buffer_unmap(buf, &m);
+    }
+    gpointer state = nullptr;
+    while (GstMeta* meta = gst_buffer_iterate_meta(buf, &state)) {
+      if (!gst_meta_info_is_custom(meta->info)) continue;
+      auto* cm = reinterpret_cast<GstCustomMeta*>(meta);
+      if (!gst_custom_meta_has_name(cm, "filter-result")) continue;
+      gint64 idx = -1;
+      gst_structure_get_int64(gst_custom_meta_get_structure(cm), "index", &idx);
+      if (o.results++ == 0) o.result = idx;
+    }
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->out_.push_back(std::move(o));
+    }
+    self->cv_.notify_all();
+    return GST_FLOW_OK;
+  }
+  static void on_eos(GstAppSink*, gpointer data) {
+    auto* self = static_cast<FilterPipeline*>(data);
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->eos_ = true;
+    }
+    self->cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Out> out_;
+  bool eos_ = false;
+  Pipeline pipe_;
+};
+
+// Waits until the filter sees a model (its reply channel connected and the model on the frames').
+bool wait_model(FilterPipeline& p, bool connected = true) {
+  const auto until = Clock::now() + kWait;
+  while (Clock::now() < until) {
+    if ((p.stat("model-connected") != 0) == connected) return true;
+    // The filter learns of a model from its reply channel's format, sent once it connects.
+    std::this_thread::sleep_for(Ms(5));
+  }
+  return false;
+}
+
+class FilterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    init_gst();
+    if (!element_exists("cudaipcfilter")) GTEST_SKIP() << "the cudaipc plugin was not found";
+  }
+  TempDir dir_;
+  std::string path_ = dir_.file("model");
+};
+
+// Every frame in order, its bytes intact and exactly one result: the one for its own content.
+void expect_answered(const std::vector<Out>& out, int n) {
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(check_bytes(out[i].bytes, i), "") << "frame " << i;
+    EXPECT_EQ(out[i].pts, i * GST_MSECOND * 33) << "frame " << i;
+    EXPECT_EQ(out[i].results, 1) << "frame " << i;
+    EXPECT_EQ(out[i].result, i) << "frame " << i << " carries another frame's result";
+  }
+}
+
+TEST_F(FilterTest, EveryFrameComesBackWithItsOwnResult) {
+  FilterPipeline p(path_, "max-inflight=4");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  constexpr int kN = 120;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), kN);
+  for (const char* f : {"timeouts", "replies-stale", "replies-unknown", "replies-duplicate",
+                        "replies-foreign", "replies-malformed", "model-lost", "not-sent"})
+    EXPECT_EQ(p.stat(f), 0u) << f;
+  EXPECT_EQ(p.stat("answered"), static_cast<guint64>(kN));
+  EXPECT_EQ(p.stat("passed"), 0u);
+  EXPECT_EQ(model.requests(), kN);
+}
+
+TEST_F(FilterTest, RepliesOutOfOrderLeaveInInputOrder) {
+  FilterPipeline p(path_, "max-inflight=4");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::swap_pairs);
+  ASSERT_TRUE(wait_model(p));
+  constexpr int kN = 40;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), kN);
+}
+
+TEST_F(FilterTest, RepliesThatAnswerNoFrameAreCountedNeverAttached) {
+  FilterPipeline p(path_, "max-inflight=2");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::noisy);
+  ASSERT_TRUE(wait_model(p));
+  constexpr int kN = 20;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), kN);
+  // Each frame's second answer and the one with another run's publish time are duplicate and
+  // foreign while the frame waits, stale once it left; none of them reached a buffer (above). The
+  // last frame's may still be on their way after EOS.
+  const auto until = Clock::now() + kWait;
+  auto late = [&] {
+    return p.stat("replies-duplicate") + p.stat("replies-foreign") + p.stat("replies-stale");
+  };
+  while ((p.stat("replies-malformed") < kN || late() < 2u * kN) && Clock::now() < until)
+    std::this_thread::sleep_for(Ms(5));
+  EXPECT_EQ(p.stat("replies-duplicate") + p.stat("replies-foreign") + p.stat("replies-stale"),
+            2u * kN);
+  EXPECT_EQ(p.stat("replies-unknown"), static_cast<guint64>(kN));
+  EXPECT_EQ(p.stat("replies-malformed"), static_cast<guint64>(kN));
+}
+
+TEST_F(FilterTest, PassWithoutModelGoesOnAtOnce) {
+  // With nobody serving, no frame waits for the (long) timeout.
+  FilterPipeline p(path_, "on-missing=pass timeout=30000000000");
+  ASSERT_TRUE(p.start());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos(Ms(15000))) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  ASSERT_EQ(out.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(check_bytes(out[i].bytes, i), "");
+    EXPECT_EQ(out[i].results, 0);
+  }
+  EXPECT_EQ(p.stat("no-model"), 20u);
+  EXPECT_EQ(p.stat("passed"), 20u);
+}
+
+TEST_F(FilterTest, DropWithoutModelDropsAndStillEnds) {
+  FilterPipeline p(path_, "on-missing=drop");
+  ASSERT_TRUE(p.start());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  EXPECT_TRUE(p.out().empty());
+  EXPECT_EQ(p.stat("dropped"), 20u);
+}
+
+TEST_F(FilterTest, WaitGivesEachFrameOneTimeoutThenPasses) {
+  FilterPipeline p(path_, "on-missing=wait timeout=100000000 max-inflight=2");
+  ASSERT_TRUE(p.start());
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const auto waited = std::chrono::duration_cast<Ms>(Clock::now() - t0);
+  const std::vector<Out> out = p.out();
+  ASSERT_EQ(out.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(check_bytes(out[i].bytes, i), "");
+  EXPECT_EQ(p.stat("timeouts"), 6u);
+  // Three rounds of two frames, each waiting its 100 ms: never much less, and bounded.
+  EXPECT_GE(waited.count(), 280);
+  EXPECT_LT(waited.count(), 5000);
+}
+
+TEST_F(FilterTest, SilentModelTimesOutPerPolicy) {
+  for (const char* policy : {"pass", "drop"}) {
+    SCOPED_TRACE(policy);
+    TempDir d;
+    const std::string path = d.file("model");
+    FilterPipeline p(path, std::string("timeout=50000000 on-missing=") + policy);
+    ASSERT_TRUE(p.start());
+    Model model(path, Behaviour::silent);
+    // Silent: it never replies, so the filter knows it only from its reply channel's format.
+    ASSERT_TRUE(wait_model(p));
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(p.push(i));
+    p.end();
+    ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+    EXPECT_EQ(p.stat("timeouts"), 8u);
+    const std::vector<Out> out = p.out();
+    if (std::string(policy) == "pass") {
+      ASSERT_EQ(out.size(), 8u);
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(check_bytes(out[i].bytes, i), "");
+        EXPECT_EQ(out[i].results, 0);
+      }
+    } else {
+      EXPECT_TRUE(out.empty());
+      EXPECT_EQ(p.stat("dropped"), 8u);
+    }
+  }
+}
+
+TEST_F(FilterTest, ModelThatLeavesIsReplacedWithoutRestartingThePipeline) {
+  FilterPipeline p(path_, "timeout=200000000");
+  ASSERT_TRUE(p.start());
+  int next = 0;
+  auto push_answered = [&](int n) {
+    for (int k = 0; k < n; ++k) ASSERT_TRUE(p.push(next++));
+  };
+  {
+    Model first(path_, Behaviour::answer);
+    ASSERT_TRUE(wait_model(p));
+    push_answered(10);
+    ASSERT_TRUE(p.wait(10));
+  }
+  ASSERT_TRUE(wait_model(p, false));
+  const int gap_start = next;
+  push_answered(5);  // nobody serves: they pass without results
+  ASSERT_TRUE(p.wait(15));
+  Model second(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p));
+  const int back = next;
+  push_answered(10);
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(next));
+  for (int i = 0; i < next; ++i) {
+    EXPECT_EQ(check_bytes(out[i].bytes, i), "") << i;
+    if (out[i].results) {
+      EXPECT_EQ(out[i].result, i) << "frame " << i << " has another's result";
+    }
+    const bool served = i < gap_start || i >= back;
+    EXPECT_EQ(out[i].results, served ? 1 : 0) << "frame " << i;
+  }
+}
+
+TEST_F(FilterTest, CapsChangeMidStreamCrosses) {
+  FilterPipeline p(path_, "");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(p.push(i));
+  g_object_set(p.pipeline().element("in"), "caps",
+               caps_from("video/x-raw,format=GRAY8,width=8,height=8,framerate=30/1").get(),
+               nullptr);
+  for (int i = 5; i < 10; ++i) ASSERT_TRUE(p.push(i));  // the same 64 bytes, as 8x8
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), 10);
+}
+
+}  // namespace
+}  // namespace cudaipc::testing::gst
