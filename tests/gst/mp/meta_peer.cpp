@@ -280,7 +280,9 @@ int produce(const char* socket, int frames, const std::string& props) {
       socket + props;
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(desc.c_str(), &err);
-  if (!pipeline) return fail(err ? err->message : "bad pipeline", nullptr);
+  // A missing element (the plugin did not load) leaves an error and a partial pipeline.
+  if (!pipeline || err || !GST_IS_BIN(pipeline))
+    return fail(err ? err->message : "bad pipeline", nullptr);
   GstElement* in = gst_bin_get_by_name(GST_BIN(pipeline), "in");
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   for (int i = 1; i <= frames; ++i) {
@@ -315,7 +317,9 @@ int consume(const char* socket, int frames, const std::string& props, bool check
       " ! " + (between ? std::string(between) + " ! " : "") + "appsink name=out sync=false";
   GError* err = nullptr;
   GstElement* pipeline = gst_parse_launch(desc.c_str(), &err);
-  if (!pipeline) return fail(err ? err->message : "bad pipeline", nullptr);
+  // A missing element (the plugin did not load) leaves an error and a partial pipeline.
+  if (!pipeline || err || !GST_IS_BIN(pipeline))
+    return fail(err ? err->message : "bad pipeline", nullptr);
   GstElement* out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   int rc = 0;
