@@ -18,12 +18,13 @@ from ._errors import (BusyError, ClosedError, ConnectionError, CudaError, EndOfS
                       PermissionError, ProtocolError, SystemCallError, TimeoutError,
                       UnsupportedError, VersionMismatchError)
 from ._producer import Producer, WritableFrame
+from ._server import Request, Server
 from . import metas  # noqa: E402  (the record classes: cudaipc.metas.RawRecord, ...)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Consumer", "Producer", "Frame", "WritableFrame", "Format", "DTYPES",
+    "Consumer", "Producer", "Frame", "WritableFrame", "Format", "DTYPES", "Server", "Request",
     "Error", "InvalidArgumentError", "SystemCallError", "ProtocolError", "VersionMismatchError",
     "PermissionError", "TimeoutError", "InterruptedError", "ConnectionError", "BusyError",
     "NoCudaError", "CudaError", "UnsupportedError", "ClosedError", "EndOfStream", "FrameDropped",

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""A detector as one element of a GStreamer pipeline: this process serves the `cudaipcfilter` of
+any pipeline on the same socket path, answering each frame with the objects found in it. The
+pipeline pushes the original buffer on with the detections attached (a GstAnalyticsRelationMeta
+on GStreamer 1.24+), so `objectdetectionoverlay` right after the filter draws them.
+
+  python3 examples/python/serve_detector.py $XDG_RUNTIME_DIR/detector &
+  gst-launch-1.0 videotestsrc pattern=ball is-live=true \\
+      ! video/x-raw,format=RGBA,width=640,height=480 \\
+      ! cudaipcfilter socket-path=$XDG_RUNTIME_DIR/detector ipc-mode=host \\
+      ! videoconvert ! objectdetectionoverlay ! videoconvert ! autovideosink
+
+(with `cudaupload !` before the filter and without ipc-mode=host the frames stay on the GPU, and
+this process reads them there, zero-copy.) Kill this process and start it again: the pipeline
+plays on (frames pass without boxes per on-missing=pass) and uses the new one within one timeout.
+
+Detectors: those of detect.py: builtin (the ball of videotestsrc pattern=ball), or
+torchvision:NAME (any torchvision detection model with its default weights). --batch N answers
+up to N waiting frames per model call (torchvision models take a list of images).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import detect  # noqa: E402  (the detectors, beside this file)
+
+import cudaipc  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("socket", help="the cudaipcfilter's socket-path")
+    ap.add_argument("--model", default="builtin", help="builtin, or torchvision:NAME")
+    ap.add_argument("--threshold", type=int, default=128,
+                    help="builtin: the brightness (max of R, G, B) a ball pixel has at least")
+    ap.add_argument("--score", type=float, default=0.5,
+                    help="torchvision: the lowest score answered")
+    ap.add_argument("--device", default="cuda", help="torchvision: where the model runs")
+    ap.add_argument("--batch", type=int, default=1, help="answer up to N frames at once")
+    ap.add_argument("--requests", type=int, default=0, help="stop after N requests (0: never)")
+    args = ap.parse_args()
+
+    if args.model == "builtin":
+        find = detect.builtin_detector(args.threshold)
+    elif args.model.startswith("torchvision:"):
+        find = detect.torchvision_detector(args.model.split(":", 1)[1], args.score, args.device)
+    else:
+        sys.exit(f"--model {args.model!r}: builtin or torchvision:NAME")
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    n = 0
+    start = time.monotonic()
+    with cudaipc.Server(args.socket) as server:
+        print(f"serving {args.socket}", flush=True)
+        while not stop and (not args.requests or n < args.requests):
+            for req in server.batch(args.batch, timeout=0.2):
+                dets = dict(find(req.frame))
+                names = dets.pop("label_names", None)
+                req.reply(detections=dets, label_names=names)
+                n += 1
+    elapsed = time.monotonic() - start
+    print(f"done requests={n} rps={n / elapsed if elapsed else 0:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
