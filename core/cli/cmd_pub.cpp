@@ -7,8 +7,8 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "cudaipc/producer.hpp"
-#include "pattern.hpp"
 #include "pub_format.hpp"
+#include "pub_pattern.hpp"
 
 namespace cudaipc::cli {
 namespace {
