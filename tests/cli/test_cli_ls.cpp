@@ -6,6 +6,7 @@
 
 #include "channel_helpers.hpp"
 #include "cli_process.hpp"
+#include "cudaipc/consumer.hpp"
 #include "mini_json.hpp"
 #include "peer_process.hpp"
 #include "temp_dir.hpp"
@@ -175,4 +176,37 @@ TEST(CliLs, HelpAndUsage) {
   auto [pcode, ptext] = run_cli({"pub", "/tmp/x"});
   EXPECT_EQ(pcode, 2) << ptext;
   EXPECT_NE(ptext.find("pub needs --caps"), std::string::npos) << ptext;
+}
+
+// A producer out of descriptors (issue #21's last part): ls itself is turned away with the
+// reason while it lasts, and once descriptors return, ls shows how many connections were refused:
+// the five consumers the test sent, and ls's own first try.
+TEST(CliLs, DescriptorRefusalsAreCounted) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  PeerProcess producer({"produce", "--path", path, "--bytes", "4096", "--frames", "0", "--then",
+                        "hold", "--fd-headroom", "0", "--fd-ballast", "16"});
+  ASSERT_TRUE(producer.wait_for("listening", 10s)) << producer.transcript();
+  ConsumerOptions once;
+  once.path = path;
+  once.reconnect = false;
+  for (int i = 0; i < 5; ++i) {
+    try {
+      Consumer c(once);
+      FAIL() << "a producer with no descriptors served consumer " << i;
+    } catch (const Error& e) {
+      ASSERT_EQ(e.code(), Errc::busy) << e.what();
+    }
+  }
+  auto [code, text] = run_cli({"ls", "--interval", "0", path});
+  EXPECT_EQ(code, 1) << text;
+  EXPECT_NE(text.find(path + "  busy: producer refused the connection: the producer has no file "
+                             "descriptors left"),
+            std::string::npos)
+      << text;
+  ASSERT_EQ(::kill(producer.pid(), SIGUSR1), 0);
+  ASSERT_TRUE(producer.wait_for("fds returned", 10s)) << producer.transcript();
+  JsonValue j = ls_json({path});
+  EXPECT_EQ(j["channels"][0]["state"].s, "live");
+  EXPECT_EQ(j["channels"][0]["descriptor_refusals"].n, 6);
 }
