@@ -94,6 +94,8 @@ class ProducerMemory {
   virtual bool written(std::uint64_t /*seq*/) const noexcept { return true; }
   // The CUDA device ordinal slots live on; -1 for host memory.
   virtual int device() const noexcept { return -1; }
+  // How slots are exported (CUDA: vmm or legacy, as chosen); automatic for host memory.
+  virtual CudaExportMode export_mode() const noexcept { return CudaExportMode::automatic; }
 };
 
 class ConsumerMemory {

@@ -17,6 +17,7 @@
 
 #include "conn_page.hpp"
 #include "control_block.hpp"
+#include "cudaipc/monitor.hpp"
 #include "cudaipc/producer.hpp"
 #include "mapping.hpp"
 #include "memory_backend.hpp"
@@ -29,6 +30,8 @@ namespace cudaipc {
 inline constexpr std::uint32_t kMaxRecords = 96;
 // Connections that have not finished their handshake; beyond this the oldest is cut.
 inline constexpr std::size_t kMaxPending = 32;
+// Monitor connections (cudaipc/monitor.hpp) at once; more are refused busy.
+inline constexpr std::size_t kMaxMonitors = 8;
 
 class ProducerImpl {
  public:
@@ -81,7 +84,12 @@ class ProducerImpl {
     std::uint64_t min_cursor = ~std::uint64_t{0};  // over active every-frame consumers
   };
 
-  enum class ConnState { awaiting_hello, awaiting_ready, active };
+  // monitor: sent a status request instead of a hello; it gets snapshots, never formats or slots.
+  enum class ConnState { awaiting_hello, awaiting_ready, active, monitor };
+  // Whether a connection is owed format messages: consumers from hello on, never monitors.
+  static bool owes_formats(ConnState s) {
+    return s == ConnState::awaiting_ready || s == ConnState::active;
+  }
   struct Conn {
     UniqueFd fd;
     ConnState state = ConnState::awaiting_hello;
@@ -89,6 +97,7 @@ class ProducerImpl {
     pid_t pid = 0;
     ConsumeMode mode = ConsumeMode::every_frame;
     std::uint64_t accepted_ns = 0;
+    std::uint64_t last_request_ns = 0;  // monitors: their newest status request
     std::uint64_t sent_generation = 0;
     std::uint64_t send_blocked_ns = 0;     // since when its socket has had no room for what it owes
     std::vector<std::uint64_t> sent_sets;  // slot sets whose fds this consumer already has
@@ -131,6 +140,10 @@ class ProducerImpl {
   void handle_message(Conn& c);
   void on_hello(Conn& c, struct Received& r);
   void on_ready(Conn& c, struct Received& r);
+  // producer_status.cpp: monitors
+  void on_status_request(Conn& c, struct Received& r);
+  ChannelStatus status_snapshot() const;
+  std::size_t monitor_count() const;
   void send_formats();
   void send_format_to(Conn& c, const FormatState& f);
   void act_on_records();
@@ -185,6 +198,8 @@ class ProducerImpl {
   UniqueFd spare_fd_;
   std::atomic<bool> stopping_{false};
   std::uint64_t accept_paused_until_ = 0;
+  // Connections turned away for want of a descriptor (spare or handshake), for monitors.
+  std::uint64_t descriptor_refusals_ = 0;
   std::uint64_t next_accept_log_ns_ = 0;
   std::thread server_;
 };

@@ -31,6 +31,8 @@ constexpr std::uint64_t kAcceptLogIntervalNs = 5'000'000'000;
 constexpr std::size_t kMaxSetsRemembered = 8;
 // How long a consumer's socket may stay too full for the format changes it owes.
 constexpr std::uint64_t kSendStallNs = 1'000'000'000;
+// A monitor that asks nothing for this long has gone quiet: its place is given back.
+constexpr std::uint64_t kMonitorIdleNs = 60'000'000'000;
 
 // What a consumer is told when the producer could not serve it for want of a descriptor; the
 // failed call's own words follow the limit.
@@ -103,9 +105,14 @@ void ProducerImpl::serve() {
 
 void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
   const std::uint64_t now = monotonic_ns();
-  for (auto& c : conns_)
-    if (c.fd && c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs)
+  for (auto& c : conns_) {
+    if (!c.fd) continue;
+    if (c.state == ConnState::monitor) {
+      if (now - c.last_request_ns > kMonitorIdleNs) drop(c, "");
+    } else if (c.state != ConnState::active && now - c.accepted_ns > kHandshakeTimeoutNs) {
       drop(c, "handshake not finished within 5 s");
+    }
+  }
   act_on_records();
   std::vector<std::uint32_t> stalled;
   try {
@@ -181,7 +188,7 @@ void ProducerImpl::accept_new() {
     std::size_t pending = 0;
     Conn* oldest = nullptr;
     for (auto& c : conns_)
-      if (c.fd && c.state != ConnState::active) {
+      if (c.fd && (c.state == ConnState::awaiting_hello || c.state == ConnState::awaiting_ready)) {
         ++pending;
         if (!oldest || c.accepted_ns < oldest->accepted_ns) oldest = &c;
       }
@@ -264,6 +271,7 @@ ProducerImpl::SpareUse ProducerImpl::refuse_on_spare(const DescriptorShortage& e
     } catch (const Error& err) {
       denied = err.what();
     }
+    ++descriptor_refusals_;
     if (denied.empty())
       send_refused(fd.get(), Errc::busy, why);
     else
@@ -291,6 +299,9 @@ void ProducerImpl::handle_message(Conn& c) {
     Received r = parse_header(std::move(raw));
     if (c.state == ConnState::awaiting_hello && r.type == MsgType::hello) {
       on_hello(c, r);
+    } else if ((c.state == ConnState::awaiting_hello || c.state == ConnState::monitor) &&
+               r.type == MsgType::status_request) {
+      on_status_request(c, r);
     } else if (c.state == ConnState::awaiting_ready && r.type == MsgType::ready) {
       on_ready(c, r);
     } else {
@@ -302,6 +313,7 @@ void ProducerImpl::handle_message(Conn& c) {
     // Short of descriptors (the page's memfd, the dups of the control block and the slots):
     // busy, as at accept, so a consumer that keeps trying is served once they return.
     const bool shortage = dynamic_cast<const DescriptorShortage*>(&e) != nullptr;
+    if (shortage) ++descriptor_refusals_;
     const std::string why = refusal_reason(e);
     send_refused(c.fd.get(), shortage ? Errc::busy : e.code(), why);
     drop(c, why);
@@ -413,7 +425,7 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
 void ProducerImpl::send_formats() {
   std::uint64_t behind = ~std::uint64_t{0};
   for (const auto& c : conns_)
-    if (c.fd && c.state != ConnState::awaiting_hello) behind = std::min(behind, c.sent_generation);
+    if (c.fd && owes_formats(c.state)) behind = std::min(behind, c.sent_generation);
   std::vector<FormatState> owed;  // every generation some consumer has not been sent, in order
   {
     std::lock_guard<std::mutex> lock(format_mu_);
@@ -422,9 +434,7 @@ void ProducerImpl::send_formats() {
   }
   for (auto& c : conns_) {
     if (owed.empty()) break;
-    if (!c.fd || c.state == ConnState::awaiting_hello ||
-        c.sent_generation >= owed.back().generation)
-      continue;
+    if (!c.fd || !owes_formats(c.state) || c.sent_generation >= owed.back().generation) continue;
     std::string why;
     try {
       for (const auto& f : owed)
@@ -449,7 +459,7 @@ void ProducerImpl::send_formats() {
   // Keep only what a connected consumer still lacks, and the newest for those yet to join.
   behind = ~std::uint64_t{0};
   for (const auto& c : conns_)
-    if (c.fd && c.state != ConnState::awaiting_hello) behind = std::min(behind, c.sent_generation);
+    if (c.fd && owes_formats(c.state)) behind = std::min(behind, c.sent_generation);
   std::lock_guard<std::mutex> lock(format_mu_);
   while (format_history_.size() > 1 && format_history_.front().generation <= behind)
     format_history_.pop_front();
@@ -503,7 +513,8 @@ void ProducerImpl::act_on_records() {
 // The socket side of a consumer ends here; its record follows at once unless it still holds slots
 // and is provably alive.
 void ProducerImpl::drop(Conn& c, const std::string& why) {
-  if (!why.empty()) {
+  // A monitor coming and going is no news to whoever reads the producer's log.
+  if (!why.empty() && c.state != ConnState::monitor) {
     std::string msg = "consumer (" + describe_pid(c.pid) + ") left " + path_ + ": " + why;
     log(LogLevel::info, msg.c_str());
   }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "control_block.hpp"
+
 namespace cudaipc {
 namespace {
 
@@ -44,6 +46,44 @@ struct RefusedBody {
   std::uint32_t code;
   std::uint32_t reason_bytes;
 };
+struct StatusBody {
+  std::uint32_t memory;
+  std::uint32_t export_mode;
+  std::int32_t device;
+  std::uint32_t slot_count;
+  std::uint32_t max_consumers;
+  std::uint32_t max_leases;
+  std::uint32_t meta_size;
+  std::uint32_t end_of_stream;
+  std::uint64_t slot_size;
+  std::uint64_t generation;
+  std::uint64_t max_frame_size;
+  TensorDesc tensor;
+  std::uint64_t published;
+  std::uint64_t dropped;
+  std::uint64_t descriptor_refusals;
+  std::uint64_t producer_time_ns;
+  std::uint32_t monitors;
+  std::uint32_t caps_bytes;
+  std::uint32_t exe_bytes;
+  std::uint32_t consumer_count;
+};
+struct StatusConsumerBody {
+  std::uint32_t id;
+  std::int32_t pid;
+  std::uint32_t mode;
+  std::uint32_t leases;
+  std::uint64_t cursor;
+  std::uint64_t lag;
+  std::uint64_t delivered;
+  std::uint64_t skipped;
+  std::uint32_t evicted;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(StatusBody) + kMaxCapsLength + kMaxStatusExeBytes +
+                      kMaxStatusConsumers * sizeof(StatusConsumerBody) + 16 <=
+                  kMaxMessageBytes,
+              "a full status message must fit one message");
 
 class Writer {
  public:
@@ -160,6 +200,57 @@ void send_start(int fd, const StartMsg& m) {
   w.send(fd);
 }
 
+void send_status_request(int fd) {
+  Writer w(MsgType::status_request);
+  w.put(std::uint32_t{0});
+  w.send(fd);
+}
+
+void send_status(int fd, const ChannelStatus& s) {
+  if (s.format.caps.size() > kMaxCapsLength || s.producer_exe.size() > kMaxStatusExeBytes ||
+      s.consumers.size() > kMaxStatusConsumers)
+    throw Error(Errc::invalid_argument, "status snapshot exceeds the message's limits");
+  Writer w(MsgType::status);
+  StatusBody b{};
+  b.memory = static_cast<std::uint32_t>(s.memory);
+  b.export_mode = static_cast<std::uint32_t>(s.export_mode);
+  b.device = s.device;
+  b.slot_count = s.slot_count;
+  b.max_consumers = s.max_consumers;
+  b.max_leases = s.max_leases;
+  b.meta_size = s.meta_size;
+  b.end_of_stream = s.end_of_stream ? 1 : 0;
+  b.slot_size = s.slot_size;
+  b.generation = s.generation;
+  b.max_frame_size = s.format.max_frame_size;
+  b.tensor = s.format.tensor;
+  b.published = s.published;
+  b.dropped = s.dropped;
+  b.descriptor_refusals = s.descriptor_refusals;
+  b.producer_time_ns = s.producer_time_ns;
+  b.monitors = s.monitors;
+  b.caps_bytes = static_cast<std::uint32_t>(s.format.caps.size());
+  b.exe_bytes = static_cast<std::uint32_t>(s.producer_exe.size());
+  b.consumer_count = static_cast<std::uint32_t>(s.consumers.size());
+  w.put(b);
+  w.append(s.format.caps.data(), s.format.caps.size());
+  w.append(s.producer_exe.data(), s.producer_exe.size());
+  for (const auto& c : s.consumers) {
+    StatusConsumerBody cb{};
+    cb.id = c.id;
+    cb.pid = static_cast<std::int32_t>(c.pid);
+    cb.mode = static_cast<std::uint32_t>(c.mode);
+    cb.leases = c.leases;
+    cb.cursor = c.cursor;
+    cb.lag = c.lag;
+    cb.delivered = c.delivered;
+    cb.skipped = c.skipped;
+    cb.evicted = c.evicted ? 1 : 0;
+    w.put(cb);
+  }
+  w.send(fd);
+}
+
 void send_refused(int fd, Errc code, const std::string& reason) noexcept {
   try {
     Writer w(MsgType::refused);
@@ -189,7 +280,7 @@ Received parse_header(RawMessage&& raw) {
                 "message size field (" + std::to_string(h.body_size) + ") does not match the " +
                     std::to_string(raw.bytes.size() - sizeof(Header)) + " bytes received");
   if (h.type < static_cast<std::uint32_t>(MsgType::hello) ||
-      h.type > static_cast<std::uint32_t>(MsgType::refused))
+      h.type > static_cast<std::uint32_t>(MsgType::status))
     throw Error(Errc::protocol, "unknown message type " + std::to_string(h.type));
   return Received{static_cast<MsgType>(h.type), std::move(raw)};
 }
@@ -279,6 +370,112 @@ StartMsg decode_start(Received& r) {
   rd.finish();
   expect_fds(r, 0, "start");
   return StartMsg{b.cursor};
+}
+
+void decode_status_request(Received& r) {
+  Reader rd(r, "status request");
+  const auto flags = rd.get<std::uint32_t>();
+  rd.finish();
+  expect_fds(r, 0, "status request");
+  if (flags != 0)
+    throw Error(Errc::protocol, "status request has unknown flags " + std::to_string(flags));
+}
+
+namespace {
+
+// What a peer wrote, made safe to print: a producer's path or caps must not drive a terminal.
+std::string printable(std::string s) {
+  for (char& ch : s)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return s;
+}
+
+void status_check(bool ok, const std::string& what) {
+  if (!ok) throw Error(Errc::protocol, "status from the producer: " + what);
+}
+
+}  // namespace
+
+ChannelStatus decode_status(Received& r) {
+  Reader rd(r, "status");
+  const auto b = rd.get<StatusBody>();
+  status_check(b.memory == static_cast<std::uint32_t>(MemoryKind::host) ||
+                   b.memory == static_cast<std::uint32_t>(MemoryKind::cuda),
+               "unknown memory kind " + std::to_string(b.memory));
+  status_check(b.export_mode <= static_cast<std::uint32_t>(CudaExportMode::legacy),
+               "unknown export mode " + std::to_string(b.export_mode));
+  status_check(b.device >= -1 && b.device < 4096, "device " + std::to_string(b.device));
+  status_check(b.slot_count >= 1 && b.slot_count <= kMaxSlots,
+               std::to_string(b.slot_count) + " slots");
+  status_check(b.max_consumers >= 1 && b.max_consumers <= kMaxConsumers,
+               std::to_string(b.max_consumers) + " consumer places");
+  status_check(b.max_leases >= 1 && b.max_leases <= b.slot_count,
+               std::to_string(b.max_leases) + " leases per consumer");
+  status_check(b.meta_size <= kMaxMetaSize, "meta size " + std::to_string(b.meta_size));
+  status_check(b.end_of_stream <= 1, "bad end-of-stream flag");
+  status_check(b.caps_bytes <= kMaxCapsLength, std::to_string(b.caps_bytes) + "-byte caps");
+  status_check(b.exe_bytes <= kMaxStatusExeBytes, std::to_string(b.exe_bytes) + "-byte path");
+  status_check(b.consumer_count <= kMaxStatusConsumers,
+               std::to_string(b.consumer_count) + " consumers");
+  status_check(b.monitors <= 1u << 20, std::to_string(b.monitors) + " monitors");
+  ChannelStatus s;
+  s.memory = static_cast<MemoryKind>(b.memory);
+  s.export_mode = static_cast<CudaExportMode>(b.export_mode);
+  s.device = b.device;
+  s.slot_count = b.slot_count;
+  s.max_consumers = b.max_consumers;
+  s.max_leases = b.max_leases;
+  s.meta_size = b.meta_size;
+  s.end_of_stream = b.end_of_stream == 1;
+  s.slot_size = b.slot_size;
+  s.generation = b.generation;
+  s.published = b.published;
+  s.dropped = b.dropped;
+  s.descriptor_refusals = b.descriptor_refusals;
+  s.producer_time_ns = b.producer_time_ns;
+  s.monitors = b.monitors;
+  s.format.caps.resize(b.caps_bytes);
+  rd.take(s.format.caps.data(), b.caps_bytes);
+  s.format.caps = printable(std::move(s.format.caps));
+  s.producer_exe.resize(b.exe_bytes);
+  rd.take(s.producer_exe.data(), b.exe_bytes);
+  s.producer_exe = printable(std::move(s.producer_exe));
+  if (b.generation != 0) {
+    s.format.tensor = b.tensor;
+    s.format.max_frame_size = b.max_frame_size;
+    validate_format(s.format, Errc::protocol);
+    status_check(s.format.max_frame_size <= s.slot_size,
+                 std::to_string(s.format.max_frame_size) + "-byte frames in " +
+                     std::to_string(s.slot_size) + "-byte slots");
+  } else {
+    status_check(b.slot_size == 0 && b.caps_bytes == 0, "a format without a generation");
+  }
+  for (std::uint32_t i = 0; i < b.consumer_count; ++i) {
+    const auto cb = rd.get<StatusConsumerBody>();
+    status_check(cb.id < kMaxStatusConsumers, "consumer id " + std::to_string(cb.id));
+    status_check(cb.pid >= 0, "consumer pid " + std::to_string(cb.pid));
+    status_check(cb.mode <= static_cast<std::uint32_t>(ConsumeMode::latest),
+                 "consumer mode " + std::to_string(cb.mode));
+    status_check(cb.leases <= b.slot_count, "consumer holds " + std::to_string(cb.leases) + " of " +
+                                                std::to_string(b.slot_count) + " slots");
+    status_check(cb.cursor <= b.published && cb.lag <= b.published,
+                 "consumer cursor or lag beyond the frames published");
+    status_check(cb.evicted <= 1, "bad eviction flag");
+    MonitorConsumer c;
+    c.id = cb.id;
+    c.pid = static_cast<pid_t>(cb.pid);
+    c.mode = static_cast<ConsumeMode>(cb.mode);
+    c.leases = cb.leases;
+    c.cursor = cb.cursor;
+    c.lag = cb.lag;
+    c.delivered = cb.delivered;
+    c.skipped = cb.skipped;
+    c.evicted = cb.evicted == 1;
+    s.consumers.push_back(c);
+  }
+  rd.finish();
+  expect_fds(r, 0, "status");
+  return s;
 }
 
 void throw_refused(Received& r) {

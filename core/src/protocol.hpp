@@ -11,6 +11,11 @@
 //   producer -> consumer  Start   {first cursor}
 //   producer -> consumer  Refused {error code, reason}   instead of Welcome or Start, or before
 //                                 the producer hangs up on a consumer it evicts
+//
+// A monitor (cudaipc/monitor.hpp) sends StatusRequest instead of Hello, as often as it likes on one
+// connection, and gets one Status for each: a snapshot of the channel, with no fds.
+//   monitor  -> producer  StatusRequest {flags: 0}
+//   producer -> monitor   Status {channel, format, counters} + caps + exe + one record per consumer
 #pragma once
 
 #include <cstdint>
@@ -18,6 +23,7 @@
 
 #include "cudaipc/error.hpp"
 #include "cudaipc/frame.hpp"
+#include "cudaipc/monitor.hpp"
 #include "cudaipc/options.hpp"
 #include "unix_socket.hpp"
 #include "wire_blob.hpp"
@@ -25,7 +31,11 @@
 namespace cudaipc {
 
 inline constexpr std::uint32_t kWireMagic = 0x43504943;  // "CIPC"
-inline constexpr std::uint32_t kProtocolVersion = 4;
+inline constexpr std::uint32_t kProtocolVersion = 5;
+// Status messages carry at most this many consumer records (the producer's record table) and an
+// executable path of at most this many bytes.
+inline constexpr std::uint32_t kMaxStatusConsumers = 96;
+inline constexpr std::uint32_t kMaxStatusExeBytes = 1024;
 
 enum class MsgType : std::uint32_t {
   hello = 1,
@@ -34,6 +44,8 @@ enum class MsgType : std::uint32_t {
   ready = 4,
   start = 5,
   refused = 6,
+  status_request = 7,
+  status = 8,
 };
 
 struct HelloMsg {
@@ -75,6 +87,9 @@ void send_welcome(int fd, const WelcomeMsg& m);
 void send_format(int fd, const FormatMsg& m);
 void send_ready(int fd, const WireBlob& sync);
 void send_start(int fd, const StartMsg& m);
+void send_status_request(int fd);
+// `s.producer_pid` and `s.at` do not travel: the monitor fills them in from its side.
+void send_status(int fd, const ChannelStatus& s);
 // Best effort: the peer may already be gone.
 void send_refused(int fd, Errc code, const std::string& reason) noexcept;
 
@@ -91,6 +106,10 @@ WelcomeMsg decode_welcome(Received& r);
 FormatMsg decode_format(Received& r);
 WireBlob decode_ready(Received& r);
 StartMsg decode_start(Received& r);
+void decode_status_request(Received& r);
+// Checks every count, size, string and value range; strings come back with control characters
+// replaced, so they are safe to print.
+ChannelStatus decode_status(Received& r);
 // A producer's refusal: what it said, as opposed to what we concluded (a hang-up, a timeout).
 class Refused : public Error {
  public:

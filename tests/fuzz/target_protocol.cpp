@@ -81,6 +81,28 @@ void expect(bool ok, const char* what) {
 
 void decode(Received& r) {
   switch (r.type) {
+    case MsgType::status_request: {
+      decode_status_request(r);
+      send_status_request(g_tx.get());
+      Received again = resent();
+      decode_status_request(again);
+      break;
+    }
+    case MsgType::status: {
+      ChannelStatus m = decode_status(r);
+      send_status(g_tx.get(), m);
+      Received again = resent();
+      ChannelStatus n = decode_status(again);
+      expect(n.published == m.published && n.slot_count == m.slot_count &&
+                 n.format.caps == m.format.caps && n.producer_exe == m.producer_exe &&
+                 n.consumers.size() == m.consumers.size(),
+             "status fields");
+      for (std::size_t i = 0; i < n.consumers.size(); ++i)
+        expect(n.consumers[i].lag == m.consumers[i].lag &&
+                   n.consumers[i].leases == m.consumers[i].leases,
+               "status consumer");
+      break;
+    }
     case MsgType::hello: {
       HelloMsg m = decode_hello(r);
       send_hello(g_tx.get(), m);

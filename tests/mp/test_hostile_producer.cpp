@@ -196,7 +196,7 @@ TEST_F(HostileProducer, MessageWithOtherProtocolVersion) {
                  // A producer of layout/protocol version 1 (before core v2).
                  send_message(fd, message(2, std::vector<std::uint8_t>(24), kWireMagic, 1));
                }),
-               Errc::version_mismatch, "protocol version 1, this build speaks 4");
+               Errc::version_mismatch, "protocol version 1, this build speaks 5");
 }
 
 TEST_F(HostileProducer, TruncatedWelcome) {

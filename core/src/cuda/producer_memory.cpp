@@ -420,6 +420,7 @@ class CudaProducerMemory final : public ProducerMemory {
     return cuda::reached(progress_->load(std::memory_order_acquire), cuda::seq32(seq));
   }
   int device() const noexcept override { return static_cast<int>(engine_->device()); }
+  CudaExportMode export_mode() const noexcept override { return mode_; }
 
  private:
   CudaExportMode resolve_mode(CudaExportMode requested) const {

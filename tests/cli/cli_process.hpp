@@ -1,0 +1,163 @@
+// The `cudaipc` tool run as a real child process (fork + exec), its stdout and stderr on one pipe
+// the test reads line by line against deadlines, optionally as another user. Every wait is
+// bounded, so a tool that hangs fails the test instead of stalling it.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace cudaipc::testing {
+
+// Where meson put the tool (tests/cli/meson.build).
+inline std::string cli_program() {
+  const char* p = std::getenv("CUDAIPC_CLI");
+  if (!p) throw std::runtime_error("CUDAIPC_CLI is not set");
+  return p;
+}
+
+class CliProcess {
+ public:
+  // `program` empty: the cudaipc tool. `uid` >= 0: run as that uid and gid.
+  explicit CliProcess(const std::vector<std::string>& args, long uid = -1,
+                      const std::string& program = "") {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    std::vector<std::string> all{program.empty() ? cli_program() : program};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      if (uid >= 0) {
+        const gid_t none[1] = {static_cast<gid_t>(uid)};
+        if (::syscall(SYS_setgroups, 1, none) != 0 ||
+            ::syscall(SYS_setresgid, uid, uid, uid) != 0 ||
+            ::syscall(SYS_setresuid, uid, uid, uid) != 0)
+          ::_exit(126);
+      }
+      ::execve(argv[0], argv.data(), environ);
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+  ~CliProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+  CliProcess(const CliProcess&) = delete;
+  CliProcess& operator=(const CliProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        transcript_ += line + "\n";
+        return line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || eof_) return std::nullopt;
+      if (!fill(left)) continue;
+    }
+  }
+
+  // Reads until a line containing `text`; nullopt at the deadline or the end of output.
+  std::optional<std::string> wait_for(const std::string& text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto line = read_line(std::max(left, std::chrono::milliseconds(0)));
+      if (!line) return std::nullopt;
+      if (line->find(text) != std::string::npos) return line;
+    }
+  }
+
+  // Everything until the process exits (within `timeout`), and its waitpid status; nullopt status
+  // when it was still running at the deadline (it is then killed).
+  std::optional<int> finish(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!eof_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      fill(left);
+    }
+    transcript_ += buf_;
+    buf_.clear();
+    for (;;) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return st;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+
+  std::string transcript() const { return transcript_ + buf_; }
+
+ private:
+  bool fill(std::chrono::milliseconds left) {
+    pollfd p{out_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char chunk[4096];
+    ssize_t n = ::read(out_, chunk, sizeof chunk);
+    if (n <= 0)
+      eof_ = true;
+    else
+      buf_.append(chunk, static_cast<std::size_t>(n));
+    return n > 0;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool eof_ = false;
+  std::string buf_;
+  std::string transcript_;
+};
+
+// Runs the tool to its end: {exit code (-1: killed or timed out), everything it printed}.
+inline std::pair<int, std::string> run_cli(
+    const std::vector<std::string>& args,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20), long uid = -1) {
+  CliProcess p(args, uid);
+  auto st = p.finish(timeout);
+  const int code = st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1;
+  return {code, p.transcript()};
+}
+
+}  // namespace cudaipc::testing
