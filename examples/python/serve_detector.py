@@ -22,6 +22,7 @@ up to N waiting frames per model call (torchvision models take a list of images)
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -45,6 +46,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="answer up to N frames at once")
     ap.add_argument("--requests", type=int, default=0, help="stop after N requests (0: never)")
     args = ap.parse_args()
+    # The server says when a pipeline goes away (and that it waits for the next).
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
     if args.model == "builtin":
         find = detect.builtin_detector(args.threshold)

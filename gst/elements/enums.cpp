@@ -66,8 +66,8 @@ GType gst_cuda_ipc_filter_missing_get_type(void) {
        "Push the frame on without results (at once while no model process serves)", "pass"},
       {GST_CUDA_IPC_FILTER_MISSING_DROP, "Drop the frame", "drop"},
       {GST_CUDA_IPC_FILTER_MISSING_WAIT,
-       "Send the frame even while no model process serves, and give one `timeout` to answer; "
-       "then push it on without results",
+       "Wait up to `timeout` for a model process to serve and then for its answer; push the "
+       "frame on without results when either does not come",
        "wait"},
       {0, nullptr, nullptr}};
   return register_enum(&type, "GstCudaIpcFilterMissing", values);

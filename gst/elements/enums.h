@@ -35,7 +35,7 @@ typedef enum {
 typedef enum {
   GST_CUDA_IPC_FILTER_MISSING_PASS = 0,  // pushed on without results; at once when no model serves
   GST_CUDA_IPC_FILTER_MISSING_DROP = 1,  // dropped
-  GST_CUDA_IPC_FILTER_MISSING_WAIT = 2,  // sent even with no model, which has `timeout` to answer
+  GST_CUDA_IPC_FILTER_MISSING_WAIT = 2,  // waits `timeout` for a model to serve, then as pass
 } GstCudaIpcFilterMissing;
 
 #define GST_TYPE_CUDA_IPC_RING_MODE (gst_cuda_ipc_ring_mode_get_type())

@@ -331,8 +331,29 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
       return ret;
     }
   }
-  const bool model =
-      st->model_replying.load(std::memory_order_relaxed) && st->producer->consumer_count() > 0;
+  auto serving = [st] {
+    return st->model_replying.load(std::memory_order_relaxed) && st->producer->consumer_count() > 0;
+  };
+  bool model = serving();
+  if (!model && policy == GST_CUDA_IPC_FILTER_MISSING_WAIT) {
+    // A model process that is starting (or restarting) gets one timeout to come.
+    const std::uint64_t until = monotonic_now_ns() + timeout;
+    std::unique_lock<std::mutex> lock(st->mu);
+    while (!st->flushing && !(model = serving()) && monotonic_now_ns() < until)
+      st->cv.wait_for(lock, std::chrono::milliseconds(2));
+    if (st->flushing) {
+      lock.unlock();
+      gst_buffer_unref(buf);
+      return GST_FLOW_FLUSHING;
+    }
+    if (!model) {
+      st->counts.timeouts.fetch_add(1, std::memory_order_relaxed);
+      const bool wake = st->pending.empty();
+      st->pending.add_unsent(buf);
+      if (wake) st->replies->interrupt();
+      return GST_FLOW_OK;
+    }
+  }
   if (!model && policy != GST_CUDA_IPC_FILTER_MISSING_WAIT) {
     st->counts.no_model.fetch_add(1, std::memory_order_relaxed);
     if (policy == GST_CUDA_IPC_FILTER_MISSING_DROP) {
@@ -454,8 +475,12 @@ static gboolean gst_cuda_ipc_filter_sink_query(GstPad* pad, GstObject* parent, G
       gst_query_set_accept_caps_result(query, ok);
       return TRUE;
     }
+    case GST_QUERY_ALLOCATION:
+      // Not forwarded: a frame stays here until its results come, up to max-inflight at once,
+      // which a downstream pool sized for one frame in flight (a cudaipcsink's slot pool lends
+      // one slot at a time) cannot allow. Upstream allocates from a pool of its own.
+      return FALSE;
     default:
-      // Allocation included: the buffers pushed on are upstream's own, so downstream's pool fits.
       return gst_pad_query_default(pad, parent, query);
   }
 }
@@ -628,7 +653,6 @@ static void gst_cuda_ipc_filter_init(GstCudaIpcFilter* self) {
   gst_pad_set_chain_function(self->sinkpad, gst_cuda_ipc_filter_chain);
   gst_pad_set_event_function(self->sinkpad, gst_cuda_ipc_filter_sink_event);
   gst_pad_set_query_function(self->sinkpad, gst_cuda_ipc_filter_sink_query);
-  GST_PAD_SET_PROXY_ALLOCATION(self->sinkpad);
   gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
   self->srcpad = gst_pad_new_from_template(gst_element_class_get_pad_template(klass, "src"), "src");
   gst_pad_set_activatemode_function(self->srcpad, gst_cuda_ipc_filter_src_activate_mode);
