@@ -28,7 +28,8 @@ PATH="$PWD/$venv/bin:$PATH" "$py" -m pip wheel -q --disable-pip-version-check --
 # The plugin and the native bench programs, from build/ (configured with the CUDA backend).
 [ -f build/build.ninja ] || { echo "no build/: run scripts/dev.sh test (or meson setup build) first" >&2; exit 2; }
 ninja -C build gst/libgstcudaipc.so tests/bench/cudaipc-bench-consumer-rate \
-  tests/bench/cudaipc-bench-producer-rate >/dev/null
+  tests/bench/cudaipc-bench-producer-rate tests/gst/bench/cudaipc-gst-filter-bench \
+  tests/gst/mp/cudaipc-gst-meta-peer >/dev/null
 for f in cudaipc-bench-consumer-rate cudaipc-bench-producer-rate; do
   cp -f "build/tests/bench/$f" "$dist/bench/"
 done
@@ -39,7 +40,8 @@ cp -fL "build/core/$soname" "$dist/bench/"
 # bundle: name the library itself.
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale videorate app debug coretracers \
 nvcodec videoparsersbad" bash ../shared/tools/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
-  "build/core/$soname" >/dev/null
+  "build/core/$soname" build/tests/gst/bench/cudaipc-gst-filter-bench \
+  build/tests/gst/mp/cudaipc-gst-meta-peer >/dev/null
 
 # A clip for the decoder pipeline: any H.264 encoder this machine's GStreamer has, fed I420 so the
 # stream is 4:2:0 (x264enc picks 4:4:4 otherwise, which NVDEC does not decode).

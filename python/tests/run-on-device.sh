@@ -61,6 +61,7 @@ else
   echo "no GStreamer bundle in $dist/gst: the pipeline tests skip" | tee -a "$out/environment.txt"
 fi
 [ -f "$dist/media/clip.h264" ] && export CUDAIPC_TEST_H264="$dist/media/clip.h264"
+[ -x "$dist/gst/bin/cudaipc-gst-meta-peer" ] && export CUDAIPC_GST_META_PEER="$dist/gst/bin/cudaipc-gst-meta-peer"
 "$py" -c 'import cudaipc, sys; print("cudaipc from", cudaipc.__file__)' | tee -a "$out/environment.txt"
 
 rc=0
@@ -77,5 +78,18 @@ if [ "$bench" -eq 1 ]; then
       --cxx-producer "$dist/bench/cudaipc-bench-producer-rate" 2>&1 | tee "$out/bench-$memory.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   done
+  # What metas cost publish() (docs/metas.md), and cudaipcfilter with a C++ and a Python null
+  # model on CUDA 1080p frames (docs/benchmarks.md).
+  timeout 300 "$py" python/bench/metas_overhead.py 2>&1 | tee "$out/bench-metas.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  if [ -x "$dist/gst/bin/cudaipc-gst-filter-bench" ]; then
+    (
+      # shellcheck disable=SC1091
+      source "$dist/gst/env.sh"
+      export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
+      timeout 300 cudaipc-gst-filter-bench --cuda --frames=3000 --python="$py"
+    ) 2>&1 | tee "$out/bench-filter.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  fi
 fi
 exit "$rc"

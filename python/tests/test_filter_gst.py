@@ -50,25 +50,46 @@ SUMMING_SERVER = textwrap.dedent("""
     with cudaipc.Server(sys.argv[1]) as s:
         print("serving", flush=True)
         for req in s:
-            img = req.numpy()
-            req.reply(meta={"pts": req.frame.pts, "sum": int(img.sum(dtype="int64"))})
+            if req.frame.device == "cpu":
+                total = int(req.numpy().sum(dtype="int64"))
+            else:
+                import torch
+                total = int(torch.from_dlpack(req).sum(dtype=torch.int64))
+            req.reply(meta={"pts": req.frame.pts, "sum": total})
 """)
 
 
-def test_python_server_answers_each_frame_with_its_own_result(tmp_path):
-    """Any GStreamer version: the results are a custom meta computed from each frame's pixels."""
+def cuda_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.parametrize("memory", ["host", "cuda"])
+def test_python_server_answers_each_frame_with_its_own_result(tmp_path, memory):
+    """Any GStreamer version: the results are a custom meta computed from each frame's pixels,
+    which the server reads from host memory, or zero-copy from the GPU (CUDA frames from
+    cudaupload, the sum taken with torch)."""
     n, w, h = 40, 64, 48
     model, out = str(tmp_path / "model"), str(tmp_path / "out")
     env = gst_env(tmp_path, PLUGIN_DIR)
     require_gst_elements(env, "videotestsrc")
+    if memory == "cuda":
+        if not cuda_gpu():
+            pytest.skip("no CUDA GPU (torch sees none): the CUDA case runs on the GPU machine")
+        require_gst_elements(env, "cudaupload")
+    upload = ["cudaupload", "!"] if memory == "cuda" else []
+    mode = [] if memory == "cuda" else ["ipc-mode=host"]
     server = start_server(["-c", SUMMING_SERVER, model])
     try:
         with cudaipc.Consumer(out, timeout=60) as c:
             pipe = subprocess.Popen(
                 [GST_LAUNCH, "-q", "videotestsrc", "pattern=ball", "animation-mode=frames",
                  f"num-buffers={n}", "!", f"video/x-raw,format=RGBA,width={w},height={h}", "!",
-                 "cudaipcfilter", "ipc-mode=host", f"socket-path={model}", "on-missing=wait",
-                 "timeout=10000000000", "!", "cudaipcringsink", "ipc-mode=host",
+                 *upload, "cudaipcfilter", *mode, f"socket-path={model}", "on-missing=wait",
+                 "timeout=10000000000", "!", "cudaipcringsink", *mode,
                  "wait-for-consumer=true", f"socket-path={out}"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             seen = 0
@@ -123,6 +144,11 @@ def ball_boxes(lines, w, h):
     return out
 
 
+needs_peer = pytest.mark.skipif(not os.access(PEER, os.X_OK),
+                                reason=f"cudaipc-gst-meta-peer is not built ({PEER})")
+
+
+@needs_peer
 def test_serve_detector_finds_the_ball_in_every_frame(tmp_path):
     n, w, h = 60, 320, 240
     model = str(tmp_path / "det")
@@ -144,6 +170,7 @@ def test_serve_detector_finds_the_ball_in_every_frame(tmp_path):
     assert f"done requests={n}" in out, (out, err)
 
 
+@needs_peer
 def test_model_killed_mid_stream_is_replaced_and_the_pipeline_plays_on(tmp_path):
     n, w, h = 150, 160, 120  # 5 s live
     model = str(tmp_path / "det")
@@ -173,6 +200,7 @@ def test_model_killed_mid_stream_is_replaced_and_the_pipeline_plays_on(tmp_path)
     assert all(boxes[i] for i in range(n - 30, n)), missing  # and the second one the end
 
 
+@needs_peer
 def test_pipeline_killed_and_the_model_serves_the_next(tmp_path):
     model = str(tmp_path / "det")
     server = start_server([SERVE, model])

@@ -17,6 +17,10 @@ for probe in cudaipc-bench-blocked-streams cudaipc-bench-timeslice; do
   if [ -f "$build/tests/bench/$probe" ]; then cp -f "$build/tests/bench/$probe" "$dest/"; fi
 done
 # Only the name the binaries ask for (the soname), as a plain file.
+# The cudaipc command's CUDA paths (issue #21): pub in GPU memory, cat's download.
+if [ -x "$build/core/cli/cudaipc" ]; then
+  cp -f "$build/core/cli/cudaipc" "$(dirname "$0")/../cli/gpu_cli.sh" "$dest/"
+fi
 soname=$(readelf -d "$build/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$build/core/$soname" "$dest/"
 # Debug info is most of their size, and what travels to the device is capped.

@@ -37,6 +37,8 @@ run() {
   f=${f:-0}
   # A crash, a timeout or a sanitizer report with no failed test still counts as one failure.
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ "$f" -eq 0 ]; then f=1; fi
+  # A script (not a gtest binary) that exits 0 is one passed test.
+  if [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then p=1; fi
   passed=$((passed + p))
   failed=$((failed + f))
   printf '%-14s rc=%-3s %4ss  passed %s, failed %s\n' "$name" "$rc" $((SECONDS - start)) "$p" "$f" \
@@ -53,6 +55,9 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   peers='*Killed*:*Stopped*:*Evicted*'
   run gpu-channel 360 "$dir/cudaipc-gpu-channel-test" --gtest_filter="-$peers"
   run gpu-peer-death 180 "$dir/cudaipc-gpu-channel-test" --gtest_filter="$peers"
+  if [ -x "$dir/cudaipc" ]; then
+    run gpu-cli 90 sh "$dir/gpu_cli.sh" "$dir/cudaipc"
+  fi
 fi
 
 if [ "$what" = all ] || [ "$what" = sanitize ]; then

@@ -18,7 +18,7 @@ cp -f "$here/run-gst-gpu.sh" "$here/device-all.sh" "$dest/"
 # libcudaipc by its soname: the plugin finds it through an $ORIGIN run path that a copy loses.
 soname=$(readelf -d "$b122/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 progs=("$b122/tests/gst/gpu/cudaipc-gst-verify" "$b122/core/$soname")
-for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench; do
+for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench cudaipc-gst-filter-bench; do
   [ -x "$b122/tests/gst/bench/$prog" ] && progs+=("$b122/tests/gst/bench/$prog")
 done
 [ -x "$b122/tests/gst/mp/cudaipc-gst-meta-peer" ] && progs+=("$b122/tests/gst/mp/cudaipc-gst-meta-peer")
@@ -28,7 +28,7 @@ GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale app shm nvcodec 
 cp -f "$shared/gst-1.28/gst-1.28-prefix.tar.gz" "$dest/g128/"
 cp -f "$b128/gst/libgstcudaipc.so" "$dest/g128/plugins/"
 cp -f "$b128/tests/gst/gpu/cudaipc-gst-verify" "$dest/g128/bin/"
-for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench; do
+for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench cudaipc-gst-filter-bench; do
   [ -x "$b128/tests/gst/bench/$prog" ] && cp -f "$b128/tests/gst/bench/$prog" "$dest/g128/bin/"
 done
 [ -x "$b128/tests/gst/mp/cudaipc-gst-meta-peer" ] && cp -f "$b128/tests/gst/mp/cudaipc-gst-meta-peer" "$dest/g128/bin/"

@@ -37,6 +37,10 @@ if [ -x "$dir/g128/bin/cudaipc-gst-bench" ]; then
         --warmup=30 --transports=cudaipc-cuda-appsrc-import,cudaipc-cuda-appsrc-copy
       timeout -k 5 60 "$dir/g128/bin/cudaipc-gst-meta-bench" --frames=20000
     fi
+    # cudaipcfilter with a C++ null model, 1080p CUDA frames, beside identity.
+    if [ -x "$dir/g128/bin/cudaipc-gst-filter-bench" ]; then
+      timeout -k 5 120 "$dir/g128/bin/cudaipc-gst-filter-bench" --cuda --frames=5000
+    fi
   ) >"$out/bench-128.txt" 2>&1
   rm -rf "$g"
 fi

@@ -115,6 +115,27 @@ meta_case() {  # meta_case TAG IO_MODE
   fi
 }
 
+# cudaipcfilter on CUDA frames (docs/elements.md): 1080p NV12 from cudaupload through the filter,
+# a C++ model (cudaipc::Server) reading each as a CUDA request and answering with a meta naming
+# the frame's timestamp; the run fails unless every frame comes back with its own result.
+filter_case() {  # filter_case TAG
+  local n=$1-filter bench=$root/$1/bin/cudaipc-gst-filter-bench start=$SECONDS
+  [ -x "$bench" ] || bench=$(command -v cudaipc-gst-filter-bench || true)
+  if [ -z "$bench" ]; then
+    skipped=$((skipped + 1))
+    note "SKIP $n: no cudaipc-gst-filter-bench in the bundle"
+    return
+  fi
+  if timeout -k 5 120 "$bench" --cuda --frames=600 --dir="$work" >"$out/$n.log" 2>&1; then
+    passed=$((passed + 1))
+    note "PASS $n ($((SECONDS - start))s) $(grep 'C++ null model' "$out/$n.log" | cut -c1-120)"
+  else
+    failed=$((failed + 1))
+    note "FAIL $n"
+    tail -n 4 "$out/$n.log" | cut -c1-300 | sed 's/^/    /' | tee -a "$summary"
+  fi
+}
+
 # GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports, $3
 # the path cudaupload's frames take into slots (1.24+: cudaupload writes into the sink's slots).
 gpu_cases() {
@@ -152,6 +173,7 @@ gpu_cases() {
       --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-cudaconvert-into-slots.sock ! cudadownload ! appsink name=out"
   fi
   for io in $iomodes; do meta_case "$tag" "$io"; done
+  filter_case "$tag"
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"

@@ -1,0 +1,332 @@
+// cudaipc-gst-filter-bench: what cudaipcfilter costs a frame (docs/benchmarks.md). Pre-made frames
+// (1080p NV12 by default; in CUDA memory with --cuda) are pushed as fast as the pipeline takes them
+// through `appsrc ! X ! fakesink`, X being, in one run:
+//   identity                      the baseline: a pass-through element
+//   filter, no model              cudaipcfilter on-missing=pass with nobody serving (its own cost)
+//   filter, C++ null model        cudaipc::Server on a thread replying at once with one custom meta
+//   filter, Python null model     a Python cudaipc.Server process doing the same (--python PY)
+// and prints per row element entry -> pushed on p50/p99 (pad probes keyed by the frame index) and
+// frames/s with max-inflight frames out. Every frame of a served row must carry the result the
+// model made from that frame's timestamp, or the run fails.
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+#include <gst/gst.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/metas.hpp"
+#include "cudaipc/server.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int frames = 3000;
+  int width = 1920, height = 1080;
+  bool cuda = false;
+  unsigned inflight = 4;
+  std::string python;  // interpreter for the Python row; empty: no Python row
+  std::string dir = "/tmp";
+};
+
+std::uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// The model's answer: one custom meta naming the frame's pts.
+std::vector<std::uint8_t> result_for(std::uint64_t pts) {
+  std::vector<std::uint8_t> area(256);
+  cudaipc::metas::AreaWriter w(area.data(), area.size());
+  if (std::uint8_t* b = w.begin_record(cudaipc::metas::RecordKind::custom, "bench-result", 64)) {
+    cudaipc::metas::CustomWriter cw(b, 64);
+    cw.add_uint64("pts", pts);
+    w.commit_record(cw.finish());
+  }
+  area.resize(w.size());
+  return area;
+}
+
+class CppModel {
+ public:
+  explicit CppModel(const std::string& path) {
+    cudaipc::ServerOptions o;
+    o.path = path;
+    server_ = std::make_unique<cudaipc::Server>(o);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        cudaipc::ServerEvent e = server_->next(std::chrono::milliseconds(20));
+        if (e.type != cudaipc::ServerEventType::request) continue;
+        const std::vector<std::uint8_t> r = result_for(e.request.desc().pts);
+        server_->reply(e.request, r.data(), static_cast<std::uint32_t>(r.size()));
+      }
+    });
+  }
+  ~CppModel() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::unique_ptr<cudaipc::Server> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+const char* kPythonModel =
+    "import sys, cudaipc\n"
+    "with cudaipc.Server(sys.argv[1]) as s:\n"
+    "    print('serving', flush=True)\n"
+    "    for req in s:\n"
+    "        req.reply(meta={'pts': req.frame.pts})\n";
+
+// A Python server process, until destroyed.
+class PythonModel {
+ public:
+  PythonModel(const std::string& python, const std::string& path) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      execlp(python.c_str(), python.c_str(), "-c", kPythonModel, path.c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    char buf[16] = {};
+    const ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    if (n <= 0 || std::strncmp(buf, "serving", 7) != 0)
+      throw std::runtime_error("the Python model did not start (" + python + ")");
+  }
+  ~PythonModel() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct Row {
+  std::string name;
+  double p50 = 0, p99 = 0, fps = 0;
+  int answered = 0, frames = 0;
+};
+
+struct Timing {
+  std::vector<std::uint64_t> in, out;
+  std::vector<int> results;  // per frame: 1 when its own result came
+};
+
+GstPadProbeReturn on_in(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  auto* t = static_cast<Timing*>(data);
+  GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
+  const std::size_t i = GST_BUFFER_OFFSET(b);
+  if (i < t->in.size()) t->in[i] = now_ns();
+  return GST_PAD_PROBE_OK;
+}
+
+GstPadProbeReturn on_out(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  auto* t = static_cast<Timing*>(data);
+  const std::uint64_t ns = now_ns();
+  GstBuffer* b = GST_PAD_PROBE_INFO_BUFFER(info);
+  const std::size_t i = GST_BUFFER_OFFSET(b);
+  if (i >= t->out.size()) return GST_PAD_PROBE_OK;
+  t->out[i] = ns;
+  gpointer state = nullptr;
+  while (GstMeta* m = gst_buffer_iterate_meta(b, &state)) {
+    if (!gst_meta_info_is_custom(m->info)) continue;
+    auto* cm = reinterpret_cast<GstCustomMeta*>(m);
+    GstStructure* s = gst_custom_meta_get_structure(cm);
+    guint64 pts = 0;
+    gint64 spts = -1;
+    if ((gst_structure_get_uint64(s, "pts", &pts) && pts == GST_BUFFER_PTS(b)) ||
+        (gst_structure_get_int64(s, "pts", &spts) && spts == (gint64)GST_BUFFER_PTS(b)))
+      t->results[i] = 1;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+std::vector<GstBuffer*> make_frames(const Options& o, GstCaps** caps, GstContext** ctx) {
+  const std::string desc =
+      "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=NV12,width=" +
+      std::to_string(o.width) + ",height=" + std::to_string(o.height) +
+      (o.cuda ? " ! cudaupload" : "") + " ! appsink name=out";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(desc.c_str(), &err);
+  if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
+  GstElement* out = gst_bin_get_by_name(GST_BIN(p), "out");
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  std::vector<GstBuffer*> bufs;
+  while (bufs.size() < 8) {
+    GstSample* s = gst_app_sink_try_pull_sample(GST_APP_SINK(out), 10 * GST_SECOND);
+    if (!s) throw std::runtime_error(desc + ": no frame");
+    if (!*caps) *caps = gst_caps_ref(gst_sample_get_caps(s));
+    bufs.push_back(gst_buffer_copy_deep(gst_sample_get_buffer(s)));
+    gst_sample_unref(s);
+  }
+  *ctx = nullptr;
+  if (o.cuda) {
+    // The frames' CUDA context, so the run's elements use the same one.
+    GstQuery* q = gst_query_new_context("gst.cuda.context");
+    GstPad* pad = gst_element_get_static_pad(out, "sink");
+    if (gst_pad_peer_query(pad, q)) gst_query_parse_context(q, ctx), *ctx = gst_context_ref(*ctx);
+    gst_object_unref(pad);
+    gst_query_unref(q);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(out);
+  gst_object_unref(p);
+  return bufs;
+}
+
+Row run(const Options& o, const std::string& name, const std::string& element,
+        const std::vector<GstBuffer*>& bufs, GstCaps* caps, GstContext* ctx, bool served) {
+  const std::string desc = "appsrc name=in format=time ! " + element + " ! fakesink sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(desc.c_str(), &err);
+  if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
+  if (ctx) gst_element_set_context(p, ctx);
+  GstElement* in = gst_bin_get_by_name(GST_BIN(p), "in");
+  GstElement* x = gst_bin_get_by_name(GST_BIN(p), "x");
+  g_object_set(in, "caps", caps, "max-bytes", (guint64)0, "max-buffers", (guint64)8, "block", TRUE,
+               nullptr);
+  Timing t;
+  t.in.assign(o.frames, 0);
+  t.out.assign(o.frames, 0);
+  t.results.assign(o.frames, 0);
+  GstPad* sp = gst_element_get_static_pad(x, "sink");
+  GstPad* op = gst_element_get_static_pad(x, "src");
+  gst_pad_add_probe(sp, GST_PAD_PROBE_TYPE_BUFFER, on_in, &t, nullptr);
+  gst_pad_add_probe(op, GST_PAD_PROBE_TYPE_BUFFER, on_out, &t, nullptr);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(p);
+  const auto start = Clock::now();
+  for (int i = 0; i < o.frames; ++i) {
+    GstBuffer* b = gst_buffer_copy(bufs[i % bufs.size()]);
+    GST_BUFFER_PTS(b) = i * GST_MSECOND;
+    GST_BUFFER_OFFSET(b) = i;
+    if (gst_app_src_push_buffer(GST_APP_SRC(in), b) != GST_FLOW_OK) break;
+  }
+  gst_app_src_end_of_stream(GST_APP_SRC(in));
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 120 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!m || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
+    throw std::runtime_error(name + ": " + (m ? "error" : "no EOS within 120 s"));
+  gst_message_unref(m);
+  gst_element_set_state(p, GST_STATE_NULL);
+  for (GstObject* obj : {GST_OBJECT(bus), GST_OBJECT(sp), GST_OBJECT(op), GST_OBJECT(in),
+                         GST_OBJECT(x), GST_OBJECT(p)})
+    gst_object_unref(obj);
+
+  Row r;
+  r.name = name;
+  r.frames = o.frames;
+  std::vector<double> lat;
+  const int warm = std::min(100, o.frames / 10);
+  for (int i = warm; i < o.frames; ++i)
+    if (t.in[i] && t.out[i]) lat.push_back((t.out[i] - t.in[i]) / 1000.0);
+  std::sort(lat.begin(), lat.end());
+  if (!lat.empty()) {
+    r.p50 = lat[lat.size() / 2];
+    r.p99 = lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
+  }
+  r.fps = o.frames / secs;
+  for (int v : t.results) r.answered += v;
+  if (served && r.answered < o.frames - warm)
+    throw std::runtime_error(name + ": only " + std::to_string(r.answered) + " of " +
+                             std::to_string(o.frames) + " frames came back with their own result");
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&](const char* k) { return a.substr(std::strlen(k)); };
+    if (a.rfind("--frames=", 0) == 0)
+      o.frames = std::atoi(val("--frames=").c_str());
+    else if (a.rfind("--width=", 0) == 0)
+      o.width = std::atoi(val("--width=").c_str());
+    else if (a.rfind("--height=", 0) == 0)
+      o.height = std::atoi(val("--height=").c_str());
+    else if (a.rfind("--inflight=", 0) == 0)
+      o.inflight = std::atoi(val("--inflight=").c_str());
+    else if (a.rfind("--python=", 0) == 0)
+      o.python = val("--python=");
+    else if (a.rfind("--dir=", 0) == 0)
+      o.dir = val("--dir=");
+    else if (a == "--cuda")
+      o.cuda = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: cudaipc-gst-filter-bench [--frames=N] [--width=W --height=H] [--cuda] "
+                   "[--inflight=N] [--python=PYTHON] [--dir=DIR]\n");
+      return 2;
+    }
+  }
+  gst_init(&argc, &argv);
+  try {
+    GstCaps* caps = nullptr;
+    GstContext* ctx = nullptr;
+    std::vector<GstBuffer*> bufs = make_frames(o, &caps, &ctx);
+    char tmpl[256];
+    std::snprintf(tmpl, sizeof tmpl, "%s/filter-bench-XXXXXX", o.dir.c_str());
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp in " + o.dir);
+    const std::string dir = tmpl;
+    const std::string mode = o.cuda ? "" : " ipc-mode=host";
+    auto filter = [&](const std::string& path, const std::string& extra) {
+      return "cudaipcfilter name=x socket-path=" + path + mode +
+             " max-inflight=" + std::to_string(o.inflight) + " " + extra;
+    };
+    std::vector<Row> rows;
+    rows.push_back(run(o, "identity (baseline)", "identity name=x", bufs, caps, ctx, false));
+    rows.push_back(run(o, "filter, no model", filter(dir + "/none", "on-missing=pass"), bufs, caps,
+                       ctx, false));
+    {
+      CppModel model(dir + "/cpp");
+      rows.push_back(run(o, "filter, C++ null model",
+                         filter(dir + "/cpp", "on-missing=wait timeout=5000000000"), bufs, caps,
+                         ctx, true));
+    }
+    if (!o.python.empty()) {
+      PythonModel model(o.python, dir + "/py");
+      rows.push_back(run(o, "filter, Python null model",
+                         filter(dir + "/py", "on-missing=wait timeout=5000000000"), bufs, caps, ctx,
+                         true));
+    }
+    std::printf("\ncudaipcfilter, %dx%d NV12 in %s memory, %d frames, max-inflight=%u\n\n", o.width,
+                o.height, o.cuda ? "CUDA" : "system", o.frames, o.inflight);
+    std::printf("| element | entry -> pushed p50 us | p99 us | frames/s | own result |\n");
+    std::printf("|---|---|---|---|---|\n");
+    for (const Row& r : rows)
+      std::printf("| %s | %.1f | %.1f | %.0f | %d/%d |\n", r.name.c_str(), r.p50, r.p99, r.fps,
+                  r.answered, r.frames);
+    for (GstBuffer* b : bufs) gst_buffer_unref(b);
+    gst_caps_unref(caps);
+    if (ctx) gst_context_unref(ctx);
+    rmdir(dir.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAILED: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
