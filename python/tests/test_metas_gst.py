@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from typing import Dict, List
 
 import numpy as np
@@ -171,6 +172,11 @@ def ball_and_detector(tmp_path, n: int, w: int, h: int):
         [sys.executable, os.path.join(REPO, "examples", "python", "detect.py"), cam, det,
          "--frames", str(n), "--wait-for-consumer", "30"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The detector publishes once its imports (torch, where installed: seconds on a cold machine)
+    # are done and the first frame came; readers start then, within their own timeouts.
+    deadline = time.monotonic() + 120
+    while not os.path.exists(det) and detector.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     return det, producer, detector
 
 
