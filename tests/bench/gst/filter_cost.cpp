@@ -63,9 +63,10 @@ std::vector<std::uint8_t> result_for(std::uint64_t pts) {
 
 class CppModel {
  public:
-  explicit CppModel(const std::string& path) {
+  CppModel(const std::string& path, bool cpu_wait) {
     cudaipc::ServerOptions o;
     o.path = path;
+    o.cuda.cpu_wait = cpu_wait;
     server_ = std::make_unique<cudaipc::Server>(o);
     thread_ = std::thread([this] {
       while (!stop_) {
@@ -302,9 +303,17 @@ int main(int argc, char** argv) {
     rows.push_back(run(o, "filter, no model", filter(dir + "/none", "on-missing=pass"), bufs, caps,
                        ctx, false));
     {
-      CppModel model(dir + "/cpp");
+      CppModel model(dir + "/cpp", false);
       rows.push_back(run(o, "filter, C++ null model",
                          filter(dir + "/cpp", "on-missing=wait timeout=5000000000"), bufs, caps,
+                         ctx, true));
+    }
+    if (o.cuda) {
+      // The model waits on the CPU for each frame's bytes to land before it takes it, so its
+      // release is a CPU store, not a GPU write the filter's next copy must wait for.
+      CppModel model(dir + "/cpw", true);
+      rows.push_back(run(o, "filter, C++ null model, cpu-wait",
+                         filter(dir + "/cpw", "on-missing=wait timeout=5000000000"), bufs, caps,
                          ctx, true));
     }
     if (!o.python.empty()) {
