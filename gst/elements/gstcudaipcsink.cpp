@@ -470,6 +470,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
   const std::uint64_t entry = monotonic_now_ns();
+  GST_TRACE_OBJECT(self, "render %" GST_PTR_FORMAT, buf);
   // However render() ends, the slot pool may lend again once this buffer is through.
   struct Rendered {
     GstBuffer* buf;
@@ -527,12 +528,14 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
                       ("the format announced %" G_GUINT64_FORMAT " bytes", st->sent_size));
     return GST_FLOW_ERROR;
   }
+  GST_TRACE_OBJECT(self, "slot %u taken", slot.index());
   if (!copy_into_slot(*st->producer, st->context, st->order, buf, slot, bytes, st->caps.tensors,
                       &error)) {
     GST_ELEMENT_ERROR(self, RESOURCE, WRITE,
                       ("Could not copy the frame into a slot: %s", error.c_str()), (nullptr));
     return GST_FLOW_ERROR;
   }
+  GST_TRACE_OBJECT(self, "frame copied into slot %u", slot.index());
   const TimingRecord timing = timing_of(GST_BASE_SINK(self), buf, entry);
   FrameInfo info = frame_info(buf, timing);
   add_metas(self, buf, slot, info);
@@ -544,6 +547,7 @@ static GstFlowReturn gst_cuda_ipc_ring_sink_render(GstBaseSink* sink, GstBuffer*
     return GST_FLOW_ERROR;
   }
   st->copied.fetch_add(1, std::memory_order_relaxed);
+  GST_TRACE_OBJECT(self, "frame published");
   return GST_FLOW_OK;
 }
 

@@ -80,7 +80,7 @@ def test_python_server_answers_each_frame_with_its_own_result(tmp_path, memory):
         if not cuda_gpu():
             pytest.skip("no CUDA GPU (torch sees none): the CUDA case runs on the GPU machine")
         require_gst_elements(env, "cudaupload")
-    upload = ["cudaupload", "!"] if memory == "cuda" else []
+    upload = ["cudaupload", "!", "video/x-raw(memory:CUDAMemory)", "!"] if memory == "cuda" else []
     mode = [] if memory == "cuda" else ["ipc-mode=host"]
     server = start_server(["-c", SUMMING_SERVER, model])
     try:

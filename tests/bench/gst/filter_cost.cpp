@@ -29,6 +29,7 @@
 
 #include "cudaipc/metas.hpp"
 #include "cudaipc/server.hpp"
+#include "gst_bench.hpp"
 
 namespace {
 
@@ -61,19 +62,45 @@ std::vector<std::uint8_t> result_for(std::uint64_t pts) {
   return area;
 }
 
+// When each served frame reached each step (CLOCK_MONOTONIC ns, by frame index = pts / 1 ms), so
+// a row's latency can be split: filter entry -> inner sink render -> published -> the model has it
+// -> replied -> pushed on.
+struct Steps {
+  explicit Steps(int frames) : render(frames), published(frames), acquired(frames), replied(frames) {}
+  std::vector<std::uint64_t> render, published, acquired, replied;
+};
+
+// The inner cudaipcsink's TimingRecord (gst/format/time_sync.h) rides in the request's user meta:
+// its render() entry is its last field.
+std::uint64_t sink_render_entry(const cudaipc::FrameDesc& d) {
+  std::uint64_t words[3] = {};
+  if (d.user_meta_size != 4 + 4 + 3 * 8) return 0;
+  std::memcpy(words, d.user_meta + 8, 3 * 8);
+  return words[2];
+}
+
 class CppModel {
  public:
-  CppModel(const std::string& path, bool cpu_wait) {
+  CppModel(const std::string& path, bool cpu_wait, Steps* steps = nullptr) {
     cudaipc::ServerOptions o;
     o.path = path;
     o.cuda.cpu_wait = cpu_wait;
     server_ = std::make_unique<cudaipc::Server>(o);
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, steps] {
       while (!stop_) {
         cudaipc::ServerEvent e = server_->next(std::chrono::milliseconds(20));
         if (e.type != cudaipc::ServerEventType::request) continue;
-        const std::vector<std::uint8_t> r = result_for(e.request.desc().pts);
+        const std::uint64_t acquired = now_ns();
+        const cudaipc::FrameDesc d = e.request.desc();
+        const std::vector<std::uint8_t> r = result_for(d.pts);
         server_->reply(e.request, r.data(), static_cast<std::uint32_t>(r.size()));
+        const std::size_t i = d.pts / 1000000;
+        if (steps && i < steps->render.size()) {
+          steps->render[i] = sink_render_entry(d);
+          steps->published[i] = d.publish_time_ns;
+          steps->acquired[i] = acquired;
+          steps->replied[i] = now_ns();
+        }
       }
     });
   }
@@ -127,6 +154,7 @@ struct Row {
   std::string name;
   double p50 = 0, p99 = 0, fps = 0;
   int answered = 0, frames = 0;
+  std::vector<double> split;  // p50 of each step, when the model recorded them
 };
 
 struct Timing {
@@ -167,7 +195,7 @@ std::vector<GstBuffer*> make_frames(const Options& o, GstCaps** caps, GstContext
   const std::string desc =
       "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=NV12,width=" +
       std::to_string(o.width) + ",height=" + std::to_string(o.height) +
-      (o.cuda ? " ! cudaupload" : "") + " ! appsink name=out";
+      (o.cuda ? " ! cudaupload ! video/x-raw(memory:CUDAMemory)" : "") + " ! appsink name=out";
   GError* err = nullptr;
   GstElement* p = gst_parse_launch(desc.c_str(), &err);
   if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
@@ -181,23 +209,25 @@ std::vector<GstBuffer*> make_frames(const Options& o, GstCaps** caps, GstContext
     bufs.push_back(gst_buffer_copy_deep(gst_sample_get_buffer(s)));
     gst_sample_unref(s);
   }
-  *ctx = nullptr;
-  if (o.cuda) {
-    // The frames' CUDA context, so the run's elements use the same one.
-    GstQuery* q = gst_query_new_context("gst.cuda.context");
-    GstPad* pad = gst_element_get_static_pad(out, "sink");
-    if (gst_pad_peer_query(pad, q)) gst_query_parse_context(q, ctx), *ctx = gst_context_ref(*ctx);
-    gst_object_unref(pad);
-    gst_query_unref(q);
-  }
+  // The frames' own CUDA context, so the run's elements use the same one (as nvh264dec !
+  // cudaipcfilter share theirs through context queries).
+  *ctx = o.cuda ? gstbench::cuda_context_of(bufs[0]) : nullptr;
+  if (o.cuda && !*ctx) throw std::runtime_error(desc + ": the frames are not in CUDA memory");
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(out);
   gst_object_unref(p);
   return bufs;
 }
 
+double p50(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 Row run(const Options& o, const std::string& name, const std::string& element,
-        const std::vector<GstBuffer*>& bufs, GstCaps* caps, GstContext* ctx, bool served) {
+        const std::vector<GstBuffer*>& bufs, GstCaps* caps, GstContext* ctx, bool served,
+        const Steps* steps = nullptr) {
   const std::string desc = "appsrc name=in format=time ! " + element + " ! fakesink sync=false";
   GError* err = nullptr;
   GstElement* p = gst_parse_launch(desc.c_str(), &err);
@@ -250,6 +280,18 @@ Row run(const Options& o, const std::string& name, const std::string& element,
   }
   r.fps = o.frames / secs;
   for (int v : t.results) r.answered += v;
+  if (steps) {
+    const std::vector<const std::vector<std::uint64_t>*> at = {
+        &t.in, &steps->render, &steps->published, &steps->acquired, &steps->replied, &t.out};
+    for (std::size_t k = 0; k + 1 < at.size(); ++k) {
+      std::vector<double> d;
+      for (int i = warm; i < o.frames; ++i) {
+        const std::uint64_t a = (*at[k])[i], b = (*at[k + 1])[i];
+        if (a && b) d.push_back((static_cast<double>(b) - static_cast<double>(a)) / 1000.0);
+      }
+      r.split.push_back(p50(std::move(d)));
+    }
+  }
   if (served && r.answered < o.frames - warm)
     throw std::runtime_error(name + ": only " + std::to_string(r.answered) + " of " +
                              std::to_string(o.frames) + " frames came back with their own result");
@@ -303,18 +345,20 @@ int main(int argc, char** argv) {
     rows.push_back(run(o, "filter, no model", filter(dir + "/none", "on-missing=pass"), bufs, caps,
                        ctx, false));
     {
-      CppModel model(dir + "/cpp", false);
+      Steps steps(o.frames);
+      CppModel model(dir + "/cpp", false, &steps);
       rows.push_back(run(o, "filter, C++ null model",
                          filter(dir + "/cpp", "on-missing=wait timeout=5000000000"), bufs, caps,
-                         ctx, true));
+                         ctx, true, &steps));
     }
     if (o.cuda) {
       // The model waits on the CPU for each frame's bytes to land before it takes it, so its
       // release is a CPU store, not a GPU write the filter's next copy must wait for.
-      CppModel model(dir + "/cpw", true);
+      Steps steps(o.frames);
+      CppModel model(dir + "/cpw", true, &steps);
       rows.push_back(run(o, "filter, C++ null model, cpu-wait",
                          filter(dir + "/cpw", "on-missing=wait timeout=5000000000"), bufs, caps,
-                         ctx, true));
+                         ctx, true, &steps));
     }
     if (!o.python.empty()) {
       PythonModel model(o.python, dir + "/py");
@@ -329,6 +373,15 @@ int main(int argc, char** argv) {
     for (const Row& r : rows)
       std::printf("| %s | %.1f | %.1f | %.0f | %d/%d |\n", r.name.c_str(), r.p50, r.p99, r.fps,
                   r.answered, r.frames);
+    std::printf("\nWhere a served frame's time goes, p50 us per step (the model on a thread):\n\n");
+    std::printf("| row | entry -> sink render | render -> published | published -> model has it "
+                "| model: reply | replied -> pushed on |\n|---|---|---|---|---|---|\n");
+    for (const Row& r : rows) {
+      if (r.split.size() != 5) continue;
+      std::printf("| %s |", r.name.c_str());
+      for (double v : r.split) std::printf(" %.1f |", v);
+      std::printf("\n");
+    }
     for (GstBuffer* b : bufs) gst_buffer_unref(b);
     gst_caps_unref(caps);
     if (ctx) gst_context_unref(ctx);
