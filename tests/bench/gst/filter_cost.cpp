@@ -66,7 +66,8 @@ std::vector<std::uint8_t> result_for(std::uint64_t pts) {
 // a row's latency can be split: filter entry -> inner sink render -> published -> the model has it
 // -> replied -> pushed on.
 struct Steps {
-  explicit Steps(int frames) : render(frames), published(frames), acquired(frames), replied(frames) {}
+  explicit Steps(int frames)
+      : render(frames), published(frames), acquired(frames), replied(frames) {}
   std::vector<std::uint64_t> render, published, acquired, replied;
 };
 
@@ -374,8 +375,9 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.1f | %.1f | %.0f | %d/%d |\n", r.name.c_str(), r.p50, r.p99, r.fps,
                   r.answered, r.frames);
     std::printf("\nWhere a served frame's time goes, p50 us per step (the model on a thread):\n\n");
-    std::printf("| row | entry -> sink render | render -> published | published -> model has it "
-                "| model: reply | replied -> pushed on |\n|---|---|---|---|---|---|\n");
+    std::printf(
+        "| row | entry -> sink render | render -> published | published -> model has it "
+        "| model: reply | replied -> pushed on |\n|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
       if (r.split.size() != 5) continue;
       std::printf("| %s |", r.name.c_str());
