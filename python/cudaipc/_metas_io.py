@@ -12,8 +12,9 @@ import numpy as np
 
 from . import _lib
 from ._errors import InvalidArgumentError
-from ._metas import (KIND_CUSTOM, MAX_AREA, BodyRecord, CustomRecord, Decoded, Encoded,
-                     check_raw_area, custom_body, decode_area, layout, record_encoder, write_area)
+from ._metas import (AREA_HEADER, KIND_CUSTOM, MAX_AREA, BodyRecord, CustomRecord, Decoded,
+                     Encoded, check_raw_area, custom_body, decode_area, layout, record_encoder,
+                     too_big, write_area)
 from ._metas_analytics import AnalyticsRecord, classifications, detections, tracks
 from ._metas_analytics_write import AnalyticsEncoder, _Scratch, detections_area
 from ._metas_detections import detections_input
@@ -76,13 +77,21 @@ class MetaWriter:
             raw = check_raw_area(metas, cap)
             buf[:raw.nbytes] = raw
             return raw.nbytes
-        if tensors is None and meta is None and metas is None and classifications is None and \
+        if tensors is None and metas is None and classifications is None and \
                 tracks is None and relations is None and detections is not None:
+            # A detector's usual answer: its boxes, perhaps with a dict of its own (a model
+            # serving cudaipcfilter names the frame's timestamp that way).
             det = detections_input(detections)
             if det.track_ids is None:
-                return detections_area(buf, cap, det, label_names, self.scratch)
-            return self._records(buf, [AnalyticsEncoder(det, None, None, None, label_names,
-                                                        self.scratch)])
+                used = detections_area(buf, cap, det, label_names, self.scratch)
+                if meta is None:
+                    return used
+                if used:
+                    return self._append_custom(buf, used, meta)
+            records = [AnalyticsEncoder(det, None, None, None, label_names, self.scratch)]
+            if meta is not None:
+                records.append(BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta)))
+            return self._records(buf, records)
         records: List[Encoded] = []
         if detections is not None or classifications is not None or tracks is not None or \
                 relations is not None:
@@ -99,6 +108,16 @@ class MetaWriter:
                                            "area")
             records += [record_encoder(r) for r in metas]
         return self._records(buf, records)
+
+    def _append_custom(self, buf: np.ndarray, used: int, meta: Mapping[str, Any]) -> int:
+        """The custom record after an area's last record, as layout() would have placed it."""
+        rec = BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta))
+        magic, version, count, _, flags = AREA_HEADER.unpack_from(buf, 0)
+        if used + rec.size > self.capacity:
+            too_big(used + rec.size, self.capacity)
+        rec.write(buf, used)
+        AREA_HEADER.pack_into(buf, 0, magic, version, count + 1, used + rec.size, flags)
+        return used + rec.size
 
     def _records(self, buf: np.ndarray, records: List[Encoded]) -> int:
         if not records:

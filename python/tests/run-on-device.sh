@@ -4,7 +4,8 @@
 # here. Uses the machine's python3 (torch, cupy, numpy already installed); each test is limited to
 # CUDAIPC_TEST_TIMEOUT seconds (default 120). Logs, the JUnit report and the bench tables go to
 # $OUT (default build/python-device-out).
-#   python/tests/run-on-device.sh [--bench|--bench-only] [--tests-only] [DIST_DIR] [-- PYTEST_ARGS]
+#   python/tests/run-on-device.sh [--bench|--bench-only|--filter-bench-only] [--tests-only]
+#       [DIST_DIR] [-- PYTEST_ARGS]
 #   (DIST_DIR: default build/python-dist; PYTEST_ARGS: default python/tests)
 # The carried GStreamer bundle (DIST_DIR/gst) is used for the gst-launch-1.0 pipelines only: this
 # process and the tests' Python keep the machine's own libraries (torch needs its libstdc++).
@@ -12,12 +13,14 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 bench=0
 tests=1
+filter_only=0
 dist=build/python-dist
 tests_to_run=(python/tests)
 while [ $# -gt 0 ]; do
   case $1 in
     --bench) bench=1 ;;
     --bench-only) bench=1; tests=0 ;;
+    --filter-bench-only) bench=1; tests=0; filter_only=1 ;;
     --tests-only) bench=0 ;;
     --) shift; tests_to_run=("$@"); break ;;
     *) dist=$1 ;;
@@ -73,6 +76,7 @@ if [ "$tests" -eq 1 ]; then
 fi
 if [ "$bench" -eq 1 ]; then
   for memory in cuda host; do
+    [ "$filter_only" -eq 1 ] && break
     timeout 900 "$py" python/bench/consumer_overhead.py --memory "$memory" --frames 3000 \
       --cxx-consumer "$dist/bench/cudaipc-bench-consumer-rate" \
       --cxx-producer "$dist/bench/cudaipc-bench-producer-rate" 2>&1 | tee "$out/bench-$memory.txt"
@@ -80,16 +84,49 @@ if [ "$bench" -eq 1 ]; then
   done
   # What metas cost publish() (docs/metas.md), and cudaipcfilter with a C++ and a Python null
   # model on CUDA 1080p frames (docs/benchmarks.md).
-  timeout 300 "$py" python/bench/metas_overhead.py 2>&1 | tee "$out/bench-metas.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-  if [ -x "$dist/gst/bin/cudaipc-gst-filter-bench" ]; then
-    (
-      # shellcheck disable=SC1091
-      source "$dist/gst/env.sh"
-      export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
-      timeout 300 cudaipc-gst-filter-bench --cuda --frames=3000 --python="$py"
-    ) 2>&1 | tee "$out/bench-filter.txt"
+  if [ "$filter_only" -eq 0 ]; then
+    timeout 300 "$py" python/bench/metas_overhead.py 2>&1 | tee "$out/bench-metas.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  fi
+  if [ -x "$dist/gst/bin/cudaipc-gst-filter-bench" ]; then
+    # The bench runs in the GStreamer bundle's environment, the model processes it starts in this
+    # machine's own (torch needs its libstdc++).
+    cat >"$site/filter-bench" <<EOF
+#!/usr/bin/env bash
+source "$dist/gst/env.sh"
+export LD_LIBRARY_PATH=\$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
+exec "$dist/gst/bin/cudaipc-gst-filter-bench" "\$@"
+EOF
+    cat >"$site/python" <<EOF
+#!/usr/bin/env bash
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" PYTHONPATH="$PYTHONPATH"
+exec "$(command -v "$py")" "\$@"
+EOF
+    chmod +x "$site/filter-bench" "$site/python"
+    timeout 300 "$site/filter-bench" --cuda --frames=3000 --python="$site/python" 2>&1 |
+      tee "$out/bench-filter.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    # A real model (torch, fp16 convolutions) alone and serving the filter: the rate ratio.
+    # The base network (~0.9 ms a frame on the H100) and one twice as wide (~4x the work).
+    : >"$out/bench-filter-model.txt"
+    for width in 1 2; do
+      timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
+        --python "$site/python" --width "$width" 2>&1 | tee -a "$out/bench-filter-model.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    done
+    # The same under MPS: the pipeline's copies and the model's kernels share the GPU instead of
+    # taking turns between two contexts.
+    # shellcheck disable=SC1091
+    source tests/bench/gpu/mps.sh
+    if mps_start "$out/mps-control.log"; then
+      timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
+        --python "$site/python" --label "MPS on" 2>&1 | tee -a "$out/bench-filter-model.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+      mps_servers | tee -a "$out/bench-filter-model.txt"
+      mps_stop
+    else
+      echo "MPS could not start (mps-control.log): the MPS row is skipped"
+    fi
   fi
 fi
 exit "$rc"

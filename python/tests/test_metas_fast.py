@@ -72,3 +72,41 @@ def test_refusals_name_the_cause():
                             "labels": np.zeros(100, np.int64)})
     with pytest.raises(Exception, match=r"need \d+ bytes, more than the channel's meta area of 512"):
         W._c_detections_area(buf, 512, d, NAMES, W._Scratch())
+
+
+@pytest.mark.parametrize("n", [0, 1, 100])
+@pytest.mark.parametrize("names", [NAMES, None])
+def test_detections_with_a_dict_same_area_as_the_record_path(n, names):
+    """detections= with meta= (a model answering cudaipcfilter): the detections' area with the
+    custom record appended is byte for byte the area the records path lays out."""
+    from cudaipc._metas_io import CUSTOM_NAME, MetaWriter
+    from cudaipc._metas import KIND_CUSTOM, BodyRecord, custom_body
+
+    rng = np.random.default_rng(n)
+    det = {"boxes": (rng.random((n, 4)) * 500).astype(np.float32),
+           "labels": rng.integers(0, len(NAMES), n), "scores": rng.random(n).astype(np.float32)}
+    meta = {"pts": 1234567 + n, "model": "test", "ok": True}
+    w = MetaWriter(1 << 16)
+    a = np.zeros(1 << 16, np.uint8)
+    size = w.encode(a, detections=det, meta=meta, label_names=names)
+    b = np.zeros(1 << 16, np.uint8)
+    records = [W.AnalyticsEncoder(D.detections_input(det), None, None, None, names, W._Scratch()),
+               BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta))]
+    want = w._records(b, records)
+    assert size == want and bytes(a[:size]) == bytes(b[:want])
+    decoded = metas.decode(bytes(a[:size]))
+    assert frame_detections(decoded)["labels"] == (
+        [NAMES[i] for i in det["labels"]] if names else [str(i) for i in det["labels"]]) or n == 0
+
+
+def test_detections_with_a_dict_too_big_for_the_area_says_so():
+    from cudaipc._errors import InvalidArgumentError
+    from cudaipc._metas_io import MetaWriter
+
+    det = {"boxes": np.ones((100, 4), np.float32), "labels": np.zeros(100, np.int64)}
+    w = MetaWriter(1 << 16)
+    size = w.encode(np.zeros(1 << 16, np.uint8), detections=det, label_names=NAMES)
+    w2 = MetaWriter(size + 8)  # room for the detections, not for the dict after them
+    with pytest.raises(InvalidArgumentError, match="meta area"):
+        w2.encode(np.zeros(size + 8, np.uint8), detections=det, label_names=NAMES,
+                  meta={"a long field name": "x" * 64})

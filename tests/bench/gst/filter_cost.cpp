@@ -5,6 +5,8 @@
 //   filter, no model              cudaipcfilter on-missing=pass with nobody serving (its own cost)
 //   filter, C++ null model        cudaipc::Server on a thread replying at once with one custom meta
 //   filter, Python null model     a Python cudaipc.Server process doing the same (--python PY)
+//   filter, Python model (FILE)   `PY FILE --serve PATH` serving instead (--python-model FILE;
+//                                 python/bench/filter_model_rate.py runs a real model that way)
 // and prints per row element entry -> pushed on p50/p99 (pad probes keyed by the frame index) and
 // frames/s with max-inflight frames out. Every frame of a served row must carry the result the
 // model made from that frame's timestamp, or the run fails.
@@ -40,7 +42,9 @@ struct Options {
   int width = 1920, height = 1080;
   bool cuda = false;
   unsigned inflight = 4;
-  std::string python;  // interpreter for the Python row; empty: no Python row
+  std::string python;        // interpreter for the Python row; empty: no Python row
+  std::string python_model;  // a script serving the filter in place of the null model
+  bool only_python = false;  // the Python row alone
   std::string dir = "/tmp";
 };
 
@@ -126,13 +130,16 @@ const char* kPythonModel =
 // A Python server process, until destroyed.
 class PythonModel {
  public:
-  PythonModel(const std::string& python, const std::string& path) {
+  PythonModel(const std::string& python, const std::string& path, const std::string& script) {
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
     if (pid_ == 0) {
       dup2(fds[1], 1);
-      execlp(python.c_str(), python.c_str(), "-c", kPythonModel, path.c_str(), nullptr);
+      if (script.empty())
+        execlp(python.c_str(), python.c_str(), "-c", kPythonModel, path.c_str(), nullptr);
+      else
+        execlp(python.c_str(), python.c_str(), script.c_str(), "--serve", path.c_str(), nullptr);
       _exit(127);
     }
     close(fds[1]);
@@ -254,6 +261,12 @@ Row run(const Options& o, const std::string& name, const std::string& element,
     GST_BUFFER_PTS(b) = i * GST_MSECOND;
     GST_BUFFER_OFFSET(b) = i;
     if (gst_app_src_push_buffer(GST_APP_SRC(in), b) != GST_FLOW_OK) break;
+    if (Clock::now() - start > std::chrono::seconds(120)) {
+      // A model that died leaves each frame its whole timeout: end the row, not the machine's day.
+      gst_element_set_state(p, GST_STATE_NULL);
+      throw std::runtime_error(name + ": " + std::to_string(i + 1) +
+                               " frames took over 120 s (did the model die?)");
+    }
   }
   gst_app_src_end_of_stream(GST_APP_SRC(in));
   GstMessage* m = gst_bus_timed_pop_filtered(
@@ -316,6 +329,10 @@ int main(int argc, char** argv) {
       o.inflight = std::atoi(val("--inflight=").c_str());
     else if (a.rfind("--python=", 0) == 0)
       o.python = val("--python=");
+    else if (a.rfind("--python-model=", 0) == 0)
+      o.python_model = val("--python-model=");
+    else if (a == "--only-python")
+      o.only_python = true;
     else if (a.rfind("--dir=", 0) == 0)
       o.dir = val("--dir=");
     else if (a == "--cuda")
@@ -323,7 +340,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: cudaipc-gst-filter-bench [--frames=N] [--width=W --height=H] [--cuda] "
-                   "[--inflight=N] [--python=PYTHON] [--dir=DIR]\n");
+                   "[--inflight=N] [--python=PYTHON [--python-model=FILE] [--only-python]] "
+                   "[--dir=DIR]\n");
       return 2;
     }
   }
@@ -342,30 +360,35 @@ int main(int argc, char** argv) {
              " max-inflight=" + std::to_string(o.inflight) + " " + extra;
     };
     std::vector<Row> rows;
-    rows.push_back(run(o, "identity (baseline)", "identity name=x", bufs, caps, ctx, false));
-    rows.push_back(run(o, "filter, no model", filter(dir + "/none", "on-missing=pass"), bufs, caps,
-                       ctx, false));
-    {
-      Steps steps(o.frames);
-      CppModel model(dir + "/cpp", false, &steps);
-      rows.push_back(run(o, "filter, C++ null model",
-                         filter(dir + "/cpp", "on-missing=wait timeout=5000000000"), bufs, caps,
-                         ctx, true, &steps));
-    }
-    if (o.cuda) {
-      // The model waits on the CPU for each frame's bytes to land before it takes it, so its
-      // release is a CPU store, not a GPU write the filter's next copy must wait for.
-      Steps steps(o.frames);
-      CppModel model(dir + "/cpw", true, &steps);
-      rows.push_back(run(o, "filter, C++ null model, cpu-wait",
-                         filter(dir + "/cpw", "on-missing=wait timeout=5000000000"), bufs, caps,
-                         ctx, true, &steps));
+    if (!o.only_python) {
+      rows.push_back(run(o, "identity (baseline)", "identity name=x", bufs, caps, ctx, false));
+      rows.push_back(run(o, "filter, no model", filter(dir + "/none", "on-missing=pass"), bufs,
+                         caps, ctx, false));
+      {
+        Steps steps(o.frames);
+        CppModel model(dir + "/cpp", false, &steps);
+        rows.push_back(run(o, "filter, C++ null model",
+                           filter(dir + "/cpp", "on-missing=wait timeout=5000000000"), bufs, caps,
+                           ctx, true, &steps));
+      }
+      if (o.cuda) {
+        // The model waits on the CPU for each frame's bytes to land before it takes it, so its
+        // release is a CPU store, not a GPU write the filter's next copy must wait for.
+        Steps steps(o.frames);
+        CppModel model(dir + "/cpw", true, &steps);
+        rows.push_back(run(o, "filter, C++ null model, cpu-wait",
+                           filter(dir + "/cpw", "on-missing=wait timeout=5000000000"), bufs, caps,
+                           ctx, true, &steps));
+      }
     }
     if (!o.python.empty()) {
-      PythonModel model(o.python, dir + "/py");
-      rows.push_back(run(o, "filter, Python null model",
-                         filter(dir + "/py", "on-missing=wait timeout=5000000000"), bufs, caps, ctx,
-                         true));
+      PythonModel model(o.python, dir + "/py", o.python_model);
+      const std::string name = o.python_model.empty()
+                                   ? std::string("filter, Python null model")
+                                   : "filter, Python model (" +
+                                         o.python_model.substr(o.python_model.rfind('/') + 1) + ")";
+      rows.push_back(run(o, name, filter(dir + "/py", "on-missing=wait timeout=5000000000"), bufs,
+                         caps, ctx, true));
     }
     std::printf("\ncudaipcfilter, %dx%d NV12 in %s memory, %d frames, max-inflight=%u\n\n", o.width,
                 o.height, o.cuda ? "CUDA" : "system", o.frames, o.inflight);
@@ -374,15 +397,18 @@ int main(int argc, char** argv) {
     for (const Row& r : rows)
       std::printf("| %s | %.1f | %.1f | %.0f | %d/%d |\n", r.name.c_str(), r.p50, r.p99, r.fps,
                   r.answered, r.frames);
-    std::printf("\nWhere a served frame's time goes, p50 us per step (the model on a thread):\n\n");
-    std::printf(
-        "| row | entry -> sink render | render -> published | published -> model has it "
-        "| model: reply | replied -> pushed on |\n|---|---|---|---|---|---|\n");
-    for (const Row& r : rows) {
-      if (r.split.size() != 5) continue;
-      std::printf("| %s |", r.name.c_str());
-      for (double v : r.split) std::printf(" %.1f |", v);
-      std::printf("\n");
+    if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.split.size() == 5; })) {
+      std::printf(
+          "\nWhere a served frame's time goes, p50 us per step (the model on a thread):\n\n");
+      std::printf(
+          "| row | entry -> sink render | render -> published | published -> model has it "
+          "| model: reply | replied -> pushed on |\n|---|---|---|---|---|---|\n");
+      for (const Row& r : rows) {
+        if (r.split.size() != 5) continue;
+        std::printf("| %s |", r.name.c_str());
+        for (double v : r.split) std::printf(" %.1f |", v);
+        std::printf("\n");
+      }
     }
     for (GstBuffer* b : bufs) gst_buffer_unref(b);
     gst_caps_unref(caps);
