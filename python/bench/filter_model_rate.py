@@ -60,18 +60,27 @@ def make_model(width: int):
     return detect
 
 
+def answer(box: list) -> dict:
+    """The model's result as it reports it: its boxes, labels and scores as arrays (built alone
+    too, so both sides of the ratio pay for them)."""
+    import numpy as np
+
+    return {"boxes": np.array([box], np.float32), "labels": np.zeros(1, np.int64),
+            "scores": np.ones(1, np.float32)}
+
+
 def alone(frames: int, width: int) -> float:
     import torch
 
     detect = make_model(width)
     frame = torch.randint(0, 256, (HEIGHT * 3 // 2, WIDTH), dtype=torch.uint8, device="cuda")
     for _ in range(50):
-        detect(frame)
+        answer(detect(frame))
     times = []
     start = time.perf_counter()
     for _ in range(frames):
         t = time.perf_counter()
-        detect(frame)
+        answer(detect(frame))
         times.append(time.perf_counter() - t)
     rate = frames / (time.perf_counter() - start)
     times.sort()
@@ -101,16 +110,16 @@ def serve(path: str, width: int, steps_file: str) -> None:
             t2 = time.perf_counter()
             box = detect(frame)
             t3 = time.perf_counter()
+            result = answer(box)
+            t4 = time.perf_counter()
             req.reply(stream=torch.cuda.current_stream(), meta={"pts": req.frame.pts},
-                      detections={"boxes": np.array([box], np.float32),
-                                  "labels": np.zeros(1, np.int64),
-                                  "scores": np.ones(1, np.float32)}, label_names=["object"])
-            steps.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3))
+                      detections=result, label_names=["object"])
+            steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
             if steps_file and len(steps) % 500 == 0:
                 p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
                 with open(steps_file, "w") as f:
-                    f.write("| model process, p50 us | next() | from_dlpack | model | reply |\n")
-                    f.write("|---|---|---|---|---|\n")
+                    f.write("| model process, p50 us | next() | from_dlpack | model | its result "
+                            "arrays | reply |\n|---|---|---|---|---|---|\n")
                     f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50)
                             + " |\n")
 
