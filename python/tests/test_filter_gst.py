@@ -116,7 +116,8 @@ def detector_pipeline(tmp_path, n: int, w: int, h: int, live: bool, between: str
         [GST_LAUNCH, "-q", "videotestsrc", "pattern=ball", "animation-mode=frames",
          f"is-live={'true' if live else 'false'}", f"num-buffers={n}", "!",
          f"video/x-raw,format=RGBA,width={w},height={h},framerate=30/1", "!", "cudaipcringsink",
-         "ipc-mode=host", "wait-for-consumer=true", f"socket-path={cam}"],
+         "ipc-mode=host", "wait-for-consumer=true", f"socket-path={cam}",
+         "block-timeout=120000000000"],  # a slow first answer must not cost frames
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peer_env = gst_env(tmp_path, PLUGIN_DIR)
     peer_env["CUDAIPC_META_PEER_BETWEEN"] = between

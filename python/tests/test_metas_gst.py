@@ -166,7 +166,10 @@ def ball_and_detector(tmp_path, n: int, w: int, h: int):
     producer = subprocess.Popen(
         [GST_LAUNCH, "-q", "videotestsrc", "pattern=ball", "animation-mode=frames",
          f"num-buffers={n}", "!", f"video/x-raw,format=RGBA,width={w},height={h},framerate=30/1",
-         "!", "cudaipcringsink", "ipc-mode=host", "wait-for-consumer=true", f"socket-path={cam}"],
+         "!", "cudaipcringsink", "ipc-mode=host", "wait-for-consumer=true", f"socket-path={cam}",
+         # The detector's first frame waits for its imports and model (seconds on a cold GPU
+         # machine): the camera waits for it rather than drop frames after the default 1 s.
+         "block-timeout=120000000000"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     detector = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "examples", "python", "detect.py"), cam, det,
