@@ -1,0 +1,85 @@
+// cudaipcfilter's state, shared by the element (gstcudaipcfilter.cpp: pads, events, states) and
+// its task (filter_task.cpp: replies read, frames pushed on). Private to the element.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/producer.hpp"
+#include "elements/filter_pending.h"
+#include "elements/filter_settings.h"
+#include "elements/gstcudaipcfilter.h"
+#include "metas/meta_filter.h"
+
+GST_DEBUG_CATEGORY_EXTERN(gst_cuda_ipc_filter_debug);
+
+namespace cudaipc::gst::filter {
+
+// The slots beyond max-inflight: one being written while every frame in flight is held.
+constexpr guint kSpareSlots = 2;
+// How long the task waits for replies when no frame is out: it keeps the reply channel read (and
+// reconnected) and notices a missed deadline this late at most.
+constexpr std::uint64_t kIdlePollNs = 20 * 1000 * 1000;
+
+struct Counters {
+  std::atomic<std::uint64_t> frames{0}, sent{0}, answered{0}, passed{0}, dropped{0}, timeouts{0},
+      no_model{0}, model_lost{0}, not_sent{0};
+  std::atomic<std::uint64_t> malformed{0}, unknown{0}, stale{0}, duplicate{0}, foreign{0};
+  std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
+  void reset() {
+    for (auto* c : {&frames, &sent, &answered, &passed, &dropped, &timeouts, &no_model, &model_lost,
+                    &not_sent, &malformed, &unknown, &stale, &duplicate, &foreign, &metas_received,
+                    &metas_unknown, &metas_bad, &metas_filtered})
+      c->store(0, std::memory_order_relaxed);
+  }
+};
+
+struct FilterState {
+  Settings settings;  // under the object lock
+
+  // The frames' channel: a cudaipcsink of our own, fed through `proxy`, its messages through
+  // `bus` to ours. The producer is the sink's, from READY up.
+  GstElement* sink = nullptr;
+  GstPad* proxy = nullptr;
+  GstBus* bus = nullptr;
+  std::shared_ptr<Producer> producer;
+  // The replies: the model process's channel, reconnected whenever one serves.
+  std::unique_ptr<Consumer> replies;
+  MetaFilter reply_filter;
+  std::atomic<bool> model_replying{false};
+  std::string reply_path;
+
+  // Held by chain() from publishing a frame until it is in `pending`: the model may answer before
+  // then, and a reply naming a frame not yet there is matched again once chain() lets go.
+  std::mutex publish_mu;
+  // The frames in flight, and who waits on them: chain() for room or a drain, the task for work.
+  std::mutex mu;
+  std::condition_variable cv;
+  PendingFrames pending;
+  bool flushing = true;
+  GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
+  bool pushing = false;              // the task pushes a frame it popped: a drain waits for it
+  bool warned_bad_reply = false;
+
+  Counters counts;
+};
+
+// One round of the source pad's task: the oldest frame pushed on once its fate is known, else
+// replies read until its deadline.
+void task_loop(GstCudaIpcFilter* self);
+
+}  // namespace cudaipc::gst::filter
+
+struct _GstCudaIpcFilter {
+  GstElement parent;
+  GstPad* sinkpad;
+  GstPad* srcpad;
+  cudaipc::gst::filter::FilterState* st;
+};
