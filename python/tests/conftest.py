@@ -170,14 +170,20 @@ def gst_env(tmp_path, plugin_dir: str) -> Dict[str, str]:
     if GST_BUNDLE:
         b = GST_BUNDLE
         env["PATH"] = os.path.join(b, "bin") + os.pathsep + env.get("PATH", "")
-        libs = [os.path.join(b, "lib")]
+        # A gst-bundle.sh bundle (plugins/, libexec/gst-plugin-scanner), or a GStreamer prefix
+        # such as ../shared/gst-1.28's (lib/gstreamer-1.0, its own libraries in lib/deps).
+        prefix = not os.path.isdir(os.path.join(b, "plugins"))
+        libs = [os.path.join(b, "lib")] + ([os.path.join(b, "lib", "deps")] if prefix else [])
         if env.get("LD_LIBRARY_PATH"):
             libs.append(env["LD_LIBRARY_PATH"])
         if os.path.isdir("/usr/local/nvidia/lib64"):  # the driver, where the loader may not look
             libs.append("/usr/local/nvidia/lib64")
         env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
-        env["GST_PLUGIN_SYSTEM_PATH_1_0"] = os.path.join(b, "plugins")
-        env["GST_PLUGIN_SCANNER_1_0"] = os.path.join(b, "libexec", "gst-plugin-scanner")
+        env["GST_PLUGIN_SYSTEM_PATH_1_0"] = os.path.join(
+            b, *(("lib", "gstreamer-1.0") if prefix else ("plugins",)))
+        env["GST_PLUGIN_SCANNER_1_0"] = os.path.join(
+            b, "libexec", *(("gstreamer-1.0", "gst-plugin-scanner") if prefix
+                            else ("gst-plugin-scanner",)))
     elif os.environ.get("CUDAIPC_GST_SYSTEM_PLUGINS"):
         # The build's set of the machine's plugins (tests/gst/plugin_set.sh): third-party ones
         # the machine has are not scanned.

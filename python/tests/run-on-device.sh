@@ -5,7 +5,9 @@
 # CUDAIPC_TEST_TIMEOUT seconds (default 120). Logs, the JUnit report and the bench tables go to
 # $OUT (default build/python-device-out).
 #   python/tests/run-on-device.sh [--bench|--bench-only|--filter-bench-only] [--tests-only]
-#       [DIST_DIR] [-- PYTEST_ARGS]
+#       [--gst128 G128_DIR] [DIST_DIR] [-- PYTEST_ARGS]
+# --gst128: the pipelines use GStreamer 1.28 instead (analytics and tensor metas): G128_DIR as
+# tests/gst/gpu/collect.sh makes it (the prefix tarball, the plugin, the meta peer, libcudaipc).
 #   (DIST_DIR: default build/python-dist; PYTEST_ARGS: default python/tests)
 # The carried GStreamer bundle (DIST_DIR/gst) is used for the gst-launch-1.0 pipelines only: this
 # process and the tests' Python keep the machine's own libraries (torch needs its libstdc++).
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/../.."
 bench=0
 tests=1
 filter_only=0
+g128=
 dist=build/python-dist
 tests_to_run=(python/tests)
 while [ $# -gt 0 ]; do
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 ;;
     --bench-only) bench=1; tests=0 ;;
     --filter-bench-only) bench=1; tests=0; filter_only=1 ;;
+    --gst128) shift; g128=$(cd "$1" && pwd) ;;
     --tests-only) bench=0 ;;
     --) shift; tests_to_run=("$@"); break ;;
     *) dist=$1 ;;
@@ -56,7 +60,15 @@ fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export CUDAIPC_TEST_TIMEOUT=${CUDAIPC_TEST_TIMEOUT:-120}
 # GStreamer for the pipelines the tests and the example start (python/tests/conftest.py).
-if [ -f "$dist/gst/env.sh" ]; then
+if [ -n "$g128" ]; then
+  tar -xzf "$g128/gst-1.28-prefix.tar.gz" -C "$site"
+  export CUDAIPC_GST_BUNDLE="$site/gst-1.28" CUDAIPC_GST_PLUGIN_DIR="$g128/plugins"
+  export CUDAIPC_GST_META_PEER="$g128/bin/cudaipc-gst-meta-peer"
+  # The plugin and the peer find libcudaipc here (their build-tree run path is gone).
+  export LD_LIBRARY_PATH="$g128/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  LD_LIBRARY_PATH="$site/gst-1.28/lib:$site/gst-1.28/lib/deps:$LD_LIBRARY_PATH" \
+    "$site/gst-1.28/bin/gst-launch-1.0" --version 2>&1 | head -1 | tee -a "$out/environment.txt"
+elif [ -f "$dist/gst/env.sh" ]; then
   export CUDAIPC_GST_BUNDLE="$dist/gst"
   export CUDAIPC_GST_PLUGIN_DIR="$dist/gst/plugins"
   "$dist/gst/bin/gst-inspect-1.0" --version 2>&1 | head -1 | tee -a "$out/environment.txt"
@@ -64,7 +76,8 @@ else
   echo "no GStreamer bundle in $dist/gst: the pipeline tests skip" | tee -a "$out/environment.txt"
 fi
 [ -f "$dist/media/clip.h264" ] && export CUDAIPC_TEST_H264="$dist/media/clip.h264"
-[ -x "$dist/gst/bin/cudaipc-gst-meta-peer" ] && export CUDAIPC_GST_META_PEER="$dist/gst/bin/cudaipc-gst-meta-peer"
+[ -z "$g128" ] && [ -x "$dist/gst/bin/cudaipc-gst-meta-peer" ] &&
+  export CUDAIPC_GST_META_PEER="$dist/gst/bin/cudaipc-gst-meta-peer"
 "$py" -c 'import cudaipc, sys; print("cudaipc from", cudaipc.__file__)' | tee -a "$out/environment.txt"
 
 rc=0

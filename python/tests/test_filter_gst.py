@@ -150,14 +150,25 @@ needs_peer = pytest.mark.skipif(not os.access(PEER, os.X_OK),
 
 
 @needs_peer
-def test_serve_detector_finds_the_ball_in_every_frame(tmp_path):
+@pytest.mark.parametrize("memory", ["host", "cuda"])
+def test_serve_detector_finds_the_ball_in_every_frame(tmp_path, memory):
+    """examples/python/serve_detector.py as the filter's model: the ball's box on every frame,
+    in host memory, or on the GPU (cudaupload before the filter; the detector reads the frames
+    zero-copy with torch)."""
     n, w, h = 60, 320, 240
     model = str(tmp_path / "det")
+    if memory == "cuda":
+        if not cuda_gpu():
+            pytest.skip("no CUDA GPU (torch sees none): the CUDA case runs on the GPU machine")
+        require_gst_elements(gst_env(tmp_path, PLUGIN_DIR), "cudaupload")
+        between = (f"cudaupload ! video/x-raw(memory:CUDAMemory) ! cudaipcfilter "
+                   f"socket-path={model} on-missing=wait timeout=10000000000")
+    else:
+        between = (f"cudaipcfilter ipc-mode=host socket-path={model} on-missing=wait "
+                   "timeout=10000000000")
     server = start_server([SERVE, model])
     try:
-        producer, peer = detector_pipeline(
-            tmp_path, n, w, h, False,
-            f"cudaipcfilter ipc-mode=host socket-path={model} on-missing=wait timeout=10000000000")
+        producer, peer = detector_pipeline(tmp_path, n, w, h, False, between)
         lines = lines_of(peer, timeout=120)
         producer.communicate(timeout=60)
         assert len(lines) == n
@@ -173,7 +184,9 @@ def test_serve_detector_finds_the_ball_in_every_frame(tmp_path):
 
 @needs_peer
 def test_model_killed_mid_stream_is_replaced_and_the_pipeline_plays_on(tmp_path):
-    n, w, h = 150, 160, 120  # 5 s live
+    # 10 s live: the second model must be up (its imports take seconds on a cold GPU machine)
+    # well before the last 30 frames.
+    n, w, h = 300, 160, 120
     model = str(tmp_path / "det")
     server = start_server([SERVE, model])
     producer, peer = detector_pipeline(
@@ -195,7 +208,7 @@ def test_model_killed_mid_stream_is_replaced_and_the_pipeline_plays_on(tmp_path)
     if boxes is None:
         pytest.skip("GStreamer 1.22 has no analytics metas")
     missing = [i for i, b in enumerate(boxes) if not b]
-    # The model is killed 1.5 s (45 frames) in and replaced 1 s later; the stream lasts 5 s.
+    # The model is killed 1.5 s (45 frames) in and replaced 1 s later; the stream lasts 10 s.
     assert any(15 <= i < n - 30 for i in missing), f"no frame went on without results: {missing}"
     assert all(boxes[i] for i in range(10, 30)), missing  # the first model served these
     assert all(boxes[i] for i in range(n - 30, n)), missing  # and the second one the end
