@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import List
 
 import numpy as np
 import pytest
@@ -145,6 +146,19 @@ def ball_boxes(lines, w, h):
     return out
 
 
+def open_fds(pid: int) -> List[str]:
+    """What a process's descriptors point at (sockets and memfds by kind, files by path), sorted:
+    equal lists at two moments mean it holds the same kinds of things."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        out.append(target.split(":[")[0] if ":[" in target else target)
+    return sorted(out)
+
+
 needs_peer = pytest.mark.skipif(not os.access(PEER, os.X_OK),
                                 reason=f"cudaipc-gst-meta-peer is not built ({PEER})")
 
@@ -193,16 +207,24 @@ def test_model_killed_mid_stream_is_replaced_and_the_pipeline_plays_on(tmp_path)
         tmp_path, n, w, h, True,
         f"cudaipcfilter ipc-mode=host socket-path={model} on-missing=pass timeout=300000000")
     time.sleep(1.5)
+    served = open_fds(peer.pid)  # the pipeline's descriptors while a model serves it
     server.kill()  # SIGKILL: no goodbye
     server.communicate()
     time.sleep(1.0)
     second = start_server([SERVE, model])
     try:
+        # Once the second model serves, the pipeline holds what it held with the first: the dead
+        # one's connections, leases and mappings were given back.
+        deadline = time.monotonic() + 5
+        while open_fds(peer.pid) != served and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = open_fds(peer.pid)
         lines = lines_of(peer, timeout=120)
         producer.communicate(timeout=60)
     finally:
         second.send_signal(signal.SIGTERM)
         second.communicate(timeout=30)
+    assert again == served, (served, again)
     assert len(lines) == n  # every frame went on (and in order: each box is its own frame's)
     boxes = ball_boxes(lines, w, h)
     if boxes is None:
