@@ -173,7 +173,9 @@ def ball_and_detector(tmp_path, n: int, w: int, h: int):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     detector = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "examples", "python", "detect.py"), cam, det,
-         "--frames", str(n), "--wait-for-consumer", "30"],
+         # The reader may be a GStreamer process scanning a fresh registry (nvcodec probes the
+         # GPU): frames published before it joins would never reach it.
+         "--frames", str(n), "--wait-for-consumer", "120"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The detector publishes once its imports (torch, where installed: seconds on a cold machine)
     # are done and the first frame came; readers start then, within their own timeouts.
@@ -199,7 +201,14 @@ def test_detect_example_finds_videotestsrc_ball_in_every_frame(tmp_path):
         peer_env["CUDAIPC_META_PEER_BETWEEN"] = overlay
     peer = subprocess.Popen([PEER, "describe", det, str(n)], env=peer_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got = lines_of(peer, timeout=90)
+    try:
+        got = lines_of(peer, timeout=90)
+    except AssertionError as e:
+        # What the other two processes said: the reader alone cannot tell who stopped.
+        for p in (detector, producer):
+            p.kill()
+        raise AssertionError(f"{e}\ndetector: {detector.communicate()}\n"
+                             f"camera: {producer.communicate()}") from None
     d_out, d_err = detector.communicate(timeout=60)
     producer.communicate(timeout=60)
     assert detector.returncode == 0, d_err
