@@ -1,6 +1,7 @@
 // The `cudaipc` tool run as a real child process (fork + exec), its stdout and stderr on one pipe
-// the test reads line by line against deadlines, optionally as another user. Every wait is
-// bounded, so a tool that hangs fails the test instead of stalling it.
+// (or one pseudo-terminal, for what the tool does on a terminal) the test reads line by line
+// against deadlines, optionally as another user. Every wait is bounded, so a tool that hangs
+// fails the test instead of stalling it.
 #pragma once
 
 #include <fcntl.h>
@@ -31,11 +32,21 @@ inline std::string cli_program() {
 
 class CliProcess {
  public:
-  // `program` empty: the cudaipc tool. `uid` >= 0: run as that uid and gid.
+  // `program` empty: the cudaipc tool. `uid` >= 0: run as that uid and gid. `terminal`: its
+  // output goes to a pseudo-terminal (isatty is true for it) instead of a pipe.
   explicit CliProcess(const std::vector<std::string>& args, long uid = -1,
-                      const std::string& program = "") {
+                      const std::string& program = "", bool terminal = false) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    if (terminal) {
+      fds[0] = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+      char name[128];
+      if (fds[0] < 0 || ::grantpt(fds[0]) != 0 || ::unlockpt(fds[0]) != 0 ||
+          ::ptsname_r(fds[0], name, sizeof name) != 0 ||
+          (fds[1] = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+        throw std::runtime_error("no pseudo-terminal");
+    } else if (::pipe2(fds, O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe2 failed");
+    }
     std::vector<std::string> all{program.empty() ? cli_program() : program};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -136,7 +147,7 @@ class CliProcess {
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
     char chunk[4096];
     ssize_t n = ::read(out_, chunk, sizeof chunk);
-    if (n <= 0)
+    if (n <= 0)  // a pipe's end, or EIO from a terminal whose other side is closed
       eof_ = true;
     else
       buf_.append(chunk, static_cast<std::size_t>(n));

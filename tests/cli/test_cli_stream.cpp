@@ -135,6 +135,29 @@ TEST(CliStream, TopReportsAProducerKilledUnderIt) {
   EXPECT_EQ(top.transcript().find("terminate"), std::string::npos) << top.transcript();
 }
 
+// top on a terminal redraws the screen each refresh (a clear, its header, the channel) instead of
+// printing lines; its producer killed, it still ends with the one line on why.
+TEST(CliStream, TopOnATerminalRedrawsTheScreen) {
+  TempDir dir;
+  auto pub = start_pub(dir.file("cam"), "video/x-raw,format=GRAY8,width=32,height=32", "100");
+  CliProcess top({"top", dir.file("cam"), "--interval", "0.2"}, -1, "", true);
+  const std::string redraw = "\x1b[H\x1b[2Jcudaipc top";
+  for (int i = 0; i < 3; ++i) {
+    auto screen = top.wait_for(redraw, 10s);
+    ASSERT_TRUE(screen) << "refresh " << i << ": " << top.transcript();
+    auto channel = top.wait_for(dir.file("cam"), 10s);
+    ASSERT_TRUE(channel) << top.transcript();
+  }
+  EXPECT_EQ(top.transcript().find(" frames/s published"), std::string::npos)
+      << "plain lines on a terminal: " << top.transcript();
+  pub->signal(SIGKILL);
+  auto st = top.finish(10s);
+  ASSERT_TRUE(st) << "top did not exit: " << top.transcript();
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 1) << top.transcript();
+  EXPECT_NE(top.transcript().find("no channel left to watch"), std::string::npos)
+      << top.transcript();
+}
+
 // top over a directory, two publishers: each refresh lists the busier one first, and the counts
 // go up between refreshes.
 TEST(CliStream, TopSortsByRate) {
