@@ -30,6 +30,17 @@ inline std::string cli_program() {
   return p;
 }
 
+// Whether this machine gives out pseudo-terminals (a container may have no /dev/pts).
+inline bool pseudo_terminals() {
+  const int fd = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char name[128];
+  const bool ok = ::grantpt(fd) == 0 && ::unlockpt(fd) == 0 &&
+                  ::ptsname_r(fd, name, sizeof name) == 0 && ::access(name, R_OK | W_OK) == 0;
+  ::close(fd);
+  return ok;
+}
+
 class CliProcess {
  public:
   // `program` empty: the cudaipc tool. `uid` >= 0: run as that uid and gid. `terminal`: its
