@@ -5,7 +5,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,8 +15,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "peer_process.hpp"
 
 extern char** environ;
 
@@ -63,9 +63,9 @@ class CliProcess {
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
       if (uid >= 0) {
@@ -79,45 +79,20 @@ class CliProcess {
       ::_exit(127);
     }
     ::close(fds[1]);
-    out_ = fds[0];
+    io_.emplace(pid, fds[0]);  // reads its output (a pipe's end, or EIO from the terminal)
   }
-  ~CliProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int st;
-      ::waitpid(pid_, &st, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  CliProcess(const CliProcess&) = delete;
-  CliProcess& operator=(const CliProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return io_->pid(); }
 
   std::optional<std::string> read_line(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        transcript_ += line + "\n";
-        return line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || eof_) return std::nullopt;
-      if (!fill(left)) continue;
-    }
+    return io_->read_line(timeout);
   }
 
   // Reads until a line containing `text`; nullopt at the deadline or the end of output.
   std::optional<std::string> wait_for(const std::string& text, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      auto line = read_line(std::max(left, std::chrono::milliseconds(0)));
+      auto line = read_line(left(deadline));
       if (!line) return std::nullopt;
       if (line->find(text) != std::string::npos) return line;
     }
@@ -127,49 +102,25 @@ class CliProcess {
   // when it was still running at the deadline (it is then killed).
   std::optional<int> finish(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!eof_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      fill(left);
+    while (read_line(left(deadline))) {
     }
-    transcript_ += buf_;
-    buf_.clear();
-    for (;;) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return st;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    return io_->wait_exit(left(deadline));
   }
 
   void signal(int sig) {
-    if (pid_ > 0) ::kill(pid_, sig);
+    if (io_->pid() > 0) ::kill(io_->pid(), sig);
   }
 
-  std::string transcript() const { return transcript_ + buf_; }
+  std::string transcript() const { return io_->transcript(); }
 
  private:
-  bool fill(std::chrono::milliseconds left) {
-    pollfd p{out_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-    char chunk[4096];
-    ssize_t n = ::read(out_, chunk, sizeof chunk);
-    if (n <= 0)  // a pipe's end, or EIO from a terminal whose other side is closed
-      eof_ = true;
-    else
-      buf_.append(chunk, static_cast<std::size_t>(n));
-    return n > 0;
+  static std::chrono::milliseconds left(std::chrono::steady_clock::time_point deadline) {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
   }
 
-  pid_t pid_ = -1;
-  int out_ = -1;
-  bool eof_ = false;
-  std::string buf_;
-  std::string transcript_;
+  std::optional<PeerProcess> io_;  // owns the child: killed and reaped with it
 };
 
 // Runs the tool to its end: {exit code (-1: killed or timed out), everything it printed}.
