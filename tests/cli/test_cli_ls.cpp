@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <optional>
+
 #include "channel_helpers.hpp"
 #include "cli_process.hpp"
 #include "cudaipc/consumer.hpp"
 #include "mini_json.hpp"
 #include "peer_process.hpp"
+#include "reachable_peer.hpp"
 #include "temp_dir.hpp"
 #include "unix_socket.hpp"
 
@@ -144,10 +147,12 @@ TEST(CliLs, PermissionDenied) {
   Producer p(drop_options(dir));
   p.set_format(pattern_format(64));
   long uid = -1;
+  std::optional<ReachablePeer> reachable;  // the tool, run as nobody, from where nobody reaches
   if (::geteuid() != 0) {
     ASSERT_EQ(::chmod(dir.file("chan").c_str(), 0), 0);
   } else {
     uid = 65534;
+    reachable.emplace();
     ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
     ASSERT_EQ(::chmod(dir.file("chan").c_str(), 0666), 0);
   }
