@@ -1,6 +1,7 @@
 #include "format/caps_tensor.h"
 
 #include "format/caps_messages.h"
+#include "format/peer_text.h"
 
 #include <algorithm>
 #include <climits>
@@ -565,9 +566,12 @@ std::string wire_caps(const GstCaps* caps) {
 
 GstCaps* caps_from_wire(const std::string& caps_text, const TensorDesc& tensor, bool cuda_memory,
                         GstVideoInfo* video, std::string* error) {
-  // gst_caps_from_string would stop at a NUL and accept whatever came before it.
-  if (caps_text.find('\0') != std::string::npos) {
-    fail(error, "producer caps text contains a NUL byte: " + quoted(caps_text));
+  // GStreamer's parser recurses and makes any GType a cast names: the producer's text is checked
+  // first (a NUL would also stop the parser and let it accept whatever came before).
+  std::string refused;
+  if (!peer_text_ok(caps_text, &refused)) {
+    fail(error,
+         "producer caps text refused (" + refused + "): " + quoted(caps_text.substr(0, 200)));
     return nullptr;
   }
   CapsPtr caps(gst_caps_from_string(caps_text.c_str()));

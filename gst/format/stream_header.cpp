@@ -1,5 +1,7 @@
 #include "format/stream_header.h"
 
+#include "format/peer_text.h"
+
 namespace cudaipc::gst {
 namespace {
 constexpr char kTagsPrefix[] = "tags=";
@@ -31,6 +33,11 @@ bool decode_stream_header(const std::string& text, StreamHeader* out, std::strin
     return false;
   }
   out->tags = rest.substr(sizeof kTagsPrefix - 1);
+  std::string why;
+  if (!peer_text_ok(out->tags, &why)) {
+    *error = "the producer's tags are refused: " + why;
+    return false;
+  }
   GstTagList* tags = gst_tag_list_new_from_string(out->tags.c_str());
   if (!tags) {
     *error = "the producer's tags do not parse: " + out->tags;

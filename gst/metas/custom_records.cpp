@@ -1,5 +1,8 @@
 #include "metas/custom_records.h"
 
+#include "format/peer_text.h"
+#include "metas/custom_values.h"
+
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -7,65 +10,39 @@
 namespace cudaipc::gst {
 namespace {
 
-struct FieldWriter {
-  metas::CustomWriter* w;
-  bool ok = true;
-};
-
-gboolean write_field(GQuark field, const GValue* v, gpointer data) {
-  auto* fw = static_cast<FieldWriter*>(data);
-  const char* name = g_quark_to_string(field);
-  metas::CustomWriter& w = *fw->w;
-  bool ok;
-  switch (G_TYPE_FUNDAMENTAL(G_VALUE_TYPE(v))) {
-    case G_TYPE_INT:
-      ok = w.add_int64(name, g_value_get_int(v));
-      break;
-    case G_TYPE_INT64:
-      ok = w.add_int64(name, g_value_get_int64(v));
-      break;
-    case G_TYPE_UINT:
-      ok = w.add_uint64(name, g_value_get_uint(v));
-      break;
-    case G_TYPE_UINT64:
-      ok = w.add_uint64(name, g_value_get_uint64(v));
-      break;
-    case G_TYPE_FLOAT:
-      ok = w.add_double(name, g_value_get_float(v));
-      break;
-    case G_TYPE_DOUBLE:
-      ok = w.add_double(name, g_value_get_double(v));
-      break;
-    case G_TYPE_BOOLEAN:
-      ok = w.add_boolean(name, g_value_get_boolean(v) != FALSE);
-      break;
-    case G_TYPE_STRING: {
-      const char* s = g_value_get_string(v);
-      ok = w.add_string(name, s ? s : "");
-      break;
-    }
-    default: {
-      // Anything else as GStreamer's own text of it, deserialized at the source when its process
-      // knows the type.
-      gchar* text = gst_value_serialize(v);
-      ok = text && w.add_other(name, g_type_name(G_VALUE_TYPE(v)), text);
-      g_free(text);
-      if (!text) ok = true;  // a value GStreamer cannot serialize is left out, not the meta
-      break;
-    }
-  }
-  fw->ok = fw->ok && ok;
-  return ok;
-}
-
+// Custom meta names this process registered for its peers. GStreamer cannot unregister a meta, so
+// each new name a peer makes up costs the process for its lifetime: a producer naming a fresh meta
+// per frame must not grow it without bound.
+constexpr std::size_t kMaxPeerMetaNames = 256;
 std::mutex register_mu;
+std::size_t peer_names = 0;
 
-const GstMetaInfo* custom_info(const std::string& name) {
+const GstMetaInfo* custom_info(const std::string& name, std::string* error) {
   std::lock_guard<std::mutex> lock(register_mu);
   const GstMetaInfo* info = gst_meta_get_info(name.c_str());
-  if (info) return gst_meta_info_is_custom(info) ? info : nullptr;
+  if (info) {
+    if (gst_meta_info_is_custom(info)) return info;
+    *error = "'" + name + "' names a meta of this process that is not a custom meta";
+    return nullptr;
+  }
+  // GStreamer registers the meta as the types NAME and NAME-api: a name already taken by another
+  // type would fail there with a warning.
+  if (g_type_from_name(name.c_str()) || g_type_from_name((name + "-api").c_str())) {
+    *error = "'" + name + "' names a type of this process that is not a custom meta";
+    return nullptr;
+  }
+  if (peer_names >= kMaxPeerMetaNames) {
+    *error = "more than " + std::to_string(kMaxPeerMetaNames) + " custom meta names; '" + name +
+             "' is not registered";
+    return nullptr;
+  }
   const gchar* tags[] = {nullptr};
-  return gst_meta_register_custom(name.c_str(), tags, nullptr, nullptr, nullptr);
+  info = gst_meta_register_custom(name.c_str(), tags, nullptr, nullptr, nullptr);
+  if (info)
+    ++peer_names;
+  else
+    *error = "GStreamer did not register custom meta '" + name + "'";
+  return info;
 }
 
 }  // namespace
@@ -82,10 +59,9 @@ Encoded encode_custom(GstMeta* meta, const char* name, metas::AreaWriter& w) {
   std::uint8_t* body = w.begin_record(metas::RecordKind::custom, name, room);
   if (!body) return Encoded::no_room;
   metas::CustomWriter cw(body, room);
-  FieldWriter fw{&cw};
-  if (s) gst_structure_foreach(s, write_field, &fw);
+  const bool ok = !s || write_fields(cw, s);
   const std::size_t used = cw.finish();
-  if (!fw.ok || !cw.ok()) {
+  if (!ok || !used) {
     w.cancel_record();
     return Encoded::no_room;
   }
@@ -94,70 +70,20 @@ Encoded encode_custom(GstMeta* meta, const char* name, metas::AreaWriter& w) {
 }
 
 bool attach_custom(GstBuffer* buf, std::string_view name, metas::Bytes body, std::string* error) {
+  if (!valid_custom_meta_name(name))
+    return (*error = "custom meta name " + quoted(name) + " is not one GStreamer can register",
+            false);
   metas::CustomView view;
   if (!view.parse(body, error)) return false;
   const std::string meta_name(name);
-  if (meta_name.empty()) return (*error = "custom meta without a name", false);
   // Collect the fields first: a malformed one drops the meta before it is attached.
   GstStructure* s = gst_structure_new_empty(meta_name.c_str());
-  metas::Field f;
-  while (view.next(&f)) {
-    const std::string field(f.name);
-    if (field.empty() || !g_ascii_isalpha(field[0])) continue;  // GstStructure refuses such names
-    GValue v = G_VALUE_INIT;
-    switch (f.type) {
-      case metas::FieldType::int64:
-        g_value_init(&v, G_TYPE_INT64);
-        g_value_set_int64(&v, f.i);
-        break;
-      case metas::FieldType::uint64:
-        g_value_init(&v, G_TYPE_UINT64);
-        g_value_set_uint64(&v, f.u);
-        break;
-      case metas::FieldType::float64:
-        g_value_init(&v, G_TYPE_DOUBLE);
-        g_value_set_double(&v, f.d);
-        break;
-      case metas::FieldType::boolean:
-        g_value_init(&v, G_TYPE_BOOLEAN);
-        g_value_set_boolean(&v, f.b);
-        break;
-      case metas::FieldType::string:
-        g_value_init(&v, G_TYPE_STRING);
-        g_value_take_string(&v, g_strndup(f.text.data(), f.text.size()));
-        break;
-      case metas::FieldType::bytes: {
-        g_value_init(&v, G_TYPE_BYTES);
-        g_value_take_boxed(&v, g_bytes_new(f.text.data(), f.text.size()));
-        break;
-      }
-      case metas::FieldType::other: {
-        const std::string type_name(f.type_name), text(f.text);
-        const GType t = g_type_from_name(type_name.c_str());
-        bool done = false;
-        if (t) {
-          g_value_init(&v, t);
-          done = gst_value_deserialize(&v, text.c_str());
-          if (!done) g_value_unset(&v);
-        }
-        if (!done) {  // a type this process does not know: kept as its text
-          g_value_init(&v, G_TYPE_STRING);
-          g_value_set_string(&v, text.c_str());
-        }
-        break;
-      }
-    }
-    gst_structure_take_value(s, field.c_str(), &v);
-  }
-  if (view.error()) {
+  if (!read_fields(view, s, error)) {
     gst_structure_free(s);
-    *error = view.error();
     return false;
   }
-  const GstMetaInfo* info = custom_info(meta_name);
-  if (!info) {
+  if (!custom_info(meta_name, error)) {
     gst_structure_free(s);
-    *error = "'" + meta_name + "' names a meta of this process that is not a custom meta";
     return false;
   }
   GstCustomMeta* m = gst_buffer_add_custom_meta(buf, meta_name.c_str());
@@ -166,7 +92,7 @@ bool attach_custom(GstBuffer* buf, std::string_view name, metas::Bytes body, std
     return (*error = "could not add custom meta '" + meta_name + "'", false);
   }
   GstStructure* into = gst_custom_meta_get_structure(m);
-  // The meta's own structure is owned by it: copy the fields over.
+  // The meta's own structure is owned by it: the fields move over.
   gst_structure_foreach(
       s,
       [](GQuark field, const GValue* value, gpointer data) -> gboolean {
@@ -205,6 +131,9 @@ Encoded encode_reference_timestamp(GstMeta* meta, metas::AreaWriter& w) {
 bool attach_reference_timestamp(GstBuffer* buf, metas::Bytes body, std::string* error) {
   metas::ReferenceTimestamp ts;
   if (!metas::read_reference_timestamp(body, &ts, error)) return false;
+  std::string why;
+  if (!peer_text_ok(ts.caps, &why))
+    return (*error = "reference timestamp caps refused: " + why, false);
   GstCaps* caps = gst_caps_from_string(std::string(ts.caps).c_str());
   if (!caps) return (*error = "reference timestamp caps do not parse", false);
   gst_buffer_add_reference_timestamp_meta(buf, caps, ts.timestamp, ts.duration);

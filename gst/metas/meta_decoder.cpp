@@ -1,5 +1,8 @@
 #include "metas/meta_decoder.h"
 
+#include <cstring>
+#include <string>
+
 #include "cudaipc/metas.hpp"
 #include "metas/analytics_records.h"
 #include "metas/custom_records.h"
@@ -8,17 +11,35 @@
 namespace cudaipc::gst {
 namespace {
 
-bool attach_serialized(GstBuffer* buf, metas::Bytes body, bool* unknown) {
+bool attach_serialized(GstBuffer* buf, metas::Bytes body, bool* unknown, std::string* error) {
 #if GST_CHECK_VERSION(1, 24, 0)
+  // GStreamer's header, [u32 total][u32 name_len][name]['\0'][u8 version][payload], checked here
+  // in full: gst_meta_deserialize computes name_len + 10 in 32 bits, so a name_len near 2^32
+  // wraps past its own bounds check and reads far outside the record.
+  if (body.size < 10) return (*error = "serialized meta shorter than its header", false);
+  guint32 total = 0, name_len = 0;
+  std::memcpy(&total, body.data, 4);
+  std::memcpy(&name_len, body.data + 4, 4);
+  if (total > body.size || name_len > total - 10 || body.data[8 + name_len] != '\0' ||
+      std::memchr(body.data + 8, '\0', name_len))
+    return (*error = "serialized meta's header is out of range", false);
+  const std::string impl(reinterpret_cast<const char*>(body.data) + 8, name_len);
+  const GstMetaInfo* info = gst_meta_get_info(impl.c_str());
+  // These two parse text recursively (a structure, caps): they cross as records of their own
+  // kinds, whose text is checked first, never as GStreamer's serialization.
+  if (info &&
+      (gst_meta_info_is_custom(info) || info->api == gst_reference_timestamp_meta_api_get_type())) {
+    *error = "serialized '" + impl + "' refused: it crosses as its own record kind";
+    return false;
+  }
   guint32 consumed = 0;
-  // gst_meta_deserialize reads the implementation's name first and returns NULL for one this
-  // process has not registered, as for bytes it cannot parse: both count as unknown here, since
-  // GStreamer checks the bytes itself.
+  // gst_meta_deserialize returns NULL for an implementation this process has not registered, as
+  // for bytes it cannot parse: both count as unknown here, since GStreamer checks the bytes itself.
   if (gst_meta_deserialize(buf, body.data, body.size, &consumed)) return true;
   *unknown = true;
   return false;
 #else
-  (void)buf, (void)body;
+  (void)buf, (void)body, (void)error;
   *unknown = true;
   return false;
 #endif
@@ -57,7 +78,7 @@ void decode_metas(const std::uint8_t* area, std::uint32_t bytes, const MetaFilte
         ok = attach_reference_timestamp(buf, rec.body, &why);
         break;
       case metas::RecordKind::serialized:
-        ok = attach_serialized(buf, rec.body, &unknown);
+        ok = attach_serialized(buf, rec.body, &unknown, &why);
         break;
       default:
         unknown = true;

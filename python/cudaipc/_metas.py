@@ -12,6 +12,7 @@ raises MetaFormatError, which the area walk turns into a skipped, counted record
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
@@ -34,9 +35,15 @@ FIELD_HEADER = struct.Struct("<IHBBII")  # field_size, name_len, type, reserved,
 TIMESTAMP_HEADER = struct.Struct("<QQII")  # timestamp, duration, caps_len, reserved
 U32x2 = struct.Struct("<II")
 _I64, _U64, _F64 = struct.Struct("<q"), struct.Struct("<Q"), struct.Struct("<d")
+_I32, _U32, _F32 = struct.Struct("<i"), struct.Struct("<I"), struct.Struct("<f")
+_FRACTION = struct.Struct("<ii")
 
 # Custom field types (kind 4).
 F_INT64, F_UINT64, F_DOUBLE, F_BOOLEAN, F_STRING, F_BYTES, F_OTHER = range(1, 8)
+F_INT32, F_UINT32, F_FLOAT, F_FRACTION, F_STRUCTURE, F_ARRAY, F_LIST = range(8, 15)
+# How deep structures, arrays and lists nest (the record's own fields are depth 0).
+MAX_CUSTOM_DEPTH = 8
+_INT32_MIN = -(1 << 31)
 
 Buffer = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -127,6 +134,17 @@ class GstValue(NamedTuple):
     text: str
 
 
+class Structure(NamedTuple):
+    """A GstStructure inside a custom field (type 12): its name and its fields."""
+
+    name: str
+    fields: Dict[str, Any]
+
+
+class ValueList(list):
+    """A GstValueList (type 14); a plain ``list`` or ``tuple`` is a GstValueArray (type 13)."""
+
+
 class TimestampRecord(MetaRecord):
     """Kind 5: a GstReferenceTimestampMeta. Times in ns; None for GST_CLOCK_TIME_NONE."""
 
@@ -154,12 +172,16 @@ def _u8_slice(body: np.ndarray, start: int, size: int, what: str) -> np.ndarray:
 
 
 def decode_custom(name: str, body: np.ndarray) -> CustomRecord:
-    size = body.shape[0]
+    return CustomRecord(name, dict(_custom_fields(body.tobytes(), 0)))
+
+
+def _custom_fields(body: bytes, depth: int) -> List[Tuple[str, Any]]:
+    """The fields of a custom body (a record's, or a nested value's members at `depth`)."""
+    size = len(body)
     if size < 8:
         raise MetaFormatError(f"custom body of {size} bytes is shorter than its 8-byte header")
     count, _ = U32x2.unpack_from(body, 0)
-    mv = body.data
-    fields: Dict[str, Any] = {}
+    fields: List[Tuple[str, Any]] = []
     pos = 8
     for i in range(count):  # each field takes >= 16 bytes: a lying count ends at the body's end
         if pos + FIELD_HEADER.size > size:
@@ -170,19 +192,42 @@ def decode_custom(name: str, body: np.ndarray) -> CustomRecord:
         if fsize % 8 or fsize < need or pos + fsize > size:
             raise MetaFormatError(f"custom field {i}: size {fsize} (needs a multiple of 8, at "
                                   f"least {need}, within the body's {size - pos} bytes left)")
-        fname = check_name(bytes(mv[pos + 16:pos + 16 + name_len]), "custom field {}'s name", i)
-        raw = bytes(mv[pos + 16 + name_len:pos + 16 + name_len + value_len])
-        fields[fname] = _field_value(ftype, raw, fname)
+        fname = check_name(body[pos + 16:pos + 16 + name_len], "custom field {}'s name", i)
+        raw = body[pos + 16 + name_len:pos + 16 + name_len + value_len]
+        fields.append((fname, _field_value(ftype, raw, fname, depth)))
         pos += fsize
-    return CustomRecord(name, fields)
+    return fields
 
 
-def _field_value(ftype: int, raw: bytes, fname: str) -> Any:
+def _field_value(ftype: int, raw: bytes, fname: str, depth: int = 0) -> Any:
     n = len(raw)
     if ftype in (F_INT64, F_UINT64, F_DOUBLE):
         if n != 8:
             raise MetaFormatError(f"custom field {fname!r}: an 8-byte type with {n} bytes")
         return (_I64 if ftype == F_INT64 else _U64 if ftype == F_UINT64 else _F64).unpack(raw)[0]
+    if ftype in (F_INT32, F_UINT32, F_FLOAT):
+        if n != 4:
+            raise MetaFormatError(f"custom field {fname!r}: a 4-byte type with {n} bytes")
+        return (_I32 if ftype == F_INT32 else _U32 if ftype == F_UINT32 else _F32).unpack(raw)[0]
+    if ftype == F_FRACTION:
+        if n != 8:
+            raise MetaFormatError(f"custom field {fname!r}: a fraction of {n} bytes")
+        num, den = _FRACTION.unpack(raw)
+        if den == 0 or _INT32_MIN in (num, den):
+            raise MetaFormatError(f"custom field {fname!r}: the fraction {num}/{den}")
+        return Fraction(num, den)
+    if ftype in (F_STRUCTURE, F_ARRAY, F_LIST):
+        if depth + 1 > MAX_CUSTOM_DEPTH:
+            raise MetaFormatError(f"custom field {fname!r}: nested deeper than "
+                                  f"{MAX_CUSTOM_DEPTH} levels")
+        if ftype != F_STRUCTURE:
+            members = [v for _, v in _custom_fields(raw, depth + 1)]
+            return members if ftype == F_ARRAY else ValueList(members)
+        sn = U32x2.unpack_from(raw, 0)[0] if n >= 8 else n
+        if n < 8 or 8 + pad8(sn) > n:
+            raise MetaFormatError(f"custom field {fname!r}: a structure's name past its end")
+        sname = check_name(raw[8:8 + sn], "field {!r}'s structure name", fname)
+        return Structure(sname, dict(_custom_fields(raw[8 + pad8(sn):], depth + 1)))
     if ftype == F_BOOLEAN:
         if n != 1:
             raise MetaFormatError(f"custom field {fname!r}: a boolean of {n} bytes")
@@ -353,13 +398,20 @@ class BodyRecord(Encoded):
 
 def custom_body(fields: Mapping[str, Any]) -> bytes:
     """A kind 4 body: Python's bool, int, float, str and bytes (and NumPy's scalars of those)
-    become boolean, int64 (uint64 above 2**63 - 1), double, string and bytes fields."""
+    become boolean, int64 (uint64 above 2**63 - 1), double, string and bytes fields; Fraction a
+    fraction, :class:`Structure` a nested structure, list and tuple an array, :class:`ValueList` a
+    list, :class:`GstValue` GStreamer's text of another type."""
     if not isinstance(fields, Mapping):
         raise InvalidArgumentError(f"meta must be a dict of fields, not {type(fields).__name__}")
-    parts = [U32x2.pack(len(fields), 0)]
-    for key, value in fields.items():
+    return _fields_body(fields.items(), 0)
+
+
+def _fields_body(items: Iterable[Tuple[str, Any]], depth: int) -> bytes:
+    items = list(items)
+    parts = [U32x2.pack(len(items), 0)]
+    for key, value in items:
         name = encode_name(key, "a meta field's name")
-        ftype, raw = _field_bytes(key, value)
+        ftype, raw = _field_bytes(key, value, depth)
         if len(name) > 0xFFFF or len(raw) > 0xFFFFFFFF:
             raise InvalidArgumentError(f"meta field {key!r} is too large")
         n = len(name) + len(raw)
@@ -368,7 +420,7 @@ def custom_body(fields: Mapping[str, Any]) -> bytes:
     return b"".join(parts)
 
 
-def _field_bytes(key: str, v: Any) -> Tuple[int, bytes]:
+def _field_bytes(key: str, v: Any, depth: int = 0) -> Tuple[int, bytes]:
     if isinstance(v, (bool, np.bool_)):
         return F_BOOLEAN, b"\1" if v else b"\0"
     if isinstance(v, (int, np.integer)):
@@ -386,8 +438,22 @@ def _field_bytes(key: str, v: Any) -> Tuple[int, bytes]:
         return F_BYTES, bytes(v)
     if isinstance(v, GstValue):
         return F_OTHER, encode_name(v.type_name, "a GType name") + b"\0" + v.text.encode()
+    if isinstance(v, Fraction):
+        if not (_INT32_MIN < v.numerator < (1 << 31) and v.denominator < (1 << 31)):
+            raise InvalidArgumentError(f"meta field {key!r}: {v} does not fit 32-bit terms")
+        return F_FRACTION, _FRACTION.pack(v.numerator, v.denominator)
+    if isinstance(v, (Structure, list, tuple)):
+        if depth + 1 > MAX_CUSTOM_DEPTH:
+            raise InvalidArgumentError(f"meta field {key!r}: nested deeper than "
+                                       f"{MAX_CUSTOM_DEPTH} levels")
+        if isinstance(v, Structure):
+            sname = encode_name(v.name, "a structure's name")
+            return F_STRUCTURE, (U32x2.pack(len(sname), 0) + sname + bytes(pad8(len(sname)) -
+                                 len(sname)) + _fields_body(v.fields.items(), depth + 1))
+        members = _fields_body((("", m) for m in v), depth + 1)
+        return (F_LIST if isinstance(v, ValueList) else F_ARRAY), members
     raise InvalidArgumentError(f"meta field {key!r}: {type(v).__name__} is not carried (int, "
-                               "float, bool, str, bytes)")
+                               "float, bool, str, bytes, Fraction, Structure, list)")
 
 
 def timestamp_body(rec: TimestampRecord) -> bytes:

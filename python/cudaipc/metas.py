@@ -6,7 +6,8 @@ classes (to publish records by hand with ``metas=[...]``, or to read ``Frame.met
 
 from ._metas import (KIND_ANALYTICS, KIND_CUSTOM, KIND_SERIALIZED, KIND_TENSORS, KIND_TIMESTAMP,
                      MAGIC, MAX_AREA, MAX_NAME, MAX_RECORDS, VERSION, CustomRecord, Decoded,
-                     GstValue, MetaFormatError, MetaRecord, RawRecord, TimestampRecord)
+                     GstValue, MetaFormatError, MetaRecord, RawRecord, Structure,
+                     TimestampRecord, ValueList)
 from ._metas_analytics import (CONTAIN, IS_PART_OF, N_TO_N, RELATE_TO, AnalyticsRecord,
                                Classification, Detection, Segmentation, Track, UnknownMtd)
 from ._metas_io import CUSTOM_NAME, decode, encode
@@ -14,7 +15,7 @@ from ._metas_tensors import TensorInfo, TensorsRecord
 
 __all__ = [
     "MetaRecord", "RawRecord", "AnalyticsRecord", "TensorsRecord", "CustomRecord",
-    "TimestampRecord", "TensorInfo", "GstValue", "Detection", "Classification", "Track",
+    "TimestampRecord", "TensorInfo", "GstValue", "Structure", "ValueList", "Detection", "Classification", "Track",
     "Segmentation", "UnknownMtd", "Decoded", "MetaFormatError", "encode", "decode",
     "KIND_SERIALIZED", "KIND_ANALYTICS", "KIND_TENSORS", "KIND_CUSTOM", "KIND_TIMESTAMP",
     "IS_PART_OF", "CONTAIN", "RELATE_TO", "N_TO_N", "MAGIC", "VERSION", "MAX_AREA", "MAX_NAME",

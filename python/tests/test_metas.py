@@ -66,6 +66,59 @@ def test_custom_field_types_bytes():
     assert M.decode(got).records[0].fields == fields
 
 
+def test_custom_nested_and_sized_fields_bytes():
+    from fractions import Fraction
+    body = struct.pack("<II", 4, 0)
+    body += struct.pack("<IHBBII", 24, 1, 8, 0, 4, 0) + b"i" + struct.pack("<i", -3) + bytes(3)
+    body += struct.pack("<IHBBII", 32, 1, 11, 0, 8, 0) + b"f" + struct.pack("<ii", 30000, 1001) \
+        + bytes(7)
+    # a structure "st" holding one uint32 field "n"; its value: u32 name_len, u32 0, name, pad
+    inner = struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 24, 1, 9, 0, 4, 0) + b"n" + \
+        struct.pack("<I", 9) + bytes(3)
+    sval = struct.pack("<II", 2, 0) + b"st" + bytes(6) + inner
+    body += struct.pack("<IHBBII", 16 + 8 + len(sval), 1, 12, 0, len(sval), 0) + b"s" + sval + \
+        bytes(7)
+    # an array of two float32 members (nameless)
+    members = struct.pack("<II", 2, 0) + (struct.pack("<IHBBII", 24, 0, 10, 0, 4, 0) +
+                                          struct.pack("<f", 0.5) + bytes(4)) * 2
+    body += struct.pack("<IHBBII", 16 + 8 + len(members), 1, 13, 0, len(members), 0) + b"a" + \
+        members + bytes(7)
+    (rec,) = M.decode(area(record(4, b"cudaipc-meta", body))).records
+    assert rec.fields == {"i": -3, "f": Fraction(30000, 1001),
+                          "s": M.Structure("st", {"n": 9}), "a": [0.5, 0.5]}
+    assert isinstance(rec.fields["a"], list) and not isinstance(rec.fields["a"], M.ValueList)
+
+
+def test_custom_nested_round_trip_and_limits():
+    from fractions import Fraction
+    fields = {"fr": Fraction(-1, 3), "st": M.Structure("roi", {"x": 1, "name": "car"}),
+              "arr": [1, [2, 3], M.Structure("p", {"q": True})], "lst": M.ValueList(["a", "b"])}
+    (rec,) = M.decode(M.encode(meta=fields)).records
+    assert rec.fields == fields
+    assert isinstance(rec.fields["lst"], M.ValueList)
+    deep: object = 1
+    for _ in range(8):
+        deep = [deep]
+    assert M.decode(M.encode(meta={"d": deep})).records[0].fields == {"d": deep}
+    with pytest.raises(cudaipc.InvalidArgumentError, match="nested deeper"):
+        M.encode(meta={"d": [deep]})
+
+
+def test_custom_fraction_and_depth_from_a_peer_are_refused():
+    for num, den in ((1, 0), (-(1 << 31), 1), (1, -(1 << 31))):
+        body = struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 32, 1, 11, 0, 8, 0) + b"f" + \
+            struct.pack("<ii", num, den) + bytes(7)
+        d = M.decode(area(record(4, b"cudaipc-meta", body)))
+        assert d.records == [] and "fraction" in d.errors[0]
+    # 9 arrays inside each other, written by hand as a peer could.
+    inner = struct.pack("<II", 0, 0)
+    for _ in range(9):
+        inner = struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 16 + len(inner), 0, 13, 0,
+                                                        len(inner), 0) + inner
+    d = M.decode(area(record(4, b"cudaipc-meta", inner)))
+    assert d.records == [] and "nested deeper" in d.errors[0]
+
+
 def test_timestamp_record_bytes():
     caps = b"timestamp/x-ntp"
     body = struct.pack("<QQII", 5, (1 << 64) - 1, len(caps), 0) + caps
@@ -241,8 +294,8 @@ def test_bad_detections_refused(bad, match):
 
 
 def test_bad_meta_fields_refused():
-    with pytest.raises(cudaipc.InvalidArgumentError, match="'x': list is not carried"):
-        M.encode(meta={"x": [1]})
+    with pytest.raises(cudaipc.InvalidArgumentError, match="'x': dict is not carried"):
+        M.encode(meta={"x": {"y": 1}})
     with pytest.raises(cudaipc.InvalidArgumentError, match="does not fit 64 bits"):
         M.encode(meta={"x": 1 << 64})
     with pytest.raises(cudaipc.InvalidArgumentError, match="NUL"):
@@ -267,8 +320,8 @@ GOOD = record(4, b"cudaipc-meta", struct.pack("<II", 1, 0) +
     (record(4, b"n", struct.pack("<II", 1, 0)), "starts past"),
     (record(4, b"n", struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 16, 1, 1, 0, 8, 0)),
      "size 16"),
-    (record(4, b"n", struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 24, 1, 9, 0, 1, 0) +
-            b"k\0" + bytes(6)), "unknown type 9"),
+    (record(4, b"n", struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 24, 1, 99, 0, 1, 0) +
+            b"k\0" + bytes(6)), "unknown type 99"),
     (record(4, b"n", struct.pack("<II", 1, 0) + struct.pack("<IHBBII", 24, 1, 1, 0, 4, 0) +
             b"kaaaa" + bytes(3)), "8-byte type with 4"),
     (record(5, b"n", struct.pack("<QQII", 0, 0, 99, 0)), "overrun"),

@@ -1,6 +1,7 @@
 // Caps ⇄ tensor mapping (gst/caps_tensor.h) without loading the plugin: every supported video
 // format and tensor dtype, the wire round trip, and malformed input from either side.
 #include "format/caps_tensor.h"
+#include "format/peer_text.h"
 
 #include <gtest/gtest.h>
 
@@ -1199,6 +1200,31 @@ TEST(ParseCaps, SeveralTensorsLieOneAfterAnotherOnAlignedOffsets) {
   ASSERT_EQ(out.tensors.size(), 16u);
   EXPECT_EQ(out.tensors[15].byte_offset, 15u * 256);
   EXPECT_EQ(out.tensors[15].size, 16u);
+}
+
+// A hostile producer's caps text never reaches GStreamer's recursive parser unchecked: nesting past
+// the limit, casts to types GLib refuses (criticals under G_DEBUG=fatal-criticals), and the same
+// inside a quoted structure are refused with the reason; ordinary caps with casts, features,
+// lists and ranges pass.
+TEST(CapsFromWire, RefusesTextGStreamersParserWouldRecurseOrFailOn) {
+  const TensorDesc rgba = video_tensor_of("RGBA", 64, 48);
+  const std::string ok = wire_video("RGBA", 64, 48);
+  expect_wire_refused(
+      ok + ", a=(GstValueArray)" + std::string(30000, '<') + "1" + std::string(30000, '>'), rgba,
+      "nested more than");
+  expect_wire_refused(ok + ", a=" + std::string(17, '{') + "1" + std::string(17, '}'), rgba,
+                      "nested more than");
+  expect_wire_refused(ok + ", a=(void)1", rgba, "'void'");
+  expect_wire_refused(ok + ", a=(GInterface)x", rgba, "'GInterface'");
+  expect_wire_refused(ok + ", a=(GEnum)x", rgba, "'GEnum'");
+  expect_wire_refused(ok + ", a=(structure)\"s\\, b\\=(void)1\\;\"", rgba, "'void'");
+  std::string why;
+  for (const std::string& fine :
+       {ok, ok + ", a=(int)[ 1, 10 ], b=(string){ x, y }, c=(GstValueArray)< 1, 2 >",
+        std::string("video/x-raw(memory:CUDAMemory), format=(string)RGBA, width=(int)64"),
+        ok + ", title=(string)\"a (void) in plain text\"",
+        ok + ", s=(structure)\"inner\\, x\\=(int)1\\;\""})
+    EXPECT_TRUE(peer_text_ok(fine, &why)) << fine << ": " << why;
 }
 
 }  // namespace

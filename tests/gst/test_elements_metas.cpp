@@ -10,6 +10,7 @@
 #include "cudaipc/metas.hpp"
 #include "cudaipc/producer.hpp"
 #include "element_harness.hpp"
+#include "meta_round_trip.hpp"
 
 #ifdef CUDAIPC_HAVE_ANALYTICS
 #include <gst/analytics/analytics.h>
@@ -17,26 +18,6 @@
 
 namespace cudaipc::testing::gst {
 namespace {
-
-constexpr Ms kWait{5000};
-constexpr int kFrames = 12;
-
-const TensorFrame& frame_kind() {
-  static const TensorFrame f{all_dtypes()[4], {32}};
-  return f;
-}
-
-guint64 stat(const Ptr<GstStructure>& s, const char* field) {
-  guint64 v = 0;
-  if (s) gst_structure_get_uint64(s.get(), field, &v);
-  return v;
-}
-
-const GstMetaInfo* test_custom_info(const char* name) {
-  if (const GstMetaInfo* info = gst_meta_get_info(name)) return info;
-  const gchar* tags[] = {nullptr};
-  return gst_meta_register_custom(name, tags, nullptr, nullptr, nullptr);
-}
 
 void add_custom(GstBuffer* buf, int i) {
   test_custom_info("test-frame-meta");
@@ -53,13 +34,13 @@ std::string check_custom(GstBuffer* buf, int i) {
   GstCustomMeta* m = gst_buffer_get_custom_meta(buf, "test-frame-meta");
   if (!m) return "no custom meta";
   GstStructure* s = gst_custom_meta_get_structure(m);
-  gint64 index = -1;
+  gint index = -1;
   guint64 big = 0;
   gdouble ratio = -1;
   gboolean odd = FALSE;
   gint num = 0, den = 0;
   const gchar* name = gst_structure_get_string(s, "name");
-  if (!gst_structure_get_int64(s, "index", &index) || index != i)
+  if (!gst_structure_get_int(s, "index", &index) || index != i)
     return "index " + std::to_string(index) + " in " + text_of(s);
   if (!gst_structure_get_uint64(s, "big", &big) || big != (G_GUINT64_CONSTANT(1) << 40 | i))
     return "big in " + text_of(s);
@@ -82,37 +63,6 @@ std::string check_reference(GstBuffer* buf, int i) {
   if (!r) return "no reference timestamp";
   if (r->timestamp != 1000000u * i + 7 || r->duration != 33u * i) return "reference timestamp";
   return "";
-}
-
-// Publishes kFrames frames with `decorate` adding metas to frame i, and checks each one the
-// consumer pulls with `check`. The frame's bytes are checked too.
-template <typename Decorate, typename Check>
-void round_trip(const std::string& socket, const std::string& sink_props,
-                const std::string& src_props, Decorate decorate, Check check,
-                Ptr<GstStructure>* sink_stats = nullptr, Ptr<GstStructure>* src_stats = nullptr) {
-  const TensorFrame& frame = frame_kind();
-  Ptr<GstCaps> caps = frame.caps();
-  Producer producer(socket, sink_props);
-  PullingConsumer consumer(socket, src_props);
-  producer.set_caps(caps.get());
-  ASSERT_TRUE(producer.start());
-  ASSERT_TRUE(consumer.start());
-  ASSERT_TRUE(producer.wait_consumers(1, kWait));
-  for (int i = 1; i <= kFrames; ++i) {
-    SCOPED_TRACE("frame " + std::to_string(i));
-    GstBuffer* buf = frame.buffer(i);
-    decorate(buf, i);
-    ASSERT_EQ(producer.push(buf, i - 1), GST_FLOW_OK);
-    Ptr<GstSample> sample = consumer.pull();
-    ASSERT_TRUE(sample) << consumer.pipeline().errors();
-    Received r = Collector::copy_out(sample.get());
-    EXPECT_EQ(frame.check(r, i), "");
-    EXPECT_EQ(check(gst_sample_get_buffer(sample.get()), i), "");
-  }
-  if (sink_stats) *sink_stats = producer.stats();
-  if (src_stats) *src_stats = consumer.stats();
-  EXPECT_EQ(consumer.pipeline().errors(), "");
-  EXPECT_EQ(producer.pipeline().errors(), "");
 }
 
 TEST_F(ElementTest, CustomAndReferenceTimestampMetasCrossEveryFrame) {

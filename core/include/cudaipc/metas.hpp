@@ -266,19 +266,38 @@ enum class FieldType : std::uint8_t {
   boolean = 4,
   string = 5,
   bytes = 6,
-  other = 7
+  other = 7,  // "GTypeName\0" + GStreamer's text of the value
+  int32 = 8,
+  uint32 = 9,
+  float32 = 10,
+  fraction = 11,   // i32 numerator, i32 denominator (not 0; neither is INT32_MIN)
+  structure = 12,  // u32 name_len, u32 reserved, name, pad to 8, then a custom body
+  array = 13,      // a custom body of nameless members (GstValueArray)
+  list = 14,       // the same for GstValueList
 };
+
+// How deep structures, arrays and lists may nest (the record's own fields are depth 0): a reader
+// recurses at most this far, so a peer's record cannot exhaust a stack. Deeper is malformed.
+inline constexpr unsigned kMaxCustomDepth = 8;
+
+inline constexpr bool is_nested(FieldType t) noexcept {
+  return t == FieldType::structure || t == FieldType::array || t == FieldType::list;
+}
 
 struct Field {
   std::string_view name;
   FieldType type;
-  std::int64_t i = 0;
-  std::uint64_t u = 0;
-  double d = 0;
+  std::int64_t i = 0;    // int64, int32; fraction: the numerator
+  std::uint64_t u = 0;   // uint64, uint32
+  double d = 0;          // float64, float32
+  std::int32_t den = 0;  // fraction: the denominator
   bool b = false;
   // string, bytes: the value; other: the serialized text, with `type_name` its GType's name.
   std::string_view text;
+  // other: the GType's name; structure: the structure's name.
   std::string_view type_name;
+  // structure, array, list: the members, a custom body (read with CustomView::parse_nested).
+  Bytes nested{};
 };
 
 class CustomWriter {
@@ -286,37 +305,62 @@ class CustomWriter {
   CustomWriter(std::uint8_t* body, std::size_t capacity) noexcept;
   bool add_int64(std::string_view name, std::int64_t v) noexcept;
   bool add_uint64(std::string_view name, std::uint64_t v) noexcept;
+  bool add_int32(std::string_view name, std::int32_t v) noexcept;
+  bool add_uint32(std::string_view name, std::uint32_t v) noexcept;
   bool add_double(std::string_view name, double v) noexcept;
+  bool add_float(std::string_view name, float v) noexcept;
+  bool add_fraction(std::string_view name, std::int32_t num, std::int32_t den) noexcept;
   bool add_boolean(std::string_view name, bool v) noexcept;
   bool add_string(std::string_view name, std::string_view v) noexcept;
   bool add_bytes(std::string_view name, const void* data, std::size_t size) noexcept;
   bool add_other(std::string_view name, std::string_view type_name,
                  std::string_view serialized) noexcept;
+  // A structure, array or list field: its members are written with the writer returned (an
+  // array's and a list's with empty names), then end_nested() closes the field. Nothing else may
+  // be added here meanwhile. A member past kMaxCustomDepth fails (the writer returned is not ok()).
+  CustomWriter begin_structure(std::string_view name, std::string_view struct_name) noexcept;
+  CustomWriter begin_array(std::string_view name, FieldType array_or_list) noexcept;
+  bool end_nested(CustomWriter& members) noexcept;
+  // Drops a field begun with begin_*, as if it had not been.
+  void cancel_nested() noexcept;
   std::size_t finish() noexcept;
   bool ok() const noexcept;
+  // 0 for a record's own fields, 1 for the members of one of them, and so on.
+  unsigned depth() const noexcept { return depth_; }
 
  private:
   bool add(std::string_view name, FieldType type, const void* a, std::size_t an, const void* b,
            std::size_t bn) noexcept;
+  CustomWriter begin(std::string_view name, FieldType type, std::string_view struct_name) noexcept;
   std::uint8_t* body_;
   std::size_t capacity_;
   std::size_t end_ = 0;
   std::uint32_t count_ = 0;
+  unsigned depth_ = 0;
   bool ok_ = false;
+  // The field begun with begin_* and not yet ended.
+  bool open_ = false;
+  FieldType open_type_{};
+  std::size_t open_name_len_ = 0, open_prefix_ = 0;
 };
 
 class CustomView {
  public:
   bool parse(Bytes body, std::string* error);
+  // The members of `f`, a structure, array or list field that `parent` read: one level deeper.
+  bool parse_nested(const CustomView& parent, const Field& f, std::string* error);
   std::uint32_t count() const noexcept { return count_; }
+  unsigned depth() const noexcept { return depth_; }
   // Fields in order: call next() until false; error() tells a malformed field from the end.
   bool next(Field* out) noexcept;
   const char* error() const noexcept { return error_; }
 
  private:
+  bool parse_at(Bytes body, unsigned depth, std::string* error);
   Bytes body_{};
   std::uint32_t count_ = 0, read_ = 0;
   std::size_t pos_ = 0;
+  unsigned depth_ = 0;
   const char* error_ = nullptr;
 };
 

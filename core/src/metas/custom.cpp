@@ -1,4 +1,5 @@
 // Kind 4, GstCustomMeta's fields (docs/metas.md): a count, then typed fields back to back.
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -30,7 +31,7 @@ bool CustomWriter::ok() const noexcept {
 
 bool CustomWriter::add(std::string_view name, FieldType type, const void* a, std::size_t an,
                        const void* b, std::size_t bn) noexcept {
-  if (!ok_) return false;
+  if (!ok_ || open_) return false;
   if (name.size() > 0xffff || an + bn > 0xffffffffu) return false;
   const std::size_t size = kField + pad8(name.size() + an + bn);
   if (size > capacity_ - end_) return false;
@@ -54,8 +55,23 @@ bool CustomWriter::add_int64(std::string_view name, std::int64_t v) noexcept {
 bool CustomWriter::add_uint64(std::string_view name, std::uint64_t v) noexcept {
   return add(name, FieldType::uint64, &v, 8, nullptr, 0);
 }
+bool CustomWriter::add_int32(std::string_view name, std::int32_t v) noexcept {
+  return add(name, FieldType::int32, &v, 4, nullptr, 0);
+}
+bool CustomWriter::add_uint32(std::string_view name, std::uint32_t v) noexcept {
+  return add(name, FieldType::uint32, &v, 4, nullptr, 0);
+}
 bool CustomWriter::add_double(std::string_view name, double v) noexcept {
   return add(name, FieldType::float64, &v, 8, nullptr, 0);
+}
+bool CustomWriter::add_float(std::string_view name, float v) noexcept {
+  return add(name, FieldType::float32, &v, 4, nullptr, 0);
+}
+bool CustomWriter::add_fraction(std::string_view name, std::int32_t num,
+                                std::int32_t den) noexcept {
+  if (den == 0 || num == INT32_MIN || den == INT32_MIN) return false;
+  const std::int32_t v[2] = {num, den};
+  return add(name, FieldType::fraction, v, 8, nullptr, 0);
 }
 bool CustomWriter::add_boolean(std::string_view name, bool v) noexcept {
   const std::uint8_t b = v ? 1 : 0;
@@ -79,16 +95,94 @@ bool CustomWriter::add_other(std::string_view name, std::string_view type_name,
              serialized.size());
 }
 
+CustomWriter CustomWriter::begin(std::string_view name, FieldType type,
+                                 std::string_view struct_name) noexcept {
+  CustomWriter members(nullptr, 0);
+  if (!ok_ || open_ || depth_ + 1 > kMaxCustomDepth || name.size() > 0xffff ||
+      struct_name.size() > 0xffff)
+    return members;
+  // The members' body starts after the field's header, its name and (structures) the prefix
+  // carrying the structure's name; the field's sizes are written by end_nested().
+  const std::size_t prefix = type == FieldType::structure ? 8 + pad8(struct_name.size()) : 0;
+  const std::size_t at = end_ + kField + name.size() + prefix;
+  if (at > capacity_ || capacity_ - at < kHeader) return members;
+  std::uint8_t* f = body_ + end_;
+  std::memset(f, 0, kField + name.size() + prefix);
+  if (!name.empty()) std::memcpy(f + kField, name.data(), name.size());
+  if (type == FieldType::structure) {
+    std::uint8_t* p = f + kField + name.size();
+    store<std::uint32_t>(p, static_cast<std::uint32_t>(struct_name.size()));
+    if (!struct_name.empty()) std::memcpy(p + 8, struct_name.data(), struct_name.size());
+  }
+  open_ = true;
+  open_type_ = type;
+  open_name_len_ = name.size();
+  open_prefix_ = prefix;
+  members = CustomWriter(body_ + at, capacity_ - at);
+  members.depth_ = depth_ + 1;
+  return members;
+}
+
+CustomWriter CustomWriter::begin_structure(std::string_view name,
+                                           std::string_view struct_name) noexcept {
+  return begin(name, FieldType::structure, struct_name);
+}
+
+CustomWriter CustomWriter::begin_array(std::string_view name, FieldType array_or_list) noexcept {
+  if (array_or_list != FieldType::array && array_or_list != FieldType::list)
+    return CustomWriter(nullptr, 0);
+  return begin(name, array_or_list, {});
+}
+
+bool CustomWriter::end_nested(CustomWriter& members) noexcept {
+  if (!open_) return false;
+  const std::size_t used = members.finish();
+  const std::size_t value_len = open_prefix_ + used;
+  const std::size_t size = kField + pad8(open_name_len_ + value_len);
+  if (used == 0 || value_len > 0xffffffffu || size > capacity_ - end_) {
+    cancel_nested();
+    return false;
+  }
+  std::uint8_t* f = body_ + end_;
+  const std::size_t tail = kField + open_name_len_ + value_len;
+  std::memset(f + tail, 0, size - tail);
+  store<std::uint32_t>(f, static_cast<std::uint32_t>(size));
+  store<std::uint16_t>(f + 4, static_cast<std::uint16_t>(open_name_len_));
+  f[6] = static_cast<std::uint8_t>(open_type_);
+  store<std::uint32_t>(f + 8, static_cast<std::uint32_t>(value_len));
+  open_ = false;
+  end_ += size;
+  ++count_;
+  return true;
+}
+
+void CustomWriter::cancel_nested() noexcept {
+  open_ = false;
+}
+
 std::size_t CustomWriter::finish() noexcept {
-  if (!ok_) return 0;
+  if (!ok_ || open_) return 0;
   store<std::uint32_t>(body_, count_);
   store<std::uint32_t>(body_ + 4, 0);
   return end_;
 }
 
 bool CustomView::parse(Bytes body, std::string* error) {
+  return parse_at(body, 0, error);
+}
+
+bool CustomView::parse_nested(const CustomView& parent, const Field& f, std::string* error) {
+  if (!is_nested(f.type)) {
+    if (error) *error = "custom field has no members";
+    return false;
+  }
+  return parse_at(f.nested, parent.depth_ + 1, error);
+}
+
+bool CustomView::parse_at(Bytes body, unsigned depth, std::string* error) {
   body_ = body;
   count_ = read_ = 0;
+  depth_ = depth;
   error_ = nullptr;
   if (body.size < kHeader) {
     if (error) *error = "custom record shorter than its header";
@@ -141,6 +235,30 @@ bool CustomView::next(Field* out) noexcept {
       if (!fixed(8)) return false;
       out->d = load<double>(value);
       break;
+    case FieldType::int32:
+      if (!fixed(4)) return false;
+      out->i = load<std::int32_t>(value);
+      break;
+    case FieldType::uint32:
+      if (!fixed(4)) return false;
+      out->u = load<std::uint32_t>(value);
+      break;
+    case FieldType::float32:
+      if (!fixed(4)) return false;
+      out->d = load<float>(value);
+      break;
+    case FieldType::fraction: {
+      if (!fixed(8)) return false;
+      const auto num = load<std::int32_t>(value), den = load<std::int32_t>(value + 4);
+      // GStreamer refuses these with a critical: a peer's fraction must never reach it.
+      if (den == 0 || num == INT32_MIN || den == INT32_MIN) {
+        error_ = "custom fraction with a zero or out-of-range denominator or numerator";
+        return false;
+      }
+      out->i = num;
+      out->den = den;
+      break;
+    }
     case FieldType::boolean:
       if (!fixed(1)) return false;
       out->b = value[0] != 0;
@@ -159,6 +277,26 @@ bool CustomView::next(Field* out) noexcept {
       out->type_name = std::string_view(reinterpret_cast<const char*>(value), tn);
       out->text =
           std::string_view(reinterpret_cast<const char*>(value) + tn + 1, value_len - tn - 1);
+      break;
+    }
+    case FieldType::structure:
+    case FieldType::array:
+    case FieldType::list: {
+      if (depth_ + 1 > kMaxCustomDepth) {
+        error_ = "custom fields nested deeper than 8 levels";
+        return false;
+      }
+      std::size_t at = 0;
+      if (out->type == FieldType::structure) {
+        const auto sn = value_len >= 8 ? load<std::uint32_t>(value) : 0xffffffffu;
+        if (value_len < 8 || sn > value_len - 8 || pad8(sn) > value_len - 8) {
+          error_ = "custom structure's name past the field's end";
+          return false;
+        }
+        out->type_name = std::string_view(reinterpret_cast<const char*>(value) + 8, sn);
+        at = 8 + pad8(sn);
+      }
+      out->nested = Bytes{value + at, value_len - at};
       break;
     }
     default:
