@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/producer.hpp"
@@ -24,8 +25,8 @@ namespace cudaipc::gst::filter {
 
 // The slots beyond max-inflight: one being written while every frame in flight is held.
 constexpr guint kSpareSlots = 2;
-// How long the task waits for replies when no frame is out: it keeps the reply channel read (and
-// reconnected) and notices a missed deadline this late at most.
+// How long the reply reader waits for a reply before it looks at whether it should stop, and the
+// task for a frame when none is queued.
 constexpr std::uint64_t kIdlePollNs = 20 * 1000 * 1000;
 
 struct Counters {
@@ -50,30 +51,39 @@ struct FilterState {
   GstPad* proxy = nullptr;
   GstBus* bus = nullptr;
   std::shared_ptr<Producer> producer;
-  // The replies: the model process's channel, reconnected whenever one serves.
+  // The replies: the model process's channel, reconnected whenever one serves, read by the
+  // reply reader's thread (filter_replies.cpp) from READY up.
   std::unique_ptr<Consumer> replies;
   MetaFilter reply_filter;
   std::atomic<bool> model_replying{false};
   std::string reply_path;
+  std::thread reader;
+  std::atomic<bool> reader_stop{false};
 
-  // Held by chain() from publishing a frame until it is in `pending`: the model may answer before
-  // then, and a reply naming a frame not yet there is matched again once chain() lets go.
-  std::mutex publish_mu;
-  // The frames in flight, and who waits on them: chain() for room or a drain, the task for work.
+  // The frames in flight, and who waits on them: chain() for room or a drain, the task for a
+  // frame's fate, the reply reader for a frame chain() has published but not yet queued.
   std::mutex mu;
   std::condition_variable cv;
   PendingFrames pending;
+  std::uint64_t queued_seq = 0;  // the newest frame sent and queued
   bool flushing = true;
   GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
   bool pushing = false;              // the task pushes a frame it popped: a drain waits for it
-  bool warned_bad_reply = false;
+  // on-missing=wait: the one timeout given to a missing model is spent; frames pass until a model
+  // serves again.
+  bool model_wait_spent = false;
+  std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false};
 
   Counters counts;
 };
 
-// One round of the source pad's task: the oldest frame pushed on once its fate is known, else
-// replies read until its deadline.
+// One round of the source pad's task: the oldest frame pushed on once its fate is known, else a
+// wait for its reply until its deadline.
 void task_loop(GstCudaIpcFilter* self);
+
+// The reply reader's thread, from opening the channels (READY) to closing them.
+void start_reply_reader(GstCudaIpcFilter* self);
+void stop_reply_reader(GstCudaIpcFilter* self);
 
 }  // namespace cudaipc::gst::filter
 

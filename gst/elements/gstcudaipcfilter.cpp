@@ -125,25 +125,26 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
   };
   bool model = serving();
   if (!model && policy == GST_CUDA_IPC_FILTER_MISSING_WAIT) {
-    // A model process that is starting (or restarting) gets one timeout to come.
-    const std::uint64_t until = monotonic_now_ns() + timeout;
+    // A model process that is starting (or restarting) gets one timeout to come; the frames after
+    // that pass at once until a model serves again.
     std::unique_lock<std::mutex> lock(st->mu);
-    while (!st->flushing && !(model = serving()) && monotonic_now_ns() < until)
-      st->cv.wait_for(lock, std::chrono::milliseconds(2));
-    if (st->flushing) {
-      lock.unlock();
-      gst_buffer_unref(buf);
-      return GST_FLOW_FLUSHING;
-    }
-    if (!model) {
-      st->counts.timeouts.fetch_add(1, std::memory_order_relaxed);
-      const bool wake = st->pending.empty();
-      st->pending.add_unsent(buf);
-      if (wake) st->replies->interrupt();
-      return GST_FLOW_OK;
+    if (!st->model_wait_spent) {
+      const std::uint64_t until = monotonic_now_ns() + timeout;
+      while (!st->flushing && !(model = serving()) && monotonic_now_ns() < until)
+        st->cv.wait_for(lock, std::chrono::milliseconds(2));
+      if (st->flushing) {
+        lock.unlock();
+        gst_buffer_unref(buf);
+        return GST_FLOW_FLUSHING;
+      }
+      if (!model) {
+        st->model_wait_spent = true;
+        st->counts.timeouts.fetch_add(1, std::memory_order_relaxed);
+        GST_INFO_OBJECT(self, "no model process served within timeout: frames pass on");
+      }
     }
   }
-  if (!model && policy != GST_CUDA_IPC_FILTER_MISSING_WAIT) {
+  if (!model) {
     st->counts.no_model.fetch_add(1, std::memory_order_relaxed);
     if (policy == GST_CUDA_IPC_FILTER_MISSING_DROP) {
       st->counts.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -151,13 +152,11 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
       return GST_FLOW_OK;
     }
     std::lock_guard<std::mutex> lock(st->mu);
-    const bool wake = st->pending.empty();
     st->pending.add_unsent(buf);
-    if (wake) st->replies->interrupt();  // the task may be idle in a poll for replies
+    st->cv.notify_all();  // the task pushes it on
     return GST_FLOW_OK;
   }
 
-  std::lock_guard<std::mutex> publishing(st->publish_mu);
   const std::uint64_t before = st->producer->last_seq();
   const GstFlowReturn ret = gst_pad_push(st->proxy, gst_buffer_ref(buf));
   if (ret != GST_FLOW_OK) {
@@ -166,31 +165,28 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
   }
   const Producer::Stamp sent = st->producer->last_frame();
   std::lock_guard<std::mutex> lock(st->mu);
-  const bool wake = st->pending.empty();
   if (sent.seq == before) {
     // The channel had no free slot within timeout (the model holds them all): not sent.
     st->counts.not_sent.fetch_add(1, std::memory_order_relaxed);
     st->pending.add_unsent(buf);
-    if (wake) st->replies->interrupt();
   } else {
     st->counts.sent.fetch_add(1, std::memory_order_relaxed);
     st->pending.add_sent(buf, sent.seq, sent.publish_time_ns, monotonic_now_ns() + timeout);
+    st->queued_seq = sent.seq;
   }
+  st->cv.notify_all();  // the task, and a reply already read for this frame
   return GST_FLOW_OK;
 }
 
 static void set_flushing(GstCudaIpcFilter* self, bool flushing) {
   FilterState* st = self->st;
-  {
-    std::lock_guard<std::mutex> lock(st->mu);
-    st->flushing = flushing;
-    if (!flushing) {
-      st->flow = GST_FLOW_OK;
-      st->pushing = false;
-    }
-    st->cv.notify_all();
+  std::lock_guard<std::mutex> lock(st->mu);
+  st->flushing = flushing;
+  if (!flushing) {
+    st->flow = GST_FLOW_OK;
+    st->pushing = false;
   }
-  if (flushing && st->replies) st->replies->interrupt();
+  st->cv.notify_all();
 }
 
 static gboolean start_task(GstCudaIpcFilter* self) {
@@ -274,6 +270,27 @@ static gboolean gst_cuda_ipc_filter_sink_query(GstPad* pad, GstObject* parent, G
   }
 }
 
+// Downstream asks what latency the stream has: the filter adds its timeout, the longest it holds a
+// frame, so sinks that sync on the clock wait for the frames it holds instead of dropping them.
+static gboolean gst_cuda_ipc_filter_src_query(GstPad* pad, GstObject* parent, GstQuery* query) {
+  auto* self = GST_CUDA_IPC_FILTER(parent);
+  if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY) return gst_pad_query_default(pad, parent, query);
+  if (!gst_pad_peer_query(self->sinkpad, query)) return FALSE;
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+  gst_query_parse_latency(query, &live, &min, &max);
+  const GstClockTime timeout = settings_of(self).timeout;
+  auto add = [](GstClockTime a, GstClockTime b) {
+    return b >= GST_CLOCK_TIME_NONE - a ? GST_CLOCK_TIME_NONE - 1 : a + b;
+  };
+  min = add(min, timeout);
+  if (GST_CLOCK_TIME_IS_VALID(max)) max = add(max, timeout);
+  GST_DEBUG_OBJECT(self, "latency: live %d, min %" GST_TIME_FORMAT ", max %" GST_TIME_FORMAT, live,
+                   GST_TIME_ARGS(min), GST_TIME_ARGS(max));
+  gst_query_set_latency(query, live, min, max);
+  return TRUE;
+}
+
 // The inner sink's queries (CUDA context, caps) go where the frames come from.
 static gboolean gst_cuda_ipc_filter_proxy_query(GstPad* pad, GstObject*, GstQuery* query) {
   auto* self = static_cast<GstCudaIpcFilter*>(gst_pad_get_element_private(pad));
@@ -340,10 +357,14 @@ static bool open_channel(GstCudaIpcFilter* self) {
   {
     std::lock_guard<std::mutex> lock(st->mu);
     st->pending.reset(s.max_inflight);
+    st->queued_seq = 0;
+    st->model_wait_spent = false;
   }
   st->counts.reset();
   st->model_replying.store(false);
   st->warned_bad_reply = false;
+  st->warned_bad_metas = false;
+  start_reply_reader(self);
   GST_INFO_OBJECT(self, "frames on %s, results from %s, %u in flight", st->producer->path().c_str(),
                   st->reply_path.c_str(), s.max_inflight);
   return true;
@@ -351,6 +372,7 @@ static bool open_channel(GstCudaIpcFilter* self) {
 
 static void close_channel(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
+  stop_reply_reader(self);
   {
     std::lock_guard<std::mutex> lock(st->mu);
     st->pending.clear();
@@ -445,6 +467,7 @@ static void gst_cuda_ipc_filter_init(GstCudaIpcFilter* self) {
   gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
   self->srcpad = gst_pad_new_from_template(gst_element_class_get_pad_template(klass, "src"), "src");
   gst_pad_set_activatemode_function(self->srcpad, gst_cuda_ipc_filter_src_activate_mode);
+  gst_pad_set_query_function(self->srcpad, gst_cuda_ipc_filter_src_query);
   GST_PAD_SET_PROXY_CAPS(self->srcpad);
   gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
 
@@ -465,6 +488,7 @@ static void gst_cuda_ipc_filter_init(GstCudaIpcFilter* self) {
 static void gst_cuda_ipc_filter_finalize(GObject* object) {
   auto* self = GST_CUDA_IPC_FILTER(object);
   FilterState* st = self->st;
+  stop_reply_reader(self);
   gst_element_set_state(st->sink, GST_STATE_NULL);
   gst_pad_unlink(st->proxy, GST_BASE_SINK_PAD(st->sink));
   gst_object_unref(st->proxy);

@@ -349,7 +349,7 @@ TEST_F(FilterTest, DropWithoutModelDropsAndStillEnds) {
   EXPECT_EQ(p.stat("dropped"), 20u);
 }
 
-TEST_F(FilterTest, WaitGivesEachFrameOneTimeoutThenPasses) {
+TEST_F(FilterTest, WaitGivesAMissingModelOneTimeoutThenFramesPass) {
   FilterPipeline p(path_, "on-missing=wait timeout=100000000 max-inflight=2");
   ASSERT_TRUE(p.start());
   const auto t0 = Clock::now();
@@ -360,10 +360,11 @@ TEST_F(FilterTest, WaitGivesEachFrameOneTimeoutThenPasses) {
   const std::vector<Out> out = p.out();
   ASSERT_EQ(out.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(check_bytes(out[i].bytes, i), "");
-  EXPECT_EQ(p.stat("timeouts"), 6u);
-  // Three rounds of two frames, each waiting its 100 ms: never much less, and bounded.
-  EXPECT_GE(waited.count(), 280);
-  EXPECT_LT(waited.count(), 5000);
+  // The first frame waits its 100 ms for a model; the others pass at once (docs/elements.md).
+  EXPECT_EQ(p.stat("timeouts"), 1u);
+  EXPECT_EQ(p.stat("no-model"), 6u);
+  EXPECT_GE(waited.count(), 90);
+  EXPECT_LT(waited.count(), 1000);
 }
 
 TEST_F(FilterTest, SilentModelTimesOutPerPolicy) {

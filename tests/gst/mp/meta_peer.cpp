@@ -54,7 +54,7 @@ std::string number(double v) {
   return buf;
 }
 
-// A field's value as JSON: every integer width as a number (the channel carries ints as int64),
+// A field's value as JSON: every integer width as a number (each keeps its GType on the channel),
 // other types as GStreamer's text of them.
 std::string value_json(const GValue* v) {
   switch (G_TYPE_FUNDAMENTAL(G_VALUE_TYPE(v))) {

@@ -1,0 +1,165 @@
+// cudaipcfilter's reply reader: a thread of its own that reads the model's replies as they come
+// and attaches each one's results to its frame's buffer, whatever the source pad's task is doing.
+// Pushing a frame downstream can block (a sink syncing on the clock, back-pressure, a consumer
+// that waits): replies read on that thread waited with it, the model's reply channel filled up,
+// and results that came in time were given up on.
+#include <gst/gst.h>
+
+#include <chrono>
+#include <string>
+
+#include "cudaipc/error.hpp"
+#include "elements/filter_state.h"
+#include "metas/meta_decoder.h"
+
+#define GST_CAT_DEFAULT gst_cuda_ipc_filter_debug
+
+namespace cudaipc::gst::filter {
+namespace {
+
+// How long a reply naming a frame that chain() published but has not queued yet waits for it.
+constexpr std::chrono::milliseconds kQueueWait{100};
+
+void count_unmatched(GstCudaIpcFilter* self, const ReplyMatch& m) {
+  FilterState* st = self->st;
+  std::atomic<std::uint64_t>* c = m.verdict == ReplyVerdict::malformed   ? &st->counts.malformed
+                                  : m.verdict == ReplyVerdict::unknown   ? &st->counts.unknown
+                                  : m.verdict == ReplyVerdict::duplicate ? &st->counts.duplicate
+                                  : m.verdict == ReplyVerdict::foreign   ? &st->counts.foreign
+                                                                         : &st->counts.stale;
+  c->fetch_add(1, std::memory_order_relaxed);
+  const bool warn = m.verdict != ReplyVerdict::stale && !st->warned_bad_reply.exchange(true);
+  if (warn)
+    GST_ELEMENT_WARNING(
+        self, STREAM, DECODE,
+        ("The model process sent a reply that answers no frame (%s, frame %" G_GUINT64_FORMAT
+         "); it was dropped.",
+         to_string(m.verdict), m.seq),
+        ("later ones are counted in stats (replies-*)"));
+  else
+    GST_DEBUG_OBJECT(self, "reply dropped: %s (frame %" G_GUINT64_FORMAT ")", to_string(m.verdict),
+                     m.seq);
+}
+
+// A reply: its tag matched to a frame, the results attached to that frame's buffer.
+void take_reply(GstCudaIpcFilter* self, Frame& reply) {
+  FilterState* st = self->st;
+  const FrameDesc& d = reply.desc();
+  std::unique_lock<std::mutex> lock(st->mu);
+  PendingFrame* f = nullptr;
+  ReplyMatch m = st->pending.match(d.user_meta, d.user_meta_size, &f);
+  if (m.verdict == ReplyVerdict::unknown && m.seq != 0) {
+    // A frame chain() published and is about to queue: matched again once it is there. A frame
+    // never published (a forged seq) is not waited for.
+    lock.unlock();
+    const bool published = m.seq <= st->producer->last_seq();
+    lock.lock();
+    if (published &&
+        st->cv.wait_for(lock, kQueueWait, [&] { return st->flushing || st->queued_seq >= m.seq; }))
+      m = st->pending.match(d.user_meta, d.user_meta_size, &f);
+  }
+  if (m.verdict != ReplyVerdict::matched) {
+    lock.unlock();
+    count_unmatched(self, m);
+    return;
+  }
+  // The frame stays queued until the task pops it, which it does only once its fate is known: its
+  // buffer is ours until then.
+  f->buf = gst_buffer_make_writable(f->buf);
+  DecodeCounts dc;
+  std::string error;
+  decode_metas(reply.metas(), reply.metas_size(), st->reply_filter, f->buf, &dc, &error);
+  st->cv.notify_all();  // the task pushes it on
+  lock.unlock();
+  st->counts.metas_received.fetch_add(dc.received, std::memory_order_relaxed);
+  st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
+  st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
+  if (dc.bad) {
+    st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
+    if (!st->warned_bad_metas.exchange(true))
+      GST_ELEMENT_WARNING(self, STREAM, DECODE,
+                          ("The model process sent a malformed result for frame %" G_GUINT64_FORMAT
+                           ", dropped (the frame goes on): %s",
+                           m.seq, error.c_str()),
+                          ("later ones are counted in stats (metas-bad)"));
+    else
+      GST_DEBUG_OBJECT(self, "frame %" G_GUINT64_FORMAT ": %u malformed results dropped (%s)",
+                       m.seq, dc.bad, error.c_str());
+  }
+}
+
+void model_left(GstCudaIpcFilter* self, const std::string& why) {
+  FilterState* st = self->st;
+  const bool was = st->model_replying.exchange(false);
+  std::uint32_t lost = 0;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    lost = st->pending.give_up_all();
+    st->cv.notify_all();
+  }
+  st->counts.model_lost.fetch_add(lost, std::memory_order_relaxed);
+  if (was || lost)
+    GST_ELEMENT_INFO(self, RESOURCE, READ,
+                     ("The model process left (%s); %u frame(s) in flight go on without "
+                      "results, and a new model process is used as soon as it serves %s.",
+                      why.c_str(), lost, st->reply_path.c_str()),
+                     (nullptr));
+}
+
+void model_serves(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  if (!st->model_replying.exchange(true))
+    GST_INFO_OBJECT(self, "a model process answers on %s", st->reply_path.c_str());
+  std::lock_guard<std::mutex> lock(st->mu);
+  st->model_wait_spent = false;  // on-missing=wait gives the next absence its one timeout
+  st->cv.notify_all();
+}
+
+void reply_loop(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  while (!st->reader_stop.load(std::memory_order_acquire)) {
+    Event e;
+    try {
+      e = st->replies->next(std::chrono::nanoseconds(kIdlePollNs));
+    } catch (const Error& err) {
+      // A reply channel that breaks the protocol: this connection is dropped, and the frames out
+      // are given up on like a model that died.
+      GST_WARNING_OBJECT(self, "reply channel %s: %s", st->reply_path.c_str(), err.what());
+      e.type = EventType::disconnected;
+      e.message = err.what();
+    }
+    switch (e.type) {
+      case EventType::frame:
+        if (!st->model_replying.load(std::memory_order_relaxed)) model_serves(self);
+        take_reply(self, e.frame);
+        e.frame.release();
+        break;
+      case EventType::format:
+        model_serves(self);
+        break;
+      case EventType::disconnected:
+        model_left(self, e.message);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void start_reply_reader(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  st->reader_stop.store(false, std::memory_order_release);
+  st->reader = std::thread(reply_loop, self);
+}
+
+void stop_reply_reader(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  if (!st->reader.joinable()) return;
+  st->reader_stop.store(true, std::memory_order_release);
+  st->replies->interrupt();
+  st->reader.join();
+}
+
+}  // namespace cudaipc::gst::filter
