@@ -1,14 +1,15 @@
 // cudaipc-gst-filter-model: a model process for cudaipcfilter written against the public C++ API
 // (cudaipc::Server), serving the frames of the mp peer's filter role (ids in their pixels,
 // frame_pattern.hpp). It reports on stdout, one fact per line, so a test waits on facts:
-//   cudaipc-gst-filter-model --socket P [--behaviour good|hostile] [--stall-id I --stall-ms M]
-//                            [--timeout-s T]
+//   cudaipc-gst-filter-model --socket P [--behaviour good|hostile] [--abuse all|replies|records]
+//                            [--stall-id I --stall-ms M] [--timeout-s T]
 //     "serving" once its reply channel exists; per request whose pixels are not frame_pattern's,
 //     "bad-request seq=S"; per answer published, "reply id=I result=R age_us=A at_ns=T": whether
 //     it carries the frame's result, how long after the filter published the frame it went out,
 //     and when (CLOCK_MONOTONIC, which the test shares); "reply-refused id=I" when the reply
 //     channel was full. good: every frame answered at once with its result. hostile: per
-//     filter_model.hpp. --stall-id: before answering that frame, sleep M ms ("stalling ID").
+//     filter_model.hpp (--abuse: which of it). --stall-id: before answering that frame, sleep M ms
+//     ("stalling ID").
 // Runs until killed or T seconds (60) have passed; exit 0 then, 1 on a bad argument or error.
 #include <signal.h>
 
@@ -29,6 +30,7 @@ namespace {
 
 using cudaipc::testing::gstmp::Abuse;
 using cudaipc::testing::gstmp::abuse_for;
+using cudaipc::testing::gstmp::AbuseSet;
 using cudaipc::testing::gstmp::answer_has_result;
 using Clock = std::chrono::steady_clock;
 
@@ -40,8 +42,9 @@ std::uint64_t now_ns() {
 
 class Model {
  public:
-  Model(cudaipc::Server& server, bool hostile, std::uint64_t stall_id, std::uint64_t stall_ms)
-      : server_(server), hostile_(hostile), stall_id_(stall_id), stall_ms_(stall_ms) {}
+  Model(cudaipc::Server& server, bool hostile, AbuseSet set, std::uint64_t stall_id,
+        std::uint64_t stall_ms)
+      : server_(server), hostile_(hostile), set_(set), stall_id_(stall_id), stall_ms_(stall_ms) {}
 
   void take(cudaipc::Frame request) {
     const auto* data = request.data();
@@ -58,10 +61,10 @@ class Model {
       std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms_));
     }
     if (!hostile_) {
-      answer(request, id, Abuse::forged, false);
+      answer(request, id, Abuse::none, false);
       return;
     }
-    const Abuse abuse = abuse_for(id);
+    const Abuse abuse = abuse_for(id, set_);
     if (abuse == Abuse::held) {
       held_.emplace(std::move(request));
       held_id_ = id;
@@ -97,6 +100,7 @@ class Model {
 
   cudaipc::Server& server_;
   bool hostile_;
+  AbuseSet set_;
   std::uint64_t stall_id_, stall_ms_;
   std::optional<cudaipc::Frame> held_;
   std::uint64_t held_id_ = 0;
@@ -109,10 +113,15 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   peer::Args a(argc, argv, 1);
   const std::string behaviour = a.str("behaviour", "good");
-  if (a.str("socket").empty() || (behaviour != "good" && behaviour != "hostile")) {
+  const std::string abuse = a.str("abuse", "all");
+  if (a.str("socket").empty() || (behaviour != "good" && behaviour != "hostile") ||
+      (abuse != "all" && abuse != "replies" && abuse != "records")) {
     std::fprintf(stderr, "usage: %s --socket P [--behaviour good|hostile] ...\n", argv[0]);
     return 1;
   }
+  const AbuseSet set = abuse == "replies"   ? AbuseSet::replies
+                       : abuse == "records" ? AbuseSet::records
+                                            : AbuseSet::all;
   const auto deadline = Clock::now() + std::chrono::seconds(a.num("timeout-s", 60));
   try {
     cudaipc::ServerOptions o;
@@ -123,7 +132,7 @@ int main(int argc, char** argv) {
     o.reply_meta_size = 256 * 1024;
     cudaipc::Server server(o);
     std::printf("serving\n");
-    Model model(server, behaviour == "hostile", a.num("stall-id", 0), a.num("stall-ms", 0));
+    Model model(server, behaviour == "hostile", set, a.num("stall-id", 0), a.num("stall-ms", 0));
     while (Clock::now() < deadline) {
       cudaipc::ServerEvent e = server.next(std::chrono::milliseconds(50));
       if (e.type == cudaipc::ServerEventType::request) model.take(std::move(e.request));

@@ -16,6 +16,7 @@ inline constexpr const char* kResultField = "index";
 // --behaviour hostile, by frame id. Every frame is answered once with its correct tag (except a
 // held frame whose next frame never comes); the abuse surrounds or replaces that answer.
 enum class Abuse {
+  none,          // the answer alone
   forged,        // before the answer: a tag naming a frame never sent, one with another run's
                  // publish time, one of garbage bytes, one of the wrong size; after it, a
                  // duplicate of the answer carrying another frame's result
@@ -27,19 +28,32 @@ enum class Abuse {
                  // and GInterface, then the result, then a record count one too many
 };
 
-inline Abuse abuse_for(std::uint64_t id) {
+// Which abuse the hostile model sends (--abuse): all of it, only what surrounds the answers
+// (tags, order, areas), or only the meta records no GStreamer type can hold.
+enum class AbuseSet { all, replies, records };
+
+inline Abuse abuse_for(std::uint64_t id, AbuseSet set) {
+  Abuse a = Abuse::forged;
   switch (id % 6) {
     case 1:
-      return Abuse::held;  // its answer follows frame id+1's (an `forged` one)
+      a = Abuse::held;  // its answer follows frame id+1's
+      break;
     case 3:
-      return Abuse::garbage_area;
+      a = Abuse::garbage_area;
+      break;
     case 4:
-      return Abuse::deep_value;
+      a = Abuse::deep_value;
+      break;
     case 5:
-      return Abuse::bad_names;
+      a = Abuse::bad_names;
+      break;
     default:
-      return Abuse::forged;
+      break;
   }
+  const bool record = a == Abuse::deep_value || a == Abuse::bad_names;
+  if (set == AbuseSet::replies && record) return Abuse::forged;
+  if (set == AbuseSet::records && !record) return Abuse::none;
+  return a;
 }
 
 // Whether the model's answer to a frame with this abuse carries the frame's result: records

@@ -134,6 +134,9 @@ bool answer_hostile(cudaipc::Server& server, cudaipc::Frame& request, std::uint6
   const FrameDesc desc = request.desc();
   std::vector<std::uint8_t> area;
   switch (abuse) {
+    case Abuse::none:
+      area = result_area(id);
+      break;
     case Abuse::forged:
       publish_forged(p, desc, id);
       area = result_area(id);
