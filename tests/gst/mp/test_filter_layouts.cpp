@@ -103,10 +103,10 @@ void run(const Layout& l) {
   }
   EXPECT_EQ(check_order(out, 1, l.count), "") << all();
 
-  const std::uint64_t in_time_ns = l.timeout_ms * 1000000 / 2;
   const auto answers = replies(second.output());
-  const ResultCheck c = check_results(out, {replies(first.output()), answers}, in_time_ns,
-                                      {Window{kill_ns - kMarginNs, serving_ns + kMarginNs}});
+  const ResultCheck c =
+      check_results(out, {replies(first.output()), answers}, in_time_ns(l.timeout_ms),
+                    {Window{kill_ns - kMarginNs, serving_ns + kMarginNs}});
   std::printf("results: %zu of %zu frames while a model served, %zu answered in time\n",
               c.spanned_with_result, c.spanned, c.required);
   EXPECT_EQ(c.wrong, 0u) << "results on frames not their own: " << c.problems;
