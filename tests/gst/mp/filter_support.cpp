@@ -52,7 +52,7 @@ std::string filter_model_path() {
 std::string filter_missing(const std::vector<std::string>& elements) {
   std::vector<std::string> all{"cudaipcfilter"};
   all.insert(all.end(), elements.begin(), elements.end());
-  const std::string why = missing(all);
+  const std::string why = missing_peer(all);
   if (!why.empty()) return why;
   const std::string model = filter_model_path();
   if (model.empty() || ::access(model.c_str(), X_OK) != 0)
