@@ -197,6 +197,16 @@ ResultCheck check_results(const std::vector<OutFrame>& out,
   return c;
 }
 
+long long first_sent_after_ms(const std::vector<Reply>& model, std::uint64_t since_ns) {
+  long long first = -1;
+  for (const Reply& r : model) {
+    if (r.request_ns() < since_ns) continue;  // from before it served: still in the channel
+    const auto ms = static_cast<long long>((r.request_ns() - since_ns) / 1000000);
+    if (first < 0 || ms < first) first = ms;
+  }
+  return first;
+}
+
 long long field(const std::string& line, const std::string& key) {
   const auto t = tokens(line);
   const auto it = t.find(key);

@@ -82,6 +82,10 @@ ResultCheck check_results(const std::vector<OutFrame>& out,
                           const std::vector<std::vector<Reply>>& models, std::uint64_t in_time_ns,
                           const std::vector<Window>& windows);
 
+// How long after `since_ns` (a new model serving) the filter sent the first frame that model
+// answered, in ms; -1 when it answered none sent after then.
+long long first_sent_after_ms(const std::vector<Reply>& model, std::uint64_t since_ns);
+
 // How soon after its frame was sent an answer must be published for a test to require it on the
 // frame: a quarter of the filter's timeout, which leaves the filter three quarters to read it, so
 // a loaded machine's scheduling does not fail the test while an answer left unread for a whole

@@ -86,6 +86,12 @@ void run(const std::string& abuse) {
       ++second_in_time;
   EXPECT_GE(second_in_time, 20u) << "the new model's results appear on later frames\n"
                                  << second.describe();
+  // docs/elements.md: a new model process is used as soon as it serves (the filter polls its
+  // reply channel every 20 ms); half a second is room for a loaded machine.
+  const long long pickup_ms = first_sent_after_ms(answers, serving_ns);
+  std::printf("the new model got its first frame %lld ms after it served\n", pickup_ms);
+  EXPECT_GE(pickup_ms, 0) << second.describe();
+  EXPECT_LT(pickup_ms, 500) << "frames passed without results while a model served";
   EXPECT_EQ(first.count_lines("bad-request") + second.count_lines("bad-request"), 0u)
       << "the model read frames that were not the pipeline's";
 

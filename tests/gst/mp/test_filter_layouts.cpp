@@ -84,6 +84,8 @@ void run(const Layout& l) {
   ChildProcess second("second model", model_argv(sock, "good", {"--timeout-s", "90"}));
   ASSERT_TRUE(second.wait_line("serving", kWait)) << second.describe();
   const std::uint64_t serving_ns = monotonic_ns();
+  std::printf("the new model served %llu ms after the kill\n",
+              static_cast<unsigned long long>((serving_ns - kill_ns) / 1000000));
 
   const auto st = pipeline.wait_exit(60s);
   ASSERT_TRUE(st) << "the pipeline did not end\n" << all();
@@ -123,6 +125,12 @@ void run(const Layout& l) {
   }
   EXPECT_GE(second_with_result, 20u) << "the new model's results appear on later frames\n"
                                      << second.describe();
+  // docs/elements.md: a new model process is used as soon as it serves (the filter polls its
+  // reply channel every 20 ms); half a second is room for a loaded machine.
+  const long long pickup_ms = first_sent_after_ms(answers, serving_ns);
+  std::printf("the new model got its first frame %lld ms after it served\n", pickup_ms);
+  EXPECT_GE(pickup_ms, 0) << second.describe();
+  EXPECT_LT(pickup_ms, 500) << "frames passed without results while a model served";
   EXPECT_EQ(first.count_lines("bad-request") + second.count_lines("bad-request"), 0u)
       << "the model read frames that were not the pipeline's";
 }
