@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "child_process.hpp"
@@ -195,6 +196,30 @@ ResultCheck check_results(const std::vector<OutFrame>& out,
     }
   }
   return c;
+}
+
+std::size_t bypassed(const std::vector<OutFrame>& out,
+                     const std::vector<std::vector<Reply>>& models) {
+  std::set<std::uint64_t> answered;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  for (const auto& model : models) {
+    if (model.empty()) continue;
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    for (const Reply& r : model) {
+      answered.insert(r.id);
+      lo = std::min(lo, r.id);
+      hi = std::max(hi, r.id);
+    }
+    spans.emplace_back(lo, hi);
+  }
+  std::size_t n = 0;
+  for (const OutFrame& f : out) {
+    const bool within = std::any_of(spans.begin(), spans.end(), [&](const auto& s) {
+      return f.id >= s.first && f.id <= s.second;
+    });
+    if (within && !answered.count(f.id)) ++n;
+  }
+  return n;
 }
 
 long long first_sent_after_ms(const std::vector<Reply>& model, std::uint64_t since_ns) {

@@ -82,6 +82,12 @@ ResultCheck check_results(const std::vector<OutFrame>& out,
                           const std::vector<std::vector<Reply>>& models, std::uint64_t in_time_ns,
                           const std::vector<Window>& windows);
 
+// Frames that went past a model while it served: out between the first and the last frame a model
+// answered, yet answered by no model (the filter passed them as if nobody served). Only for
+// models that answer every frame they get.
+std::size_t bypassed(const std::vector<OutFrame>& out,
+                     const std::vector<std::vector<Reply>>& models);
+
 // How long after `since_ns` (a new model serving) the filter sent the first frame that model
 // answered, in ms; -1 when it answered none sent after then.
 long long first_sent_after_ms(const std::vector<Reply>& model, std::uint64_t since_ns);

@@ -20,10 +20,11 @@
 //          [--out-socket O] [--query-latency] [--verbose] [--timeout-s T]
 //     appsrc ! cudaipcfilter ipc-mode=host ! appsink (or ! cudaipcsink socket-path=O
 //     wait-for-consumer=true); --live stamps frames with the running time, --sync makes the
-//     appsink sync on the clock, --delay-ms holds each frame at the appsink. Prints "playing",
-//     "out id=I ok=O results=N result=R" per frame (--verbose), "latency answered=A live=L
-//     min=NS max=NS|none" (--query-latency, once frames flow), "stats STRUCTURE" (the filter's),
-//     then filtered {"frames":..,"bad":..,"order_errors":..,"with_results":..,
+//     appsink sync on the clock, --delay-ms holds each frame at the appsink. Prints
+//     "playing at_ns=T" (CLOCK_MONOTONIC), "out id=I ok=O results=N result=R" per frame
+//     (--verbose), "latency answered=A live=L min=NS max=NS|none" (--query-latency, once frames
+//     flow), "stats STRUCTURE" (the filter's), then filtered
+//     {"frames":..,"bad":..,"order_errors":..,"with_results":..,
 //                    "wrong_results":..,"eos":..,"elapsed_ms":..}.
 // Exit codes: 0 done, 2 pipeline error (printed as "error: ..."), 3 timeout, 77 plugin missing.
 #include <cstdio>

@@ -191,9 +191,12 @@ int filter(const Args& a) {
     if (!report_bus_error(pipeline)) std::printf("error: the pipeline did not start\n");
     return finish(2);
   }
-  std::printf("playing\n");
-
   const auto t0 = Clock::now();
+  // CLOCK_MONOTONIC, as the model's lines: how soon the filter found a model that already served.
+  std::printf(
+      "playing at_ns=%lld\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()));
   bool latency_printed = false;
   for (std::uint64_t i = 0; i < count; ++i) {
     if (fps) std::this_thread::sleep_until(t0 + std::chrono::microseconds(i * 1000000 / fps));

@@ -125,6 +125,15 @@ void run(const Layout& l) {
   }
   EXPECT_GE(second_with_result, 20u) << "the new model's results appear on later frames\n"
                                      << second.describe();
+  // Every frame a model could answer went to it: the filter may pass a few while it reconnects
+  // to a new model's reply channel (every 20 ms), not seconds of them.
+  const std::size_t past = bypassed(out, {replies(first.output()), answers});
+  EXPECT_LE(past, 10u) << "frames passed without being sent while a model served; stats: "
+                       << pipeline.wait_line("stats ", 0ms).value_or("");
+  const long long playing_ns = field(pipeline.wait_line("playing ", 0ms).value_or(""), "at_ns");
+  const long long first_ms =
+      first_sent_after_ms(replies(first.output()), static_cast<std::uint64_t>(playing_ns));
+  std::printf("the first model got its first frame %lld ms after the pipeline played\n", first_ms);
   // docs/elements.md: a new model process is used as soon as it serves (the filter polls its
   // reply channel every 20 ms); half a second is room for a loaded machine.
   const long long pickup_ms = first_sent_after_ms(answers, serving_ns);
