@@ -10,9 +10,22 @@
 //           [--delay-ms D] [--stall-after K] [--reference PIPELINE] [--verbose] [--timeout-s T]
 //     cudaipcsrc ! appsink; checks every frame (its id pattern, or with --reference the same
 //     frame of a local reference pipeline, by the GstCudaIpcTensorMeta seq). Prints
-//     "frame seq=S id=I discont=D ok=O" (--verbose), "stalled" (--stall-after), then
+//     "frame seq=S id=I discont=D ok=O results=N result=R" (--verbose; N filter results, the
+//     first one R, filter_model.hpp), "stalled" (--stall-after), then
 //     summary {"frames":..,"bad":..,"first_seq":..,"last_seq":..,"gaps":..,"backwards":..,
-//              "discont_count":..,"eos":..,"first_id":..,"last_id":..,"id_gaps":..,"segments":".."}
+//              "discont_count":..,"eos":..,"first_id":..,"last_id":..,"id_gaps":..,"segments":"..",
+//              "with_results":..,"wrong_results":..}
+//   filter --socket P [--count N] [--fps F] [--first-id I] [--timeout-ms T] [--on-missing M]
+//          [--max-inflight K] [--live] [--src-max-latency-ms L] [--sync] [--delay-ms D]
+//          [--out-socket O] [--query-latency] [--verbose] [--timeout-s T]
+//     appsrc ! cudaipcfilter ipc-mode=host ! appsink (or ! cudaipcsink socket-path=O
+//     wait-for-consumer=true); --live stamps frames with the running time, --sync makes the
+//     appsink sync on the clock, --delay-ms holds each frame at the appsink. Prints
+//     "playing at_ns=T" (CLOCK_MONOTONIC), "out id=I ok=O results=N result=R" per frame
+//     (--verbose), "latency answered=A live=L min=NS max=NS|none" (--query-latency, once frames
+//     flow), "stats STRUCTURE" (the filter's), then filtered
+//     {"frames":..,"bad":..,"order_errors":..,"with_results":..,
+//                    "wrong_results":..,"eos":..,"elapsed_ms":..}.
 // Exit codes: 0 done, 2 pipeline error (printed as "error: ..."), 3 timeout, 77 plugin missing.
 #include <cstdio>
 #include <cstring>
@@ -24,12 +37,13 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   gst_init(&argc, &argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s produce|consume --socket P ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s produce|consume|filter --socket P ...\n", argv[0]);
     return 1;
   }
   gstmp_peer::Args args(argc, argv, 2);
   if (!std::strcmp(argv[1], "produce")) return gstmp_peer::produce(args);
   if (!std::strcmp(argv[1], "consume")) return gstmp_peer::consume(args);
+  if (!std::strcmp(argv[1], "filter")) return gstmp_peer::filter(args);
   std::fprintf(stderr, "unknown role %s\n", argv[1]);
   return 1;
 }

@@ -33,5 +33,6 @@ inline bool report_bus_error(GstElement* pipeline) {
 
 int produce(const Args& a);
 int consume(const Args& a);
+int filter(const Args& a);
 
 }  // namespace gstmp_peer

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "element_names.hpp"
+#include "filter_model.hpp"
 #include "frame_pattern.hpp"
 #include "mp_peer_args.hpp"
 
@@ -78,9 +79,36 @@ bool same_bytes(GstBuffer* a, GstBuffer* b) {
   return same;
 }
 
+// The results a cudaipcfilter model attached upstream (filter_model.hpp): how many, the first.
+struct Results {
+  int count = 0;
+  long long first = -1;
+  bool all_equal_to(std::uint64_t id) const {
+    return count == 0 || (count == 1 && first == static_cast<long long>(id));
+  }
+};
+
+Results results_of(GstBuffer* buf) {
+  Results r;
+  gpointer state = nullptr;
+  while (GstMeta* meta = gst_buffer_iterate_meta(buf, &state)) {
+    if (!gst_meta_info_is_custom(meta->info)) continue;
+    auto* cm = reinterpret_cast<GstCustomMeta*>(meta);
+    if (!gst_custom_meta_has_name(cm, cudaipc::testing::gstmp::kResultMeta)) continue;
+    gint64 v = -1;
+    gst_structure_get_int64(gst_custom_meta_get_structure(cm),
+                            cudaipc::testing::gstmp::kResultField, &v);
+    if (r.count++ == 0) r.first = v;
+  }
+  return r;
+}
+
 struct Tally {
   std::uint64_t frames = 0, bad = 0, first_seq = 0, last_seq = 0, gaps = 0, backwards = 0;
   std::uint64_t discont = 0, first_id = 0, last_id = 0, id_gaps = 0;
+  // Frames carrying a cudaipcfilter model's result (filter_model.hpp), and those whose result is
+  // not their own id (or that carry more than one).
+  std::uint64_t with_results = 0, wrong_results = 0;
   bool eos = false;
   // One entry per run of frames between DISCONTs: "FIRSTID-LASTID/COUNT@FIRSTSEQ-LASTSEQ".
   std::string segments;
@@ -124,13 +152,16 @@ struct Tally {
     std::printf(
         "summary {\"frames\":%llu,\"bad\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,"
         "\"gaps\":%llu,\"backwards\":%llu,\"discont_count\":%llu,\"eos\":%s,\"first_id\":%llu,"
-        "\"last_id\":%llu,\"id_gaps\":%llu,\"segments\":\"%s\"}\n",
+        "\"last_id\":%llu,\"id_gaps\":%llu,\"segments\":\"%s\",\"with_results\":%llu,"
+        "\"wrong_results\":%llu}\n",
         static_cast<unsigned long long>(frames), static_cast<unsigned long long>(bad),
         static_cast<unsigned long long>(first_seq), static_cast<unsigned long long>(last_seq),
         static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(backwards),
         static_cast<unsigned long long>(discont), eos ? "true" : "false",
         static_cast<unsigned long long>(first_id), static_cast<unsigned long long>(last_id),
-        static_cast<unsigned long long>(id_gaps), segments.c_str());
+        static_cast<unsigned long long>(id_gaps), segments.c_str(),
+        static_cast<unsigned long long>(with_results),
+        static_cast<unsigned long long>(wrong_results));
   }
 };
 
@@ -222,10 +253,13 @@ int consume(const Args& a) {
       }
       const bool discont = GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT);
       t.add(seq, id, discont, ok);
+      const Results r = results_of(buf);
+      if (r.count) ++t.with_results;
+      if (!r.all_equal_to(id)) ++t.wrong_results;
       if (verbose)
-        std::printf("frame seq=%llu id=%llu discont=%d ok=%d\n",
+        std::printf("frame seq=%llu id=%llu discont=%d ok=%d results=%d result=%lld\n",
                     static_cast<unsigned long long>(seq), static_cast<unsigned long long>(id),
-                    discont ? 1 : 0, ok ? 1 : 0);
+                    discont ? 1 : 0, ok ? 1 : 0, r.count, r.first);
       if (stall_after && t.frames == stall_after) {
         held.push_back(sample);
         std::printf("stalled\n");

@@ -44,6 +44,10 @@ std::string missing(const std::vector<std::string>& elements) {
   const std::string gl = gst_launch_path();
   if (gl.empty()) return "gst-launch-1.0 was not found when the build was configured";
   if (::access(gl.c_str(), X_OK) != 0) return "gst-launch-1.0 is not executable at " + gl;
+  return missing_peer(elements);
+}
+
+std::string missing_peer(const std::vector<std::string>& elements) {
   const std::string peer = peer_path();
   if (peer.empty() || ::access(peer.c_str(), X_OK) != 0)
     return "cudaipc-gst-mp-peer is not built (CUDAIPC_GST_MP_PEER='" + peer + "')";

@@ -24,6 +24,9 @@ const std::string& src();
 // Why a test needing gst-launch-1.0, the peer (with appsrc and appsink), our elements and
 // `elements` cannot run here, or "" when it can.
 std::string missing(const std::vector<std::string>& elements);
+// The same without gst-launch-1.0, for tests whose processes are all the peer's (or others built
+// here).
+std::string missing_peer(const std::vector<std::string>& elements);
 
 // gst-launch-1.0 with `description` split at spaces (paths in tests have none): gst-launch joins
 // its arguments itself and would escape the spaces inside a single one.
