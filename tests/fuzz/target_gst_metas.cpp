@@ -202,7 +202,7 @@ std::string printed(const GValue* v) {
 // ---- comparing metas ----
 
 bool same_structure(const GstStructure* a, const GstStructure* b, const std::string& at,
-                    std::string* why);
+                    std::string* why, bool named);
 
 bool same_float(double a, double b) {
   return a == b || (std::isnan(a) && std::isnan(b));
@@ -241,7 +241,7 @@ bool same_value(const GValue* a, const GValue* b, const std::string& at, std::st
     if (!x || !y) {
       same = !x && !y;
     } else {
-      return same_structure(x, y, at, why);
+      return same_structure(x, y, at, why, true);
     }
   } else if (t == GST_TYPE_ARRAY || t == GST_TYPE_LIST) {
     const bool array = t == GST_TYPE_ARRAY;
@@ -265,9 +265,11 @@ bool same_value(const GValue* a, const GValue* b, const std::string& at, std::st
   return same;
 }
 
+// `named`: the structures' names must match too (a custom meta's record carries the meta's name,
+// which is its structure's name unless the meta came from GStreamer's own deserializer).
 bool same_structure(const GstStructure* a, const GstStructure* b, const std::string& at,
-                    std::string* why) {
-  if (std::strcmp(gst_structure_get_name(a), gst_structure_get_name(b)) != 0) {
+                    std::string* why, bool named) {
+  if (named && std::strcmp(gst_structure_get_name(a), gst_structure_get_name(b)) != 0) {
     *why = at + ": structure '" + gst_structure_get_name(a) + "' came back as '" +
            gst_structure_get_name(b) + "'";
     return false;
@@ -292,6 +294,24 @@ bool same_structure(const GstStructure* a, const GstStructure* b, const std::str
       return false;
   }
   return true;
+}
+
+// Caps compared structure by structure (GStreamer's own comparison calls NaN unequal to itself).
+bool same_caps(const GstCaps* a, const GstCaps* b, std::string* why) {
+  bool same = a && b && gst_caps_is_any(a) == gst_caps_is_any(b) &&
+              gst_caps_get_size(a) == gst_caps_get_size(b);
+  for (guint i = 0; same && i < gst_caps_get_size(a); ++i) {
+    same = gst_caps_features_is_equal(gst_caps_get_features(a, i), gst_caps_get_features(b, i)) &&
+           same_structure(gst_caps_get_structure(a, i), gst_caps_get_structure(b, i), "caps", why,
+                          true);
+  }
+  if (!same) {
+    gchar* p = a ? gst_caps_to_string(a) : nullptr;
+    gchar* q = b ? gst_caps_to_string(b) : nullptr;
+    *why = std::string("caps ") + (p ? p : "NULL") + " -> " + (q ? q : "NULL") + ": " + *why;
+    g_free(p), g_free(q);
+  }
+  return same;
 }
 
 #ifdef FUZZ_ANALYTICS
@@ -492,18 +512,14 @@ bool same_meta(GstMeta* a, GstMeta* b, std::string* why) {
   if (gst_meta_info_is_custom(a->info)) {
     same = same_structure(gst_custom_meta_get_structure(reinterpret_cast<GstCustomMeta*>(a)),
                           gst_custom_meta_get_structure(reinterpret_cast<GstCustomMeta*>(b)), name,
-                          &w);
+                          &w, false);
   } else if (api == GST_REFERENCE_TIMESTAMP_META_API_TYPE) {
     auto* x = reinterpret_cast<GstReferenceTimestampMeta*>(a);
     auto* y = reinterpret_cast<GstReferenceTimestampMeta*>(b);
     if (x->timestamp != y->timestamp || x->duration != y->duration) {
       same = false, w = "timestamp or duration";
-    } else if (!x->reference || !y->reference ||
-               !gst_caps_is_strictly_equal(x->reference, y->reference)) {
-      gchar* p = x->reference ? gst_caps_to_string(x->reference) : nullptr;
-      gchar* q = y->reference ? gst_caps_to_string(y->reference) : nullptr;
-      same = false, w = std::string("caps ") + (p ? p : "NULL") + " -> " + (q ? q : "NULL");
-      g_free(p), g_free(q);
+    } else {
+      same = same_caps(x->reference, y->reference, &w);
     }
 #ifdef FUZZ_ANALYTICS
   } else if (api == GST_ANALYTICS_RELATION_META_API_TYPE) {
@@ -593,7 +609,7 @@ void from_area(Input& in) {
 
   // An area that gave nothing but malformed records is a rejection; anything attached (or an
   // empty area) is an accepted input.
-  if (c.received == 0 && c.bad) throw Error(Errc::protocol, error);
+  if (c.received == 0 && c.bad) throw Error(Errc::protocol, "malformed area: " + error);
 }
 
 // ---- direction B: metas built from the input ----
@@ -636,26 +652,31 @@ std::string make_name(Input& in, char first) {
   return s;
 }
 
-void make_value(Input& in, int depth, bool top, GValue* v);
+Kind pick_kind(Input& in, int depth, bool top);
+void make_value(Input& in, int depth, Kind k, GValue* v);
 
 GstStructure* make_structure(Input& in, const std::string& name, int depth, std::size_t max) {
   GstStructure* s = gst_structure_new_empty(name.c_str());
   const std::size_t n = in.u8() % (max + 1);
   for (std::size_t i = 0; i < n; ++i) {
     GValue v = G_VALUE_INIT;
-    make_value(in, depth, false, &v);
+    make_value(in, depth, pick_kind(in, depth, false), &v);
     // Distinct names, so every field built is one the structure keeps.
     gst_structure_take_value(s, ("f" + std::to_string(i) + make_name(in, '_')).c_str(), &v);
   }
   return s;
 }
 
-void make_value(Input& in, int depth, bool top, GValue* v) {
+Kind pick_kind(Input& in, int depth, bool top) {
   const std::uint8_t pick = in.u8();
-  Kind k =
+  const Kind k =
       top ? kTopKinds[pick % std::size(kTopKinds)] : kNestedKinds[pick % std::size(kNestedKinds)];
   if (depth >= kMaxDepth && (k == Kind::structure || k == Kind::array || k == Kind::list))
-    k = Kind::string;
+    return Kind::string;
+  return k;
+}
+
+void make_value(Input& in, int depth, Kind k, GValue* v) {
   switch (k) {
     case Kind::i32:
       g_value_init(v, G_TYPE_INT);
@@ -712,23 +733,19 @@ void make_value(Input& in, int depth, bool top, GValue* v) {
       break;
     case Kind::array:
     case Kind::list: {
-      // GStreamer's arrays and lists hold values of one type: the first element's.
+      // GStreamer's arrays and lists hold values of one type; a container of containers holds
+      // one, as GStreamer also compares the inner ones' elements.
       const bool array = k == Kind::array;
       g_value_init(v, array ? GST_TYPE_ARRAY : GST_TYPE_LIST);
-      const std::size_t n = in.u8() % 5;
-      GType type = 0;
-      for (std::size_t i = 0; i < n; ++i) {
+      const Kind inner = pick_kind(in, depth + 1, false);
+      const bool nested = inner == Kind::structure || inner == Kind::array || inner == Kind::list;
+      for (std::size_t n = nested ? in.u8() % 2 : in.u8() % 5; n > 0; --n) {
         GValue e = G_VALUE_INIT;
-        make_value(in, depth + 1, false, &e);
-        if (!type) type = G_VALUE_TYPE(&e);
-        if (G_VALUE_TYPE(&e) == type) {
-          if (array)
-            gst_value_array_append_and_take_value(v, &e);
-          else
-            gst_value_list_append_and_take_value(v, &e);
-        } else {
-          g_value_unset(&e);
-        }
+        make_value(in, depth + 1, inner, &e);
+        if (array)
+          gst_value_array_append_and_take_value(v, &e);
+        else
+          gst_value_list_append_and_take_value(v, &e);
       }
       break;
     }
@@ -742,7 +759,7 @@ void add_custom_metas(Input& in, GstBuffer* b) {
     GstStructure* s = gst_custom_meta_get_structure(m);
     for (std::size_t i = 0, fields = in.u8() % 12; i < fields; ++i) {
       GValue v = G_VALUE_INIT;
-      make_value(in, 0, true, &v);
+      make_value(in, 0, pick_kind(in, 0, true), &v);
       gst_structure_take_value(s, ("f" + std::to_string(i) + make_name(in, '_')).c_str(), &v);
     }
   }
@@ -752,9 +769,12 @@ void add_reference_timestamps(Input& in, GstBuffer* b) {
   static const char* const kNames[] = {"timestamp/x-ntp", "timestamp/x-ptp", "timestamp/x-unix",
                                        "timestamp/x-cudaipc-fuzz"};  // the last is not sent
   for (std::size_t n = in.u8() % 3; n > 0; --n) {
-    GstCaps* caps =
-        gst_caps_new_full(make_structure(in, kNames[in.u8() % std::size(kNames)], 1, 2), nullptr);
-    const GstClockTime ts = in.u64(), duration = in.u64();
+    // Caps cross as GStreamer's text of them, whose nested values (structures in brackets, arrays
+    // of empty arrays) do not always parse back in GStreamer 1.28: fields of plain values only.
+    GstCaps* caps = gst_caps_new_full(
+        make_structure(in, kNames[in.u8() % std::size(kNames)], kMaxDepth, 3), nullptr);
+    // GStreamer takes any timestamp but GST_CLOCK_TIME_NONE.
+    const GstClockTime ts = in.u64() >> 1, duration = in.u64();
     gst_buffer_add_reference_timestamp_meta(b, caps, ts, duration);
     gst_caps_unref(caps);
   }
@@ -789,9 +809,10 @@ void add_analytics(Input& in, GstBuffer* b) {
         break;
       }
       case 1: {
+        // A classification of no classes too (GStreamer wants its arrays even then).
         const std::size_t classes = in.u8() % 5;
-        std::vector<gfloat> levels(classes);
-        std::vector<GQuark> quarks(classes);
+        std::vector<gfloat> levels(classes + 1);
+        std::vector<GQuark> quarks(classes + 1);
         for (std::size_t i = 0; i < classes; ++i) {
           levels[i] = static_cast<gfloat>(in.u16()) / 65535.f;
           quarks[i] = g_quark_from_string(make_string(in, 8).c_str());
@@ -811,8 +832,9 @@ void add_analytics(Input& in, GstBuffer* b) {
       }
       case 3: {
 #ifdef FUZZ_SEGMENTATION
+        // The mask formats GStreamer takes.
         static const GstVideoFormat kFormats[] = {
-            GST_VIDEO_FORMAT_GRAY8, GST_VIDEO_FORMAT_GRAY16_LE, GST_VIDEO_FORMAT_RGBA};
+            GST_VIDEO_FORMAT_GRAY8, GST_VIDEO_FORMAT_GRAY16_LE, GST_VIDEO_FORMAT_GRAY16_BE};
         const GstVideoFormat format = kFormats[in.u8() % std::size(kFormats)];
         const guint width = 1 + in.u8() % 8, height = 1 + in.u8() % 8;
         GstVideoInfo vinfo;
@@ -861,8 +883,33 @@ void add_analytics(Input& in, GstBuffer* b) {
 #ifdef FUZZ_TENSORS
 void add_tensors(Input& in, GstBuffer* b) {
   if (!(in.u8() & 1)) return;
-  // GstTensorDataType's values this GStreamer has (tensor_records.cpp names them).
-  const int kTypes = GST_CHECK_VERSION(1, 28, 0) ? 22 : 14;
+  // GstTensorDataType's values this GStreamer has, by the names docs/metas.md gives them.
+  static const char* const kTypes[] = {
+    "int4",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint4",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+#if GST_CHECK_VERSION(1, 28, 0)
+    "string",
+    "bool",
+    "complex64",
+    "complex128",
+    "float8e4m3fn",
+    "float8e4m3fnuz",
+    "float8e5m2",
+    "float8e5m2fnuz",
+#endif
+  };
   const std::size_t n = in.u8() % 4;
   GstTensor** tensors = g_new0(GstTensor*, n ? n : 1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -870,10 +917,14 @@ void add_tensors(Input& in, GstBuffer* b) {
     GstTensor* t = gst_tensor_alloc(dims);
     t->id = g_quark_from_string(make_name(in, 't').c_str());
     t->layout = GST_TENSOR_LAYOUT_CONTIGUOUS;
-    t->data_type = static_cast<GstTensorDataType>(in.u8() % kTypes);
+    t->data_type = static_cast<GstTensorDataType>(in.u8() % std::size(kTypes));
     t->dims_order = in.u8() & 1 ? GST_TENSOR_DIM_ORDER_COL_MAJOR : GST_TENSOR_DIM_ORDER_ROW_MAJOR;
-    for (std::size_t k = 0; k < dims; ++k) t->dims[k] = in.u8();
-    const std::size_t bytes = in.u8() % 65;
+    std::size_t elements = 1;
+    for (std::size_t k = 0; k < dims; ++k) elements *= (t->dims[k] = in.u8() % 5);
+    // A valid tensor's data is its dims' worth of elements (data types without a fixed size, as
+    // strings, any length).
+    const std::uint32_t bits = metas::tensor_dtype_bits(kTypes[t->data_type]);
+    const std::size_t bytes = bits ? (elements * bits + 7) / 8 : in.u8() % 65;
     Bytes data(bytes);
     for (auto& d : data) d = in.u8();
     t->data = bytes ? gst_buffer_new_memdup(data.data(), bytes) : gst_buffer_new();
@@ -939,7 +990,9 @@ void from_metas(Input& in) {
   Buffer back = decode_own(area.data(), size, e.sent, "built, encoded, decoded");
   expect_same_metas(sent, back.get(), "built, encoded, decoded");
 
-  // Into an area too small for everything: what fits is sent and decodes cleanly.
+  // Into an area too small for everything: what fits is sent and decodes cleanly. (A frame
+  // without a meta area, capacity 0, counts nothing.)
+  if (small == 0) return;
   EncodeCounts es;
   const std::uint32_t small_size = encode(built.get(), area.data(), small, &es);
   if (small_size > small) fail("the encoder wrote past its area");
