@@ -50,7 +50,8 @@ using cudaipc::gst::MetaFilter;
 
 constexpr std::size_t kMaxArea = 1 << 16;         // the most area bytes direction A reads
 constexpr std::size_t kEncodeCapacity = 1 << 20;  // room enough for anything decoded from 64 KiB
-constexpr int kMaxDepth = 3;                      // nesting of built values (direction B)
+// Direction B nests structures, arrays and lists as deep as the record format carries them.
+constexpr int kMaxDepth = static_cast<int>(metas::kMaxCustomDepth);
 
 // The custom metas direction B builds (registered once: each name is a GType for good).
 constexpr const char* kCustomNames[] = {"cudaipc-fuzz-a", "cudaipc-fuzz-b", "X_fuzz+meta-c"};
@@ -233,6 +234,10 @@ bool same_value(const GValue* a, const GValue* b, const std::string& at, std::st
   } else if (t == G_TYPE_STRING) {
     const char *x = g_value_get_string(a), *y = g_value_get_string(b);
     same = (!x && !y) || (x && y && std::strcmp(x, y) == 0);
+  } else if (t == G_TYPE_BYTES) {
+    const auto* x = static_cast<GBytes*>(g_value_get_boxed(a));
+    const auto* y = static_cast<GBytes*>(g_value_get_boxed(b));
+    same = (!x && !y) || (x && y && g_bytes_equal(x, y));
   } else if (t == GST_TYPE_FRACTION) {
     same = gst_value_get_fraction_numerator(a) == gst_value_get_fraction_numerator(b) &&
            gst_value_get_fraction_denominator(a) == gst_value_get_fraction_denominator(b);
@@ -614,16 +619,32 @@ void from_area(Input& in) {
 
 // ---- direction B: metas built from the input ----
 
-enum class Kind { i32, u32, i64, u64, f32, f64, boolean, string, fraction, structure, array, list };
+enum class Kind {
+  i32,
+  u32,
+  i64,
+  u64,
+  f32,
+  f64,
+  boolean,
+  string,
+  bytes,
+  fraction,
+  structure,
+  array,
+  list
+};
 
-// The GTypes a custom meta's field keeps through today's record format: its typed fields
-// (int64, uint64, double, boolean, string) and, as GStreamer's text, fractions, structures,
-// arrays and lists (whose elements keep every type: GStreamer writes them typed).
-constexpr Kind kTopKinds[] = {Kind::i64,      Kind::u64,   Kind::f64,  Kind::boolean,  Kind::string,
-                              Kind::fraction, Kind::array, Kind::list, Kind::structure};
-constexpr Kind kNestedKinds[] = {Kind::i32,      Kind::u32,       Kind::i64,     Kind::u64,
-                                 Kind::f32,      Kind::f64,       Kind::boolean, Kind::string,
-                                 Kind::fraction, Kind::structure, Kind::array,   Kind::list};
+// Every GType a custom meta's field keeps through its record (docs/metas.md, kind 4), at every
+// level of nesting.
+constexpr Kind kKinds[] = {Kind::i32,   Kind::u32,      Kind::i64,       Kind::u64,
+                           Kind::f32,   Kind::f64,      Kind::boolean,   Kind::string,
+                           Kind::bytes, Kind::fraction, Kind::structure, Kind::array,
+                           Kind::list};
+// A reference timestamp's caps cross as GStreamer's text, whose nested values (structures in
+// brackets, arrays of empty arrays) do not always parse back in GStreamer 1.28: plain values only.
+constexpr Kind kCapsKinds[] = {Kind::i32, Kind::u32,     Kind::i64,    Kind::u64,     Kind::f32,
+                               Kind::f64, Kind::boolean, Kind::string, Kind::fraction};
 
 // Valid UTF-8 with control characters, quotes, separators and multi-byte characters.
 std::string make_string(Input& in, std::size_t max) {
@@ -652,25 +673,25 @@ std::string make_name(Input& in, char first) {
   return s;
 }
 
-Kind pick_kind(Input& in, int depth, bool top);
+Kind pick_kind(Input& in, int depth, bool caps);
 void make_value(Input& in, int depth, Kind k, GValue* v);
 
-GstStructure* make_structure(Input& in, const std::string& name, int depth, std::size_t max) {
+GstStructure* make_structure(Input& in, const std::string& name, int depth, std::size_t max,
+                             bool caps) {
   GstStructure* s = gst_structure_new_empty(name.c_str());
   const std::size_t n = in.u8() % (max + 1);
   for (std::size_t i = 0; i < n; ++i) {
     GValue v = G_VALUE_INIT;
-    make_value(in, depth, pick_kind(in, depth, false), &v);
+    make_value(in, depth, pick_kind(in, depth, caps), &v);
     // Distinct names, so every field built is one the structure keeps.
     gst_structure_take_value(s, ("f" + std::to_string(i) + make_name(in, '_')).c_str(), &v);
   }
   return s;
 }
 
-Kind pick_kind(Input& in, int depth, bool top) {
+Kind pick_kind(Input& in, int depth, bool caps) {
   const std::uint8_t pick = in.u8();
-  const Kind k =
-      top ? kTopKinds[pick % std::size(kTopKinds)] : kNestedKinds[pick % std::size(kNestedKinds)];
+  const Kind k = caps ? kCapsKinds[pick % std::size(kCapsKinds)] : kKinds[pick % std::size(kKinds)];
   if (depth >= kMaxDepth && (k == Kind::structure || k == Kind::array || k == Kind::list))
     return Kind::string;
   return k;
@@ -718,6 +739,13 @@ void make_value(Input& in, int depth, Kind k, GValue* v) {
       g_value_init(v, G_TYPE_STRING);
       g_value_take_string(v, g_strdup(make_string(in, 24).c_str()));
       break;
+    case Kind::bytes: {
+      Bytes b(in.u8() % 17);
+      for (auto& x : b) x = in.u8();
+      g_value_init(v, G_TYPE_BYTES);
+      g_value_take_boxed(v, g_bytes_new(b.data(), b.size()));
+      break;
+    }
     case Kind::fraction: {
       // GStreamer takes numerators and denominators from -G_MAXINT up, denominators not 0.
       gint num = static_cast<gint>(in.u32());
@@ -729,7 +757,7 @@ void make_value(Input& in, int depth, Kind k, GValue* v) {
     }
     case Kind::structure:
       g_value_init(v, GST_TYPE_STRUCTURE);
-      g_value_take_boxed(v, make_structure(in, make_name(in, 's'), depth + 1, 3));
+      g_value_take_boxed(v, make_structure(in, make_name(in, 's'), depth + 1, 3, false));
       break;
     case Kind::array:
     case Kind::list: {
@@ -759,7 +787,7 @@ void add_custom_metas(Input& in, GstBuffer* b) {
     GstStructure* s = gst_custom_meta_get_structure(m);
     for (std::size_t i = 0, fields = in.u8() % 12; i < fields; ++i) {
       GValue v = G_VALUE_INIT;
-      make_value(in, 0, pick_kind(in, 0, true), &v);
+      make_value(in, 0, pick_kind(in, 0, false), &v);
       gst_structure_take_value(s, ("f" + std::to_string(i) + make_name(in, '_')).c_str(), &v);
     }
   }
@@ -769,10 +797,8 @@ void add_reference_timestamps(Input& in, GstBuffer* b) {
   static const char* const kNames[] = {"timestamp/x-ntp", "timestamp/x-ptp", "timestamp/x-unix",
                                        "timestamp/x-cudaipc-fuzz"};  // the last is not sent
   for (std::size_t n = in.u8() % 3; n > 0; --n) {
-    // Caps cross as GStreamer's text of them, whose nested values (structures in brackets, arrays
-    // of empty arrays) do not always parse back in GStreamer 1.28: fields of plain values only.
     GstCaps* caps = gst_caps_new_full(
-        make_structure(in, kNames[in.u8() % std::size(kNames)], kMaxDepth, 3), nullptr);
+        make_structure(in, kNames[in.u8() % std::size(kNames)], 0, 3, true), nullptr);
     // GStreamer takes any timestamp but GST_CLOCK_TIME_NONE.
     const GstClockTime ts = in.u64() >> 1, duration = in.u64();
     gst_buffer_add_reference_timestamp_meta(b, caps, ts, duration);
