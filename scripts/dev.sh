@@ -97,27 +97,45 @@ run_fuzz() {  # run_fuzz [SECONDS] [TARGET...]
   local seconds=${1:-300}
   shift || true
   install_fuzz_deps
-  if [ ! -f build-fuzz/build.ninja ]; then
-    CXX=clang++ meson setup build-fuzz -Dfuzz=enabled -Db_sanitize=address,undefined \
-      -Db_lundef=false -Dexamples=false -Dgst=disabled -Dcuda=disabled
+  # CUDAIPC_FUZZ_BUILD names another build directory, e.g. one against the GStreamer 1.28 prefix
+  # (its env.sh sourced first) for the analytics, tensor and serialized metas gst_metas maps.
+  local dir=${CUDAIPC_FUZZ_BUILD:-build-fuzz}
+  # The GStreamer plugin's metas library has a target (gst_metas) where GStreamer and cuda.h are
+  # found; a build-fuzz made before it had the plugin disabled.
+  if [ ! -f "$dir/build.ninja" ]; then
+    CXX=clang++ meson setup "$dir" -Dfuzz=enabled -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dexamples=false
+  else
+    meson configure "$dir" -Dgst=auto -Dcuda=auto >/dev/null
   fi
-  ninja -C build-fuzz
+  # The fuzz binaries and what they link, not every suite of the instrumented build.
+  local bins=()
+  mapfile -t bins < <(ninja -C "$dir" -t targets all | sed -n 's|^\(tests/fuzz/fuzz-[^:/]*\): .*|\1|p')
+  ninja -C "$dir" "${bins[@]}"
   local targets=("$@")
   if [ ${#targets[@]} -eq 0 ]; then
-    for f in build-fuzz/tests/fuzz/fuzz-*-loop; do
-      f=${f#build-fuzz/tests/fuzz/fuzz-}
+    for f in "$dir"/tests/fuzz/fuzz-*-loop; do
+      f=${f#"$dir"/tests/fuzz/fuzz-}
       targets+=("${f%-loop}")
     done
   fi
   local status=0
   for t in "${targets[@]}"; do
-    local corpus=build-fuzz/fuzz-corpus/$t artifacts=build-fuzz/fuzz-artifacts/$t/
+    local corpus=$dir/fuzz-corpus/$t artifacts=$dir/fuzz-artifacts/$t/
+    local env=(UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+    # GStreamer targets: every GLib block through malloc, and a full unwind so that lsan.supp can
+    # name GLib's deliberate leaks (GLib keeps no frame pointers).
+    if [[ $t == gst_* ]]; then
+      env+=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 G_SLICE=always-malloc
+        "LSAN_OPTIONS=suppressions=$PWD/tests/fuzz/lsan.supp")
+    else
+      env+=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1)
+    fi
     mkdir -p "$corpus" "$artifacts"
     # Fresh seeds from the current encoders join whatever earlier runs found.
-    "build-fuzz/tests/fuzz/fuzz-$t-loop" --write-seeds="$corpus"
+    env "${env[@]}" "$dir/tests/fuzz/fuzz-$t-loop" --write-seeds="$corpus"
     echo "fuzzing $t for ${seconds}s (corpus $corpus, crashes in $artifacts)"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      "build-fuzz/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
+    env "${env[@]}" "$dir/tests/fuzz/fuzz-$t" -max_total_time="$seconds" -print_final_stats=1 \
       -artifact_prefix="$artifacts" "$corpus" || status=1
   done
   return $status
