@@ -1139,6 +1139,45 @@ std::vector<Bytes> seeds() {
       hostile([](metas::AreaWriter& w) { custom_record(w, "cudaipc-fuzz-b", "v", "void", "1"); }));
   out.push_back(hostile(
       [](metas::AreaWriter& w) { custom_record(w, "cudaipc-fuzz-b", "i", "GInterface", "1"); }));
+  // What this target found after those were refused (docs/fuzzing.md, Known): a serialized meta
+  // whose header's total is under 10 bytes with a long name; reference timestamps at
+  // GST_CLOCK_TIME_NONE and with caps of no structure; a classification of no classes; masks of
+  // a format GStreamer does not know or does not take for a segmentation.
+  out.push_back(hostile([](metas::AreaWriter& w) {
+    std::uint8_t body[16] = {5, 0, 0, 0, 0, 0, 1, 0};  // total 5, name_len 65536
+    w.add_record(metas::RecordKind::serialized, "GstVideoMetaAPI", body, sizeof body);
+  }));
+  for (const char* caps : {"timestamp/x-ntp", "EMPTY", "ANY"}) {
+    out.push_back(hostile([&](metas::AreaWriter& w) {
+      const GstClockTime ts = std::strcmp(caps, "timestamp/x-ntp") == 0 ? GST_CLOCK_TIME_NONE : 1;
+      if (std::uint8_t* b = w.begin_record(metas::RecordKind::reference_timestamp,
+                                           "GstReferenceTimestampMetaAPI", 128))
+        w.commit_record(
+            metas::write_reference_timestamp(b, 128, metas::ReferenceTimestamp{ts, 0, caps}));
+    }));
+  }
+  out.push_back(hostile([](metas::AreaWriter& w) {
+    if (std::uint8_t* b =
+            w.begin_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", 256)) {
+      metas::AnalyticsWriter aw(b, 256, 1);
+      aw.add_classification(0, nullptr, 0);
+      w.commit_record(aw.finish());
+    }
+  }));
+  for (std::uint32_t format : {std::uint32_t{GST_VIDEO_FORMAT_RGBA}, std::uint32_t{0x7fff}}) {
+    out.push_back(hostile([&](metas::AreaWriter& w) {
+      if (std::uint8_t* b =
+              w.begin_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", 512)) {
+        std::uint8_t mask[64] = {1, 2, 3};
+        metas::Segmentation seg;
+        seg.w = seg.h = 4, seg.mask_width = 4, seg.mask_height = 4, seg.mask_stride = 16;
+        seg.mask_format = format, seg.mask = mask;
+        metas::AnalyticsWriter aw(b, 512, 1);
+        aw.add_segmentation(0, seg);
+        w.commit_record(aw.finish());
+      }
+    }));
+  }
   return out;
 }
 
