@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -1083,8 +1085,15 @@ std::vector<Bytes> seeds() {
     in.u16();
     out.push_back(encoded_seed(in));
   }
-  // Every record kind written by hand, as docs/metas.md lays them out.
+  // Records written by hand, as docs/metas.md lays them out: custom fields of type `other` that
+  // the source parses (enums, flags, bitmasks, dates) and that it keeps as text (fractions, arrays
+  // and structures as text: they cross typed now), and a reference timestamp.
   out.push_back(area_seed([](metas::AreaWriter& w) {
+    custom_record(w, "cudaipc-fuzz-a", "e", "GstState", "playing");
+    custom_record(w, "cudaipc-fuzz-a", "g", "GstBufferFlags", "live+discont");
+    custom_record(w, "cudaipc-fuzz-a", "m", "GstBitmask", "0x00000000000000ff");
+    custom_record(w, "cudaipc-fuzz-a", "t", "GstDateTime", "2026-11-26T05:00:00Z");
+    custom_record(w, "cudaipc-fuzz-a", "d", "GDate", "2026-11-26");
     custom_record(w, "cudaipc-fuzz-a", "f", "GstFraction", "1/2");
     custom_record(w, "cudaipc-fuzz-b", "a", "GstValueArray", "< (int)1, (int)2 >");
     custom_record(w, "cudaipc-fuzz-b", "s", "GstStructure", "s, x=(int)1;");
