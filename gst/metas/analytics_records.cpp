@@ -327,8 +327,10 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
       break;
     }
     case metas::MtdType::classification: {
-      std::vector<gfloat> levels(m.class_count);
-      std::vector<GQuark> quark_list(m.class_count);
+      // One more than the classes: a classification of none is valid, and GStreamer refuses the
+      // NULL that an empty vector's data() would hand it.
+      std::vector<gfloat> levels(m.class_count + 1);
+      std::vector<GQuark> quark_list(m.class_count + 1);
       for (std::uint32_t j = 0; j < m.class_count; ++j) {
         metas::ClassEntry c;
         if (!view.class_entry(m, j, &c)) return (*error = "malformed class entry", false);
@@ -353,11 +355,11 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
     case metas::MtdType::segmentation: {
 #if GST_CHECK_VERSION(1, 26, 0)
       const metas::Segmentation& s = m.segmentation;
-      const auto format = static_cast<GstVideoFormat>(s.mask_format);
-      const GstVideoFormatInfo* finfo = gst_video_format_get_info(format);
-      if (format == GST_VIDEO_FORMAT_UNKNOWN || !finfo ||
-          GST_VIDEO_FORMAT_INFO_N_PLANES(finfo) != 1)
+      // The formats GStreamer takes for a mask, checked before the peer's number becomes an enum.
+      if (s.mask_format != GST_VIDEO_FORMAT_GRAY8 && s.mask_format != GST_VIDEO_FORMAT_GRAY16_LE &&
+          s.mask_format != GST_VIDEO_FORMAT_GRAY16_BE)
         return (*error = "segmentation mask of an unsupported format", false);
+      const auto format = static_cast<GstVideoFormat>(s.mask_format);
       GstVideoInfo vinfo;
       if (!gst_video_info_set_format(&vinfo, format, s.mask_width, s.mask_height) ||
           static_cast<gsize>(GST_VIDEO_INFO_PLANE_STRIDE(&vinfo, 0)) > s.mask_stride)
@@ -368,7 +370,7 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
       gint strides[GST_VIDEO_MAX_PLANES] = {static_cast<gint>(s.mask_stride)};
       gst_buffer_add_video_meta_full(mask, GST_VIDEO_FRAME_FLAG_NONE, format, s.mask_width,
                                      s.mask_height, 1, offsets, strides);
-      std::vector<guint> ids(s.region_count);
+      std::vector<guint> ids(s.region_count + 1);  // never empty: data() is not NULL
       for (std::uint32_t j = 0; j < s.region_count; ++j) ids[j] = metas::region_id(s, j);
       const gboolean ok = gst_analytics_relation_meta_add_segmentation_mtd(
           rmeta, mask, static_cast<GstSegmentationType>(s.seg_type), s.region_count, ids.data(),

@@ -106,7 +106,7 @@ bool attach_custom(GstBuffer* buf, std::string_view name, metas::Bytes body, std
 
 bool is_own_reference_timestamp(GstMeta* meta) {
   auto* r = reinterpret_cast<GstReferenceTimestampMeta*>(meta);
-  if (!r->reference) return false;
+  if (!r->reference || gst_caps_get_size(r->reference) == 0) return false;
   const GstStructure* s = gst_caps_get_structure(r->reference, 0);
   return s && g_str_has_prefix(gst_structure_get_name(s), "timestamp/x-cudaipc-");
 }
@@ -131,11 +131,17 @@ Encoded encode_reference_timestamp(GstMeta* meta, metas::AreaWriter& w) {
 bool attach_reference_timestamp(GstBuffer* buf, metas::Bytes body, std::string* error) {
   metas::ReferenceTimestamp ts;
   if (!metas::read_reference_timestamp(body, &ts, error)) return false;
+  if (ts.timestamp == GST_CLOCK_TIME_NONE)
+    return (*error = "reference timestamp without a time", false);
   std::string why;
   if (!peer_text_ok(ts.caps, &why))
     return (*error = "reference timestamp caps refused: " + why, false);
   GstCaps* caps = gst_caps_from_string(std::string(ts.caps).c_str());
   if (!caps) return (*error = "reference timestamp caps do not parse", false);
+  if (gst_caps_is_any(caps) || gst_caps_is_empty(caps)) {
+    gst_caps_unref(caps);
+    return (*error = "reference timestamp caps name no clock", false);
+  }
   gst_buffer_add_reference_timestamp_meta(buf, caps, ts.timestamp, ts.duration);
   gst_caps_unref(caps);
   return true;

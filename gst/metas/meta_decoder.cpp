@@ -20,7 +20,7 @@ bool attach_serialized(GstBuffer* buf, metas::Bytes body, bool* unknown, std::st
   guint32 total = 0, name_len = 0;
   std::memcpy(&total, body.data, 4);
   std::memcpy(&name_len, body.data + 4, 4);
-  if (total > body.size || name_len > total - 10 || body.data[8 + name_len] != '\0' ||
+  if (total < 10 || total > body.size || name_len > total - 10 || body.data[8 + name_len] != '\0' ||
       std::memchr(body.data + 8, '\0', name_len))
     return (*error = "serialized meta's header is out of range", false);
   const std::string impl(reinterpret_cast<const char*>(body.data) + 8, name_len);
