@@ -6,10 +6,26 @@
 #include "cudaipc/metas.hpp"
 #include "metas/analytics_records.h"
 #include "metas/custom_records.h"
+#include "metas/custom_values.h"
 #include "metas/tensor_records.h"
 
 namespace cudaipc::gst {
 namespace {
+
+#if GST_CHECK_VERSION(1, 24, 0)
+// GStreamer's own serializable metas are not taken from a peer this way: custom metas and reference
+// timestamps cross as kinds 4 and 5 (their deserializers parse text recursively; those kinds check
+// it first), cudaipcsrc describes a frame's layout itself (GStreamer's video meta deserializer
+// hands a peer's format number to gst_video_info_set_format, a critical past the last format), and
+// no channel carries audio. Metas of other libraries and applications keep GStreamer's way.
+bool serialized_from_peer_ok(const GstMetaInfo* info) {
+  if (gst_meta_info_is_custom(info)) return false;
+  const char* api = g_type_name(info->api);
+  for (const char* own : {"GstReferenceTimestampMetaAPI", "GstVideoMetaAPI", "GstAudioMetaAPI"})
+    if (api && std::strcmp(api, own) == 0) return false;
+  return true;
+}
+#endif
 
 bool attach_serialized(GstBuffer* buf, metas::Bytes body, bool* unknown, std::string* error) {
 #if GST_CHECK_VERSION(1, 24, 0)
@@ -25,11 +41,9 @@ bool attach_serialized(GstBuffer* buf, metas::Bytes body, bool* unknown, std::st
     return (*error = "serialized meta's header is out of range", false);
   const std::string impl(reinterpret_cast<const char*>(body.data) + 8, name_len);
   const GstMetaInfo* info = gst_meta_get_info(impl.c_str());
-  // These two parse text recursively (a structure, caps): they cross as records of their own
-  // kinds, whose text is checked first, never as GStreamer's serialization.
-  if (info &&
-      (gst_meta_info_is_custom(info) || info->api == gst_reference_timestamp_meta_api_get_type())) {
-    *error = "serialized '" + impl + "' refused: it crosses as its own record kind";
+  if (info && !serialized_from_peer_ok(info)) {
+    *error =
+        "serialized " + quoted(impl) + " refused: it is not taken in GStreamer's serialization";
     return false;
   }
   guint32 consumed = 0;
