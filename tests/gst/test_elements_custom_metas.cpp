@@ -13,6 +13,7 @@
 #include "cudaipc/producer.hpp"
 #include "element_harness.hpp"
 #include "meta_round_trip.hpp"
+#include "nested_records.hpp"
 
 namespace cudaipc::testing::gst {
 namespace {
@@ -133,21 +134,6 @@ std::vector<std::uint8_t> other_field(const std::string& name, const std::string
   return one_field(name, metas::FieldType::other, type + std::string(1, '\0') + text);
 }
 
-// `levels` arrays inside each other around an empty one (24 bytes a level).
-std::vector<std::uint8_t> nested_arrays(unsigned levels) {
-  std::vector<std::uint8_t> body(8 + 24 * std::size_t{levels}, 0);
-  for (unsigned i = 0; i < levels; ++i) {
-    std::uint8_t* p = body.data() + 24 * std::size_t{i};
-    const auto inner = static_cast<std::uint32_t>(body.size() - 24 * std::size_t{i} - 24);
-    const std::uint32_t one = 1, size = 16 + inner;
-    std::memcpy(p, &one, 4);
-    std::memcpy(p + 8, &size, 4);
-    p[14] = static_cast<std::uint8_t>(metas::FieldType::array);
-    std::memcpy(p + 16, &inner, 4);
-  }
-  return body;
-}
-
 std::vector<std::uint8_t> index_body(int i) {
   std::vector<std::uint8_t> b(64);
   metas::CustomWriter w(b.data(), b.size());
@@ -215,8 +201,8 @@ TEST_F(HostileCustomRecords, AreDroppedOrKeptAsTextAndFramesFlow) {
         {"9lives", index_body(i)},
         {"GstBuffer", index_body(i)},  // a type of this process, not a custom meta
         {"test-bad-field-name", one_field("bad name!", metas::FieldType::int64, "12345678")},
-        {"test-nine-deep", nested_arrays(metas::kMaxCustomDepth + 1)},
-        {"test-30000-deep", nested_arrays(30000)},
+        {"test-nine-deep", testing::nested_arrays(metas::kMaxCustomDepth + 1)},
+        {"test-30000-deep", testing::nested_arrays(30000)},
         {"test-zero-fraction",
          one_field("f", metas::FieldType::fraction, std::string("\1\0\0\0\0\0\0\0", 8))},
         {"test-cast-inside", other_field("r", "GstState", "(GstValueArray)<playing>")},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cudaipc/metas.hpp"
+#include "nested_records.hpp"
 
 using namespace cudaipc::metas;
 
@@ -32,22 +33,6 @@ std::size_t write_typed(std::uint8_t* b, std::size_t cap, int n) {
   CustomWriter list = w.begin_array("l", FieldType::list);
   ok = ok && list.add_string({}, "x") && list.add_string({}, "y") && w.end_nested(list);
   return ok ? w.finish() : 0;
-}
-
-// `levels` arrays inside each other, written byte by byte as a peer could, whatever the limit.
-// Each level is a body header and one nameless field around the next level's body (24 bytes).
-std::vector<std::uint8_t> hand_nested(unsigned levels) {
-  std::vector<std::uint8_t> body(8 + 24 * std::size_t{levels}, 0);
-  for (unsigned i = 0; i < levels; ++i) {
-    std::uint8_t* p = body.data() + 24 * std::size_t{i};
-    const auto inner = static_cast<std::uint32_t>(body.size() - 24 * std::size_t{i} - 24);
-    const std::uint32_t one = 1, size = 16 + inner;
-    std::memcpy(p, &one, 4);
-    std::memcpy(p + 8, &size, 4);
-    p[8 + 6] = static_cast<std::uint8_t>(FieldType::array);
-    std::memcpy(p + 8 + 8, &inner, 4);
-  }
-  return body;  // the innermost array: no members (its count stays 0)
 }
 
 // Reads every field of `v` and, depth first, of everything nested in it; false at the first error.
@@ -161,7 +146,7 @@ TEST(MetasCustom, NestingStopsAtTheLimitOnBothSides) {
   // (the reader never goes past it, so the depth costs nothing).
   for (unsigned levels : {kMaxCustomDepth, kMaxCustomDepth + 1, 30000u}) {
     SCOPED_TRACE("levels " + std::to_string(levels));
-    const std::vector<std::uint8_t> body = hand_nested(levels);
+    const std::vector<std::uint8_t> body = cudaipc::testing::nested_arrays(levels);
     CustomView hv;
     std::string why;
     deepest = 0;
