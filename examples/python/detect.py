@@ -4,12 +4,15 @@ objects found in each, and the frame published again with its detections on a se
 where `cudaipcsrc ! objectdetectionoverlay` draws them (GStreamer 1.24+).
 
   gst-launch-1.0 videotestsrc pattern=ball is-live=true \\
-      ! video/x-raw,format=RGBA,width=640,height=480 ! cudaipcsink socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
+      ! video/x-raw,format=RGBA,width=640,height=480 \\
+      ! cudaipcsink ipc-mode=host socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
   python3 examples/python/detect.py $XDG_RUNTIME_DIR/cudaipc/cam0 $XDG_RUNTIME_DIR/cudaipc/det0
   gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/det0 ! videoconvert \\
       ! objectdetectionoverlay ! videoconvert ! autovideosink
 
-(put `cudaupload !` before cudaipcsink for a GPU channel, and `cudadownload !` after cudaipcsrc.)
+(host memory: no GPU needed. For a GPU channel put `cudaupload !` before the sink and
+`cudadownload !` after the source, and write them cudaipcringsink and cudaipcringsrc: the same
+elements under names nvcodec, whose cudaupload and cudadownload those are, does not also have.)
 
 Detectors:
 - builtin (default): the bright pixels' bounding box, which finds the ball of `videotestsrc

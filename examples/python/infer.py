@@ -10,12 +10,14 @@ model (CUDA events, read when done: the CPU never waits for the GPU).
   # a camera (or videotestsrc is-live=true) into GPU slots; on an NVIDIA decoder:
   #   filesrc location=clip.h264 ! h264parse ! nvh264dec ! videoconvert ! ...
   gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,format=RGBA,width=640,height=480 \\
-      ! cudaupload ! cudaipcsink socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
+      ! cudaupload ! cudaipcringsink socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
   python3 examples/python/infer.py $XDG_RUNTIME_DIR/cudaipc/cam0 $XDG_RUNTIME_DIR/cudaipc/out0
-  gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/out0 ! cudadownload ! videoconvert \\
-      ! autovideosink
+  gst-launch-1.0 cudaipcringsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/out0 ! cudadownload \\
+      ! videoconvert ! autovideosink
 
-examples/python/bridge.sh runs the three together.
+examples/python/bridge.sh runs the three together. cudaipcringsink and cudaipcringsrc are
+cudaipcsink and cudaipcsrc under names that nvcodec (whose cudaupload and cudadownload these
+pipelines use) does not also have (docs/coexistence.md).
 """
 
 from __future__ import annotations
