@@ -416,6 +416,28 @@ def have_element(env: Env, name: str) -> bool:
                           env=env.env, capture_output=True).returncode == 0
 
 
+def missing(env: Env, cmd: str) -> List[str]:
+    """The elements of a gst-launch-1.0 command line that this GStreamer does not have."""
+    if not cmd.startswith("gst-launch-1.0"):
+        return []
+    names = []
+    for i, seg in enumerate(cmd.split("!")):
+        words = [w for w in seg.split() if not w.startswith("-")]
+        if i == 0:
+            words = words[1:]  # gst-launch-1.0
+        if words and "/" not in words[0] and "=" not in words[0]:
+            names.append(words[0])
+    return [n for n in names if not have_element(env, n)]
+
+
+def start_if_possible(env: Env, cmd: str) -> subprocess.Popen:
+    """Starts a documented pipeline, or skips the scenario naming the elements it lacks here."""
+    lacking = missing(env, doc(cmd))
+    if lacking:
+        raise Skip(f"this GStreamer has no {', '.join(lacking)}, which `{cmd[:60]}...` needs")
+    return env.start(cmd)
+
+
 def have_gpu() -> bool:
     return subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
 
@@ -494,11 +516,15 @@ def scenario_tool(env: Env) -> None:
 def scenario_host_pair(env: Env) -> None:
     """README, GStreamer elements: the host-memory producer and consumer in two processes,
     ended with Ctrl-C on the producer (-e: EOS, which travels to the consumer)."""
-    prod = env.start(doc("gst-launch-1.0 -e videotestsrc is-live=true ! video/x-raw,format=RGBA,"
-                         "width=640,height=480 ! cudaipcsink ipc-mode=host "
-                         "socket-path=$XDG_RUNTIME_DIR/cudaipc/test0"))
-    cons = env.start(doc("gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/test0 ! "
-                         "videoconvert ! autovideosink"))
+    consumer = ("gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/test0 ! "
+                "videoconvert ! autovideosink")
+    lacking = missing(env, doc(consumer))
+    if lacking:
+        raise Skip(f"this GStreamer has no {', '.join(lacking)} (the consumer's line)")
+    prod = start_if_possible(env, "gst-launch-1.0 -e videotestsrc is-live=true ! video/x-raw,"
+                             "format=RGBA,width=640,height=480 ! cudaipcsink ipc-mode=host "
+                             "socket-path=$XDG_RUNTIME_DIR/cudaipc/test0")
+    cons = env.start(consumer)
     env.wait_for("a consumer on test0 and 30 frames published",
                  lambda: len(env.channels().get("test0", {}).get("consumers", [])) == 1 and
                  env.channels()["test0"]["published"] >= 30, procs=(prod, cons))
@@ -518,19 +544,21 @@ def scenario_metas(env: Env) -> None:
     why = python_ready(env)
     if why:
         raise Skip(why)
-    prod = env.start(doc("gst-launch-1.0 -e videotestsrc is-live=true pattern=ball ! video/x-raw,"
-                         "format=RGBA,width=640,height=480 ! cudaipcsink ipc-mode=host "
-                         "socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0"))
+    prod = start_if_possible(env, "gst-launch-1.0 -e videotestsrc is-live=true pattern=ball ! "
+                             "video/x-raw,format=RGBA,width=640,height=480 ! cudaipcsink "
+                             "ipc-mode=host socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0")
     det = env.start(doc("python3 examples/python/detect.py $XDG_RUNTIME_DIR/cudaipc/cam0 "
                         "$XDG_RUNTIME_DIR/cudaipc/detections"))
     overlay = None
     skipped = ""
-    if have_element(env, "objectdetectionoverlay"):
-        overlay = env.start(doc("gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/"
-                                "detections ! videoconvert ! objectdetectionoverlay ! "
-                                "videoconvert ! autovideosink"))
+    overlay_line = doc("gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/detections "
+                       "! videoconvert ! objectdetectionoverlay ! videoconvert ! autovideosink")
+    lacking = missing(env, overlay_line)
+    if not lacking:
+        overlay = env.start(overlay_line)
     else:
-        skipped = "objectdetectionoverlay needs GStreamer 1.24+ (gst-plugins-bad analyticsoverlay)"
+        skipped = (f"this GStreamer has no {', '.join(lacking)} (objectdetectionoverlay: 1.24+, "
+                   "gst-plugins-bad analyticsoverlay; autovideosink: gst-plugins-good)")
     env.wait_for("30 frames on the detections channel",
                  lambda: env.channels().get("detections", {}).get("published", 0) >= 30,
                  procs=tuple(p for p in (prod, det, overlay) if p))
@@ -559,18 +587,21 @@ def scenario_filter(env: Env) -> None:
         raise Skip(why)
     serve = env.start(doc("python3 examples/python/serve_detector.py "
                           "$XDG_RUNTIME_DIR/cudaipc/detector &"))
-    if not have_element(env, "objectdetectionoverlay"):
+    pipe_line = doc("gst-launch-1.0 videotestsrc pattern=ball is-live=true ! video/x-raw,"
+                    "format=RGBA,width=640,height=480 ! cudaipcfilter "
+                    "socket-path=$XDG_RUNTIME_DIR/cudaipc/detector ipc-mode=host ! "
+                    "videoconvert ! objectdetectionoverlay ! videoconvert ! autovideosink")
+    lacking = missing(env, pipe_line)
+    if lacking:
         # The model process alone: it starts and says so, and a SIGTERM ends it cleanly.
         time.sleep(2)
         rc, out = env.stop(serve, signal.SIGTERM)
         expect(rc == 0 and "serving " in out and re.search(r"done requests=0", out) is not None,
                f"serve_detector.py did not serve and end cleanly (exit {rc})", out)
         raise Skip("serve_detector.py ran and was checked; the pipeline needs "
-                   "objectdetectionoverlay (GStreamer 1.24+)")
-    pipe = env.start(doc("gst-launch-1.0 videotestsrc pattern=ball is-live=true ! video/x-raw,"
-                         "format=RGBA,width=640,height=480 ! cudaipcfilter "
-                         "socket-path=$XDG_RUNTIME_DIR/cudaipc/detector ipc-mode=host ! "
-                         "videoconvert ! objectdetectionoverlay ! videoconvert ! autovideosink"))
+                   f"{', '.join(lacking)}, which this GStreamer lacks (objectdetectionoverlay: "
+                   "1.24+; autovideosink: gst-plugins-good)")
+    pipe = env.start(pipe_line)
     env.wait_for("30 frames through the filter's channel",
                  lambda: env.channels().get("detector", {}).get("published", 0) >= 30,
                  procs=(serve, pipe))
