@@ -21,9 +21,9 @@
 # (the prefix can be moved or packed: nothing in it names the directory it was built in).
 #
 # Environment:
-#   GST_SOURCE   a git clone (or bare mirror) of the GStreamer monorepo holding TAG; without it the
-#                tag is cloned from GST_REMOTE (https://gitlab.freedesktop.org/gstreamer/gstreamer.git)
-#                into DIR/src-TAG
+#   GST_SOURCE   a git clone (or bare mirror) of the GStreamer monorepo holding TAG, whose tree is
+#                unpacked into DIR/src-TAG; without it the tag is cloned (shallow) from GST_REMOTE
+#                (default https://gitlab.freedesktop.org/gstreamer/gstreamer.git)
 #   JOBS         parallel compile jobs (default: the number of CPUs)
 #   CUDA_HOME    CUDA toolkit for nvcodec's precompiled kernels (default /usr/local/cuda; without
 #                nvcc there nvcodec compiles its kernels at run time with NVRTC)
@@ -65,8 +65,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  { "${sudo[@]}" apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}"; } >"$dir/apt.log" 2>&1 || { tail -n 20 "$dir/apt.log" >&2; exit 1; }
 fi
 if ! "$venv/bin/meson" --version >/dev/null 2>&1; then
   python3 -m venv "$venv"
@@ -80,10 +81,15 @@ src=$dir/src-$tag
 if [ ! -f "$src/.cudaipc-tag" ]; then
   rm -rf "$src"
   if [ -n "${GST_SOURCE:-}" ]; then
-    git --git-dir="$(git -C "$GST_SOURCE" rev-parse --git-dir 2>/dev/null || echo "$GST_SOURCE")" \
-      rev-parse -q --verify "refs/tags/$tag" >/dev/null ||
+    gitdir=$(cd "$GST_SOURCE" && git rev-parse --absolute-git-dir) ||
+      { echo "gst-prefix.sh: GST_SOURCE=$GST_SOURCE is not a git repository" >&2; exit 1; }
+    git --git-dir="$gitdir" rev-parse -q --verify "refs/tags/$tag" >/dev/null ||
       { echo "gst-prefix.sh: no tag $tag in $GST_SOURCE" >&2; exit 1; }
-    git clone -q --depth 1 --branch "$tag" "file://$(cd "$GST_SOURCE" && pwd)" "$src"
+    # The tag's tree, less the plugin documentation caches (large, and not needed with docs
+    # off; a mirror may even lack them).
+    mkdir -p "$src"
+    git --git-dir="$gitdir" archive "$tag" -- . ':(exclude,glob)**/gst_plugins_cache.json' |
+      tar -x -C "$src"
   else
     git clone -q --depth 1 --branch "$tag" \
       "${GST_REMOTE:-https://gitlab.freedesktop.org/gstreamer/gstreamer.git}" "$src"
@@ -162,7 +168,8 @@ system_libs='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libmvec
 mkdir -p "$prefix/lib/deps"
 find "$prefix" -path "$prefix/lib/deps" -prune -o -type f -print | while read -r f; do
   file -b "$f" | grep -q '^ELF' || continue
-  LD_LIBRARY_PATH="$prefix/lib" ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+  { LD_LIBRARY_PATH="$prefix/lib" ldd "$f" 2>/dev/null || true; } |
+    awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r soname path; do
   case "$path" in "$prefix"/*) continue ;; esac
   [[ "$soname" =~ $system_libs ]] && continue
