@@ -103,8 +103,8 @@ import re, sys
 path = sys.argv[1]
 text = open(path).read()
 pattern = re.compile(r"(\n\s*if \(!nvdec_available && !nvenc_available\))\s*\n\s*return TRUE;")
-new, n = pattern.subn(r"\1\n    GST_INFO (\"no NVENC and no NVDEC: registering the CUDA elements only\");",
-                      text, count=1)
+new, n = pattern.subn(
+    r'\1\n    GST_INFO ("no NVENC and no NVDEC: registering the CUDA elements only");', text, count=1)
 print("nvcodec: CUDA elements register without NVENC/NVDEC" if n else
       "nvcodec: this tag registers its CUDA elements without NVENC/NVDEC already (or differs): unchanged")
 open(path, "w").write(new)
