@@ -13,7 +13,7 @@
 # same process). Then `meson setup build-gst128 -Dgst=enabled` builds cudaipc against it.
 #
 # What it holds: core (with the check library and tracers), base (app, videotestsrc,
-# videoconvertscale, tcp, typefind), and from bad: nvcodec (cudaupload, cudadownload, NVDEC/NVENC,
+# videoconvertscale, tcp, typefind), good (autovideosink, qtdemux/mp4mux, rtp, udp), and from bad: nvcodec (cudaupload, cudadownload, NVDEC/NVENC,
 # and nvcodec's own cudaipcsink/cudaipcsrc), debugutils (checksumsink), shm, unixfd, videoparsers
 # (h264parse), gdp, and where the tag has them tensordecoders and analyticsoverlay
 # (objectdetectionoverlay). Options the tag does not know are left out, and printed. Non-glibc
@@ -117,7 +117,7 @@ echo "$src"
 step "configure"
 opts=(--prefix="$prefix" --libdir=lib --buildtype=release --wrap-mode=nodownload
   -Dpkgconfig.relocatable=true -Dauto_features=disabled
-  -Dbase=enabled -Dgood=disabled -Dbad=enabled -Dugly=disabled -Dlibav=disabled
+  -Dbase=enabled -Dgood=enabled -Dbad=enabled -Dugly=disabled -Dlibav=disabled
   -Ddevtools=disabled -Dges=disabled -Drtsp_server=disabled -Dpython=disabled
   -Dgst-examples=disabled -Dtls=disabled -Dlibnice=disabled -Dtests=disabled -Dexamples=disabled
   -Ddoc=disabled -Dintrospection=disabled -Dnls=disabled -Dtools=enabled -Dorc=disabled
@@ -125,6 +125,9 @@ opts=(--prefix="$prefix" --libdir=lib --buildtype=release --wrap-mode=nodownload
   -Dgst-plugins-base:app=enabled -Dgst-plugins-base:videotestsrc=enabled
   -Dgst-plugins-base:videoconvertscale=enabled -Dgst-plugins-base:gl=disabled
   -Dgst-plugins-base:tcp=enabled -Dgst-plugins-base:typefind=enabled
+  -Dgst-plugins-good:autodetect=enabled -Dgst-plugins-good:isomp4=enabled
+  -Dgst-plugins-good:rtp=enabled -Dgst-plugins-good:rtpmanager=enabled
+  -Dgst-plugins-good:udp=enabled
   -Dgst-plugins-bad:nvcodec=enabled -Dgst-plugins-bad:debugutils=enabled
   -Dgst-plugins-bad:shm=enabled -Dgst-plugins-bad:unixfd=enabled
   -Dgst-plugins-bad:videoparsers=enabled -Dgst-plugins-bad:gdp=enabled
@@ -146,12 +149,16 @@ for o in "${opts[@]}"; do
   fi
   kept+=("$o")
 done
-if [ -f "$build/build.ninja" ]; then
+# A build directory made with other options starts over: meson cannot reconfigure a subproject
+# that was disabled before (its options are unknown to it).
+if [ -f "$build/build.ninja" ] && [ "$(cat "$build/.cudaipc-options" 2>/dev/null)" = "${kept[*]}" ]; then
   "$meson" setup --reconfigure "$build" "$src" "${kept[@]}" >"$build.setup.log" 2>&1 ||
     { tail -n 40 "$build.setup.log" >&2; exit 1; }
 else
+  rm -rf "$build"
   "$meson" setup "$build" "$src" "${kept[@]}" >"$build.setup.log" 2>&1 ||
     { tail -n 40 "$build.setup.log" >&2; exit 1; }
+  echo "${kept[*]}" >"$build/.cudaipc-options"
 fi
 echo "log: $build.setup.log"
 
@@ -199,7 +206,7 @@ step "check"
   source "$prefix/env.sh"
   export GST_REGISTRY_1_0="$dir/check-registry.bin"
   rm -f "$GST_REGISTRY_1_0"
-  gst-launch-1.0 --version | head -n 1
+  gst-launch-1.0 --version | sed -n 1p  # (head would cut the pipe: SIGPIPE under pipefail)
   pkg-config --modversion gstreamer-1.0 gstreamer-cuda-1.0
   gst-launch-1.0 -q videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=64,height=48 \
     ! checksumsink
