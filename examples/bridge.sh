@@ -6,10 +6,14 @@
 #
 #   examples/bridge.sh host|cuda|tensors|encoded [BUILD_DIR] [FRAMES]
 #
-#   near host  PRODUCER ! cudaipcsink socket-path=NEAR
-#              cudaipcsrc socket-path=NEAR ! SEND ! tcpclientsink host=FAR_HOST port=PORT
-#   far host   tcpserversrc port=PORT ! RECEIVE ! cudaipcsink socket-path=FAR
-#              cudaipcsrc socket-path=FAR ! CONSUMER
+#   near host  PRODUCER ! cudaipcringsink socket-path=NEAR
+#              cudaipcringsrc socket-path=NEAR ! SEND ! tcpclientsink host=FAR_HOST port=PORT
+#   far host   tcpserversrc port=PORT ! RECEIVE ! cudaipcringsink socket-path=FAR
+#              cudaipcringsrc socket-path=FAR ! CONSUMER
+#
+#   (cudaipcringsink and cudaipcringsrc are cudaipcsink and cudaipcsrc under names that nvcodec,
+#   whose cudaupload, cudadownload and NVENC/NVDEC elements the cuda and encoded modes use, does
+#   not also have: docs/coexistence.md.)
 #
 #   host     raw video in host memory; SEND = gdppay, RECEIVE = gdpdepay (GStreamer's data
 #            protocol: buffers, caps and events over a byte stream). Every frame the far consumer
@@ -34,7 +38,8 @@ frames=${3:-60}
 case "$mode" in
   host | cuda | tensors | encoded) ;;
   *)
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+    # The comment block at the top, up to its first line that is not a comment.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's demo: two gst-launch-1.0 processes joined through cudaipcsink/cudaipcsrc. With an
-# NVIDIA GPU the frames stay in GPU memory (cudaupload ! cudaipcsink, cudaipcsrc ! cudadownload);
+# NVIDIA GPU the frames stay in GPU memory (cudaupload ! cudaipcringsink, cudaipcringsrc ! cudadownload);
 # without one they travel in host memory. The consumer's per-frame checksums are compared with
 # the same frames made in one process, so every frame is verified; then the core's own demo runs.
 #   examples/gst-demo.sh [BUILD_DIR] [FRAMES]

@@ -1,8 +1,9 @@
 # Sourced by examples/pipelines.sh and examples/bridge.sh after they set $build (the build
 # directory, whose gst/ holds the plugin): puts the plugin first on GStreamer's path with a
 # registry of its own in a fresh $dir (removed on exit with every process started through
-# `start`), and defines the helpers both use. Sets $sink and $src to element names that are ours
-# even where nvcodec has elements of the same names (docs/coexistence.md).
+# `start`), and defines the helpers both use. Sets $sink and $src to cudaipcringsink and
+# cudaipcringsrc, names that are ours even where nvcodec has elements named cudaipcsink and
+# cudaipcsrc (docs/coexistence.md).
 # shellcheck shell=bash
 
 build=$(cd "$build" && pwd)
@@ -64,13 +65,9 @@ same_frames() {  # WANT GOT WHAT
 }
 
 # GStreamer 1.24+'s nvcodec has elements named cudaipcsink/cudaipcsrc too. Which one a plain name
-# gives depends on the registry and on whether the process has loaded nvcodec (for cudaupload,
-# say), so beside it use the names only ours answer to (docs/coexistence.md).
-have cudaipcringsink || fail "the cudaipc elements do not load from $build/gst (gst-inspect-1.0 cudaipc says why)"
-# (grep reads everything: with -q it could exit first and fail the pipe under pipefail.)
-if gst-inspect-1.0 nvcodec 2>/dev/null | grep -E '^ *cudaipcsink:' >/dev/null; then
-  sink=cudaipcringsink src=cudaipcringsrc
-  echo "note: nvcodec has a cudaipcsink here too; using $sink and $src"
-else
-  sink=cudaipcsink src=cudaipcsrc
-fi
+# gives depends on the registry and on whether the process has loaded nvcodec (for cudaupload or
+# a decoder, say), so every pipeline here uses the names only ours answer to (docs/coexistence.md):
+# the commands printed can be copied into a pipeline with nvcodec elements as they are.
+# shellcheck disable=SC2034  # used by the scripts that source this one
+sink=cudaipcringsink src=cudaipcringsrc
+have "$sink" || fail "the cudaipc elements do not load from $build/gst (gst-inspect-1.0 cudaipc says why)"

@@ -5,16 +5,17 @@
 #
 #   examples/pipelines.sh host|cuda|decoder|tensors [BUILD_DIR] [FRAMES] [FILE.mp4]
 #
-#   host     videotestsrc ! cudaipcsink ipc-mode=host  |  cudaipcsrc ! checksumsink
-#   cuda     videotestsrc ! cudaupload ! cudaipcsink   |  cudaipcsrc ! cudadownload ! checksumsink
-#   decoder  filesrc ! qtdemux ! h264parse ! nvh264dec ! cudaipcsink, read by two consumers: one
+#   host     videotestsrc ! cudaipcringsink ipc-mode=host  |  cudaipcringsrc ! checksumsink
+#   cuda     videotestsrc ! cudaupload ! cudaipcringsink   |  cudaipcringsrc ! cudadownload ! checksumsink
+#   decoder  filesrc ! qtdemux ! h264parse ! nvh264dec ! cudaipcringsink, read by two consumers: one
 #            mode=every-frame, one mode=latest that is slow on purpose and skips frames. Without
 #            FILE.mp4 a short clip is encoded first (x264enc or openh264enc). Without nvh264dec a
 #            software decoder feeds a host-memory channel instead.
 #   tensors  the example programs cudaipc-appsrc-tensor-producer | cudaipc-appsink-tensor-reader
 #
-# BUILD_DIR defaults to ./build; the plugin is taken from BUILD_DIR/gst. Exit status: 0 passed,
-# 1 failed, 77 skipped because something is missing (printed).
+# cudaipcringsink and cudaipcringsrc are cudaipcsink and cudaipcsrc under names nvcodec (1.24+)
+# does not also use (docs/coexistence.md). BUILD_DIR defaults to ./build; the plugin is taken from
+# BUILD_DIR/gst. Exit status: 0 passed, 1 failed, 77 skipped because something is missing (printed).
 set -euo pipefail
 
 mode=${1:-}
@@ -24,7 +25,8 @@ clip=${4:-}
 case "$mode" in
   host | cuda | decoder | tensors) ;;
   *)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+    # The comment block at the top, up to its first line that is not a comment.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
     exit 2
     ;;
 esac

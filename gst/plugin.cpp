@@ -1,6 +1,6 @@
-// The cudaipc plugin: registers cudaipcsink, cudaipcsrc and cudaipcfilter, after checking that the libgstcuda
-// loaded in this process is the minor version the plugin was built against (its API changed
-// between 1.22 and 1.24 under one soname, so a mismatch would crash instead of failing).
+// The cudaipc plugin: registers cudaipcsink, cudaipcsrc and cudaipcfilter, after checking that the
+// libgstcuda loaded in this process is the minor version the plugin was built against (its API
+// changed between 1.22 and 1.24 under one soname, so a mismatch would crash instead of failing).
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -37,5 +37,7 @@ static gboolean plugin_init(GstPlugin* plugin) {
 }
 
 GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, cudaipc,
-                  "Zero-copy GPU frame channels between processes: cudaipcsink and cudaipcsrc",
+                  "Zero-copy GPU and host frame channels between processes: cudaipcsink and "
+                  "cudaipcsrc (also as cudaipcringsink and cudaipcringsrc), and cudaipcfilter, "
+                  "a model process as one element",
                   plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

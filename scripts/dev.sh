@@ -4,11 +4,14 @@
 #   scripts/dev.sh demo            build and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU),
 #                                  then install the Python package into build/python-venv and
-#                                  run its pytest suites
+#                                  run its pytest suites, then the documented commands (tests/docs)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
 #   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
 #                                  (default 300); docs/fuzzing.md
+#   scripts/dev.sh install [PREFIX] build and install into PREFIX (default /usr, where GStreamer
+#                                  and the shell look: the plugin, the library, the `cudaipc` tool);
+#                                  reconfigures an existing build/ (the demo's) to that prefix
 #   scripts/dev.sh deps            only install the packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,7 +151,27 @@ case "$cmd" in
   demo)
     install_deps
     configure build
-    examples/gst-demo.sh build ;;
+    examples/gst-demo.sh build
+    echo
+    echo "the cudaipc tool is at build/core/cli/cudaipc (not on PATH yet): run it from there, or"
+    echo "export PATH=\"$PWD/build/core/cli:\$PATH\", or install everything with scripts/dev.sh install" ;;
+  install)
+    prefix=${2:-/usr}
+    install_deps
+    # `meson setup` on an existing build directory keeps its prefix ("Directory already
+    # configured"): configure() reconfigures it instead.
+    configure build --prefix="$prefix"
+    sudo=()
+    if [ "$(id -u)" -ne 0 ] && ! [ -w "$prefix" ]; then sudo=(sudo); fi
+    "${sudo[@]}" meson install -C build --no-rebuild --quiet
+    [ "$(id -u)" -ne 0 ] || [ "$prefix" != /usr ] || ldconfig
+    bindir=$prefix/$(meson introspect build --buildoptions |
+      python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "bindir"))')
+    echo "installed into $prefix: the cudaipc tool is $bindir/cudaipc"
+    case ":$PATH:" in
+      *":$bindir:"*) ;;
+      *) echo "note: $bindir is not on PATH: export PATH=\"$bindir:\$PATH\"" ;;
+    esac ;;
   test)
     install_deps
     if [ "${2:-}" = "--sanitize" ]; then
@@ -176,14 +199,18 @@ case "$cmd" in
     else
       configure build
       status=0
-      meson test -C build --print-errorlogs --num-processes 2 || status=1
+      meson test -C build --print-errorlogs --num-processes 2 --no-suite docs || status=1
       python_tests || status=1
+      # The documented commands (tests/docs), with the package as pip installed it above: the
+      # README's python3 lines run in build/python-venv. Its own log, beside testlog.json.
+      CUDAIPC_DOCS_PATH="$PWD/build/python-venv/bin" meson test -C build --print-errorlogs \
+        --suite docs --logbase docs-testlog || status=1
       exit "$status"
     fi ;;
   fuzz)
     shift
     run_fuzz "$@" ;;
   *)
-    echo "usage: $0 demo|test [--sanitize|--tsan]|fuzz [SECONDS] [TARGET...]|deps" >&2
+    echo "usage: $0 demo|test [--sanitize|--tsan]|install [PREFIX]|fuzz [SECONDS] [TARGET...]|deps" >&2
     exit 2 ;;
 esac

@@ -6,6 +6,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 #include "pub_format.hpp"
 #include "pub_pattern.hpp"
@@ -17,9 +18,10 @@ const char* kHelp =
     "usage: cudaipc pub PATH --caps CAPS [--tensor DTYPE[D0,...]] [--memory host|cuda]\n"
     "                   [--device N] [--rate R] [--frames N] [--slots N] [--policy block|drop]\n"
     "\n"
-    "Creates the channel PATH and publishes a test pattern in it: the first 8 bytes of each slot\n"
-    "hold the frame's index (its seq, from 1, little-endian); byte i after them is\n"
-    "(seq + i) mod 256. `cudaipc cat` and the tests check frames against it.\n"
+    "Creates the channel PATH and publishes a test pattern in it: bytes 0 to 7 of each frame\n"
+    "hold the frame's index (its seq, from 1, little-endian), and every later byte, at offset\n"
+    "i from the frame's start (i >= 8), is (seq + i) mod 256. `cudaipc cat` and the tests check\n"
+    "frames against it.\n"
     "\n"
     "  --caps CAPS        the channel's caps. Raw video (video/x-raw,format=F,width=W,height=H;\n"
     "                     F one of RGBA BGRA RGBx BGRx ARGB ABGR xRGB xBGR RGB BGR GRAY8\n"
@@ -34,6 +36,19 @@ const char* kHelp =
     "  --policy P         when every slot is held: block (default, up to 1 s) or drop\n"
     "\n"
     "Prints one line when the channel is up and one when it ends (SIGINT or SIGTERM).\n";
+
+// Without a usable GPU a CUDA channel cannot be made: say what to use instead, as the elements
+// do ("Use ipc-mode=host").
+Producer make_producer(const ProducerOptions& o) {
+  try {
+    return Producer(o);
+  } catch (const Error& e) {
+    if (e.code() != Errc::no_cuda) throw;
+    throw Error(
+        Errc::no_cuda,
+        std::string(e.what()) + ". Use --memory host (the default) for a channel in host memory");
+  }
+}
 
 }  // namespace
 
@@ -66,7 +81,7 @@ int run_pub(int argc, char** argv) {
   const std::uint64_t frames = args.count("frames", 0, 0, ~std::uint64_t{0} >> 1);
 
   install_stop_signals();
-  Producer producer(o);
+  Producer producer = make_producer(o);
   producer.set_format(pf.format);
   const std::uint64_t bytes = pf.format.tensor.byte_offset + pf.format.tensor.size;
   std::vector<std::uint8_t> staging(o.memory == MemoryKind::cuda ? bytes : 0);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "channel_path.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/options.hpp"
 
@@ -23,18 +24,29 @@ void ensure_private_dir(const std::string& dir) {
 
 }  // namespace
 
+std::string default_channel_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg && *xdg) return std::string(xdg) + "/cudaipc";
+  return "/tmp/cudaipc-" + std::to_string(::geteuid());
+}
+
 std::string default_channel_path(const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos)
     throw Error(Errc::invalid_argument, "channel name '" + name + "' must be non-empty, no '/'");
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir;
-  if (xdg && *xdg) {
-    dir = std::string(xdg) + "/cudaipc";
-  } else {
-    dir = "/tmp/cudaipc-" + std::to_string(::geteuid());
-  }
+  const std::string dir = default_channel_dir();
   ensure_private_dir(dir);
   return dir + "/" + name;
+}
+
+void make_default_dir_for(const std::string& path) {
+  const std::string::size_type slash = path.rfind('/');
+  if (slash == std::string::npos) return;
+  const std::string dir = default_channel_dir();
+  if (path.compare(0, slash, dir) != 0 || slash != dir.size()) return;
+  // Only a missing directory is made: one the user prepared (0750 for a group, say) is theirs.
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0 || errno != ENOENT) return;
+  ensure_private_dir(dir);
 }
 
 }  // namespace cudaipc

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "channel_path.hpp"
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
@@ -37,6 +38,7 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
                                             " exceeds the limit of " +
                                             std::to_string(kMaxMetaSize) + " bytes per slot");
   path_ = opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path;
+  make_default_dir_for(path_);
   slot_count_ = opts_.slots;
   max_leases_ = opts_.max_leases_per_consumer != 0 ? opts_.max_leases_per_consumer
                                                    : std::max<std::uint32_t>(1, slot_count_ - 1);

@@ -4,12 +4,15 @@ objects found in each, and the frame published again with its detections on a se
 where `cudaipcsrc ! objectdetectionoverlay` draws them (GStreamer 1.24+).
 
   gst-launch-1.0 videotestsrc pattern=ball is-live=true \\
-      ! video/x-raw,format=RGBA,width=640,height=480 ! cudaipcsink socket-path=$XDG_RUNTIME_DIR/cam0
-  python3 examples/python/detect.py $XDG_RUNTIME_DIR/cam0 $XDG_RUNTIME_DIR/det0
-  gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/det0 ! videoconvert \\
+      ! video/x-raw,format=RGBA,width=640,height=480 \\
+      ! cudaipcsink ipc-mode=host socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
+  python3 examples/python/detect.py $XDG_RUNTIME_DIR/cudaipc/cam0 $XDG_RUNTIME_DIR/cudaipc/det0
+  gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/det0 ! videoconvert \\
       ! objectdetectionoverlay ! videoconvert ! autovideosink
 
-(put `cudaupload !` before cudaipcsink for a GPU channel, and `cudadownload !` after cudaipcsrc.)
+(host memory: no GPU needed. For a GPU channel put `cudaupload !` before the sink and
+`cudadownload !` after the source, and write them cudaipcringsink and cudaipcringsrc: the same
+elements under names nvcodec, whose cudaupload and cudadownload those are, does not also have.)
 
 Detectors:
 - builtin (default): the bright pixels' bounding box, which finds the ball of `videotestsrc
@@ -120,6 +123,26 @@ def output_caps(frame: cudaipc.Frame) -> Optional[str]:
             f"framerate={rate.group(1) if rate else '0/1'}")
 
 
+def check_model(ap: argparse.ArgumentParser, model: str) -> None:
+    """Refuses a --model that cannot work before any frame is read (exits with a usage line)."""
+    if model == "builtin":
+        return
+    if not model.startswith("torchvision:"):
+        ap.error(f"--model {model!r}: builtin or torchvision:NAME")
+    try:
+        import torchvision
+    except ImportError as e:
+        ap.error(f"--model {model}: torchvision cannot be imported ({e})")
+    name = model.split(":", 1)[1]
+    try:
+        known = torchvision.models.list_models(module=torchvision.models.detection)
+    except (AttributeError, TypeError):  # torchvision before 0.14: no registry to ask
+        return
+    if name not in known:
+        ap.error(f"--model {model}: no such torchvision detection model (one of: "
+                 f"{', '.join(sorted(known))})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("input", help="socket path of the camera channel (a cudaipcsink)")
@@ -135,6 +158,7 @@ def main() -> None:
                     help="before the first output frame, wait this long for a reader")
     ap.add_argument("--num-slots", type=int, default=4)
     args = ap.parse_args()
+    check_model(ap, args.model)
 
     n, detect, out = 0, None, None
     start = time.monotonic()
@@ -144,12 +168,10 @@ def main() -> None:
                 if detect is None:
                     if args.model == "builtin":
                         detect = builtin_detector(args.threshold)
-                    elif args.model.startswith("torchvision:"):
+                    else:  # torchvision:NAME (check_model)
                         device = frame.device if frame.device != "cpu" else "cpu"
                         detect = torchvision_detector(args.model.split(":", 1)[1], args.score,
                                                       device)
-                    else:
-                        sys.exit(f"--model {args.model!r}: builtin or torchvision:NAME")
                 if out is None:
                     out = cudaipc.Producer(args.output, memory=src.memory or "host",
                                            num_slots=args.num_slots, caps=output_caps(frame),
@@ -172,4 +194,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # A failure is one line (what failed, and why), not a traceback.
+    try:
+        main()
+    except cudaipc.Error as e:
+        sys.exit(f"detect.py: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)

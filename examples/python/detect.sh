@@ -1,35 +1,69 @@
 #!/usr/bin/env bash
-# detect.py end to end: videotestsrc pattern=ball publishes frames (cudaipcsink), detect.py finds
-# the ball in each and publishes the frame again with its detection, and a cudaipcsrc pipeline
-# draws the boxes with objectdetectionoverlay (GStreamer 1.24+, gst-plugins-bad's analyticsoverlay).
+# detect.py end to end: videotestsrc pattern=ball publishes frames (cudaipcringsink), detect.py
+# finds the ball in each and publishes the frame again with its detection, and a cudaipcringsrc
+# pipeline draws the boxes with objectdetectionoverlay (GStreamer 1.24+, gst-plugins-bad's
+# analyticsoverlay).
 #   examples/python/detect.sh [host|cuda] [FRAMES] [-- detect.py options, e.g. --model ...]
-# cuda needs nvcodec (cudaupload, cudadownload) and torch with a GPU; host needs neither. The
-# result is shown (autovideosink) where there is a display, else counted (fakesink). Needs
-# gst-launch-1.0 with the cudaipc plugin (GST_PLUGIN_PATH, see the README) and the cudaipc package.
+# host (the default) needs neither a GPU nor nvcodec: the channels are in host memory
+# (ipc-mode=host). cuda needs nvcodec (cudaupload, cudadownload) and torch with a GPU. The result
+# is shown (autovideosink) where there is a display, else counted (fakesink). Needs
+# gst-launch-1.0 with the cudaipc plugin (GST_PLUGIN_PATH, see the README) and the cudaipc
+# package. cudaipcringsink and cudaipcringsrc are cudaipcsink and cudaipcsrc under names nvcodec
+# does not also use (docs/coexistence.md).
+# Exit status: 0 when all three processes succeeded, else the first failure's status.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 memory=${1:-host}
 frames=${2:-300}
 shift $(($# > 2 ? 2 : $#))
 [ "${1:-}" = "--" ] && shift
+case "$memory" in
+  host) upload="" download="" sink_props="ipc-mode=host" ;;
+  cuda) upload="cudaupload !" download="cudadownload !" sink_props="" ;;
+  *)
+    echo "usage: $0 [host|cuda] [FRAMES] [-- detect.py options]" >&2
+    exit 2
+    ;;
+esac
 dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local left
+  left=$(jobs -p)
+  # shellcheck disable=SC2086
+  [ -z "$left" ] || kill $left 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
 cam=$dir/cam0 out=$dir/det0
 caps="video/x-raw,format=RGBA,width=640,height=480,framerate=30/1"
-upload="" download=""
-if [ "$memory" = cuda ]; then
-  upload="cudaupload !" download="cudadownload !"
-fi
 sink=fakesink
 [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && sink=autovideosink
 # shellcheck disable=SC2086
 gst-launch-1.0 -q videotestsrc pattern=ball is-live=true num-buffers="$frames" ! "$caps" \
-  ! $upload cudaipcsink socket-path="$cam" wait-for-consumer=true &
+  ! $upload cudaipcringsink $sink_props socket-path="$cam" wait-for-consumer=true &
+producer=$!
 python3 "$here/detect.py" "$cam" "$out" "$@" &
 detect=$!
 # The overlay's pipeline starts once detect.py has published its first frame (it creates the
-# channel then); cudaipcsrc waits for the producer, then plays until its end of stream.
+# channel then); cudaipcringsrc waits for the producer, then plays until its end of stream.
 # shellcheck disable=SC2086
-gst-launch-1.0 -q cudaipcsrc socket-path="$out" ! $download videoconvert \
+gst-launch-1.0 -q cudaipcringsrc socket-path="$out" ! $download videoconvert \
   ! objectdetectionoverlay ! videoconvert ! $sink &
-wait "$detect"
+overlay=$!
+# Every process's status counts. The first to fail decides the exit status, and the others are
+# stopped then: a consumer whose producer died would otherwise wait for it forever.
+declare -A role=(["$detect"]=detect ["$producer"]=producer ["$overlay"]=overlay)
+status=0
+while [ ${#role[@]} -gt 0 ]; do
+  rc=0
+  wait -n -p ended "${!role[@]}" || rc=$?
+  name=${role[$ended]}
+  unset "role[$ended]"
+  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+    echo "detect.sh: the $name process failed (exit $rc)" >&2
+    status=$rc
+    kill "${!role[@]}" 2>/dev/null || true
+  fi
+done
+exit "$status"

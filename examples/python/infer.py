@@ -10,22 +10,28 @@ model (CUDA events, read when done: the CPU never waits for the GPU).
   # a camera (or videotestsrc is-live=true) into GPU slots; on an NVIDIA decoder:
   #   filesrc location=clip.h264 ! h264parse ! nvh264dec ! videoconvert ! ...
   gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,format=RGBA,width=640,height=480 \\
-      ! cudaupload ! cudaipcsink socket-path=$XDG_RUNTIME_DIR/cam0
-  python3 examples/python/infer.py $XDG_RUNTIME_DIR/cam0 $XDG_RUNTIME_DIR/out0
-  gst-launch-1.0 cudaipcsrc socket-path=$XDG_RUNTIME_DIR/out0 ! cudadownload ! videoconvert \\
-      ! autovideosink
+      ! cudaupload ! cudaipcringsink socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0
+  python3 examples/python/infer.py $XDG_RUNTIME_DIR/cudaipc/cam0 $XDG_RUNTIME_DIR/cudaipc/out0
+  gst-launch-1.0 cudaipcringsrc socket-path=$XDG_RUNTIME_DIR/cudaipc/out0 ! cudadownload \\
+      ! videoconvert ! autovideosink
 
-examples/python/bridge.sh runs the three together.
+examples/python/bridge.sh runs the three together. cudaipcringsink and cudaipcringsrc are
+cudaipcsink and cudaipcsrc under names that nvcodec (whose cudaupload and cudadownload these
+pipelines use) does not also have (docs/coexistence.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import sys
 import time
 from typing import Deque, List, Tuple
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    sys.exit(f"infer.py needs PyTorch with CUDA (pip install torch): {e}")
 
 import cudaipc
 
@@ -94,6 +100,9 @@ def main() -> None:
                     help="before the first result, wait this long for a reader of the results "
                          "(0: publish at once, and results nobody reads yet are not kept)")
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("infer.py: the model runs on a CUDA GPU, and torch sees none "
+                 "(torch.cuda.is_available() is False)")
     net = build_model()
     timer = GpuTimer()
     latencies: List[float] = []  # ms
@@ -142,4 +151,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # A failure is one line (what failed, and why), not a traceback.
+    try:
+        main()
+    except cudaipc.Error as e:
+        sys.exit(f"infer.py: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)

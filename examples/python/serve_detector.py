@@ -4,10 +4,10 @@ any pipeline on the same socket path, answering each frame with the objects foun
 pipeline pushes the original buffer on with the detections attached (a GstAnalyticsRelationMeta
 on GStreamer 1.24+), so `objectdetectionoverlay` right after the filter draws them.
 
-  python3 examples/python/serve_detector.py $XDG_RUNTIME_DIR/detector &
+  python3 examples/python/serve_detector.py $XDG_RUNTIME_DIR/cudaipc/detector &
   gst-launch-1.0 videotestsrc pattern=ball is-live=true \\
       ! video/x-raw,format=RGBA,width=640,height=480 \\
-      ! cudaipcfilter socket-path=$XDG_RUNTIME_DIR/detector ipc-mode=host \\
+      ! cudaipcfilter socket-path=$XDG_RUNTIME_DIR/cudaipc/detector ipc-mode=host \\
       ! videoconvert ! objectdetectionoverlay ! videoconvert ! autovideosink
 
 (with `cudaupload !` before the filter and without ipc-mode=host the frames stay on the GPU, and
@@ -49,12 +49,11 @@ def main() -> None:
     # The server says when a pipeline goes away (and that it waits for the next).
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 
+    detect.check_model(ap, args.model)
     if args.model == "builtin":
         find = detect.builtin_detector(args.threshold)
-    elif args.model.startswith("torchvision:"):
-        find = detect.torchvision_detector(args.model.split(":", 1)[1], args.score, args.device)
     else:
-        sys.exit(f"--model {args.model!r}: builtin or torchvision:NAME")
+        find = detect.torchvision_detector(args.model.split(":", 1)[1], args.score, args.device)
 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -73,4 +72,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # A failure is one line (what failed, and why), not a traceback.
+    try:
+        main()
+    except cudaipc.Error as e:
+        sys.exit(f"serve_detector.py: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)

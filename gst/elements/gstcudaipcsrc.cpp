@@ -55,6 +55,8 @@ namespace {
 
 // How long one wait in create() lasts; unlock() interrupts it at once anyway.
 constexpr auto kWaitSlice = std::chrono::milliseconds(100);
+// How long an unconnected source waits before it says that it is waiting (and for which path).
+constexpr std::uint64_t kTellWaitingAfterNs = 1000000000;
 
 struct SrcState {
   Settings settings;  // under the object lock
@@ -76,7 +78,8 @@ struct SrcState {
   bool discont = true;
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
-  std::string refusal;  // the producer's latest refusal while we wait to connect
+  std::string refusal;        // the producer's latest refusal while we wait to connect
+  bool told_waiting = false;  // "waiting for a producer on PATH" was posted (once per start)
   // The producer's metas back onto buffers (metas/meta_decoder.h); counts read by stats.
   MetaFilter meta_filter;
   std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
@@ -184,8 +187,10 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   if (s.io_mode == GST_CUDA_IPC_RING_IO_IMPORT && !kCanWrapCudaMemory) {
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("io-mode=import needs GStreamer 1.24 or newer to wrap CUDA slots; this "
-                       "plugin was built for 1.%d. Use io-mode=auto or copy.",
-                       GST_VERSION_MINOR),
+                       "plugin was built for 1.%d. Use io-mode=auto or copy. (On 1.%d "
+                       "io-mode=import is refused for host channels too, as a channel's memory is "
+                       "known only once connected; io-mode=auto imports host channels.)",
+                       GST_VERSION_MINOR, GST_VERSION_MINOR),
                       (nullptr));
     return FALSE;
   }
@@ -230,6 +235,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->need_negotiate = false;
   st->discont = true;
   st->connect_started = monotonic_now_ns();
+  st->told_waiting = false;
   st->meta_filter = MetaFilter(s.forward_metas);
   st->metas_received.store(0);
   st->metas_unknown.store(0);
@@ -586,6 +592,23 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         st->connect_started = monotonic_now_ns();
         continue;
       case EventType::timeout:
+        // A source started before its producer waits (for ever without connect-timeout): say so
+        // once, and for which path, so a mistyped socket-path does not look like a hang.
+        if (!st->consumer->connected() && !st->told_waiting &&
+            monotonic_now_ns() - st->connect_started >= kTellWaitingAfterNs) {
+          st->told_waiting = true;
+          gchar* text = s.connect_timeout > 0
+                            ? g_strdup_printf(
+                                  "Waiting for a cudaipc producer on %s (up to connect-timeout, "
+                                  "%" GST_TIME_FORMAT ").",
+                                  s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout))
+                            : g_strdup_printf(
+                                  "Waiting for a cudaipc producer on %s (connect-timeout=0: "
+                                  "until one starts there).",
+                                  s.socket_path.c_str());
+          GST_ELEMENT_INFO(self, RESOURCE, OPEN_READ, ("%s", text), ("%s", text));
+          g_free(text);
+        }
         if (!st->consumer->connected() && s.connect_timeout > 0 &&
             monotonic_now_ns() - st->connect_started > s.connect_timeout) {
           if (!st->refusal.empty()) {

@@ -54,6 +54,38 @@ def parse(caps: str) -> Tuple[str, Dict[str, str]]:
     return parts[0].split("(", 1)[0].strip(), fields
 
 
+_MEDIA = re.compile(r"[a-zA-Z][a-zA-Z0-9.+_-]*/[a-zA-Z0-9][a-zA-Z0-9.+_-]*")
+_FIELD = re.compile(r"[a-zA-Z][a-zA-Z0-9_.-]*\s*=\s*(\([a-zA-Z]+\))?\s*\S.*", re.S)
+
+
+def check_syntax(caps: str) -> None:
+    """Refuses caps GStreamer could not parse as one structure: a media type (type/subtype)
+    followed by name=value fields. What this accepts, a cudaipcsrc reads; what it refuses would
+    fail only at the first consumer."""
+    if not isinstance(caps, str) or not caps.strip():
+        raise InvalidArgumentError(f"caps must be a non-empty str, not {caps!r}")
+    text = caps.strip().rstrip(";").strip()
+    parts, cur, quoted = [], "", False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur.strip())
+    media = parts[0].split("(", 1)[0].strip()
+    if quoted or not _MEDIA.fullmatch(media):
+        raise InvalidArgumentError(
+            f"caps {caps!r}: not a caps string (a media type such as video/x-raw or "
+            f"other/tensors, then name=value fields, e.g. video/x-raw,format=RGBA,width=640,"
+            f"height=480)")
+    for p in parts[1:]:
+        if not _FIELD.fullmatch(p):
+            raise InvalidArgumentError(f"caps {caps!r}: {p!r} is not a name=value field")
+
+
 def video_planes(caps: str, dtype: _dtypes.DType, shape: Sequence[int],
                  strides: Sequence[int]) -> List[Tuple[int, int]]:
     """Checks a raw-video caps string against the tensor and returns its planes (offset, pitch);

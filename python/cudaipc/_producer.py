@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _caps, _cuda, _dlpack, _dtypes, _lib, _metas_io
 from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgumentError,
-                      TimeoutError)
+                      NoCudaError, TimeoutError)
 from ._lib import lib
 
 _publish_capsule = _lib.publish_capsule
@@ -134,6 +134,8 @@ class Producer:
         if not 0 <= int(meta_size) <= _metas_io.MAX_AREA:
             raise InvalidArgumentError(f"meta_size {meta_size} is not between 0 and "
                                        f"{_metas_io.MAX_AREA} bytes")
+        if caps is not None:
+            _caps.check_syntax(caps)  # here, not at the first consumer that cannot parse it
         self.path = path
         self.memory = memory
         self.policy = policy
@@ -149,7 +151,12 @@ class Producer:
         opts.cuda_device = int(device)
         opts.meta_size = int(meta_size)
         h = c_void_p()
-        _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")
+        try:
+            _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")
+        except NoCudaError as e:
+            # Say what to use instead, as the elements do ("Use ipc-mode=host on the sink").
+            raise NoCudaError(f'{e}. Use memory="host" for a channel in host memory '
+                              f'(no GPU needed)', e.code) from None
         self._h: Optional[int] = h.value
         self._cuda = memory == "cuda"
         self.device: Optional[int] = lib.cudaipc_producer_cuda_device(self._h) if self._cuda \

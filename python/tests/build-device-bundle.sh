@@ -3,7 +3,7 @@
 # package registry, a compiler or GStreamer, into build/python-dist:
 #   cudaipc-*.whl    the package (py3-none-linux_x86_64: pure Python plus the core library, so this
 #                    machine's Python 3.11 builds it for the device's 3.12), and pytest's wheels;
-#   gst/             a GStreamer runtime (../shared/tools/gst-bundle.sh: this machine's GStreamer,
+#   gst/             a GStreamer runtime (scripts/gst-bundle.sh: this machine's GStreamer,
 #                    nvcodec with cudaupload/cudadownload/NVDEC, h264parse) with this checkout's
 #                    cudaipc plugin, for the GStreamer -> Python -> GStreamer tests and the example;
 #   media/clip.h264  a short H.264 stream (640x360, 300 frames) for the nvh264dec pipeline;
@@ -39,7 +39,7 @@ cp -fL "build/core/$soname" "$dist/bench/"
 # The plugin finds libcudaipc through a build-tree RUNPATH, which ldd cannot follow from the
 # bundle: name the library itself.
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale videorate app debug coretracers \
-nvcodec videoparsersbad" bash ../shared/tools/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
+nvcodec videoparsersbad" scripts/gst-bundle.sh "$dist/gst" -p build/gst/libgstcudaipc.so \
   "build/core/$soname" build/tests/gst/bench/cudaipc-gst-filter-bench \
   build/tests/gst/mp/cudaipc-gst-meta-peer >/dev/null
 

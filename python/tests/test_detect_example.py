@@ -118,3 +118,21 @@ def test_builtin_detector_on_videotestsrc_itself(tmp_path):
     for t, img in enumerate(video):
         got = detect.box_from_mask_numpy(img[..., :3].max(axis=2) >= 128).tolist()
         assert all(abs(g - w) <= 1 for g, w in zip(got, want_box(t))), (t, got, want_box(t))
+
+
+def test_a_bad_model_is_refused_before_any_frame(tmp_path):
+    """No producer exists: the refusal comes at once, from the arguments alone, in one line."""
+    for model, why in (("foo", "builtin or torchvision:NAME"), ("torchvision:", "torchvision")):
+        r = subprocess.run([sys.executable, EXAMPLE, str(tmp_path / "cam"), str(tmp_path / "out"),
+                            "--model", model], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert why in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_failure_is_one_line_not_a_traceback(tmp_path):
+    serve = os.path.join(REPO, "examples", "python", "serve_detector.py")
+    r = subprocess.run([sys.executable, serve, str(tmp_path / "no" / "dir" / "detector")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("serve_detector.py: ") and r.stderr.count("\n") == 1, r.stderr

@@ -149,3 +149,32 @@ def test_cuda_channel_without_gpu(path):
     with pytest.raises((cudaipc.NoCudaError, cudaipc.CudaError)) as e:
         cudaipc.Producer(path, memory="cuda")
     assert str(e.value)
+    if isinstance(e.value, cudaipc.NoCudaError):
+        # What to use instead, as the elements say "Use ipc-mode=host".
+        assert 'Use memory="host"' in str(e.value)
+
+
+def test_default_memory_without_gpu_says_use_host(tmp_path):
+    """Producer() defaults to memory="cuda": without a GPU the error names the way out, even for
+    a path in a directory that does not exist."""
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a GPU is present: the no-GPU error is not reachable")
+    with pytest.raises(cudaipc.NoCudaError, match='Use memory="host"'):
+        cudaipc.Producer(str(tmp_path / "missing" / "ch"))
+
+
+@pytest.mark.parametrize("caps", ["garbage,,,", "garbage", "video/x-raw,,width=4",
+                                  "video/x-raw,width", "", "video/x-raw,format=RGBA,=3"])
+def test_caps_that_are_not_caps_are_refused_at_once(path, caps):
+    with pytest.raises(cudaipc.InvalidArgumentError, match="caps"):
+        cudaipc.Producer(path, memory="host", caps=caps)
+    assert not os.path.exists(path)  # refused before the channel was made
+
+
+@pytest.mark.parametrize("caps", ["video/x-raw,format=RGBA,width=4,height=2",
+                                  "video/x-raw, format=(string)RGBA, width=(int)4, height=(int)2",
+                                  'other/tensors,format=static,num_tensors=1,types=uint8,'
+                                  'dimensions=4:4:2,tensor_name="a,b"'])
+def test_well_formed_caps_are_taken(path, caps):
+    with cudaipc.Producer(path, memory="host", caps=caps) as p:
+        p.publish(np.zeros((2, 4, 4), np.uint8))

@@ -1,7 +1,7 @@
 // Errors the elements must post on the bus, each with a message a user can act on: caps the sink
 // cannot carry, an unusable socket path, a second producer on a live path, no producer within
-// connect-timeout, and a producer that goes away with reconnect=false; and the warning a source
-// gets while a producer turns it away for now.
+// connect-timeout, and a producer that goes away with reconnect=false; the warning a source
+// gets while a producer turns it away for now, and the note it posts once while it waits.
 #include <memory>
 #include <string>
 
@@ -134,6 +134,41 @@ TEST_F(ElementTest, ConnectTimeoutWithoutProducer) {
   EXPECT_GE(took, 150) << "the error came before connect-timeout";
   EXPECT_LE(took, 1000) << "the error took " << took << " ms";
   EXPECT_EQ(consumer.collector().count(), 0u);
+}
+
+// Without connect-timeout a source started before its producer waits for ever: it says so once,
+// after a second, naming the path (an INFO message: gst-launch-1.0 prints it), and then waits on
+// quietly; a producer that comes later serves it as usual.
+TEST_F(ElementTest, AWaitingSourceSaysOnceForWhichPath) {
+  Consumer consumer(socket());
+  const auto start = Clock::now();
+  ASSERT_TRUE(consumer.start());
+  Ptr<GstMessage> m = consumer.pipeline().pop(GST_MESSAGE_INFO, kWait);
+  const auto took = std::chrono::duration_cast<Ms>(Clock::now() - start).count();
+  ASSERT_TRUE(m) << "no INFO while the source waited for a producer";
+  GError* err = nullptr;
+  gchar* debug = nullptr;
+  gst_message_parse_info(m.get(), &err, &debug);
+  const std::string text = err ? err->message : "";
+  const std::string detail = debug ? debug : "";
+  g_clear_error(&err);
+  g_free(debug);
+  EXPECT_STREQ(GST_MESSAGE_SRC_NAME(m.get()), "src");
+  EXPECT_NE(text.find("Waiting for a cudaipc producer on " + socket()), std::string::npos) << text;
+  EXPECT_NE(text.find("connect-timeout=0"), std::string::npos) << text;
+  EXPECT_NE(detail.find(socket()), std::string::npos) << detail;  // what gst-launch-1.0 prints
+  EXPECT_GE(took, 900) << "told before it had waited a second";
+  EXPECT_FALSE(consumer.pipeline().pop(GST_MESSAGE_INFO, Ms(1500))) << "told more than once";
+  const TensorFrame frame{all_dtypes()[4], {4, 4}};
+  Ptr<GstCaps> caps = frame.caps();
+  Producer producer(socket());
+  producer.set_caps(caps.get());
+  ASSERT_TRUE(producer.start());
+  ASSERT_TRUE(producer.wait_consumers(1, kWait));
+  ASSERT_EQ(producer.push(frame.buffer(1), 0), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(1, kWait)) << consumer.pipeline().errors();
+  EXPECT_EQ(frame.check(consumer.collector().frames()[0], 1), "");
+  EXPECT_EQ(consumer.pipeline().errors(), "");
 }
 
 TEST_F(ElementTest, ProducerGoneWithoutReconnect) {

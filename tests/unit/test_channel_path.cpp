@@ -7,6 +7,7 @@
 
 #include "cudaipc/error.hpp"
 #include "cudaipc/options.hpp"
+#include "cudaipc/producer.hpp"
 #include "temp_dir.hpp"
 
 using namespace cudaipc;
@@ -103,4 +104,49 @@ TEST(ChannelPath, RejectsBadNames) {
       EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
     }
   }
+}
+
+// A producer whose socket goes straight into the default directory makes that directory when it
+// is missing (so the README's `socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0` works on a fresh login,
+// and `cudaipc ls` finds the channel there); any other missing directory stays an error.
+TEST(ChannelPath, ProducerMakesTheMissingDefaultDirectory) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  ProducerOptions o;
+  o.memory = MemoryKind::host;
+  o.path = dir.path() + "/cudaipc/cam0";
+  Producer p(o);
+  EXPECT_EQ(p.path(), o.path);
+  const mode_t m = mode_of(dir.path() + "/cudaipc");
+  EXPECT_TRUE(S_ISDIR(m));
+  EXPECT_EQ(m & 0777, 0700u);
+  EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
+}
+
+TEST(ChannelPath, ProducerLeavesAPreparedDefaultDirectoryAsItIs) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  const std::string shared = dir.path() + "/cudaipc";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0750), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0750), 0);
+  ProducerOptions o;
+  o.memory = MemoryKind::host;
+  o.path = shared + "/cam0";
+  Producer p(o);
+  EXPECT_EQ(mode_of(shared) & 0777, 0750u);
+  EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
+}
+
+TEST(ChannelPath, ProducerMakesNoOtherDirectory) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  ProducerOptions o;
+  o.memory = MemoryKind::host;
+  o.path = dir.path() + "/elsewhere/cam0";
+  EXPECT_THROW(Producer{o}, Error);
+  EXPECT_EQ(mode_of(dir.path() + "/elsewhere"), 0u);
+  // Nor a directory inside the default one.
+  o.path = dir.path() + "/cudaipc/sub/cam0";
+  EXPECT_THROW(Producer{o}, Error);
+  EXPECT_EQ(mode_of(dir.path() + "/cudaipc/sub"), 0u);
 }

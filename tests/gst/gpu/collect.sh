@@ -10,7 +10,14 @@ b122=$(cd "${1:?usage: collect.sh BUILD_122 BUILD_128 DEST}" && pwd)
 b128=$(cd "${2:?usage: collect.sh BUILD_122 BUILD_128 DEST}" && pwd)
 dest=${3:?usage: collect.sh BUILD_122 BUILD_128 DEST}
 here=$(cd "$(dirname "$0")" && pwd)
-shared=$(cd "$here/../../../../shared" && pwd)
+# The 1.28 prefix as a tarball: GST128_TARBALL, else a cached copy beside the checkout (CI's),
+# else make one: scripts/gst-prefix.sh 1.28.6 && tar -C build-gst -czf gst-1.28.tar.gz gst-1.28
+tarball=${GST128_TARBALL:-$here/../../../../shared/gst-1.28/gst-1.28-prefix.tar.gz}
+[ -f "$tarball" ] || {
+  echo "no GStreamer 1.28 prefix tarball at $tarball: build one with scripts/gst-prefix.sh 1.28.6," \
+    "pack it (tar -C build-gst -czf gst-1.28.tar.gz gst-1.28) and set GST128_TARBALL" >&2
+  exit 1
+}
 rm -rf "$dest/g122" "$dest/g128"
 mkdir -p "$dest/g128/plugins" "$dest/g128/bin" "$dest/g128/lib"
 cp -f "$here/run-gst-gpu.sh" "$here/device-all.sh" "$dest/"
@@ -23,9 +30,9 @@ for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench cudaipc
 done
 [ -x "$b122/tests/gst/mp/cudaipc-gst-meta-peer" ] && progs+=("$b122/tests/gst/mp/cudaipc-gst-meta-peer")
 GST_BUNDLE_PLUGINS="coreelements videotestsrc videoconvertscale app shm nvcodec videoparsersbad" \
-  "$shared/tools/gst-bundle.sh" "$dest/g122" -p "$b122/gst/libgstcudaipc.so" "${progs[@]}"
+  "$here/../../../scripts/gst-bundle.sh" "$dest/g122" -p "$b122/gst/libgstcudaipc.so" "${progs[@]}"
 
-cp -f "$shared/gst-1.28/gst-1.28-prefix.tar.gz" "$dest/g128/"
+cp -f "$tarball" "$dest/g128/gst-1.28-prefix.tar.gz"
 cp -f "$b128/gst/libgstcudaipc.so" "$dest/g128/plugins/"
 cp -f "$b128/tests/gst/gpu/cudaipc-gst-verify" "$dest/g128/bin/"
 for prog in cudaipc-gst-bench cudaipc-gst-streams cudaipc-gst-meta-bench cudaipc-gst-filter-bench; do

@@ -1,0 +1,16 @@
+// Where channels live by default: $XDG_RUNTIME_DIR/cudaipc, else /tmp/cudaipc-UID (where
+// `cudaipc ls` and `top` look).
+#pragma once
+
+#include <string>
+
+namespace cudaipc {
+
+std::string default_channel_dir();
+
+// A producer whose socket goes straight into the default directory creates that directory
+// (0700) when it is missing, so `socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0` works on a fresh
+// login. Any other directory must exist already.
+void make_default_dir_for(const std::string& path);
+
+}  // namespace cudaipc
