@@ -223,6 +223,8 @@ TABLE: Dict[str, Entry] = {
     "scripts/dev.sh fuzz": E("skip", "libFuzzer: clang, an instrumented build of its own and "
                              "300 s a target", "docs/fuzzing.md"),
     "scripts/dev.sh fuzz 3600 protocol": E("skip", "libFuzzer for an hour", "docs/fuzzing.md"),
+    "CUDAIPC_FUZZ_BUILD=build-fuzz-gst128 scripts/dev.sh fuzz 600 gst_metas":
+        E("skip", "libFuzzer for ten minutes, against a GStreamer 1.28 prefix", "docs/fuzzing.md"),
     "build-fuzz/tests/fuzz/fuzz-protocol -max_len=70000 -jobs=2 build-fuzz/fuzz-corpus/protocol":
         E("skip", "libFuzzer (build-fuzz, clang), until stopped", "docs/fuzzing.md"),
     # docs/python.md
@@ -247,6 +249,7 @@ TABLE: Dict[str, Entry] = {
 # table's. Kept explicit, so a copy that drifts is noticed.
 ALSO_IN = {("docs/elements.md", "python3 examples/python/serve_detector.py "
             "$XDG_RUNTIME_DIR/cudaipc/detector &"),
+           ("docs/fuzzing.md", "source build-gst/gst-1.28/env.sh"),
            ("docs/python.md", "pip install .")}
 
 # Commands given inline in the prose (`...`), run too; each must still be in its file.
