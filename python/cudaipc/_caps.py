@@ -30,20 +30,35 @@ def tensor_caps(dtype: _dtypes.DType, shape: Sequence[int], framerate: str) -> s
             f"framerate=(fraction){framerate}")
 
 
-def parse(caps: str) -> Tuple[str, Dict[str, str]]:
-    """The media type and the fields of a one-structure caps string, values without their type."""
-    first = caps.strip().split("\n", 1)[0]
+def _split_fields(text: str) -> Tuple[List[str], bool]:
+    """A structure's text split at its top-level commas: not inside quotes (with their backslash
+    escapes) nor inside a list, array or range ({ }, < >, [ ]), whose members are comma-separated
+    too. Also whether it ended inside a quote or a bracket (then it is not caps)."""
     parts: List[str] = []
-    cur, quoted = "", False
-    for ch in first:
-        if ch == '"':
+    cur, quoted, escaped, depth = "", False, False, 0
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
             quoted = not quoted
-        if ch == "," and not quoted:
+        elif not quoted and ch in "{<[":
+            depth += 1
+        elif not quoted and ch in "}>]":
+            depth -= 1
+        elif ch == "," and not quoted and depth == 0:
             parts.append(cur.strip())
             cur = ""
-        else:
-            cur += ch
+            continue
+        cur += ch
     parts.append(cur.strip())
+    return parts, quoted or depth != 0
+
+
+def parse(caps: str) -> Tuple[str, Dict[str, str]]:
+    """The media type and the fields of a one-structure caps string, values without their type."""
+    parts, _ = _split_fields(caps.strip().split("\n", 1)[0])
     fields: Dict[str, str] = {}
     for p in parts[1:]:
         if "=" not in p:
@@ -64,19 +79,9 @@ def check_syntax(caps: str) -> None:
     fail only at the first consumer."""
     if not isinstance(caps, str) or not caps.strip():
         raise InvalidArgumentError(f"caps must be a non-empty str, not {caps!r}")
-    text = caps.strip().rstrip(";").strip()
-    parts, cur, quoted = [], "", False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur.strip())
+    parts, unclosed = _split_fields(caps.strip().rstrip(";").strip())
     media = parts[0].split("(", 1)[0].strip()
-    if quoted or not _MEDIA.fullmatch(media):
+    if unclosed or not _MEDIA.fullmatch(media):
         raise InvalidArgumentError(
             f"caps {caps!r}: not a caps string (a media type such as video/x-raw or "
             f"other/tensors, then name=value fields, e.g. video/x-raw,format=RGBA,width=640,"

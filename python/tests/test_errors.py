@@ -164,7 +164,8 @@ def test_default_memory_without_gpu_says_use_host(tmp_path):
 
 
 @pytest.mark.parametrize("caps", ["garbage,,,", "garbage", "video/x-raw,,width=4",
-                                  "video/x-raw,width", "", "video/x-raw,format=RGBA,=3"])
+                                  "video/x-raw,width", "", "video/x-raw,format=RGBA,=3",
+                                  'video/x-raw,format=RGBA,a="open', "video/x-raw,a={ 1, 2"])
 def test_caps_that_are_not_caps_are_refused_at_once(path, caps):
     with pytest.raises(cudaipc.InvalidArgumentError, match="caps"):
         cudaipc.Producer(path, memory="host", caps=caps)
@@ -174,7 +175,12 @@ def test_caps_that_are_not_caps_are_refused_at_once(path, caps):
 @pytest.mark.parametrize("caps", ["video/x-raw,format=RGBA,width=4,height=2",
                                   "video/x-raw, format=(string)RGBA, width=(int)4, height=(int)2",
                                   'other/tensors,format=static,num_tensors=1,types=uint8,'
-                                  'dimensions=4:4:2,tensor_name="a,b"'])
+                                  'dimensions=4:4:2,tensor_name="a,b"',
+                                  # lists, arrays and nested structures hold commas of their own
+                                  # (1.28's tensors field: a structure of caps in a list)
+                                  'video/x-raw,format=RGBA,width=4,height=2,ids=< 1, 2 >,'
+                                  'tensors=(structure)[tg, a=(/uniquelist){ (caps)"t/s\\,\\ '
+                                  'x\\=\\(int\\)1", (caps)"t/s\\,\\ y\\=2" };]'])
 def test_well_formed_caps_are_taken(path, caps):
     with cudaipc.Producer(path, memory="host", caps=caps) as p:
         p.publish(np.zeros((2, 4, 4), np.uint8))
