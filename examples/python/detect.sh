@@ -51,19 +51,9 @@ detect=$!
 gst-launch-1.0 -q cudaipcringsrc socket-path="$out" ! $download videoconvert \
   ! objectdetectionoverlay ! videoconvert ! $sink &
 overlay=$!
-# Every process's status counts. The first to fail decides the exit status, and the others are
-# stopped then: a consumer whose producer died would otherwise wait for it forever.
-declare -A role=(["$detect"]=detect ["$producer"]=producer ["$overlay"]=overlay)
+# Every process's status counts (wait_all.sh): the first to fail decides the exit status.
+# shellcheck source=examples/python/wait_all.sh
+source "$(dirname "$0")/wait_all.sh"
 status=0
-while [ ${#role[@]} -gt 0 ]; do
-  rc=0
-  wait -n -p ended "${!role[@]}" || rc=$?
-  name=${role[$ended]}
-  unset "role[$ended]"
-  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
-    echo "detect.sh: the $name process failed (exit $rc)" >&2
-    status=$rc
-    kill "${!role[@]}" 2>/dev/null || true
-  fi
-done
+wait_all detect.sh "$detect" detect "$producer" producer "$overlay" overlay || status=$?
 exit "$status"
