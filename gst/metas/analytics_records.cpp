@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "metas/peer_quarks.h"
+
 #ifdef CUDAIPC_HAVE_ANALYTICS
 #include <gst/analytics/analytics.h>
 #endif
@@ -281,23 +283,17 @@ Encoded encode_analytics(GstMeta* meta, metas::AreaWriter& w, std::uint32_t* ski
 
 namespace {
 
-// Labels repeat from mtd to mtd (every box a "person"): the last one's quark is kept, and a label
-// is made NUL-terminated on the stack rather than in a std::string.
+// Labels repeat from mtd to mtd (every box a "person"): the last one's quark is kept.
 class QuarkCache {
  public:
-  GQuark get(std::string_view label) {
-    if (have_ && label == last_) return quark_;
-    char buf[256];
-    if (label.size() < sizeof buf) {
-      std::memcpy(buf, label.data(), label.size());
-      buf[label.size()] = '\0';
-      quark_ = g_quark_from_string(buf);
-    } else {
-      quark_ = g_quark_from_string(std::string(label).c_str());
+  bool get(std::string_view label, GQuark* out, std::string* error) {
+    if (!have_ || label != last_) {
+      if (!peer_quark(label, &quark_, error)) return false;
+      last_.assign(label.data(), label.size());
+      have_ = true;
     }
-    last_.assign(label.data(), label.size());
-    have_ = true;
-    return quark_;
+    *out = quark_;
+    return true;
   }
 
  private:
@@ -311,7 +307,8 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
   GstAnalyticsMtd out;
   switch (m.type) {
     case metas::MtdType::object_detection: {
-      const GQuark q = quarks.get(m.od.label);
+      GQuark q = 0;
+      if (!quarks.get(m.od.label, &q, error)) return false;
       gboolean ok;
 #if GST_CHECK_VERSION(1, 26, 0)
       if (m.od.oriented)
@@ -335,7 +332,7 @@ bool attach_one(GstAnalyticsRelationMeta* rmeta, const metas::AnalyticsView& vie
         metas::ClassEntry c;
         if (!view.class_entry(m, j, &c)) return (*error = "malformed class entry", false);
         levels[j] = c.confidence;
-        quark_list[j] = quarks.get(c.label);
+        if (!quarks.get(c.label, &quark_list[j], error)) return false;
       }
       if (!gst_analytics_relation_meta_add_cls_mtd(rmeta, m.class_count, levels.data(),
                                                    quark_list.data(),

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "metas/peer_quarks.h"
+
 namespace cudaipc::gst {
 namespace {
 
@@ -132,8 +134,10 @@ bool read_value(const metas::CustomView& parent, const metas::Field& f, GValue* 
                          " holds a structure whose name GStreamer refuses",
                 false);
       metas::CustomView members;
-      if (!members.parse_nested(parent, f, error)) return false;
-      GstStructure* s = gst_structure_new_empty(std::string(f.type_name).c_str());
+      GQuark name = 0;
+      if (!members.parse_nested(parent, f, error) || !peer_quark(f.type_name, &name, error))
+        return false;
+      GstStructure* s = gst_structure_new_id_empty(name);
       if (!read_fields(members, s, error)) {
         gst_structure_free(s);
         return false;
@@ -256,9 +260,11 @@ bool read_fields(metas::CustomView& view, GstStructure* s, std::string* error) {
     if (!valid_structure_name(f.name))
       return (*error = "custom field name " + quoted(f.name) + " is not one GStreamer takes",
               false);
+    GQuark name = 0;
+    if (!peer_quark(f.name, &name, error)) return false;
     GValue v = G_VALUE_INIT;
     if (!read_value(view, f, &v, error)) return false;
-    gst_structure_take_value(s, std::string(f.name).c_str(), &v);
+    gst_structure_id_take_value(s, name, &v);
   }
   if (view.error()) return (*error = view.error(), false);
   return true;

@@ -4,6 +4,8 @@
 #include <string_view>
 #include <vector>
 
+#include "metas/peer_quarks.h"
+
 #if defined(CUDAIPC_HAVE_ANALYTICS) && GST_CHECK_VERSION(1, 26, 0)
 #define CUDAIPC_HAVE_TENSOR_META 1
 #include <gst/analytics/analytics.h>
@@ -121,11 +123,15 @@ bool attach_tensors(GstBuffer* buf, metas::Bytes body, std::string* error) {
       return false;
     }
   }
+  // Every id's quark first: one a peer may not add drops the record before anything is made.
+  std::vector<GQuark> ids(n);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (!peer_quark(parsed[i].id, &ids[i], error)) return false;
   GstTensor** tensors = g_new0(GstTensor*, n ? n : 1);
   for (std::uint32_t i = 0; i < n; ++i) {
     const metas::Tensor& p = parsed[i];
     GstTensor* t = gst_tensor_alloc(p.num_dims);
-    t->id = g_quark_from_string(std::string(p.id).c_str());
+    t->id = ids[i];
     t->layout = GST_TENSOR_LAYOUT_CONTIGUOUS;
     t->data_type = static_cast<GstTensorDataType>(types[i]);
     t->dims_order =

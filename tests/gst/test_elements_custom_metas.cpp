@@ -282,3 +282,45 @@ TEST_F(HostileCustomRecords, ANewMetaNamePerRecordIsBounded) {
 
 }  // namespace
 }  // namespace cudaipc::testing::gst
+
+namespace cudaipc::testing::gst {
+namespace {
+
+TEST_F(HostileCustomRecords, NewFieldNamesFromPeersAreBounded) {
+  // 10 000 fresh field names a frame: GLib never frees a quark, so past the bound (65 536 names
+  // this process did not have) records needing a new one are dropped, while names it has keep
+  // working and the frames flow.
+  constexpr int kFields = 10000;
+  // Registered here, as an application would: the bound on meta names a peer registers (the test
+  // above reaches it) is not what this test is about.
+  test_custom_info("test-many-fields");
+  std::vector<bool> attached;
+  for (int i = 1; i <= 8; ++i) {
+    std::vector<std::uint8_t> body(8 + 32 * kFields);
+    metas::CustomWriter w(body.data(), body.size());
+    for (int k = 0; k < kFields; ++k)
+      ASSERT_TRUE(w.add_int32("f" + std::to_string(i) + "_" + std::to_string(k), k));
+    body.resize(w.finish());
+    Ptr<GstSample> sample = publish(
+        *producer_, *consumer_, i, {{"test-many-fields", body}, {"test-good-meta", index_body(i)}});
+    ASSERT_TRUE(sample) << consumer_->pipeline().errors();
+    GstBuffer* buf = gst_sample_get_buffer(sample.get());
+    GstCustomMeta* many = gst_buffer_get_custom_meta(buf, "test-many-fields");
+    if (many) {
+      EXPECT_EQ(gst_structure_n_fields(gst_custom_meta_get_structure(many)), kFields);
+    }
+    attached.push_back(many != nullptr);
+    GstCustomMeta* good = gst_buffer_get_custom_meta(buf, "test-good-meta");
+    ASSERT_NE(good, nullptr) << "frame " << i;
+    gint index = 0;
+    EXPECT_TRUE(gst_structure_get_int(gst_custom_meta_get_structure(good), "index", &index));
+    EXPECT_EQ(index, i);
+  }
+  EXPECT_TRUE(attached.front()) << "the first 10 000 names are within the bound";
+  EXPECT_FALSE(attached.back()) << "80 000 new names are past it";
+  Ptr<GstStructure> s = consumer_->stats();
+  EXPECT_GE(stat(s, "metas-bad"), 1u);
+}
+
+}  // namespace
+}  // namespace cudaipc::testing::gst
