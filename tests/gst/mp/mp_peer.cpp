@@ -17,10 +17,11 @@
 //              "with_results":..,"wrong_results":..}
 //   filter --socket P [--count N] [--fps F] [--first-id I] [--timeout-ms T] [--on-missing M]
 //          [--max-inflight K] [--live] [--src-max-latency-ms L] [--sync] [--delay-ms D]
-//          [--out-socket O] [--query-latency] [--verbose] [--timeout-s T]
+//          [--out-socket O] [--query-latency] [--wait-model] [--verbose] [--timeout-s T]
 //     appsrc ! cudaipcfilter ipc-mode=host ! appsink (or ! cudaipcsink socket-path=O
 //     wait-for-consumer=true); --live stamps frames with the running time, --sync makes the
-//     appsink sync on the clock, --delay-ms holds each frame at the appsink. Prints
+//     appsink sync on the clock, --delay-ms holds each frame at the appsink, --wait-model pushes
+//     the first frame once the filter's stats say a model serves. Prints
 //     "playing at_ns=T" (CLOCK_MONOTONIC), "out id=I ok=O results=N result=R" per frame
 //     (--verbose), "latency answered=A live=L min=NS max=NS|none" (--query-latency, once frames
 //     flow), "stats STRUCTURE" (the filter's), then filtered

@@ -197,6 +197,24 @@ int filter(const Args& a) {
       "playing at_ns=%lld\n",
       static_cast<long long>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()));
+  // A test that needs its first frames answered: frames that come before the model process has
+  // connected pass without results (on-missing=pass), as they should.
+  if (a.flag("wait-model")) {
+    bool serving = false;
+    while (!serving && Clock::now() < deadline) {
+      GstStructure* stats = nullptr;
+      g_object_get(filter_element, "stats", &stats, nullptr);
+      gboolean connected = FALSE;
+      serving =
+          stats && gst_structure_get_boolean(stats, "model-connected", &connected) && connected;
+      if (stats) gst_structure_free(stats);
+      if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!serving) {
+      std::printf("error: no model process served the filter\n");
+      return finish(3);
+    }
+  }
   bool latency_printed = false;
   for (std::uint64_t i = 0; i < count; ++i) {
     if (fps) std::this_thread::sleep_until(t0 + std::chrono::microseconds(i * 1000000 / fps));

@@ -151,7 +151,10 @@ TEST(GstMpFilterLayouts, IntoCudaipcsinkReadByAnotherProcess) {
   if (!why.empty()) GTEST_SKIP() << why;
   // The reader takes 50 ms a frame against the source's 20: 4 frames in flight wait 200 ms at
   // the filter, longer than the 150 ms timeout, yet each answer is back within a few.
-  Layout l{{"--fps", "50", "--max-inflight", "4"}, 150, 150, 60};
+  // The test waits for the model's answer to frame 5 before it starts the reader, so the frames
+  // go once the model serves (before that they would pass unanswered and fill the window while
+  // the sink waits for its reader).
+  Layout l{{"--fps", "50", "--max-inflight", "4", "--wait-model"}, 150, 150, 60};
   l.consumer_after_id = 5;
   l.consumer_delay_ms = 50;
   run(l);
