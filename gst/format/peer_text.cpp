@@ -33,16 +33,40 @@ struct Scan {
     return false;
   }
   bool text(std::string_view t, int depth);
+  bool structure_name(std::string_view t, std::size_t at);
 };
+
+// The name of the structure starting at `at` (after blanks): GStreamer's parser hands it to
+// gst_structure_new_empty unchecked, a critical for a name such as "/x" or a quoted "9x". Caps
+// features after it "(...)" and the caps keywords (ANY, EMPTY, NONE) are fine.
+bool Scan::structure_name(std::string_view t, std::size_t at) {
+  while (at < t.size() && (t[at] == ' ' || t[at] == '\t')) ++at;
+  std::size_t end = at;
+  while (end < t.size() && !std::strchr(",;( \t", t[end])) ++end;
+  const std::string_view name = t.substr(at, end - at);
+  if (name.empty()) return true;  // nothing, or a trailing ';'
+  const char first = name[0];
+  bool ok = (first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z');
+  for (char c : name.substr(1))
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                (c != '\0' && std::strchr("/-_.:+", c)));
+  std::string shown;
+  for (char c : name.substr(0, 64)) shown += (c >= 0x20 && c <= 0x7e) ? c : '?';
+  return ok || fail("a structure named '" + shown + "', which GStreamer refuses");
+}
 
 bool Scan::text(std::string_view t, int depth) {
   if (depth > kMaxPeerTextDepth)
     return fail("nested more than " + std::to_string(kMaxPeerTextDepth) + " levels");
   int open = 0;
   bool reparse_next_string = false;  // the last cast names a type whose quoted text is parsed
+  if (!structure_name(t, 0)) return false;
   for (std::size_t i = 0; i < t.size(); ++i) {
     const char c = t[i];
-    if (c == '"') {
+    if (c == ';' && open == 0) {
+      if (!structure_name(t, i + 1)) return false;
+      reparse_next_string = false;
+    } else if (c == '"') {
       std::string inner;
       std::size_t j = i + 1;
       for (; j < t.size() && t[j] != '"'; ++j) {

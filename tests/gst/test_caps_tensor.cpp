@@ -1218,6 +1218,10 @@ TEST(CapsFromWire, RefusesTextGStreamersParserWouldRecurseOrFailOn) {
   expect_wire_refused(ok + ", a=(GInterface)x", rgba, "'GInterface'");
   expect_wire_refused(ok + ", a=(GEnum)x", rgba, "'GEnum'");
   expect_wire_refused(ok + ", a=(structure)\"s\\, b\\=(void)1\\;\"", rgba, "'void'");
+  // Structure names GStreamer's parser hands to gst_structure_new_empty unchecked (a critical).
+  expect_wire_refused("timestamp;/x-ntp, host=a", rgba, "'/x-ntp'");
+  expect_wire_refused("\"9x\", a=1", rgba, "structure named");
+  expect_wire_refused(ok + ", a=(structure)\"9s\\, b\\=1\\;\"", rgba, "'9s'");
   std::string why;
   for (const std::string& fine :
        {ok, ok + ", a=(int)[ 1, 10 ], b=(string){ x, y }, c=(GstValueArray)< 1, 2 >",
