@@ -14,15 +14,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 source=${1:-videotestsrc}
 frames=${2:-300}
 dir=$(mktemp -d)
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local left
-  left=$(jobs -p)
-  # shellcheck disable=SC2086
-  [ -z "$left" ] || kill $left 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=examples/python/wait_all.sh
+source "$(dirname "$0")/wait_all.sh"
+trap 'cleanup "$dir"' EXIT
 cam=$dir/cam0 out=$dir/out0
 caps="video/x-raw,format=RGBA,width=640,height=480,framerate=30/1"
 if [ "$source" = videotestsrc ]; then
@@ -45,8 +39,6 @@ infer=$!
 gst-launch-1.0 -q cudaipcringsrc socket-path="$out" ! cudadownload ! $sink &
 results=$!
 # Every process's status counts (wait_all.sh): the first to fail decides the exit status.
-# shellcheck source=examples/python/wait_all.sh
-source "$(dirname "$0")/wait_all.sh"
 status=0
 wait_all bridge.sh "$infer" infer "$producer" producer "$results" results || status=$?
 exit "$status"

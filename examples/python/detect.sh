@@ -26,15 +26,9 @@ case "$memory" in
     ;;
 esac
 dir=$(mktemp -d)
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  local left
-  left=$(jobs -p)
-  # shellcheck disable=SC2086
-  [ -z "$left" ] || kill $left 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=examples/python/wait_all.sh
+source "$(dirname "$0")/wait_all.sh"
+trap 'cleanup "$dir"' EXIT
 cam=$dir/cam0 out=$dir/det0
 caps="video/x-raw,format=RGBA,width=640,height=480,framerate=30/1"
 sink=fakesink
@@ -52,8 +46,6 @@ gst-launch-1.0 -q cudaipcringsrc socket-path="$out" ! $download videoconvert \
   ! objectdetectionoverlay ! videoconvert ! $sink &
 overlay=$!
 # Every process's status counts (wait_all.sh): the first to fail decides the exit status.
-# shellcheck source=examples/python/wait_all.sh
-source "$(dirname "$0")/wait_all.sh"
 status=0
 wait_all detect.sh "$detect" detect "$producer" producer "$overlay" overlay || status=$?
 exit "$status"

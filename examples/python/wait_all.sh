@@ -1,8 +1,18 @@
-# Sourced by examples/python/detect.sh and bridge.sh: their three processes' statuses all count.
+# Sourced by examples/python/detect.sh and bridge.sh, which start three processes each.
+#   cleanup DIR   (their EXIT trap) stops what is still running and removes DIR
 #   wait_all SCRIPT PID NAME [PID NAME ...]
 # waits for every process; the first to fail decides the return status and the others are stopped
 # then (a consumer whose producer died would otherwise wait for it forever).
 # shellcheck shell=bash
+
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  local left
+  left=$(jobs -p)
+  # shellcheck disable=SC2086
+  [ -z "$left" ] || kill $left 2>/dev/null || true
+  rm -rf "$1"
+}
 
 wait_all() {
   local script=$1 status=0 rc ended name
