@@ -1,7 +1,9 @@
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
 
 #include "channel_path.hpp"
@@ -47,6 +49,22 @@ void make_default_dir_for(const std::string& path) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) == 0 || errno != ENOENT) return;
   ensure_private_dir(dir);
+}
+
+std::vector<std::string> list_channels(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw_errno("reading the directory '" + dir + "'");
+  std::vector<std::string> found;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string p = dir + "/" + name;
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) found.push_back(p);
+  }
+  ::closedir(d);
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 }  // namespace cudaipc

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cudaipc {
 
@@ -12,5 +13,9 @@ std::string default_channel_dir();
 // (0700) when it is missing, so `socket-path=$XDG_RUNTIME_DIR/cudaipc/cam0` works on a fresh
 // login. Any other directory must exist already.
 void make_default_dir_for(const std::string& path);
+
+// The sockets in `dir` (channels, and reply channels "*.reply"), sorted; Errc::system naming the
+// directory when it cannot be read.
+std::vector<std::string> list_channels(const std::string& dir);
 
 }  // namespace cudaipc

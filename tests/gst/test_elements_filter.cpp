@@ -90,32 +90,40 @@ class Model {
   int requests() const { return requests_.load(); }
 
  private:
-  void answer(Frame& f) {
+  void answer(Request& req) {
+    const Frame& f = req.frame;
     std::uint32_t idx;
     std::memcpy(&idx, f.data(), 4);
     const std::vector<std::uint8_t> r = result_for(idx);
     if (behaviour_ == Behaviour::noisy) {
       // The same answer twice, one naming a frame far ahead, one another run's, one malformed.
-      cudaipc::Producer& p = server_->replies();
-      FrameDesc fake = f.desc();
-      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
-      fake.seq += 1000;
-      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
-      fake = f.desc();
-      fake.publish_time_ns += 1;
-      publish_reply(p, fake, r.data(), static_cast<std::uint32_t>(r.size()));
-      const std::uint8_t junk[5] = {1, 2, 3, 4, 5};
-      FrameInfo info;
-      info.user_meta = junk;
-      info.user_meta_size = sizeof junk;
-      const std::uint8_t byte = 0;
-      p.publish(&byte, 1, info);
+      // A server's reply channel drops what its filter has no room for; these wait for room.
+      auto patiently = [](auto publish) {
+        for (int i = 0; i < 500 && publish() != cudaipc::PublishStatus::published; ++i)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      };
+      server_->with_reply_channel(req, [&](cudaipc::Producer& p) {
+        const auto size = static_cast<std::uint32_t>(r.size());
+        FrameDesc fake = f.desc();
+        patiently([&] { return publish_reply(p, fake, r.data(), size); });
+        fake.seq += 1000;
+        patiently([&] { return publish_reply(p, fake, r.data(), size); });
+        fake = f.desc();
+        fake.publish_time_ns += 1;
+        patiently([&] { return publish_reply(p, fake, r.data(), size); });
+        const std::uint8_t junk[5] = {1, 2, 3, 4, 5};
+        FrameInfo info;
+        info.user_meta = junk;
+        info.user_meta_size = sizeof junk;
+        const std::uint8_t byte = 0;
+        patiently([&] { return p.publish(&byte, 1, info); });
+      });
     }
-    server_->reply(f, r.data(), static_cast<std::uint32_t>(r.size()));
+    server_->reply(req, r.data(), static_cast<std::uint32_t>(r.size()));
   }
 
   void run() {
-    std::deque<Frame> held;
+    std::deque<Request> held;
     while (!stop_) {
       ServerEvent e = server_->next(std::chrono::milliseconds(10));
       if (e.type != ServerEventType::request) continue;

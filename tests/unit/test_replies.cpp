@@ -115,11 +115,11 @@ TEST(Server, AnswersEveryRequestWithItsOwnResults) {
     do e = server.next(2s);
     while (e.type == ServerEventType::format);
     ASSERT_EQ(e.type, ServerEventType::request) << e.message;
-    ASSERT_EQ(e.request.seq(), seq);
+    ASSERT_EQ(e.request.frame.seq(), seq);
     std::uint32_t got[16];
-    std::memcpy(got, e.request.data(), sizeof got);
+    std::memcpy(got, e.request.frame.data(), sizeof got);
     ASSERT_EQ(got[3], n * 100u + 3);
-    times[window.admit(seq, e.request.desc().publish_time_ns)] = e.request.desc().publish_time_ns;
+    times[window.admit(seq, e.request.frame.desc().publish_time_ns)] = e.request.frame.desc().publish_time_ns;
     const std::string result = "frame-" + std::to_string(got[0]);
     ASSERT_TRUE(server.reply(e.request, result.data(), static_cast<std::uint32_t>(result.size())));
     EXPECT_FALSE(e.request);

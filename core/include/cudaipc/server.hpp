@@ -1,16 +1,21 @@
-// The model side of cudaipcfilter (docs/elements.md): a process that takes the frames a pipeline
-// sends on a request channel and answers each with results (a meta area, docs/metas.md) on the
-// reply channel it creates beside it (cudaipc/reply.hpp). The requests are read zero-copy, like any
-// consumer's frames; a reply is one small host frame. Across a pipeline restart, or this process's
-// own, nothing needs reconfiguring: the request side reconnects, the filter reconnects to the
-// reply side.
+// The model side of cudaipcfilter (docs/elements.md): a process that takes the frames pipelines
+// send on request channels and answers each with results (a meta area, docs/metas.md) on the reply
+// channel it creates beside each (cudaipc/reply.hpp). One server serves any number of pipelines:
+// the paths given, and every channel that appears in a directory, picked up live as pipelines
+// start and stop. Requests are read zero-copy, like any consumer's frames, on a thread per
+// pipeline, so they are taken ahead while the model runs; batch() hands out requests of every
+// pipeline fairly (one busy pipeline cannot starve another), each pipeline's in its own order.
+// Across a pipeline restart, or this process's own, nothing needs reconfiguring: the request side
+// reconnects, the filter reconnects to the reply side.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/producer.hpp"
@@ -19,59 +24,130 @@
 namespace cudaipc {
 
 struct ServerOptions {
-  std::string path;  // the filter's socket-path; replies go to reply_path(path)
-  CudaOptions cuda;  // how requests are read (a consumer's options)
+  // The filters' socket-paths; replies go to reply_path(path) of each. `path` is one more.
+  std::string path;
+  std::vector<std::string> paths;
+  // Every channel that appears in this directory (not the replies, "*.reply"), picked up within
+  // `scan_interval`; a pipeline whose channel is removed leaves. Empty: none.
+  std::string directory;
+  std::chrono::milliseconds scan_interval{100};
+  CudaOptions cuda;  // how requests are read (a consumer's options; the model's device)
   std::uint32_t reply_slots = 8;
   // The most bytes of results per reply (the reply channel's meta area).
   std::uint32_t reply_meta_size = kDefaultMetaSize;
-  std::uint32_t socket_mode = 0600;  // of the reply channel, as ProducerOptions
+  // Requests (and stream events) read ahead per pipeline, 1..kMaxInflight. A pipeline's requests
+  // past it wait in its channel, where its filter's max-inflight bounds them anyway.
+  std::uint32_t queue_depth = 16;
+  std::uint32_t socket_mode = 0600;  // of the reply channels, as ProducerOptions
   std::optional<gid_t> allowed_gid;
+};
+
+namespace detail {
+class Pipeline;
+}
+class ServerImpl;
+
+// One frame to answer, and the pipeline it came from.
+class Request {
+ public:
+  Request() = default;
+  Request(Request&&) noexcept = default;
+  Request& operator=(Request&&) noexcept = default;
+  ~Request();
+
+  explicit operator bool() const noexcept { return static_cast<bool>(frame); }
+  // The pipeline's number in this server (from 1, never reused) and its request channel.
+  std::uint32_t pipeline() const noexcept { return pipeline_id_; }
+  const std::string& path() const noexcept;
+  // The pipeline's stream format this request belongs to.
+  const Format& format() const noexcept;
+  // When the server read it (CLOCK_MONOTONIC ns): what batch()'s max_delay counts from.
+  std::uint64_t taken_ns() const noexcept { return taken_ns_; }
+
+  Frame frame;  // leased until reply() or destruction
+
+ private:
+  friend class ServerImpl;
+  friend class detail::Pipeline;
+  std::shared_ptr<detail::Pipeline> pipeline_;
+  std::shared_ptr<const Format> format_;
+  std::uint32_t pipeline_id_ = 0;
+  std::uint64_t taken_ns_ = 0;
 };
 
 enum class ServerEventType {
   request,       // `request` holds a frame to answer
-  format,        // the requests' format changed (`format`)
-  eos,           // the pipeline sent EOS; more requests may follow a restart
+  format,        // a pipeline's format changed (`format`)
+  eos,           // a pipeline sent EOS; more requests may follow a restart
   timeout,       // nothing within the timeout
   interrupted,   // interrupt() was called
-  disconnected,  // the pipeline went away (`message` says how); the server waits for the next
+  disconnected,  // a pipeline went away (`message` says how); the server waits for the next
+  joined,        // a pipeline's channel appeared in the directory and is served from now on
+  left,          // a pipeline's channel was removed from the directory: no longer served
 };
 
 struct ServerEvent {
   ServerEventType type = ServerEventType::timeout;
-  Frame request;  // the frame, leased until reply() or destruction
+  Request request;
   Format format;
   std::string message;
+  std::uint32_t pipeline = 0;  // 0 for timeout and interrupted
+  std::string path;
+};
+
+struct ServerPipelineInfo {
+  std::uint32_t id = 0;
+  std::string path;
+  bool connected = false;  // a pipeline is publishing on the channel now
+  std::uint32_t queued = 0;
+  std::uint64_t requests = 0;  // read so far
+  std::uint64_t replies = 0;   // published so far
+  std::uint64_t replies_lost = 0;  // not taken by the filter in time (gone or stuck)
 };
 
 class Server {
  public:
-  // Creates the reply channel (Errc::busy when another live process serves the path) and connects
-  // to the request channel, now or whenever a pipeline creates it.
+  // Creates the reply channel of every path given (Errc::busy when another live process serves
+  // one) and connects to their request channels, now or whenever a pipeline creates them. A
+  // directory's channels another server serves are left to it (and tried again later).
   explicit Server(const ServerOptions& options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // The next event of any pipeline, in each pipeline's order.
   ServerEvent next(std::chrono::nanoseconds timeout);
+  // Up to `max_batch` requests into `out` (cleared first; no allocation once it has the
+  // capacity): waits up to `timeout` for the first, then until `max_batch` are waiting or the
+  // oldest has waited `max_delay`. Fair: pipelines take turns, one request each per turn, the
+  // first turn going round the pipelines from batch to batch; each pipeline's requests come in
+  // its order. Stream events met on the way (format, EOS, a pipeline leaving) are consumed; read
+  // them with next() instead where they matter. Returns false when interrupted.
+  bool batch(std::vector<Request>& out, std::uint32_t max_batch, std::chrono::nanoseconds max_delay,
+             std::chrono::nanoseconds timeout);
   // Answers `request` with `metas_size` bytes of results (a meta area, or nothing) and releases
   // it, after the work queued on `stream` so far when one is given (CUDA requests: the model's
-  // reads finish on the GPU before the slot is reused, with no CPU wait). Returns false when the
-  // reply could not be published (the filter holds every reply slot: it is gone or stuck).
-  bool reply(Frame& request, const void* metas = nullptr, std::uint32_t metas_size = 0,
+  // reads finish on the GPU before the slot is reused, with no CPU wait). Never waits for the
+  // filter: a reply its filter has no room for yet is published by the pipeline's own thread,
+  // in order, or given up after 100 ms (the filter is gone or stuck). Returns false when given
+  // up now (replies_lost counts every one).
+  bool reply(Request& request, const void* metas = nullptr, std::uint32_t metas_size = 0,
              void* stream = nullptr);
+  // Runs `publish` with the reply channel of `request`'s pipeline, for tools that publish on it
+  // themselves (tests forging replies), in order with reply()'s.
+  void with_reply_channel(const Request& request, const std::function<void(Producer&)>& publish);
+  // Serves one more filter path from now on (Errc::busy as the constructor); its number.
+  std::uint32_t add(const std::string& path);
   void interrupt() noexcept;
 
-  Consumer& requests() noexcept { return consumer_; }
-  Producer& replies() noexcept { return producer_; }
+  std::vector<ServerPipelineInfo> pipelines() const;
 
  private:
-  Producer producer_;
-  Consumer consumer_;
+  std::unique_ptr<class ServerImpl> impl_;
 };
 
-// Publishes the reply to `request` on `replies` (Server::reply without the release): for servers
-// built from a Consumer and a Producer of their own (the C API, Python).
+// Publishes the reply to `request` on `replies`: the reply tag and the results. For servers built
+// from a Consumer and a Producer of their own.
 PublishStatus publish_reply(Producer& replies, const FrameDesc& request, const void* metas,
                             std::uint32_t metas_size);
 // The reply channel's format: one byte per reply frame; the results are its metas.

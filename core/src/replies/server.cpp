@@ -1,10 +1,25 @@
-// cudaipc::Server: a consumer of the requests and a producer of the replies, with the pairing tag
-// written from the request's own record so a reply can only name the frame it answers.
+// cudaipc::Server: pipelines (replies/pipeline.hpp) read ahead on their own threads, a fair pick
+// over their queues, the directory watch that adds and removes them, and the thread that
+// publishes replies their filters had no room for at once.
 #include "cudaipc/server.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "channel_path.hpp"
+#include "clock.hpp"
 #include "cudaipc/error.hpp"
+#include "cudaipc/log.hpp"
+#include "replies/pipeline.hpp"
 
 namespace cudaipc {
+
+using detail::Entry;
+using detail::Hub;
+using detail::Pipeline;
 
 Format reply_format() {
   Format f;
@@ -41,74 +56,385 @@ PublishStatus publish_reply(Producer& replies, const FrameDesc& request, const v
   return replies.publish(&kByte, 1, info);
 }
 
-namespace {
+Request::~Request() = default;
 
-ProducerOptions producer_options(const ServerOptions& o) {
-  ProducerOptions p = reply_channel_options(o.path, o.reply_slots, o.reply_meta_size);
-  p.socket_mode = o.socket_mode;
-  p.allowed_gid = o.allowed_gid;
-  return p;
+const std::string& Request::path() const noexcept {
+  static const std::string kNone;
+  return pipeline_ ? pipeline_->path() : kNone;
 }
 
-ConsumerOptions consumer_options(const ServerOptions& o) {
-  if (o.path.empty())
-    throw Error(Errc::invalid_argument, "a server needs the filter's socket path");
-  ConsumerOptions c;
-  c.path = o.path;
-  c.mode = ConsumeMode::every_frame;
-  c.reconnect = true;
-  c.cuda = o.cuda;
-  return c;
+const Format& Request::format() const noexcept {
+  static const Format kNone;
+  return format_ ? *format_ : kNone;
 }
 
-}  // namespace
+class ServerImpl {
+ public:
+  explicit ServerImpl(const ServerOptions& o);
+  ~ServerImpl();
+  void shutdown() noexcept;
 
-Server::Server(const ServerOptions& options)
-    : producer_(producer_options(options)), consumer_(consumer_options(options)) {
-  producer_.set_format(reply_format());
-}
+  ServerEvent next(std::chrono::nanoseconds timeout);
+  bool batch(std::vector<Request>& out, std::uint32_t max_batch, std::chrono::nanoseconds delay,
+             std::chrono::nanoseconds timeout);
+  bool reply(Request& r, const void* metas, std::uint32_t size, void* stream);
+  std::uint32_t add(const std::string& path, bool from_directory);
+  void interrupt() noexcept;
+  std::vector<ServerPipelineInfo> pipelines() const;
+  static Pipeline& channel_of(const Request& r) noexcept { return *r.pipeline_; }
 
-Server::~Server() = default;
+ private:
+  void scan_loop();
+  void scan_once();
+  void backlog_loop();
+  // Under hub_->mu: the pipeline whose turn comes first, going round.
+  std::size_t next_start() noexcept;
 
-ServerEvent Server::next(std::chrono::nanoseconds timeout) {
-  Event e = consumer_.next(timeout);
-  ServerEvent s;
-  switch (e.type) {
-    case EventType::frame:
-      s.type = ServerEventType::request;
-      s.request = std::move(e.frame);
-      break;
-    case EventType::format:
-      s.type = ServerEventType::format;
-      s.format = std::move(e.format);
-      break;
-    case EventType::eos:
-      s.type = ServerEventType::eos;
-      break;
-    case EventType::timeout:
-      s.type = ServerEventType::timeout;
-      break;
-    case EventType::interrupted:
-      s.type = ServerEventType::interrupted;
-      break;
-    case EventType::disconnected:
-      s.type = ServerEventType::disconnected;
-      s.message = std::move(e.message);
-      break;
+  const ServerOptions options_;
+  std::shared_ptr<Hub> hub_ = std::make_shared<Hub>();
+  // Under hub_->mu: served pipelines, in the order they joined; events of the server itself.
+  std::vector<std::shared_ptr<Pipeline>> pipelines_;
+  std::deque<ServerEvent> own_events_;
+  std::size_t turn_ = 0;
+  std::uint32_t next_id_ = 1;
+
+  std::mutex paths_mu_;  // adding and removing pipelines, one at a time
+  std::set<std::string> from_directory_;
+  std::map<std::string, std::string> refused_;  // directory channels another server serves
+
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;
+  bool backlog_due_ = false;
+  std::thread scanner_;
+  std::thread backlog_;
+};
+
+ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
+  std::vector<std::string> paths = o.paths;
+  if (!o.path.empty()) paths.insert(paths.begin(), o.path);
+  if (paths.empty() && o.directory.empty())
+    throw Error(Errc::invalid_argument, "a server needs a filter's socket path or a directory");
+  if (o.queue_depth < 1 || o.queue_depth > kMaxInflight)
+    throw Error(Errc::invalid_argument, "queue_depth " + std::to_string(o.queue_depth) +
+                                            " is not between 1 and " + std::to_string(kMaxInflight));
+  try {
+    for (const std::string& p : paths) add(p, false);
+    backlog_ = std::thread([this] { backlog_loop(); });
+    if (!o.directory.empty()) {
+      scan_once();  // the channels there now are served when the constructor returns
+      scanner_ = std::thread([this] { scan_loop(); });
+    }
+  } catch (...) {
+    shutdown();
+    throw;
   }
+}
+
+ServerImpl::~ServerImpl() {
+  shutdown();
+}
+
+void ServerImpl::shutdown() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (scanner_.joinable()) scanner_.join();
+  if (backlog_.joinable()) backlog_.join();
+  std::vector<std::shared_ptr<Pipeline>> all;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    all.swap(pipelines_);
+    own_events_.clear();
+  }
+  for (auto& p : all) p->stop();
+}
+
+std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
+  if (path.empty()) throw Error(Errc::invalid_argument, "a filter's socket path is empty");
+  std::lock_guard<std::mutex> paths_lock(paths_mu_);
+  std::uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    for (const auto& p : pipelines_)
+      if (p->path() == path)
+        throw Error(Errc::invalid_argument, "the server already serves " + path);
+    id = next_id_++;
+  }
+  auto p = std::make_shared<Pipeline>(id, path, options_, hub_);
+  p->start(p);
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    pipelines_.push_back(p);
+    if (from_directory) {
+      ServerEvent e;
+      e.type = ServerEventType::joined;
+      e.pipeline = id;
+      e.path = path;
+      own_events_.push_back(std::move(e));
+    }
+  }
+  if (from_directory) from_directory_.insert(path);
+  hub_->ready.notify_all();
+  return id;
+}
+
+void ServerImpl::scan_loop() {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  while (!bg_cv_.wait_for(lock, options_.scan_interval, [&] { return bg_stop_; })) {
+    lock.unlock();
+    scan_once();
+    lock.lock();
+  }
+}
+
+void ServerImpl::scan_once() {
+  std::vector<std::string> found;
+  try {
+    found = list_channels(options_.directory);
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(paths_mu_);
+    if (refused_[options_.directory] != e.what()) {
+      refused_[options_.directory] = e.what();
+      log(LogLevel::warning, e.what());
+    }
+    return;
+  }
+  const std::string suffix = reply_path("");
+  std::set<std::string> present;
+  for (const std::string& p : found) {
+    if (p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
+      continue;  // a reply channel: ours, or another server's
+    present.insert(p);
+    {
+      std::lock_guard<std::mutex> lock(paths_mu_);
+      if (from_directory_.count(p)) continue;
+    }
+    try {
+      add(p, true);
+      std::lock_guard<std::mutex> lock(paths_mu_);
+      refused_.erase(p);
+    } catch (const Error& e) {
+      // Another server serves it (busy), or its reply channel cannot be made: tried again at the
+      // next scan, said once.
+      std::lock_guard<std::mutex> lock(paths_mu_);
+      if (refused_[p] != e.what()) {
+        refused_[p] = e.what();
+        log(LogLevel::info, ("not serving " + p + ": " + e.what()).c_str());
+      }
+    }
+  }
+  // Channels removed while no pipeline publishes on them leave.
+  std::vector<std::shared_ptr<Pipeline>> gone;
+  {
+    std::lock_guard<std::mutex> paths_lock(paths_mu_);
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    for (auto it = pipelines_.begin(); it != pipelines_.end();) {
+      const std::string& p = (*it)->path();
+      if (from_directory_.count(p) && !present.count(p) && !(*it)->connected()) {
+        ServerEvent e;
+        e.type = ServerEventType::left;
+        e.pipeline = (*it)->id();
+        e.path = p;
+        own_events_.push_back(std::move(e));
+        from_directory_.erase(p);
+        gone.push_back(std::move(*it));
+        it = pipelines_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = refused_.begin(); it != refused_.end();)
+      it = present.count(it->first) || it->first == options_.directory ? std::next(it)
+                                                                       : refused_.erase(it);
+  }
+  for (auto& p : gone) p->stop();
+  if (!gone.empty()) hub_->ready.notify_all();
+}
+
+void ServerImpl::backlog_loop() {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  while (!bg_stop_) {
+    if (!backlog_due_) {
+      bg_cv_.wait(lock, [&] { return bg_stop_ || backlog_due_; });
+      continue;
+    }
+    lock.unlock();
+    std::vector<std::shared_ptr<Pipeline>> all;
+    {
+      std::lock_guard<std::mutex> hl(hub_->mu);
+      all = pipelines_;
+    }
+    bool left = false;
+    for (auto& p : all) left |= p->flush_backlog();
+    lock.lock();
+    backlog_due_ = left;
+    // The filters read their replies on a thread of their own: room comes within a millisecond
+    // unless a filter is stuck, whose replies are given up after 100 ms.
+    if (left) bg_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return bg_stop_; });
+  }
+}
+
+std::size_t ServerImpl::next_start() noexcept {
+  const std::size_t n = pipelines_.size();
+  const std::size_t s = n ? turn_ % n : 0;
+  turn_ = s + 1;
   return s;
 }
 
-bool Server::reply(Frame& request, const void* metas, std::uint32_t metas_size, void* stream) {
-  if (!request) throw Error(Errc::invalid_argument, "reply to a request already answered");
-  const PublishStatus st = publish_reply(producer_, request.desc(), metas, metas_size);
-  if (stream) request.order_release_after(stream);
-  request.release();
-  return st == PublishStatus::published;
+ServerEvent ServerImpl::next(std::chrono::nanoseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(hub_->mu);
+  for (;;) {
+    if (!own_events_.empty()) {
+      ServerEvent e = std::move(own_events_.front());
+      own_events_.pop_front();
+      return e;
+    }
+    const std::size_t n = pipelines_.size();
+    const std::size_t start = next_start();
+    for (std::size_t i = 0; i < n; ++i) {
+      Pipeline& p = *pipelines_[(start + i) % n];
+      if (p.empty()) continue;
+      Entry head = p.take_front();
+      lock.unlock();
+      hub_->space.notify_all();
+      ServerEvent e;
+      e.type = head.type;
+      e.pipeline = p.id();
+      e.path = p.path();
+      e.request = std::move(head.request);
+      if (head.format) e.format = *head.format;
+      e.message = std::move(head.message);
+      return e;
+    }
+    if (hub_->interrupted) {
+      hub_->interrupted = false;
+      ServerEvent e;
+      e.type = ServerEventType::interrupted;
+      return e;
+    }
+    if (std::chrono::steady_clock::now() >= end) return ServerEvent{};
+    hub_->ready.wait_until(lock, end);
+  }
+}
+
+bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
+                       std::chrono::nanoseconds delay, std::chrono::nanoseconds timeout) {
+  out.clear();
+  if (max_batch < 1) throw Error(Errc::invalid_argument, "a batch of 0 requests");
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(hub_->mu);
+  while (hub_->requests == 0) {
+    if (hub_->interrupted) {
+      hub_->interrupted = false;
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= end) return true;
+    hub_->ready.wait_until(lock, end);
+  }
+  if (hub_->requests < max_batch && delay.count() > 0) {
+    // The batch fills until the oldest request waiting has waited `delay`.
+    std::uint64_t oldest = UINT64_MAX;
+    for (const auto& p : pipelines_)
+      if (p->has_request()) oldest = std::min(oldest, p->oldest_request_ns());
+    const std::uint64_t until_ns = oldest + static_cast<std::uint64_t>(delay.count());
+    const std::uint64_t now_ns = monotonic_ns();
+    if (until_ns > now_ns) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(until_ns - now_ns);
+      hub_->ready.wait_until(lock, until, [&] {
+        return hub_->requests >= max_batch || hub_->interrupted;
+      });
+    }
+  }
+  // Turns: one request of each pipeline that has one, round and round, the first turn moving on
+  // from batch to batch.
+  const std::size_t n = pipelines_.size();
+  const std::size_t start = next_start();
+  while (out.size() < max_batch && hub_->requests > 0) {
+    for (std::size_t i = 0; i < n && out.size() < max_batch; ++i) {
+      Pipeline& p = *pipelines_[(start + i) % n];
+      if (p.has_request()) out.push_back(p.take_request());
+    }
+  }
+  lock.unlock();
+  hub_->space.notify_all();
+  return true;
+}
+
+bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* stream) {
+  if (!r) throw Error(Errc::invalid_argument, "reply to a request already answered");
+  if (size && !metas) throw Error(Errc::invalid_argument, "results of a size but no bytes");
+  Pipeline::Sent sent = Pipeline::Sent::lost;
+  try {
+    sent = r.pipeline_->reply(r.frame.desc(), metas, size);
+  } catch (...) {
+    if (stream) r.frame.order_release_after(stream);
+    r = Request{};
+    throw;
+  }
+  if (sent == Pipeline::Sent::later) {
+    {
+      std::lock_guard<std::mutex> lock(bg_mu_);
+      backlog_due_ = true;
+    }
+    bg_cv_.notify_all();
+  }
+  if (stream) r.frame.order_release_after(stream);
+  r = Request{};
+  return sent != Pipeline::Sent::lost;
+}
+
+void ServerImpl::interrupt() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    hub_->interrupted = true;
+  }
+  hub_->ready.notify_all();
+}
+
+std::vector<ServerPipelineInfo> ServerImpl::pipelines() const {
+  std::lock_guard<std::mutex> lock(hub_->mu);
+  std::vector<ServerPipelineInfo> out;
+  out.reserve(pipelines_.size());
+  for (const auto& p : pipelines_) out.push_back(p->info());
+  return out;
+}
+
+Server::Server(const ServerOptions& options) : impl_(std::make_unique<ServerImpl>(options)) {}
+Server::~Server() = default;
+
+ServerEvent Server::next(std::chrono::nanoseconds timeout) {
+  return impl_->next(timeout);
+}
+
+bool Server::batch(std::vector<Request>& out, std::uint32_t max_batch,
+                   std::chrono::nanoseconds max_delay, std::chrono::nanoseconds timeout) {
+  return impl_->batch(out, max_batch, max_delay, timeout);
+}
+
+bool Server::reply(Request& request, const void* metas, std::uint32_t metas_size, void* stream) {
+  return impl_->reply(request, metas, metas_size, stream);
+}
+
+void Server::with_reply_channel(const Request& request,
+                                const std::function<void(Producer&)>& publish) {
+  if (!request) throw Error(Errc::invalid_argument, "the request was already answered");
+  impl_->channel_of(request).with_reply_channel(publish);
+}
+
+std::uint32_t Server::add(const std::string& path) {
+  return impl_->add(path, false);
 }
 
 void Server::interrupt() noexcept {
-  consumer_.interrupt();
+  impl_->interrupt();
+}
+
+std::vector<ServerPipelineInfo> Server::pipelines() const {
+  return impl_->pipelines();
 }
 
 }  // namespace cudaipc

@@ -96,7 +96,7 @@ class CppModel {
         cudaipc::ServerEvent e = server_->next(std::chrono::milliseconds(20));
         if (e.type != cudaipc::ServerEventType::request) continue;
         const std::uint64_t acquired = now_ns();
-        const cudaipc::FrameDesc d = e.request.desc();
+        const cudaipc::FrameDesc d = e.request.frame.desc();
         const std::vector<std::uint8_t> r = result_for(d.pts);
         server_->reply(e.request, r.data(), static_cast<std::uint32_t>(r.size()));
         const std::size_t i = d.pts / 1000000;

@@ -46,13 +46,13 @@ class Model {
         std::uint64_t stall_ms)
       : server_(server), hostile_(hostile), set_(set), stall_id_(stall_id), stall_ms_(stall_ms) {}
 
-  void take(cudaipc::Frame request) {
-    const auto* data = request.data();
-    const std::uint64_t bytes = request.size();
+  void take(cudaipc::Request request) {
+    const auto* data = request.frame.data();
+    const std::uint64_t bytes = request.frame.size();
     if (bytes < cudaipc::testing::gstmp::kIdBytes ||
         !cudaipc::testing::gstmp::frame_intact(data, bytes)) {
-      std::printf("bad-request seq=%llu\n", static_cast<unsigned long long>(request.seq()));
-      request.release();
+      std::printf("bad-request seq=%llu\n", static_cast<unsigned long long>(request.frame.seq()));
+      request = cudaipc::Request{};
       return;
     }
     const std::uint64_t id = cudaipc::testing::gstmp::frame_id(data);
@@ -78,8 +78,8 @@ class Model {
   }
 
  private:
-  void answer(cudaipc::Frame& request, std::uint64_t id, Abuse abuse, bool hostile) {
-    const std::uint64_t published = request.desc().publish_time_ns;
+  void answer(cudaipc::Request& request, std::uint64_t id, Abuse abuse, bool hostile) {
+    const std::uint64_t published = request.frame.desc().publish_time_ns;
     bool sent;
     if (hostile) {
       sent = filter_model::answer_hostile(server_, request, id, abuse);
@@ -102,7 +102,7 @@ class Model {
   bool hostile_;
   AbuseSet set_;
   std::uint64_t stall_id_, stall_ms_;
-  std::optional<cudaipc::Frame> held_;
+  std::optional<cudaipc::Request> held_;
   std::uint64_t held_id_ = 0;
 };
 

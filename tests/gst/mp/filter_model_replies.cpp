@@ -3,8 +3,10 @@
 // None of it may reach another frame's buffer, crash the pipeline or raise a GLib critical.
 #include "filter_model_replies.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "cudaipc/metas.hpp"
 #include "cudaipc/reply.hpp"
@@ -87,6 +89,14 @@ std::vector<std::uint8_t> garbage_area() {
 }
 
 // A reply whose user metadata is `tag` (any bytes), carrying frame `id`'s result.
+// The reply channel of a server never waits for its filter (it drops a reply it has no room
+// for); the forged ones here wait up to 100 ms, as a hostile model that means to be heard would.
+template <typename F>
+void patiently(F publish) {
+  for (int i = 0; i < 500 && publish() != cudaipc::PublishStatus::published; ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
 void publish_tagged(Producer& p, const void* tag, std::uint32_t tag_size, std::uint64_t id) {
   const std::vector<std::uint8_t> r = result_area(id);
   FrameInfo info;
@@ -95,7 +105,7 @@ void publish_tagged(Producer& p, const void* tag, std::uint32_t tag_size, std::u
   info.metas = r.data();
   info.metas_size = static_cast<std::uint32_t>(r.size());
   const std::uint8_t byte = 0;
-  p.publish(&byte, 1, info);
+  patiently([&] { return p.publish(&byte, 1, info); });
 }
 
 // Tags that name no frame awaiting an answer, each carrying this frame's result: attached to any
@@ -105,13 +115,13 @@ void publish_forged(Producer& p, const FrameDesc& request, std::uint64_t id) {
   const auto size = static_cast<std::uint32_t>(r.size());
   FrameDesc fake = request;
   fake.seq += 1000;  // never sent
-  cudaipc::publish_reply(p, fake, r.data(), size);
+  patiently([&] { return cudaipc::publish_reply(p, fake, r.data(), size); });
   fake = request;
   fake.seq += 1;  // the next frame's seq with this frame's publish time: another run's
-  cudaipc::publish_reply(p, fake, r.data(), size);
+  patiently([&] { return cudaipc::publish_reply(p, fake, r.data(), size); });
   fake = request;
   fake.publish_time_ns += 1;  // this seq, another run's publish time
-  cudaipc::publish_reply(p, fake, r.data(), size);
+  patiently([&] { return cudaipc::publish_reply(p, fake, r.data(), size); });
   std::uint8_t junk[cudaipc::kReplyTagSize];
   for (std::size_t i = 0; i < sizeof junk; ++i) junk[i] = static_cast<std::uint8_t>(i * 37 + id);
   publish_tagged(p, junk, sizeof junk, id);
@@ -128,20 +138,14 @@ std::vector<std::uint8_t> result_area(std::uint64_t id) {
   return area;
 }
 
-bool answer_hostile(cudaipc::Server& server, cudaipc::Frame& request, std::uint64_t id,
+bool answer_hostile(cudaipc::Server& server, cudaipc::Request& request, std::uint64_t id,
                     Abuse abuse) {
-  Producer& p = server.replies();
-  const FrameDesc desc = request.desc();
+  const FrameDesc desc = request.frame.desc();
   std::vector<std::uint8_t> area;
   switch (abuse) {
     case Abuse::none:
-      area = result_area(id);
-      break;
-    case Abuse::forged:
-      publish_forged(p, desc, id);
-      area = result_area(id);
-      break;
     case Abuse::held:
+    case Abuse::forged:
       area = result_area(id);
       break;
     case Abuse::garbage_area:
@@ -154,13 +158,23 @@ bool answer_hostile(cudaipc::Server& server, cudaipc::Frame& request, std::uint6
       area = bad_names_area(id);
       break;
   }
-  const bool sent = server.reply(request, area.data(), static_cast<std::uint32_t>(area.size()));
-  if (abuse == Abuse::forged) {
+  if (abuse == Abuse::forged)
+    server.with_reply_channel(request, [&](Producer& p) { publish_forged(p, desc, id); });
+  if (abuse != Abuse::forged)
+    return server.reply(request, area.data(), static_cast<std::uint32_t>(area.size()));
+  server.with_reply_channel(request, [&](Producer& p) {
+    patiently([&] {
+      return cudaipc::publish_reply(p, desc, area.data(), static_cast<std::uint32_t>(area.size()));
+    });
     // The same tag again, now with the next frame's result: a duplicate.
     const std::vector<std::uint8_t> other = result_area(id + 1);
-    cudaipc::publish_reply(p, desc, other.data(), static_cast<std::uint32_t>(other.size()));
-  }
-  return sent;
+    patiently([&] {
+      return cudaipc::publish_reply(p, desc, other.data(),
+                                    static_cast<std::uint32_t>(other.size()));
+    });
+  });
+  request = cudaipc::Request{};
+  return true;
 }
 
 }  // namespace filter_model

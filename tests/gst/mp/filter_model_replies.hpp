@@ -15,7 +15,7 @@ std::vector<std::uint8_t> result_area(std::uint64_t id);
 
 // Publishes the answer to `request` (frame `id`) with `abuse`'s replies around it, and releases
 // the request. Returns whether the answer itself was published (a full reply channel refuses it).
-bool answer_hostile(cudaipc::Server& server, cudaipc::Frame& request, std::uint64_t id,
+bool answer_hostile(cudaipc::Server& server, cudaipc::Request& request, std::uint64_t id,
                     cudaipc::testing::gstmp::Abuse abuse);
 
 }  // namespace filter_model
