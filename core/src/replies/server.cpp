@@ -209,8 +209,10 @@ void ServerImpl::scan_once() {
       continue;  // a reply channel: ours, or another server's
     present.insert(p);
     {
-      std::lock_guard<std::mutex> lock(paths_mu_);
-      if (from_directory_.count(p)) continue;
+      std::lock_guard<std::mutex> lock(hub_->mu);
+      if (std::any_of(pipelines_.begin(), pipelines_.end(),
+                      [&](const auto& q) { return q->path() == p; }))
+        continue;  // served already (found earlier, or a path given)
     }
     try {
       add(p, true);
@@ -234,11 +236,6 @@ void ServerImpl::scan_once() {
     for (auto it = pipelines_.begin(); it != pipelines_.end();) {
       const std::string& p = (*it)->path();
       if (from_directory_.count(p) && !present.count(p) && !(*it)->connected()) {
-        ServerEvent e;
-        e.type = ServerEventType::left;
-        e.pipeline = (*it)->id();
-        e.path = p;
-        own_events_.push_back(std::move(e));
         from_directory_.erase(p);
         gone.push_back(std::move(*it));
         it = pipelines_.erase(it);
@@ -250,8 +247,24 @@ void ServerImpl::scan_once() {
       it = present.count(it->first) || it->first == options_.directory ? std::next(it)
                                                                        : refused_.erase(it);
   }
-  for (auto& p : gone) p->stop();
-  if (!gone.empty()) hub_->ready.notify_all();
+  if (gone.empty()) return;
+  // Said once the pipeline is stopped and, unless a request of it is still unanswered, its reply
+  // channel is gone.
+  std::vector<ServerEvent> left;
+  for (auto& p : gone) {
+    p->stop();
+    ServerEvent e;
+    e.type = ServerEventType::left;
+    e.pipeline = p->id();
+    e.path = p->path();
+    left.push_back(std::move(e));
+    p.reset();
+  }
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    for (auto& e : left) own_events_.push_back(std::move(e));
+  }
+  hub_->ready.notify_all();
 }
 
 void ServerImpl::backlog_loop() {
