@@ -126,7 +126,7 @@ TEST(ServerBatch, TurnsGoRoundThePipelinesAndEachKeepsItsOrder) {
   // Pipeline 0 floods, 1 and 2 send two each.
   for (std::uint32_t n = 1; n <= 12; ++n) req[0]->send(n);
   for (std::uint32_t n = 1; n <= 2; ++n) req[1]->send(n), req[2]->send(n);
-  wait_queued(server, 12 + 2 + 2);  // stream format events count too: at least these
+  wait_queued(server, 12 + 2 + 2);
 
   std::vector<Request> batch;
   std::map<std::uint32_t, std::uint32_t> last;  // who -> last n seen

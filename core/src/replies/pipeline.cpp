@@ -220,7 +220,7 @@ ServerPipelineInfo Pipeline::info() const {
   i.id = id_;
   i.path = path_;
   i.connected = connected();
-  i.queued = count_;
+  i.queued = queued_requests_;
   i.requests = n_requests_.load(std::memory_order_relaxed);
   i.replies = n_replies_.load(std::memory_order_relaxed);
   i.replies_lost = n_lost_.load(std::memory_order_relaxed);
