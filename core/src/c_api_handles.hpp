@@ -16,6 +16,7 @@
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
+#include "cudaipc/server.hpp"
 
 namespace cudaipc::capi {
 
@@ -95,6 +96,9 @@ struct cudaipc_frame {
   int cuda_device = -1;  // -1: host memory
   std::atomic<bool> inline_busy{false};
   cudaipc::capi::DlExport inline_export;
+  // A server's request: its pipeline and format (the frame itself is `f`), answered once.
+  cudaipc::Request route;
+  std::atomic<bool> answered{false};
 };
 
 namespace cudaipc::capi {

@@ -240,6 +240,64 @@ int cudaipc_reply_channel_new(const char* request_path, uint32_t slots, uint32_t
  * CUDAIPC_ERR_TIMEOUT when no reply slot came free in 100 ms (the filter is gone or stuck). */
 int cudaipc_reply_publish(cudaipc_producer* replies, const cudaipc_frame* request,
                           const void* metas, uint32_t metas_size);
+/* A server (cudaipc/server.hpp): one model process serving any number of cudaipcfilter pipelines,
+ * the paths given and every channel that appears in `directory`, each read ahead on a thread of
+ * its own. Requests are frames (cudaipc_frame_*, DLPack); answer each with cudaipc_server_reply,
+ * then release it as any frame. */
+typedef struct cudaipc_server cudaipc_server;
+typedef struct {
+  const char* const* paths; /* the filters' socket-paths */
+  uint32_t path_count;
+  uint32_t reply_slots;     /* 0: 8 */
+  const char* directory;    /* NULL: none */
+  uint64_t scan_interval_ns; /* of the directory; 0: 100 ms */
+  int32_t cuda_device;      /* the model's device; -1: each pipeline's own */
+  uint32_t reply_meta_size; /* the most bytes of results per reply; init: 65536 */
+  uint32_t queue_depth;     /* requests read ahead per pipeline, 1..64; init: 16 */
+  uint32_t socket_mode;     /* of the reply channels; init: 0600 */
+  int64_t allowed_gid;      /* a group let in beside the owner; -1: none */
+} cudaipc_server_options;
+/* A request as cudaipc_server_batch hands it out: the frame's view (tensor_id changes when the
+ * pipeline's format or the frame's tensor description changes: read them with
+ * cudaipc_request_format then) and the pipeline's number in this server. */
+typedef struct {
+  cudaipc_frame_view frame;
+  uint32_t pipeline;
+  uint32_t reserved;
+} cudaipc_request_view;
+typedef struct {
+  uint32_t id;
+  uint32_t connected; /* a pipeline publishes on the channel now */
+  uint32_t queued;    /* requests read, not yet handed out */
+  uint32_t reserved;
+  uint64_t requests, replies, replies_lost;
+  const char* path; /* valid until the next cudaipc_server_pipelines on this server */
+} cudaipc_server_pipeline;
+void cudaipc_server_options_init(cudaipc_server_options* opts);
+/* CUDAIPC_ERR_BUSY when another live process serves one of the paths. */
+int cudaipc_server_new(const cudaipc_server_options* opts, cudaipc_server** out);
+void cudaipc_server_free(cudaipc_server* s);
+int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline);
+/* Up to `max_batch` requests into views[0..*count) (room for max_batch): waits up to timeout_ns for the first, then
+ * until max_batch wait or the oldest has waited max_delay_ns; pipelines take turns. *count 0:
+ * none came. CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
+int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
+                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count);
+/* Answers `request` (a frame cudaipc_server_batch handed out, once) with `metas_size` bytes of
+ * results (a meta area, docs/metas.md; 0: none). Never waits for the filter: a reply it has no
+ * room for is published in order later, or given up after 100 ms; CUDAIPC_ERR_TIMEOUT when it
+ * was given up at once (the filter holds every reply slot and the backlog is full). The frame is
+ * still the caller's: release it after (cudaipc_frame_release_after for CUDA reads). */
+int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* metas,
+                         uint32_t metas_size);
+/* The request's pipeline format: its caps (valid while the frame is held), generation, the
+ * CUstream the server orders its reads of that pipeline on (NULL for host memory). */
+int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,
+                           void** cuda_stream);
+void cudaipc_server_interrupt(cudaipc_server* s);
+/* The pipelines served now: up to `capacity` into `out`, *count how many there are. */
+int cudaipc_server_pipelines(cudaipc_server* s, cudaipc_server_pipeline* out, uint32_t capacity,
+                             uint32_t* count);
 /* Gives the caller's hold on the frame back. The lease ends once every DLPack export of the frame
  * (cudaipc_frame_dlpack) has been deleted too; without exports, at once. `f` is invalid after. */
 void cudaipc_frame_release(cudaipc_frame* f);

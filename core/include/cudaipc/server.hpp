@@ -44,6 +44,7 @@ struct ServerOptions {
 
 namespace detail {
 class Pipeline;
+struct StreamFormat;
 }
 class ServerImpl;
 
@@ -61,6 +62,14 @@ class Request {
   const std::string& path() const noexcept;
   // The pipeline's stream format this request belongs to.
   const Format& format() const noexcept;
+  // Where the frame lives in this process: the CUDA device ordinal (-1: host memory) and the
+  // CUstream the server's reads of this pipeline are ordered on.
+  int cuda_device() const noexcept;
+  void* cuda_stream() const noexcept;
+  // The format's generation (as consumers see it), and a handle that stays the same object for
+  // every request of one format of one pipeline connection (and keeps it alive while held).
+  std::uint64_t format_generation() const noexcept;
+  std::shared_ptr<const void> format_handle() const noexcept { return format_; }
   // When the server read it (CLOCK_MONOTONIC ns): what batch()'s max_delay counts from.
   std::uint64_t taken_ns() const noexcept { return taken_ns_; }
 
@@ -70,7 +79,7 @@ class Request {
   friend class ServerImpl;
   friend class detail::Pipeline;
   std::shared_ptr<detail::Pipeline> pipeline_;
-  std::shared_ptr<const Format> format_;
+  std::shared_ptr<const detail::StreamFormat> format_;
   std::uint32_t pipeline_id_ = 0;
   std::uint64_t taken_ns_ = 0;
 };
@@ -136,6 +145,11 @@ class Server {
   // Runs `publish` with the reply channel of `request`'s pipeline, for tools that publish on it
   // themselves (tests forging replies), in order with reply()'s.
   void with_reply_channel(const Request& request, const std::function<void(Producer&)>& publish);
+  // reply() without the release, for callers that end the lease themselves (the C API, whose
+  // frames live on in DLPack exports): `route` is the request as handed out (its frame may have
+  // been moved out since), `request` the frame's description.
+  bool send_reply(const Request& route, const FrameDesc& request, const void* metas,
+                  std::uint32_t metas_size);
   // Serves one more filter path from now on (Errc::busy as the constructor); its number.
   std::uint32_t add(const std::string& path);
   void interrupt() noexcept;

@@ -146,7 +146,16 @@ void Pipeline::read_loop() {
         break;
       case EventType::format:
         connected_.store(true, std::memory_order_release);
-        format_ = std::make_shared<const Format>(ev.format);
+        {
+          auto f = std::make_shared<StreamFormat>();
+          f->format = ev.format;
+          f->generation = ev.generation;
+          if (requests_.memory_kind() == MemoryKind::cuda) {
+            f->cuda_device = requests_.cuda_device();
+            f->cuda_stream = requests_.cuda_stream();
+          }
+          format_ = std::move(f);
+        }
         e.type = ServerEventType::format;
         e.format = format_;
         break;

@@ -28,11 +28,19 @@ struct Hub {
   bool interrupted = false;
 };
 
+// A pipeline's stream format as its requests carry it, with where its frames live here.
+struct StreamFormat {
+  Format format;
+  std::uint64_t generation = 0;
+  int cuda_device = -1;
+  void* cuda_stream = nullptr;
+};
+
 // A queued event of one pipeline: a request, or a stream event in its place among them.
 struct Entry {
   ServerEventType type = ServerEventType::request;
   Request request;  // request
-  std::shared_ptr<const Format> format;  // format
+  std::shared_ptr<const StreamFormat> format;  // format
   std::string message;  // disconnected
 };
 
@@ -94,7 +102,7 @@ class Pipeline {
   std::weak_ptr<Pipeline> self_;
   Producer replies_;
   Consumer requests_;
-  std::shared_ptr<const Format> format_;  // the reader's
+  std::shared_ptr<const StreamFormat> format_;  // the reader's
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};
   std::thread reader_;

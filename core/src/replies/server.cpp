@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <map>
 #include <set>
 #include <thread>
@@ -65,7 +66,19 @@ const std::string& Request::path() const noexcept {
 
 const Format& Request::format() const noexcept {
   static const Format kNone;
-  return format_ ? *format_ : kNone;
+  return format_ ? format_->format : kNone;
+}
+
+int Request::cuda_device() const noexcept {
+  return format_ ? format_->cuda_device : -1;
+}
+
+void* Request::cuda_stream() const noexcept {
+  return format_ ? format_->cuda_stream : nullptr;
+}
+
+std::uint64_t Request::format_generation() const noexcept {
+  return format_ ? format_->generation : 0;
 }
 
 class ServerImpl {
@@ -78,6 +91,8 @@ class ServerImpl {
   bool batch(std::vector<Request>& out, std::uint32_t max_batch, std::chrono::nanoseconds delay,
              std::chrono::nanoseconds timeout);
   bool reply(Request& r, const void* metas, std::uint32_t size, void* stream);
+  bool send_reply(const Request& route, const FrameDesc& request, const void* metas,
+                  std::uint32_t size);
   std::uint32_t add(const std::string& path, bool from_directory);
   void interrupt() noexcept;
   std::vector<ServerPipelineInfo> pipelines() const;
@@ -319,7 +334,7 @@ ServerEvent ServerImpl::next(std::chrono::nanoseconds timeout) {
       e.pipeline = p.id();
       e.path = p.path();
       e.request = std::move(head.request);
-      if (head.format) e.format = *head.format;
+      if (head.format) e.format = head.format->format;
       e.message = std::move(head.message);
       return e;
     }
@@ -377,17 +392,11 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
   return true;
 }
 
-bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* stream) {
-  if (!r) throw Error(Errc::invalid_argument, "reply to a request already answered");
+bool ServerImpl::send_reply(const Request& route, const FrameDesc& request, const void* metas,
+                            std::uint32_t size) {
+  if (!route.pipeline_) throw Error(Errc::invalid_argument, "not a request of this server");
   if (size && !metas) throw Error(Errc::invalid_argument, "results of a size but no bytes");
-  Pipeline::Sent sent = Pipeline::Sent::lost;
-  try {
-    sent = r.pipeline_->reply(r.frame.desc(), metas, size);
-  } catch (...) {
-    if (stream) r.frame.order_release_after(stream);
-    r = Request{};
-    throw;
-  }
+  const Pipeline::Sent sent = route.pipeline_->reply(request, metas, size);
   if (sent == Pipeline::Sent::later) {
     {
       std::lock_guard<std::mutex> lock(bg_mu_);
@@ -395,9 +404,30 @@ bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* 
     }
     bg_cv_.notify_all();
   }
-  if (stream) r.frame.order_release_after(stream);
-  r = Request{};
   return sent != Pipeline::Sent::lost;
+}
+
+bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* stream) {
+  if (!r) throw Error(Errc::invalid_argument, "reply to a request already answered");
+  // The lease ends whatever happens to the reply (a request kept would hold its slot for good);
+  // the first failure is the one thrown.
+  std::exception_ptr failure;
+  bool sent = false;
+  try {
+    sent = send_reply(r, r.frame.desc(), metas, size);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (stream) {
+    try {
+      r.frame.order_release_after(stream);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  r = Request{};
+  if (failure) std::rethrow_exception(failure);
+  return sent;
 }
 
 void ServerImpl::interrupt() noexcept {
@@ -430,6 +460,11 @@ bool Server::batch(std::vector<Request>& out, std::uint32_t max_batch,
 
 bool Server::reply(Request& request, const void* metas, std::uint32_t metas_size, void* stream) {
   return impl_->reply(request, metas, metas_size, stream);
+}
+
+bool Server::send_reply(const Request& route, const FrameDesc& request, const void* metas,
+                        std::uint32_t metas_size) {
+  return impl_->send_reply(route, request, metas, metas_size);
 }
 
 void Server::with_reply_channel(const Request& request,

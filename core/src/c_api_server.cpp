@@ -1,0 +1,200 @@
+// The C API's model side of cudaipcfilter (cudaipc.h, cudaipc/server.hpp): a Server handle whose
+// requests are handed out as ordinary frame handles that remember their pipeline.
+#include <cstring>
+#include <unordered_map>
+
+#include "c_api_handles.hpp"
+#include "cudaipc/cudaipc.h"
+#include "cudaipc/server.hpp"
+
+using cudaipc::capi::guard;
+using cudaipc::capi::require;
+
+namespace {
+
+// What a pipeline's last request looked like, for the views' tensor_id.
+struct Described {
+  cudaipc::TensorDesc tensor{};
+  std::shared_ptr<const void> format;
+  std::uint32_t tensor_id = 0;
+};
+
+}  // namespace
+
+struct cudaipc_server {
+  std::unique_ptr<cudaipc::Server> s;
+  std::vector<cudaipc::Request> batch;
+  std::shared_ptr<cudaipc::capi::HeldFrames> held = std::make_shared<cudaipc::capi::HeldFrames>();
+  std::unordered_map<std::uint32_t, Described> described;
+  std::uint32_t next_tensor_id = 0;
+  std::vector<std::string> paths;  // of the last cudaipc_server_pipelines
+};
+
+namespace {
+
+cudaipc::Server& open_server(cudaipc_server* s) {
+  require(s, "server");
+  return *s->s;
+}
+
+std::chrono::nanoseconds ns(uint64_t v) {
+  constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(v > kMax ? kMax : v));
+}
+
+// The request as a frame handle, and its view.
+void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) {
+  auto f = std::make_unique<cudaipc_frame>();
+  f->held = s->held;
+  f->cuda_device = r.cuda_device();
+  f->held->add(r.frame.seq());
+  f->f = std::move(r.frame);
+  f->route = std::move(r);
+  const cudaipc::FrameDesc& d = f->f.desc();
+  Described& seen = s->described[f->route.pipeline()];
+  std::shared_ptr<const void> format = f->route.format_handle();
+  if (seen.format != format || std::memcmp(&d.tensor, &seen.tensor, sizeof d.tensor) != 0) {
+    seen.format = std::move(format);
+    seen.tensor = d.tensor;
+    seen.tensor_id = ++s->next_tensor_id;
+  }
+  *v = cudaipc_request_view{};
+  v->frame.type = CUDAIPC_EVENT_FRAME;
+  v->frame.tensor_id = seen.tensor_id;
+  v->frame.seq = d.seq;
+  v->frame.data = reinterpret_cast<uintptr_t>(f->f.data());
+  v->frame.size = d.tensor.size;
+  v->frame.pts = d.pts;
+  v->frame.dts = d.dts;
+  v->frame.duration = d.duration;
+  v->frame.publish_time_ns = d.publish_time_ns;
+  v->frame.flags = d.flags;
+  v->frame.cuda_device = f->cuda_device;
+  v->pipeline = f->route.pipeline();
+  v->frame.frame = f.release();
+}
+
+}  // namespace
+
+extern "C" {
+
+void cudaipc_server_options_init(cudaipc_server_options* o) {
+  if (!o) return;
+  *o = cudaipc_server_options{};
+  o->cuda_device = -1;
+  o->reply_meta_size = cudaipc::kDefaultMetaSize;
+  o->queue_depth = 16;
+  o->socket_mode = 0600;
+  o->allowed_gid = -1;
+}
+
+int cudaipc_server_new(const cudaipc_server_options* o, cudaipc_server** out) {
+  return guard([&] {
+    require(o, "options");
+    require(out, "out");
+    cudaipc::ServerOptions so;
+    if (o->path_count) require(o->paths, "paths");
+    for (uint32_t i = 0; i < o->path_count; ++i) {
+      require(o->paths[i], "a path");
+      so.paths.emplace_back(o->paths[i]);
+    }
+    if (o->directory) so.directory = o->directory;
+    if (o->scan_interval_ns)
+      so.scan_interval = std::chrono::duration_cast<std::chrono::milliseconds>(ns(o->scan_interval_ns));
+    if (so.scan_interval.count() < 1) so.scan_interval = std::chrono::milliseconds(1);
+    so.cuda.device = o->cuda_device;
+    so.reply_slots = o->reply_slots ? o->reply_slots : 8;
+    so.reply_meta_size = o->reply_meta_size;
+    so.queue_depth = o->queue_depth;
+    so.socket_mode = o->socket_mode;
+    if (o->allowed_gid >= 0) so.allowed_gid = static_cast<gid_t>(o->allowed_gid);
+    auto h = std::make_unique<cudaipc_server>();
+    h->s = std::make_unique<cudaipc::Server>(so);
+    h->batch.reserve(cudaipc::kMaxInflight);
+    *out = h.release();
+  });
+}
+
+void cudaipc_server_free(cudaipc_server* s) {
+  std::unique_ptr<cudaipc_server> owned(s);
+}
+
+int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline) {
+  return guard([&] {
+    require(path, "path");
+    const std::uint32_t id = open_server(s).add(path);
+    if (pipeline) *pipeline = id;
+  });
+}
+
+int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
+                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count) {
+  return guard([&] {
+    require(views, "views");
+    require(count, "count");
+    *count = 0;
+    if (!open_server(s).batch(s->batch, max_batch, ns(max_delay_ns), ns(timeout_ns)))
+      throw cudaipc::Error(cudaipc::Errc::interrupted, "the server was interrupted");
+    for (cudaipc::Request& r : s->batch) hand_out(s, std::move(r), &views[(*count)++]);
+    s->batch.clear();
+  });
+}
+
+int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* metas,
+                         uint32_t metas_size) {
+  int status = CUDAIPC_OK;
+  const int rc = guard([&] {
+    require(request, "request");
+    cudaipc::Server& server = open_server(s);
+    if (!request->route.pipeline())
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
+    if (!request->f)
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the request was already released");
+    if (request->answered.exchange(true))
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument,
+                           "request " + std::to_string(request->f.seq()) + " was already answered");
+    if (!server.send_reply(request->route, request->f.desc(), metas, metas_size))
+      status = CUDAIPC_ERR_TIMEOUT;
+  });
+  return rc != CUDAIPC_OK ? rc : status;
+}
+
+int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,
+                           void** cuda_stream) {
+  return guard([&] {
+    require(request, "request");
+    if (!request->route.pipeline())
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
+    if (caps) *caps = request->route.format().caps.c_str();
+    if (generation) *generation = request->route.format_generation();
+    if (cuda_stream) *cuda_stream = request->route.cuda_stream();
+  });
+}
+
+void cudaipc_server_interrupt(cudaipc_server* s) {
+  if (s && s->s) s->s->interrupt();
+}
+
+int cudaipc_server_pipelines(cudaipc_server* s, cudaipc_server_pipeline* out, uint32_t capacity,
+                             uint32_t* count) {
+  return guard([&] {
+    require(count, "count");
+    const std::vector<cudaipc::ServerPipelineInfo> all = open_server(s).pipelines();
+    *count = static_cast<uint32_t>(all.size());
+    if (capacity) require(out, "out");
+    s->paths.clear();
+    for (const auto& p : all) s->paths.push_back(p.path);
+    for (uint32_t i = 0; i < capacity && i < all.size(); ++i) {
+      out[i] = cudaipc_server_pipeline{};
+      out[i].id = all[i].id;
+      out[i].connected = all[i].connected ? 1 : 0;
+      out[i].queued = all[i].queued;
+      out[i].requests = all[i].requests;
+      out[i].replies = all[i].replies;
+      out[i].replies_lost = all[i].replies_lost;
+      out[i].path = s->paths[i].c_str();
+    }
+  });
+}
+
+}  // extern "C"

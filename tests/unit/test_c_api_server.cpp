@@ -1,0 +1,213 @@
+// The C API's server (cudaipc.h): two pipelines' requests through cudaipc_server_batch, each
+// answered with its own content and read back on its own reply channel; the views, the formats,
+// the counters, and the errors a caller can make (answering twice, a consumer's frame).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/cudaipc.h"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+#include "cudaipc/reply.hpp"
+#include "temp_dir.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::uint64_t kSecond = 1'000'000'000;
+
+struct Pipeline {
+  Pipeline(const std::string& path, std::uint32_t who) : who(who) {
+    cudaipc::ProducerOptions po;
+    po.path = path;
+    po.slots = 8;
+    requests = std::make_unique<cudaipc::Producer>(po);
+    cudaipc::Format f;
+    f.caps = "test/requests,who=" + std::to_string(who);
+    f.tensor = cudaipc::make_tensor(cudaipc::DType::uint32, {2});
+    requests->set_format(f);
+  }
+  bool connect_replies() {
+    const auto until = Clock::now() + 3s;
+    while (requests->consumer_count() == 0 && Clock::now() < until) std::this_thread::sleep_for(2ms);
+    cudaipc::ConsumerOptions co;
+    co.path = cudaipc::reply_path(requests->path());
+    co.reconnect = false;
+    while (!replies && Clock::now() < until) {
+      try {
+        replies = std::make_unique<cudaipc::Consumer>(co);
+      } catch (const cudaipc::Error&) {
+        std::this_thread::sleep_for(2ms);
+      }
+    }
+    return replies != nullptr;
+  }
+  void send(std::uint32_t n) {
+    const std::uint32_t v[2] = {who, n};
+    ASSERT_EQ(requests->publish(v, sizeof v), cudaipc::PublishStatus::published);
+  }
+  std::string reply() {
+    const auto until = Clock::now() + 3s;
+    while (Clock::now() < until) {
+      cudaipc::Event e = replies->next(50ms);
+      if (e.type == cudaipc::EventType::frame)
+        return std::string(reinterpret_cast<const char*>(e.frame.metas()), e.frame.metas_size());
+    }
+    return "(none)";
+  }
+  std::uint32_t who;
+  std::unique_ptr<cudaipc::Producer> requests;
+  std::unique_ptr<cudaipc::Consumer> replies;
+};
+
+}  // namespace
+
+TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
+  cudaipc::testing::TempDir dir;
+  const std::string a = dir.file("a"), b = dir.file("b");
+  Pipeline pa(a, 1), pb(b, 2);
+  const char* paths[] = {a.c_str(), b.c_str()};
+  cudaipc_server_options o;
+  cudaipc_server_options_init(&o);
+  o.paths = paths;
+  o.path_count = 2;
+  cudaipc_server* s = nullptr;
+  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  ASSERT_TRUE(pa.connect_replies());
+  ASSERT_TRUE(pb.connect_replies());
+  for (std::uint32_t n = 1; n <= 3; ++n) pa.send(n), pb.send(n);
+
+  cudaipc_request_view views[8];
+  std::uint32_t got = 0, tensor_id_a = 0;
+  std::uint32_t next_n[3] = {0, 1, 1};
+  const auto until = Clock::now() + 5s;
+  while (got < 6 && Clock::now() < until) {
+    uint32_t count = 0;
+    ASSERT_EQ(cudaipc_server_batch(s, 8, 0, kSecond, views, &count), CUDAIPC_OK)
+        << cudaipc_last_error();
+    for (uint32_t i = 0; i < count; ++i) {
+      const cudaipc_request_view& v = views[i];
+      ASSERT_EQ(v.frame.type, CUDAIPC_EVENT_FRAME);
+      ASSERT_EQ(v.frame.size, 8u);
+      ASSERT_EQ(v.frame.cuda_device, -1);
+      std::uint32_t c[2];
+      std::memcpy(c, reinterpret_cast<const void*>(v.frame.data), sizeof c);
+      ASSERT_TRUE(c[0] == 1 || c[0] == 2);
+      EXPECT_EQ(v.pipeline, c[0]) << "pipelines are numbered in the paths' order";
+      EXPECT_EQ(c[1], next_n[c[0]]++) << "pipeline " << c[0] << " out of order";
+      if (c[0] == 1) {
+        // One description per pipeline format: the id stays while it does.
+        if (tensor_id_a) {
+          EXPECT_EQ(v.frame.tensor_id, tensor_id_a);
+        }
+        tensor_id_a = v.frame.tensor_id;
+      }
+      const char* caps = nullptr;
+      uint64_t generation = 0;
+      void* stream = reinterpret_cast<void*>(1);
+      ASSERT_EQ(cudaipc_request_format(v.frame.frame, &caps, &generation, &stream), CUDAIPC_OK);
+      EXPECT_EQ(std::string(caps), "test/requests,who=" + std::to_string(c[0]));
+      EXPECT_GT(generation, 0u);
+      EXPECT_EQ(stream, nullptr);
+      const std::string text = std::to_string(c[0]) + "/" + std::to_string(c[1]);
+      ASSERT_EQ(cudaipc_server_reply(s, v.frame.frame, text.data(),
+                                     static_cast<uint32_t>(text.size())),
+                CUDAIPC_OK)
+          << cudaipc_last_error();
+      // Once only.
+      EXPECT_EQ(cudaipc_server_reply(s, v.frame.frame, nullptr, 0), CUDAIPC_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(cudaipc_last_error()).find("already answered"), std::string::npos);
+      cudaipc_frame_release(v.frame.frame);
+      ++got;
+    }
+  }
+  ASSERT_EQ(got, 6u);
+  for (std::uint32_t n = 1; n <= 3; ++n) {
+    EXPECT_EQ(pa.reply(), "1/" + std::to_string(n));
+    EXPECT_EQ(pb.reply(), "2/" + std::to_string(n));
+  }
+  cudaipc_server_pipeline info[4];
+  uint32_t count = 0;
+  ASSERT_EQ(cudaipc_server_pipelines(s, info, 4, &count), CUDAIPC_OK);
+  ASSERT_EQ(count, 2u);
+  EXPECT_EQ(std::string(info[0].path), a);
+  EXPECT_EQ(std::string(info[1].path), b);
+  EXPECT_EQ(info[0].requests, 3u);
+  EXPECT_EQ(info[0].replies, 3u);
+  EXPECT_EQ(info[1].replies, 3u);
+  EXPECT_EQ(info[0].replies_lost, 0u);
+  EXPECT_EQ(info[0].connected, 1u);
+  cudaipc_server_free(s);
+}
+
+TEST(CApiServer, ErrorsNameTheCause) {
+  cudaipc::testing::TempDir dir;
+  cudaipc_server_options o;
+  cudaipc_server_options_init(&o);
+  cudaipc_server* s = nullptr;
+  EXPECT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("socket path or a directory"),
+            std::string::npos);
+  const std::string a = dir.file("a");
+  const char* paths[] = {a.c_str()};
+  o.paths = paths;
+  o.path_count = 1;
+  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_server* second = nullptr;
+  EXPECT_EQ(cudaipc_server_new(&o, &second), CUDAIPC_ERR_BUSY);
+  uint32_t id = 0;
+  EXPECT_EQ(cudaipc_server_add(s, dir.file("b").c_str(), &id), CUDAIPC_OK);
+  EXPECT_EQ(id, 2u);
+  EXPECT_EQ(cudaipc_server_add(s, a.c_str(), &id), CUDAIPC_ERR_INVALID_ARGUMENT);
+  // Nothing comes: an empty batch; interrupted: its own code.
+  cudaipc_request_view views[2];
+  uint32_t count = 7;
+  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, 10'000'000, views, &count), CUDAIPC_OK);
+  EXPECT_EQ(count, 0u);
+  cudaipc_server_interrupt(s);
+  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, kSecond, views, &count), CUDAIPC_ERR_INTERRUPTED);
+  EXPECT_EQ(cudaipc_server_batch(s, 0, 0, 0, views, &count), CUDAIPC_ERR_INVALID_ARGUMENT);
+
+  // A consumer's frame is not a request.
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  const std::string c = dir.file("c");
+  po.path = c.c_str();
+  cudaipc_producer* p = nullptr;
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK);
+  cudaipc_tensor t{};
+  t.dtype = 5;
+  t.rank = 1;
+  t.shape[0] = 4;
+  t.strides[0] = 1;
+  t.size = 4;
+  ASSERT_EQ(cudaipc_producer_set_format(p, "test/x", &t, 4), CUDAIPC_OK);
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  co.path = c.c_str();
+  cudaipc_consumer* cons = nullptr;
+  ASSERT_EQ(cudaipc_consumer_new(&co, &cons), CUDAIPC_OK) << cudaipc_last_error();
+  const std::uint8_t bytes[4] = {1, 2, 3, 4};
+  ASSERT_EQ(cudaipc_producer_publish(p, bytes, 4, nullptr, 0, nullptr), CUDAIPC_OK);
+  cudaipc_event ev{};
+  do ASSERT_EQ(cudaipc_consumer_next(cons, kSecond, &ev), CUDAIPC_OK);
+  while (ev.type == CUDAIPC_EVENT_FORMAT);
+  ASSERT_EQ(ev.type, CUDAIPC_EVENT_FRAME);
+  EXPECT_EQ(cudaipc_server_reply(s, ev.frame, nullptr, 0), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("not a server's request"), std::string::npos);
+  EXPECT_EQ(cudaipc_request_format(ev.frame, nullptr, nullptr, nullptr),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  cudaipc_frame_release(ev.frame);
+  cudaipc_consumer_free(cons);
+  cudaipc_producer_free(p);
+  cudaipc_server_free(s);
+  cudaipc_server_free(nullptr);
+}
