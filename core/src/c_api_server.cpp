@@ -28,6 +28,7 @@ struct cudaipc_server {
   std::unordered_map<std::uint32_t, Described> described;
   std::uint32_t next_tensor_id = 0;
   std::vector<std::string> paths;  // of the last cudaipc_server_pipelines
+  cudaipc::ServerEvent event;      // the last cudaipc_server_next_event's
 };
 
 namespace {
@@ -128,15 +129,45 @@ int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline) 
 }
 
 int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
-                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count) {
+                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count,
+                         uint32_t* events) {
   return guard([&] {
     require(views, "views");
     require(count, "count");
     *count = 0;
-    if (!open_server(s).batch(s->batch, max_batch, ns(max_delay_ns), ns(timeout_ns)))
+    cudaipc::Server& server = open_server(s);
+    if (!server.batch(s->batch, max_batch, ns(max_delay_ns), ns(timeout_ns)))
       throw cudaipc::Error(cudaipc::Errc::interrupted, "the server was interrupted");
     for (cudaipc::Request& r : s->batch) hand_out(s, std::move(r), &views[(*count)++]);
     s->batch.clear();
+    if (events) *events = static_cast<uint32_t>(server.events());
+  });
+}
+
+int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out) {
+  return guard([&] {
+    require(out, "out");
+    *out = cudaipc_server_event{};
+    if (!open_server(s).event(s->event)) return;
+    switch (s->event.type) {
+      case cudaipc::ServerEventType::eos:
+        out->type = CUDAIPC_SERVER_EOS;
+        break;
+      case cudaipc::ServerEventType::disconnected:
+        out->type = CUDAIPC_SERVER_DISCONNECTED;
+        break;
+      case cudaipc::ServerEventType::joined:
+        out->type = CUDAIPC_SERVER_JOINED;
+        break;
+      case cudaipc::ServerEventType::left:
+        out->type = CUDAIPC_SERVER_LEFT;
+        break;
+      default:
+        return;  // requests and formats are never kept
+    }
+    out->pipeline = s->event.pipeline;
+    out->path = s->event.path.c_str();
+    out->message = s->event.message.c_str();
   });
 }
 

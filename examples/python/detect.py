@@ -37,7 +37,7 @@ import argparse
 import re
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -97,17 +97,28 @@ def torchvision_detector(name: str, score: float, device: str) -> Detector:
     preprocess = weights.transforms()
     categories = list(weights.meta["categories"])
 
-    @torch.inference_mode()
-    def detect(frame: cudaipc.Frame) -> Dict[str, Any]:
+    def image(frame: cudaipc.Frame) -> Any:
         x = torch.from_dlpack(frame) if frame.device != "cpu" else \
             torch.from_numpy(frame.numpy().copy())
         chw = x[..., :3].permute(2, 0, 1).to(device)  # RGB(A) (H, W, C) -> (3, H, W)
-        out = model([preprocess(chw)])[0]
+        return preprocess(chw)
+
+    def found(out: Dict[str, Any]) -> Dict[str, Any]:
         keep = out["scores"] >= score
         # CUDA tensors: publish copies them to the host once, side by side.
         return {"boxes": out["boxes"][keep], "labels": out["labels"][keep],
                 "scores": out["scores"][keep], "label_names": categories}
 
+    @torch.inference_mode()
+    def detect(frame: cudaipc.Frame) -> Dict[str, Any]:
+        return found(model([image(frame)])[0])
+
+    @torch.inference_mode()
+    def detect_batch(frames: List[cudaipc.Frame]) -> List[Dict[str, Any]]:
+        # torchvision's detectors take a list of images: one call for the whole batch.
+        return [found(o) for o in model([image(f) for f in frames])]
+
+    detect.batch = detect_batch  # type: ignore[attr-defined]
     return detect
 
 

@@ -91,7 +91,7 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
   const auto until = Clock::now() + 5s;
   while (got < 6 && Clock::now() < until) {
     uint32_t count = 0;
-    ASSERT_EQ(cudaipc_server_batch(s, 8, 0, kSecond, views, &count), CUDAIPC_OK)
+    ASSERT_EQ(cudaipc_server_batch(s, 8, 0, kSecond, views, &count, nullptr), CUDAIPC_OK)
         << cudaipc_last_error();
     for (uint32_t i = 0; i < count; ++i) {
       const cudaipc_request_view& v = views[i];
@@ -145,6 +145,26 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
   EXPECT_EQ(info[1].replies, 3u);
   EXPECT_EQ(info[0].replies_lost, 0u);
   EXPECT_EQ(info[0].connected, 1u);
+  // Pipeline a ends its stream and goes: a batch keeps both events, read in order.
+  pa.requests->end_of_stream();
+  pa.requests.reset();
+  std::vector<int> seen;
+  cudaipc_server_event ev{};
+  const auto until2 = Clock::now() + 3s;
+  while (seen.size() < 2 && Clock::now() < until2) {
+    uint32_t events = 0;
+    ASSERT_EQ(cudaipc_server_batch(s, 8, 0, 20'000'000, views, &count, &events), CUDAIPC_OK);
+    ASSERT_EQ(count, 0u);
+    for (; events; --events) {
+      ASSERT_EQ(cudaipc_server_next_event(s, &ev), CUDAIPC_OK);
+      EXPECT_EQ(ev.pipeline, 1u);
+      EXPECT_EQ(std::string(ev.path), a);
+      seen.push_back(ev.type);
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<int>{CUDAIPC_SERVER_EOS, CUDAIPC_SERVER_DISCONNECTED}));
+  ASSERT_EQ(cudaipc_server_next_event(s, &ev), CUDAIPC_OK);
+  EXPECT_EQ(ev.type, 0);
   cudaipc_server_free(s);
 }
 
@@ -170,11 +190,11 @@ TEST(CApiServer, ErrorsNameTheCause) {
   // Nothing comes: an empty batch; interrupted: its own code.
   cudaipc_request_view views[2];
   uint32_t count = 7;
-  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, 10'000'000, views, &count), CUDAIPC_OK);
+  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, 10'000'000, views, &count, nullptr), CUDAIPC_OK);
   EXPECT_EQ(count, 0u);
   cudaipc_server_interrupt(s);
-  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, kSecond, views, &count), CUDAIPC_ERR_INTERRUPTED);
-  EXPECT_EQ(cudaipc_server_batch(s, 0, 0, 0, views, &count), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, kSecond, views, &count, nullptr), CUDAIPC_ERR_INTERRUPTED);
+  EXPECT_EQ(cudaipc_server_batch(s, 0, 0, 0, views, &count, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
 
   // A consumer's frame is not a request.
   cudaipc_producer_options po;

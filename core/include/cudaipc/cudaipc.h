@@ -280,9 +280,25 @@ void cudaipc_server_free(cudaipc_server* s);
 int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline);
 /* Up to `max_batch` requests into views[0..*count) (room for max_batch): waits up to timeout_ns for the first, then
  * until max_batch wait or the oldest has waited max_delay_ns; pipelines take turns. *count 0:
- * none came. CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
+ * none came. *events (may be NULL): the pipelines' events kept to read (cudaipc_server_next_event). CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
 int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
-                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count);
+                         uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count,
+                         uint32_t* events);
+/* What happened to the pipelines (kept by batches, the latest 256; `events` above counts them):
+ * the oldest, taken; type 0 when none. path and message are valid until the next call. */
+typedef enum {
+  CUDAIPC_SERVER_EOS = 1,          /* the pipeline sent EOS */
+  CUDAIPC_SERVER_DISCONNECTED = 2, /* it went away (message: how); its next run is waited for */
+  CUDAIPC_SERVER_JOINED = 3,       /* its channel appeared in the directory: served */
+  CUDAIPC_SERVER_LEFT = 4          /* its channel was removed from the directory: no longer */
+} cudaipc_server_event_type;
+typedef struct {
+  int type;
+  uint32_t pipeline;
+  const char* path;
+  const char* message;
+} cudaipc_server_event;
+int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out);
 /* Answers `request` (a frame cudaipc_server_batch handed out, once) with `metas_size` bytes of
  * results (a meta area, docs/metas.md; 0: none). Never waits for the filter: a reply it has no
  * room for is published in order later, or given up after 100 ms; CUDAIPC_ERR_TIMEOUT when it

@@ -130,10 +130,15 @@ class Server {
   // capacity): waits up to `timeout` for the first, then until `max_batch` are waiting or the
   // oldest has waited `max_delay`. Fair: pipelines take turns, one request each per turn, the
   // first turn going round the pipelines from batch to batch; each pipeline's requests come in
-  // its order. Stream events met on the way (format, EOS, a pipeline leaving) are consumed; read
-  // them with next() instead where they matter. Returns false when interrupted.
+  // its order. The stream events met on the way (EOS, a pipeline going away, joining, leaving;
+  // not format changes, which requests carry) are kept, the latest 256, for event() and next().
+  // Returns false when interrupted.
   bool batch(std::vector<Request>& out, std::uint32_t max_batch, std::chrono::nanoseconds max_delay,
              std::chrono::nanoseconds timeout);
+  // How many stream events are kept, and the oldest of them (false when none): what a caller
+  // that batches reads between batches to say what happened to its pipelines.
+  std::size_t events() const;
+  bool event(ServerEvent& out);
   // Answers `request` with `metas_size` bytes of results (a meta area, or nothing) and releases
   // it, after the work queued on `stream` so far when one is given (CUDA requests: the model's
   // reads finish on the GPU before the slot is reused, with no CPU wait). Never waits for the

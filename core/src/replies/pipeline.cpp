@@ -63,7 +63,7 @@ void Pipeline::stop() noexcept {
   }
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
   std::lock_guard<std::mutex> lock(hub_->mu);
-  while (count_) take_front();
+  clear();
 }
 
 Entry Pipeline::take_front() noexcept {
@@ -78,12 +78,6 @@ Entry Pipeline::take_front() noexcept {
   return e;
 }
 
-Request Pipeline::take_request() noexcept {
-  for (;;) {
-    Entry e = take_front();
-    if (e.type == ServerEventType::request) return std::move(e.request);
-  }
-}
 
 std::uint64_t Pipeline::oldest_request_ns() const noexcept {
   const auto n = static_cast<std::uint32_t>(ring_.size());

@@ -67,8 +67,12 @@ class Pipeline {
   bool has_request() const noexcept { return queued_requests_ > 0; }
   // The head entry, taken off the queue.
   Entry take_front() noexcept;
-  // The first request, the stream events queued before it dropped; only when has_request().
-  Request take_request() noexcept;
+  // Drops everything queued (a pipeline leaving: its requests never reach a batch).
+  void clear() noexcept {
+    while (count_) take_front();
+  }
+  // The head entry's type; only when not empty().
+  ServerEventType front_type() const noexcept { return ring_[first_].type; }
   // The oldest queued request's taken time; only when has_request().
   std::uint64_t oldest_request_ns() const noexcept;
 

@@ -81,6 +81,9 @@ std::uint64_t Request::format_generation() const noexcept {
   return format_ ? format_->generation : 0;
 }
 
+// Stream events batch() met and kept for next() and event(), at most.
+constexpr std::size_t kMaxKeptEvents = 256;
+
 class ServerImpl {
  public:
   explicit ServerImpl(const ServerOptions& o);
@@ -93,6 +96,8 @@ class ServerImpl {
   bool reply(Request& r, const void* metas, std::uint32_t size, void* stream);
   bool send_reply(const Request& route, const FrameDesc& request, const void* metas,
                   std::uint32_t size);
+  std::size_t events() const;
+  bool event(ServerEvent& out);
   std::uint32_t add(const std::string& path, bool from_directory);
   void interrupt() noexcept;
   std::vector<ServerPipelineInfo> pipelines() const;
@@ -104,6 +109,10 @@ class ServerImpl {
   void backlog_loop();
   // Under hub_->mu: the pipeline whose turn comes first, going round.
   std::size_t next_start() noexcept;
+  // Under hub_->mu: the stream events at the head of `p`'s queue move to the server's own, so
+  // its head is a request (or it is empty); format changes go (requests carry their format).
+  void lift_events(Pipeline& p);
+  void keep_event(ServerEvent&& e);
 
   const ServerOptions options_;
   std::shared_ptr<Hub> hub_ = std::make_shared<Hub>();
@@ -188,7 +197,7 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
       e.type = ServerEventType::joined;
       e.pipeline = id;
       e.path = path;
-      own_events_.push_back(std::move(e));
+      keep_event(std::move(e));
     }
   }
   if (from_directory) from_directory_.insert(path);
@@ -252,6 +261,7 @@ void ServerImpl::scan_once() {
       const std::string& p = (*it)->path();
       if (from_directory_.count(p) && !present.count(p) && !(*it)->connected()) {
         from_directory_.erase(p);
+        (*it)->clear();
         gone.push_back(std::move(*it));
         it = pipelines_.erase(it);
       } else {
@@ -277,7 +287,7 @@ void ServerImpl::scan_once() {
   }
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
-    for (auto& e : left) own_events_.push_back(std::move(e));
+    for (auto& e : left) keep_event(std::move(e));
   }
   hub_->ready.notify_all();
 }
@@ -310,6 +320,39 @@ std::size_t ServerImpl::next_start() noexcept {
   const std::size_t s = n ? turn_ % n : 0;
   turn_ = s + 1;
   return s;
+}
+
+void ServerImpl::keep_event(ServerEvent&& e) {
+  // A caller that only batches never reads them: the oldest go first.
+  if (own_events_.size() >= kMaxKeptEvents) own_events_.pop_front();
+  own_events_.push_back(std::move(e));
+}
+
+void ServerImpl::lift_events(Pipeline& p) {
+  while (!p.empty() && p.front_type() != ServerEventType::request) {
+    Entry head = p.take_front();
+    if (head.type == ServerEventType::format) continue;
+    ServerEvent e;
+    e.type = head.type;
+    e.pipeline = p.id();
+    e.path = p.path();
+    e.message = std::move(head.message);
+    keep_event(std::move(e));
+  }
+}
+
+std::size_t ServerImpl::events() const {
+  std::lock_guard<std::mutex> lock(hub_->mu);
+  return own_events_.size();
+}
+
+bool ServerImpl::event(ServerEvent& out) {
+  std::lock_guard<std::mutex> lock(hub_->mu);
+  for (const auto& p : pipelines_) lift_events(*p);
+  if (own_events_.empty()) return false;
+  out = std::move(own_events_.front());
+  own_events_.pop_front();
+  return true;
 }
 
 ServerEvent ServerImpl::next(std::chrono::nanoseconds timeout) {
@@ -360,7 +403,12 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
       hub_->interrupted = false;
       return false;
     }
-    if (std::chrono::steady_clock::now() >= end) return true;
+    if (std::chrono::steady_clock::now() >= end) {
+      for (const auto& p : pipelines_) lift_events(*p);
+      lock.unlock();
+      hub_->space.notify_all();
+      return true;
+    }
     hub_->ready.wait_until(lock, end);
   }
   if (hub_->requests < max_batch && delay.count() > 0) {
@@ -381,12 +429,17 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
   // from batch to batch.
   const std::size_t n = pipelines_.size();
   const std::size_t start = next_start();
-  while (out.size() < max_batch && hub_->requests > 0) {
+  for (bool took = true; took && out.size() < max_batch;) {
+    took = false;
     for (std::size_t i = 0; i < n && out.size() < max_batch; ++i) {
       Pipeline& p = *pipelines_[(start + i) % n];
-      if (p.has_request()) out.push_back(p.take_request());
+      lift_events(p);
+      if (!p.has_request()) continue;
+      out.push_back(std::move(p.take_front().request));
+      took = true;
     }
   }
+  for (const auto& p : pipelines_) lift_events(*p);
   lock.unlock();
   hub_->space.notify_all();
   return true;
@@ -475,6 +528,14 @@ void Server::with_reply_channel(const Request& request,
 
 std::uint32_t Server::add(const std::string& path) {
   return impl_->add(path, false);
+}
+
+std::size_t Server::events() const {
+  return impl_->events();
+}
+
+bool Server::event(ServerEvent& out) {
+  return impl_->event(out);
 }
 
 void Server::interrupt() noexcept {
