@@ -1,9 +1,11 @@
 """A CUDA producer in its own process for the GPU suites (CUDA IPC needs two processes):
     gpu_peer.py PATH FRAMES H W SLOTS publish|inplace [caps]
-Frame `seq` holds gpu_pattern(seq), made on the GPU with torch."""
+Frame `seq` holds gpu_pattern(seq), made on the GPU with torch: on device CUDAIPC_PEER_DEVICE
+(default 0), where the slots live too (test_multi_gpu.py reads them on the other GPU)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -23,8 +25,10 @@ def main() -> None:
     path, frames, h, w, slots, how = sys.argv[1:7]
     caps = sys.argv[7] if len(sys.argv) > 7 else None
     shape = (int(h), int(w), 4)
+    device = int(os.environ.get("CUDAIPC_PEER_DEVICE", "0"))
+    torch.cuda.set_device(device)  # gpu_pattern's "cuda" is this device
     with cudaipc.Producer(path, memory="cuda", num_slots=int(slots), block_timeout=30,
-                          caps=caps) as p:
+                          caps=caps, device=device) as p:
         p.wait_for_consumers(timeout=60)
         print("ready", flush=True)
         for seq in range(1, int(frames) + 1):

@@ -6,12 +6,16 @@
 # at the live rate (the floor under the live rows); the time-slicing probe
 # (cudaipc-bench-timeslice); and, asked for with BENCH_WHAT's "streams", cudaipc-gst-streams
 # (16 producers at 1080p30 and 64 at 320x240 into one consumer, STREAMS_SECONDS each, default
-# 10). Every step has its own time limit.
+# 10); and, asked for with BENCH_WHAT's "xgpu", the cross-GPU rows (cudaipc-gst-verify bench:
+# live 60 fps frames from a producer on GPU 0 into a consumer on GPU 1, beside the same-GPU
+# baseline 0 -> 0 in the same run; "not run" with the reason on one GPU). Every step has its own
+# time limit.
 #   bash tests/gst/gpu/device-bench.sh GSTDIR [COREDIR]
 # GSTDIR is what tests/gst/gpu/collect.sh made, COREDIR what tests/gpu/collect.sh made (the floor
 # and the probe; skipped without it). Environment: BENCH_WHAT (default "live full floor probe";
-# add "streams" for cudaipc-gst-streams), BENCH_MPS ("off on"), BENCH_VERSIONS ("122 128"),
-# BENCH_FRAMES (300 flat-out frames), LIVE_FRAMES (300), BENCH_FORMATS (RGBA,NV12),
+# add "streams" for cudaipc-gst-streams, "xgpu" for the cross-GPU rows), BENCH_MPS ("off on"),
+# BENCH_VERSIONS ("122 128"), BENCH_FRAMES (300 flat-out frames), LIVE_FRAMES (300; the xgpu rows
+# too), BENCH_FORMATS (RGBA,NV12),
 # BENCH_TRANSPORTS (flat-out rows; default the CUDA ones). Logs in $OUT (or GSTDIR/logs); the
 # last lines printed are every table.
 set -u
@@ -93,6 +97,11 @@ run_all() {  # run_all TAG (mps-off | mps-on)
       under "$v" "streams64-$v-$tag" $((secs + 140)) cudaipc-gst-streams --streams=64 \
         --width=320 --height=240 --seconds="$secs" --timeout=120 ;;
     esac
+    case " $what " in *" xgpu "*)
+      # 1 s of warm-up: the first frames wait for the consumer to connect.
+      under "$v" "xgpu-$v-$tag" 240 cudaipc-gst-verify bench --frames "$live_frames" --warmup 60 \
+        --formats "$formats" ;;
+    esac
   done
   case " $what " in *" floor "*)
     # The core alone at the live rate: a futex wake and a CUDA frame's publish->acquire with
@@ -136,7 +145,8 @@ for mode in ${BENCH_MPS:-off on}; do
   fi
 done
 [ -n "$g128" ] && rm -rf "$g128"
-for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/floor-*.txt "$out"/timeslice-*.txt "$out"/streams*.txt; do
+for f in "$out"/live-*.txt "$out"/full-*.txt "$out"/floor-*.txt "$out"/timeslice-*.txt \
+  "$out"/streams*.txt "$out"/xgpu-*.txt; do
   [ -f "$f" ] || continue
   echo "== $(basename "$f" .txt)"
   grep -E '^\||FAIL|rror|^Consumer CPU|not run' "$f" | grep -v -- '---|' | cut -c1-330

@@ -4,7 +4,8 @@
 #   run-gst-gpu.sh --host BUILD_DIR   host memory, on any machine (a CI test proves the script)
 #   run-gst-gpu.sh --device DIR       on the GPU machine, from a directory made by collect.sh:
 #                                     GStreamer 1.22 (Debian's nvcodec bundle) and 1.28
-# Each case has its own time limit; logs go to $OUT (or DIR/logs). Ends with "N passed, N failed".
+# Each case has its own time limit; logs go to $OUT (or DIR/logs). Ends with "N passed, N failed,
+# N skipped". CUDAIPC_GST_ONLY=xgpu: only the two-GPU cases (xgpu_cases), under both versions.
 set -u
 mode=${1:?usage: run-gst-gpu.sh --host BUILD_DIR | --device DIR}
 root=$(cd "${2:?usage: run-gst-gpu.sh --host BUILD_DIR | --device DIR}" && pwd)
@@ -21,6 +22,7 @@ work=$(mktemp -d /tmp/cudaipc-gst-gpu-XXXXXX)
 trap 'rm -rf "$work"; [ "$mode" = --host ] && rm -rf "$out"' EXIT
 
 note() { echo "$*" | tee -a "$summary"; }
+skip() { skipped=$((skipped + 1)); note "SKIP $1: $2"; }  # skip NAME WHY
 
 # case NAME PRODUCER_PIPELINE -- VERIFY_ARGS...: the producer runs as gst-launch-1.0 (or, when
 # the pipeline starts with "@", as `cudaipc-gst-verify ARGS`), the checker in the foreground.
@@ -79,6 +81,53 @@ host_cases() {
   run_case host-tensors "@produce-tensors --frames $frames --ipc-mode host --dims 3:64:48 --type float32" \
     -- check-tensors --frames "$frames" --dims 3:64:48 --type float32 \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
+  # The two-GPU cases' model process and checker (model_case) and the cross-GPU bench's latency
+  # stamps, in host memory: proven here, as the device run cannot be before it runs.
+  model_case host-filter -1 "$(producer NV12) ! cudaipcfilter name=x ipc-mode=host" \
+    "$(ref NV12)"
+  run_case host-latency "@produce --stamp --pipeline-words $(producer RGBA) ! cudaipcringsink name=sink ipc-mode=host" \
+    -- latency --frames "$frames" --warmup 10 \
+    --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-latency.sock ! appsink name=out"
+  # The cross-GPU bench (device-bench.sh's xgpu): its two processes and its table, in host memory.
+  local start=$SECONDS
+  if timeout -k 5 60 "$verify" bench --ipc-mode host --frames 30 --warmup 5 --width 320 \
+    --height 240 --formats RGBA >"$out/host-bench.log" 2>&1 &&
+    grep -q '^| 0 -> 0 (same GPU) | RGBA | copy | [0-9]' "$out/host-bench.log"; then
+    passed=$((passed + 1))
+    note "PASS host-bench ($((SECONDS - start))s) $(grep -m1 '^| 0 -> 0' "$out/host-bench.log")"
+  else
+    failed=$((failed + 1))
+    note "FAIL host-bench"
+    tail -n 4 "$out/host-bench.log" | cut -c1-300 | sed 's/^/    /' | tee -a "$summary"
+  fi
+}
+
+# A cudaipcfilter answered by a model process of its own (cudaipc-gst-verify serve) reading on
+# device DEV (-1: host memory): every frame must leave the filter with the answer the model made
+# from that frame's bytes, and equal the reference frame of its index.
+model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER_THE_FILTER]
+  local n=$1 dev=$2 up=$3 reference=$4 after=${5:-}
+  local log=$out/$n.log sock=$work/$n.sock start=$SECONDS
+  timeout -k 5 90 "$verify" serve --socket "$sock" --model-device "$dev" --frames "$frames" \
+    --timeout-s 80 >"$log.model" 2>&1 &
+  local mpid=$!
+  for _ in $(seq 200); do grep -q '^serving' "$log.model" 2>/dev/null && break; sleep 0.05; done
+  GST_DEBUG=${GST_DEBUG:-cudaipcfilter:4} timeout -k 5 120 "$verify" filter --frames "$frames" \
+    --model-device "$dev" --reference "$reference" \
+    --consumer "$up socket-path=$sock on-missing=wait timeout=10000000000 ${after:+! $after }! appsink name=out" \
+    >"$log" 2>&1
+  local rc=$?
+  wait "$mpid"
+  local mrc=$?
+  if [ "$rc" -eq 0 ] && [ "$mrc" -eq 0 ]; then
+    passed=$((passed + 1))
+    note "PASS $n ($((SECONDS - start))s) $(grep -m1 '^verify:' "$log") $(grep -m1 '^model:' "$log.model")"
+  else
+    failed=$((failed + 1))
+    note "FAIL $n (checker rc=$rc, model rc=$mrc) $(grep -m1 '^verify:' "$log")"
+    { grep -ahE 'ERROR|WARN' "$log" | cut -c1-400 | tail -n 6
+      tail -n 3 "$log.model" "$log"; } | sed 's/^/    /' | tee -a "$summary"
+  fi
 }
 
 # A producer run by the checker (`produce`): PIPELINE ending in a cudaipcringsink named sink, and
@@ -136,10 +185,58 @@ filter_case() {  # filter_case TAG
   fi
 }
 
+# Two GPUs (issue #30: a decoder GPU and an inference GPU). The producer's slots on one device
+# and the consumer reading them on the other, through a VMM mapping or a legacy handle opened with
+# peer access, every frame checked on the reading GPU (the producer checks where its slots are,
+# the checker where the source read); and a model process reading on device 1
+# answering a cudaipcfilter whose pipeline is on device 0. Every CUDA element names its device
+# (cuda-device-id): an element with one takes only a neighbour's context of that device, so
+# nothing in a pipeline lands on the other GPU. On fewer than 2 GPUs, or without peer access
+# between them (the core refuses such a channel), each case is skipped by name with the reason.
+xgpu_cases() {  # xgpu_cases TAG IOMODES PATH, as gpu_cases
+  local tag=$1 iomodes=$2 path=$3 gpus why='' fmt ipc io from to
+  gpus=$("$verify" gpus 2>&1 | grep -m1 '^gpus:')
+  if [ "$(awk '{ print $2 }' <<<"${gpus:-gpus: 0}")" -lt 2 ]; then
+    why="fewer than 2 GPUs (${gpus:-cudaipc-gst-verify gpus said nothing})"
+  elif ! grep -q 'peer-0-1: yes peer-1-0: yes' <<<"$gpus"; then
+    why="no peer access between GPUs 0 and 1 ($gpus)"
+  else
+    note "$gpus"
+  fi
+  for fmt in NV12 RGBA; do
+    for ipc in vmm legacy; do
+      # 0 -> 1 with every io-mode; back, 1 -> 0, with the first (import where there is one).
+      for io in $iomodes "<-${iomodes%% *}"; do
+        from=0 to=1
+        [ "${io:0:2}" = "<-" ] && { from=1 to=0 io=${io:2}; }
+        local n=$tag-xgpu${from}to$to-$fmt-$ipc-$io
+        if [ -n "$why" ]; then skip "$n" "$why"; continue; fi
+        run_case "$n" "@produce --expect-path $path --expect-device-id $from --pipeline-words $(producer "$fmt") ! cudaupload cuda-device-id=$from ! cudaipcringsink name=sink ipc-mode=$ipc cuda-device-id=$from" \
+          -- compare --frames "$frames" --expect-device --expect-device-id "$to" \
+          --reference "$(ref "$fmt")" \
+          --consumer "cudaipcringsrc name=src cuda-device-id=$to mode=every-frame io-mode=$io socket-path=$work/$n.sock ! cudadownload cuda-device-id=$to ! appsink name=out"
+      done
+    done
+  done
+  # The model on its own GPU: 1080p NV12 from cudaupload on device 0 through the filter (its
+  # slots on device 0), read by the model on device 1.
+  for ipc in vmm legacy; do
+    local n=$tag-xgpu-filter-$ipc
+    if [ -n "$why" ]; then skip "$n" "$why"; continue; fi
+    model_case "$n" 1 \
+      "$(W=1920 H=1080 producer NV12) ! cudaupload cuda-device-id=0 ! cudaipcfilter name=x cuda-device-id=0 ipc-mode=$ipc" \
+      "$(W=1920 H=1080 ref NV12)" "cudadownload cuda-device-id=0"
+  done
+}
+
 # GPU cases for the GStreamer in the environment; $1 names it, $2 the io-modes it supports, $3
 # the path cudaupload's frames take into slots (1.24+: cudaupload writes into the sink's slots).
 gpu_cases() {
   local tag=$1 iomodes=$2 path=$3
+  if [ "${CUDAIPC_GST_ONLY:-all}" = xgpu ]; then
+    xgpu_cases "$@"
+    return
+  fi
   for fmt in NV12 RGBA; do
     for ipc in vmm legacy; do
       for io in $iomodes; do
@@ -174,6 +271,7 @@ gpu_cases() {
   fi
   for io in $iomodes; do meta_case "$tag" "$io"; done
   filter_case "$tag"
+  xgpu_cases "$@"
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
     local dec="filesrc location=$root/clip.h264 ! h264parse ! nvh264dec"
@@ -204,7 +302,9 @@ else
       note "== GStreamer $(gst-launch-1.0 --gst-version | head -n1) (Debian nvcodec)"
       gpu_cases g122 "auto" copied
       # io-mode=import cannot work on 1.22: the source must refuse it clearly.
-      if gst-launch-1.0 cudaipcringsrc io-mode=import socket-path=$work/none ! fakesink 2>&1 \
+      if [ "${CUDAIPC_GST_ONLY:-all}" = xgpu ]; then
+        :
+      elif gst-launch-1.0 cudaipcringsrc io-mode=import socket-path="$work/none" ! fakesink 2>&1 \
         | grep -q 'io-mode=import needs GStreamer 1.24'; then
         passed=$((passed + 1)); note "PASS g122-import-refused"
       else
