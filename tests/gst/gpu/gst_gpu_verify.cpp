@@ -666,19 +666,19 @@ int serve(const Options& o) {
       } else if (e.type == cudaipc::ServerEventType::eos) {
         eos = true;
       } else if (e.type == cudaipc::ServerEventType::request) {
-        device = server.requests().cuda_device();
+        device = e.request.cuda_device();
         std::uint64_t d = 0;
         std::string err;
         if (!have_info)
           err = "a request whose caps are not video: " + caps_text;
-        else if (!ctx && server.requests().memory_kind() != cudaipc::MemoryKind::host)
+        else if (!ctx && e.request.cuda_device() >= 0)
           err = "a CUDA request, and no --model-device to read it on";
         else if (device != o.model_device)
           err = "a request read on device " + std::to_string(device);
         else
-          request_digest(ctx, info, e.request, &d, &err);
+          request_digest(ctx, info, e.request.frame, &d, &err);
         if (!err.empty() && ++bad == 1) first_bad = err;
-        const std::vector<std::uint8_t> r = xgpu_result(e.request.desc().pts, d, device);
+        const std::vector<std::uint8_t> r = xgpu_result(e.request.frame.desc().pts, d, device);
         if (server.reply(e.request, r.data(), static_cast<std::uint32_t>(r.size())))
           ++answered;
         else if (++bad == 1)
