@@ -79,11 +79,10 @@ class Pipeline:
         self.thread.start()
 
     def _read(self) -> None:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.out) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Reconnecting: the pipeline's channel may not exist yet (a loaded machine starts
+        # gst-launch-1.0 slowly); the stream's EOS ends the loop.
         try:
-            with cudaipc.Consumer(self.out, timeout=60, reconnect=False) as c:
+            with cudaipc.Consumer(self.out, timeout=60) as c:
                 for f in c:
                     with f:
                         self.frames.append(self._check(f))
