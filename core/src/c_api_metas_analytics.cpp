@@ -49,6 +49,24 @@ ObjectDetection box(const T* b) {
   return od;
 }
 
+// Detections 0 .. n-1, their labels the names at `where`.
+template <typename T>
+bool detections(AnalyticsWriter& aw, const cudaipc_metas_analytics& a, const T* boxes,
+                const HeapString* where) {
+  const float* scores = a.scores;
+  const float* rotation = a.rotation;
+  const std::int64_t* labels = a.labels;
+  for (std::uint32_t i = 0; i < a.n; ++i) {
+    ObjectDetection od = box(boxes + 4 * std::size_t{i});
+    od.confidence = scores ? scores[i] : 1.f;
+    od.r = rotation ? rotation[i] : 0.f;
+    od.oriented = rotation != nullptr;
+    const HeapString label = labels ? where[labels[i]] : HeapString{};
+    if (aw.add_object_detection(i, od, label) < 0) return false;
+  }
+  return true;
+}
+
 // The checked input: counts, and where each label's name lies in the heap once it is there.
 struct Plan {
   std::uint32_t mtds = 0, relations = 0;
@@ -181,16 +199,9 @@ void MetasWriter::analytics(std::string_view name, const cudaipc_metas_analytics
         ok = aw.put_heap(a.names + a.name_offsets[i], a.name_offsets[i + 1] - a.name_offsets[i],
                          &where[i]);
   }
-  const bool f64 = a.boxes_f64 != 0;
-  for (std::uint32_t i = 0; ok && i < a.n; ++i) {
-    ObjectDetection od = f64 ? box(static_cast<const double*>(a.boxes) + 4 * std::size_t{i})
-                             : box(static_cast<const float*>(a.boxes) + 4 * std::size_t{i});
-    od.confidence = a.scores ? a.scores[i] : 1.f;
-    od.r = a.rotation ? a.rotation[i] : 0.f;
-    od.oriented = a.rotation != nullptr;
-    const HeapString label = a.labels ? where[static_cast<std::size_t>(a.labels[i])] : HeapString{};
-    ok = aw.add_object_detection(i, od, label) >= 0;
-  }
+  if (ok)
+    ok = a.boxes_f64 ? detections(aw, a, static_cast<const double*>(a.boxes), where.data())
+                     : detections(aw, a, static_cast<const float*>(a.boxes), where.data());
   for (std::uint32_t k = 0; ok && k < a.classifications; ++k) {
     const std::uint32_t first = a.class_first[k], count = a.class_first[k + 1] - first;
     class_labels.resize(count);

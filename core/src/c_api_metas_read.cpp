@@ -345,6 +345,11 @@ void decode(const std::uint8_t* area, std::uint32_t size, Tables& t) {
   }
 }
 
+Tables& tables() {
+  static thread_local Tables t;
+  return t;
+}
+
 constexpr std::size_t pad8(std::size_t n) {
   return (n + 7) & ~std::size_t{7};
 }
@@ -359,7 +364,7 @@ int64_t cudaipc_metas_decode(const uint8_t* area, uint32_t size, void* out, uint
     if (reinterpret_cast<std::uintptr_t>(out) % 8)
       throw cudaipc::Error(cudaipc::Errc::invalid_argument,
                            "the decode's buffer is not 8-byte aligned");
-    static thread_local Tables t;
+    Tables& t = tables();
     decode(area, size, t);
     cudaipc_metas_decoded h{};
     std::size_t end = pad8(sizeof h);
@@ -404,5 +409,7 @@ int64_t cudaipc_metas_decode(const uint8_t* area, uint32_t size, void* out, uint
     copy(h.fields, t.fields);
     copy(h.errors, t.errors);
   });
+  // Tables a large (or hostile) area grew are given back rather than kept by the thread.
+  if (needed > (std::int64_t{1} << 20)) tables() = Tables{};
   return rc == CUDAIPC_OK ? needed : -rc;
 }

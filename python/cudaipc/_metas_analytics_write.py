@@ -67,11 +67,13 @@ class Scratch:
         self._key: Any = None  # label_names as last seen (a copy: edits in place are seen)
         self._obj: Any = None
         self._table: Optional[_Table] = None
-        self._stage: Optional[_Stage] = None
+        self.stage = _Stage()
 
     def table(self, names: Any, top: int) -> _Table:
         """Names 0..top (at least) of integer labels: label_names', else their decimal text."""
         t = self._table
+        if self._obj is names and t is not None and len(t) > top and self._key == names:
+            return t  # the same list, unchanged: every frame of a detector
         same = self._obj is names and self._key == names if names is not None else \
             self._key is None and self._obj is None
         if t is None or not same or len(t) <= top:
@@ -82,11 +84,6 @@ class Scratch:
             size = max(top + 1, len(names) if isinstance(names, (list, tuple)) else 0)
             t = self._table = _Table([_name_of(names, v).encode("utf-8") for v in range(size)])
         return t
-
-    def stage(self) -> "_Stage":
-        if self._stage is None:
-            self._stage = _Stage()
-        return self._stage
 
 
 def label_indexes(labels: Any, label_names: Any, n: int, scratch: Scratch
@@ -154,10 +151,13 @@ def detections_area(buf: np.ndarray, capacity: int, det: Detections, label_names
     writer takes."""
     if det.boxes.dtype != np.float32:  # other types are rounded in their own precision
         return None
-    st = scratch.stage()
+    st = scratch.stage
     st.area(buf, capacity)
-    size = _staged(st, st.args, det, label_names, scratch,
-                   lambda: _lib.detections_area(st.args_at))
+    quick = _stage(st, st.args, det, label_names, scratch)
+    size = _lib.detections_area(st.args_at)
+    if size < 0 and quick:
+        _restage_labels(st, st.args, det, label_names, scratch)
+        size = _lib.detections_area(st.args_at)
     if size < 0:
         _lib.check(-size)
     return size
@@ -168,26 +168,28 @@ def staged_analytics(writer: Any, det: Detections, label_names: Any, scratch: Sc
     analytics record of `writer`, through the staged arrays; False for other input."""
     if det.boxes.dtype != np.float32 or det.track_ids is not None:
         return False
-    st = scratch.stage()
-    rc = _staged(st, st.analytics, det, label_names, scratch,
-                 lambda: -writer.analytics_at(NAME, st.analytics_at))
-    if rc < 0:
-        _lib.check(-rc)
+    st = scratch.stage
+    quick = _stage(st, st.analytics, det, label_names, scratch)
+    rc = writer.analytics_at(NAME, st.analytics_at)
+    if rc and quick:
+        _restage_labels(st, st.analytics, det, label_names, scratch)
+        rc = writer.analytics_at(NAME, st.analytics_at)
+    if rc:
+        _lib.check(rc)
     return True
 
 
-def _staged(st: "_Stage", a: Any, det: Detections, label_names: Any, scratch: Scratch,
-            call: Any) -> int:
-    """Copies the detections into the stage's arrays, points `a` (a cudaipc_detections or
-    cudaipc_metas_analytics) at them and makes `call`: its result, negative for a failure."""
+def _stage(st: "_Stage", a: Any, det: Detections, label_names: Any, scratch: Scratch) -> bool:
+    """Copies the detections into the stage's arrays and points `a` (a cudaipc_detections or
+    cudaipc_metas_analytics) at them. True when integer labels were staged unchecked against
+    label_names (the core checks that each has a name; when one has none, or is negative, the
+    call fails and _restage_labels makes the table that names every label)."""
     boxes, labels, n = det.boxes, det.labels, det.boxes.shape[0]
     table = None
     quick = False
     if labels is not None and n:
         if type(labels) is np.ndarray and labels.dtype.kind in "iu" and labels.shape == (n,) \
                 and isinstance(label_names, (list, tuple)):
-            # Labels of a list of names, the usual case: the core checks that each has a name
-            # (one past them, or a negative one, fails the call, and the general way retries).
             table, quick = scratch.table(label_names, 0), True
         else:
             table, labels = label_indexes(labels, label_names, n, scratch)
@@ -212,14 +214,16 @@ def _staged(st: "_Stage", a: Any, det: Detections, label_names: Any, scratch: Sc
     else:
         a.labels = a.names = a.name_offsets = None  # no boxes: no label heap either
         a.name_count = 0
-    result = call()
-    if result < 0 and quick:  # labels past the names (their decimal text), or negative ones
-        table, labels = label_indexes(labels, label_names, n, scratch)
-        st.labels[:n] = labels
-        a.names, a.name_offsets = table.at
-        a.name_count = len(table)
-        result = call()
-    return result
+    return quick
+
+
+def _restage_labels(st: "_Stage", a: Any, det: Detections, label_names: Any,
+                    scratch: Scratch) -> None:
+    n = det.boxes.shape[0]
+    table, labels = label_indexes(det.labels, label_names, n, scratch)
+    st.labels[:n] = labels
+    a.names, a.name_offsets = table.at
+    a.name_count = len(table)
 
 
 class AnalyticsInput:

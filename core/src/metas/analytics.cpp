@@ -70,7 +70,10 @@ int AnalyticsWriter::add_object_detection(std::uint32_t id, const ObjectDetectio
                                           HeapString label) noexcept {
   if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
   std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
-  std::memset(e, 0, kEntry);
+  // Every byte of the entry is stored (detections come by the hundred: no memset first).
+  store<std::uint32_t>(e + kPayloadOff, 0);
+  store<std::uint32_t>(e + kPayloadLen, 0);
+  store<std::uint32_t>(e + kPayloadLen + 4, 0);
   store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::object_detection));
   store<std::uint32_t>(e + kId, id);
   store<std::uint32_t>(e + kFlags, od.oriented ? 1u : 0u);
