@@ -268,6 +268,7 @@ def capsule_error(e: CapsuleFailed) -> _errors.Error:
     """The package's exception for a failed capsule call."""
     return _errors.from_code(lib.cudaipc_last_error_code(), str(e))
 
+
 class Detections(Structure):
     """cudaipc_detections (cudaipc.h)."""
     _fields_ = [("area", c_void_p), ("capacity", c_uint32), ("n", c_uint32),
@@ -276,7 +277,57 @@ class Detections(Structure):
                 ("name_count", c_uint32), ("reserved", c_uint32)]
 
 
-# A whole meta area of detections alone, in C (python/cudaipc/_metas_analytics_write.py's fast
-# path): (cudaipc_detections*) -> the area's size, or -status.
+# A whole meta area of detections alone, in one call (the common publish(detections=...)):
+# (cudaipc_detections*) -> the area's size, or -status.
 detections_area = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
     ("cudaipc_metas_detections_area", lib))
+
+
+class Analytics(Structure):
+    """cudaipc_metas_analytics (cudaipc.h)."""
+    _fields_ = [("n", c_uint32), ("boxes_f64", c_uint32), ("boxes", c_void_p),
+                ("scores", c_void_p), ("rotation", c_void_p), ("labels", c_void_p),
+                ("classifications", c_uint32), ("tracks", c_uint32),
+                ("class_detection", c_void_p), ("class_first", c_void_p),
+                ("class_scores", c_void_p), ("class_labels", c_void_p),
+                ("track_detection", c_void_p), ("track_ids", c_void_p),
+                ("first_seen", c_void_p), ("last_seen", c_void_p), ("lost", c_void_p),
+                ("relations", c_void_p), ("relation_count", c_uint32),
+                ("name_count", c_uint32), ("names", c_void_p), ("name_offsets", c_void_p)]
+
+
+# cudaipc_metas_tensor_in: id and dtype as (offset, size) in the call's text, dims, order, data
+# pointer and size, dims[16].
+TENSOR_IN = struct.Struct("=6IQQ16Q")
+
+# The meta codec (cudaipc.h, "Meta areas"): decode into a buffer, and a writer's calls. Names and
+# values go as bytes with their sizes.
+_W, _B, _U = c_void_p, ctypes.c_char_p, c_uint32
+_METAS = {
+    "cudaipc_metas_decode": (ctypes.c_int64, [_P, _U, _P, c_uint64]),
+    "cudaipc_metas_writer_new": (_I, [POINTER(c_void_p)]),
+    "cudaipc_metas_writer_free": (None, [_W]),
+    "cudaipc_metas_writer_begin": (_I, [_W, _P, _U]),
+    "cudaipc_metas_writer_finish": (ctypes.c_int64, [_W]),
+    "cudaipc_metas_add_raw": (_I, [_W, _U, _B, _U, _P, _U]),
+    "cudaipc_metas_add_timestamp": (_I, [_W, _B, _U, c_uint64, c_uint64, _B, _U]),
+    "cudaipc_metas_add_tensors": (_I, [_W, _B, _U, _P, _U, _B, _U]),
+    "cudaipc_metas_add_analytics": (_I, [_W, _B, _U, _P]),
+    "cudaipc_metas_custom_begin": (_I, [_W, _B, _U]),
+    "cudaipc_metas_custom_int64": (_I, [_W, _B, _U, c_int64]),
+    "cudaipc_metas_custom_uint64": (_I, [_W, _B, _U, c_uint64]),
+    "cudaipc_metas_custom_double": (_I, [_W, _B, _U, ctypes.c_double]),
+    "cudaipc_metas_custom_boolean": (_I, [_W, _B, _U, _I]),
+    "cudaipc_metas_custom_fraction": (_I, [_W, _B, _U, c_int32, c_int32]),
+    "cudaipc_metas_custom_string": (_I, [_W, _B, _U, _B, _U]),
+    "cudaipc_metas_custom_bytes": (_I, [_W, _B, _U, _B, _U]),
+    "cudaipc_metas_custom_other": (_I, [_W, _B, _U, _B, _U, _B, _U]),
+    "cudaipc_metas_custom_begin_structure": (_I, [_W, _B, _U, _B, _U]),
+    "cudaipc_metas_custom_begin_array": (_I, [_W, _B, _U, _I]),
+    "cudaipc_metas_custom_end_nested": (_I, [_W]),
+    "cudaipc_metas_custom_end": (_I, [_W]),
+}
+for _name, (_res, _args) in _METAS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args

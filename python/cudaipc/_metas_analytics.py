@@ -1,11 +1,12 @@
-"""Kind 2 records (GstAnalyticsRelationMeta, docs/metas.md): a table of 56-byte mtds (object
-detections, classifications, tracks, segmentations), the relations between them and a heap of
-their strings and variable parts.
+"""Kind 2 records (GstAnalyticsRelationMeta, docs/metas.md) as Python sees them: object
+detections, classifications, tracks and segmentations, the relations between them, and the
+frame-level arrays made of them (Frame.detections, .classifications, .tracks). The core decodes
+the record (cudaipc_metas_decode): each mtd comes as a checked row, with the detection each
+classification and track belongs to already found; _metas_analytics_write.py writes them.
 
 Classifications relate to their detection the way GStreamer's analytics elements and tests relate
 them: detection CONTAIN classification and classification IS_PART_OF detection; tracks: detection
-RELATE_TO track (as its IoU tracker does). This module reads them; _metas_analytics_write.py
-writes them.
+RELATE_TO track (as its IoU tracker does).
 
 The box convention both ways: ``boxes`` are (N, 4) x1, y1, x2, y2 in pixels (torchvision's), x2
 and y2 exclusive; the record holds GStreamer's integer x, y, w, h, made as x = rint(x1),
@@ -14,40 +15,24 @@ x2 = x + w."""
 
 from __future__ import annotations
 
-import struct
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._metas import KIND_ANALYTICS, MetaFormatError, MetaRecord, pad8
+from ._metas import KIND_ANALYTICS, MetaRecord
 
 NAME = "GstAnalyticsRelationMetaAPI"
-HEADER = struct.Struct("<IIIIII")  # mtd_count, relation_count, heap_off, heap_size, rel_off, rsvd
-MTD_SIZE, REL_SIZE = 56, 12
 OD, CLS, TRACK, SEG = 1, 2, 3, 4
 MTD_TYPES = {OD: "object detection", CLS: "classification", TRACK: "tracking",
              SEG: "segmentation"}
 IS_PART_OF, CONTAIN, RELATE_TO, N_TO_N = 2, 4, 8, 16
 REL_NAMES = {"is-part-of": IS_PART_OF, "contain": CONTAIN, "relate-to": RELATE_TO,
              "n-to-n": N_TO_N}
-_SEG = struct.Struct("<IiiIIIIIII")  # seg_type x y w h region_count mask_w mask_h stride format
-_CLASS = struct.Struct("<fII")  # confidence, label_off, label_len
-_U32 = struct.Struct("<I")
-# Bytes per mask pixel of the GstVideoFormats a mask comes in (GRAY8, GRAY16_LE, GRAY16_BE).
-_MASK_BPP = {25: 1, 26: 2, 27: 2}
-
-# The 56-byte mtd, as the table is read (a copy, checked as a whole) ...
-MTD = np.dtype([("type", "<u4"), ("id", "<u4"), ("flags", "<u4"), ("label_off", "<u4"),
-                ("label_len", "<u4"), ("payload_off", "<u4"), ("payload_len", "<u4"),
-                ("reserved", "<u4"), ("x", "<i4"), ("y", "<i4"), ("w", "<i4"), ("h", "<i4"),
-                ("r", "<f4"), ("confidence", "<f4")])
-# ... and its tracking variant, over the same bytes.
-TRACK_MTD = np.dtype({"names": ["tracking_id", "first_seen", "last_seen"],
-                      "formats": ["<u8"] * 3, "offsets": [32, 40, 48], "itemsize": MTD_SIZE})
-assert MTD.itemsize == MTD_SIZE
-# Columns of the table viewed as (rows, 14) 32-bit words, for writing.
-C_TYPE, C_ID, C_FLAGS, C_LABEL, C_PAYLOAD, C_X, C_R, C_CONF = 0, 1, 2, 3, 5, 8, 12, 13
+# NumPy's type of a mask pixel, by the mask's GstVideoFormat (GRAY8, GRAY16_LE, GRAY16_BE).
+_MASK_DTYPES = {25: np.dtype(np.uint8), 26: np.dtype("<u2"), 27: np.dtype(">u2")}
+# A decoded mtd row (cudaipc_metas_mtd) as 22 int32 words: x, y, w, h are words 4 to 7.
+_WORDS, _XYWH = 22, slice(4, 8)
 
 
 # ---- decoded mtds --------------------------------------------------------------------------
@@ -110,19 +95,23 @@ class AnalyticsRecord(MetaRecord):
     kind = KIND_ANALYTICS
 
     def __init__(self, name: str, table: np.ndarray, heap: np.ndarray, relations: np.ndarray,
-                 parsed: Dict[int, Any]) -> None:
+                 classes: np.ndarray, segmentations: np.ndarray, area: np.ndarray,
+                 heap_offset: int) -> None:
         self.name = name
-        self.table = table  # a checked copy of the mtd table
-        self.heap = heap  # a view of the record's heap (labels read at checked offsets)
+        self.table = table  # the core's rows (cudaipc_metas_mtd), one per mtd
+        self.heap = heap  # a view of the record's heap
         self.relations = relations
-        self._parsed = parsed  # classifications and segmentations, read once when checked
+        self._classes = classes  # the decode's class and segmentation tables
+        self._segmentations = segmentations
+        self._area = area
+        self._heap_offset = heap_offset  # the heap's place in the area
         self._mtds: Optional[List[Any]] = None
         self._heap_bytes: Optional[bytes] = None
 
     @property
     def mtds(self) -> List[Any]:
         if self._mtds is None:
-            self._mtds = [self._mtd(i) for i in range(len(self.table))]
+            self._mtds = [self._mtd(i, row) for i, row in enumerate(self.table.tolist())]
         return self._mtds
 
     def heap_bytes(self) -> bytes:
@@ -131,27 +120,46 @@ class AnalyticsRecord(MetaRecord):
             self._heap_bytes = bytes(self.heap)
         return self._heap_bytes
 
-    def _label(self, off: int, n: int) -> str:
-        return bytes(self.heap[off:off + n]).decode("utf-8", "replace")
+    def _text(self, off: int, n: int) -> str:
+        """Bytes of the area the core checked lie there, as text (UTF-8; a producer rewriting
+        them meanwhile yields replacement characters)."""
+        heap = self._heap_offset
+        return self.heap_bytes()[off - heap:off - heap + n].decode("utf-8", "replace") if n \
+            else ""
 
-    def _mtd(self, i: int) -> Any:
-        row = self.table[i]
-        t, mid = int(row["type"]), int(row["id"])
+    def class_entries(self, first: int, count: int) -> tuple:
+        rows = self._classes[first:first + count]
+        labels = [self._text(o, n) for o, n in zip(rows["label_offset"].tolist(),
+                                                   rows["label_size"].tolist())]
+        return labels, rows["confidence"].astype(np.float32)
+
+    def _mtd(self, i: int, row: tuple) -> Any:
+        (t, mid, flags, _, x, y, w, h, r, conf, lo, ls, first, count, _, _, tid, fs, ls_) = row
         if t == OD:
-            return Detection(i, mid, int(row["x"]), int(row["y"]), int(row["w"]), int(row["h"]),
-                             float(row["r"]), float(row["confidence"]),
-                             bool(row["flags"] & 1),
-                             self._label(int(row["label_off"]), int(row["label_len"])))
+            return Detection(i, mid, x, y, w, h, r, conf, bool(flags & 1), self._text(lo, ls))
         if t == TRACK:
-            tr = self.table[i:i + 1].view(TRACK_MTD)[0]
-            return Track(i, mid, int(tr["tracking_id"]), int(tr["first_seen"]),
-                         int(tr["last_seen"]), bool(row["flags"] & 1))
+            return Track(i, mid, tid, fs, ls_, bool(flags & 1))
         if t == CLS:
-            labels, scores = self._parsed[i]
+            labels, scores = self.class_entries(first, count)
             return Classification(i, mid, labels, scores)
         if t == SEG:
-            return Segmentation(i, mid, *self._parsed[i])
+            return Segmentation(i, mid, *self._segmentation(first))
         return UnknownMtd(i, mid, t)
+
+    def _segmentation(self, k: int) -> tuple:
+        (st, x, y, w, h, regions, regions_at, mw, mh, stride, fmt, mask_at) = \
+            self._segmentations[k].tolist()
+        area = self._area
+        region_ids = area[regions_at:regions_at + 4 * regions].copy().view("<u4")
+        rows = area[mask_at:mask_at + stride * mh].reshape(mh, stride)
+        dt = _MASK_DTYPES.get(fmt)
+        if dt is None:
+            mask = rows  # a format this reader has no pixel type for: the raw rows
+        elif mh and mw:
+            mask = rows[:, :mw * dt.itemsize].view(dt)
+        else:
+            mask = np.zeros((mh, mw), dt)
+        return st, x, y, w, h, region_ids, fmt, mask
 
     def encoder(self) -> Any:
         raise InvalidArgumentError("an AnalyticsRecord made in Python is published through "
@@ -161,114 +169,15 @@ class AnalyticsRecord(MetaRecord):
         return f"<AnalyticsRecord {len(self.table)} mtds, {len(self.relations)} relations>"
 
 
-# ---- reading -------------------------------------------------------------------------------
-
-
-def decode_analytics(name: str, body: np.ndarray) -> AnalyticsRecord:
-    size = body.shape[0]
-    if size < HEADER.size:
-        raise MetaFormatError(f"analytics body of {size} bytes is shorter than its 24-byte header")
-    mtd_count, rel_count, heap_off, heap_size, rel_off, _ = HEADER.unpack_from(body, 0)
-    table_end = HEADER.size + mtd_count * MTD_SIZE
-    if table_end > size:
-        raise MetaFormatError(f"{mtd_count} mtds overrun the body's {size} bytes")
-    if heap_off < table_end or heap_off + heap_size > size:
-        raise MetaFormatError(f"heap of {heap_size} bytes at {heap_off} is not between the mtd "
-                              f"table's end ({table_end}) and the body's ({size})")
-    if rel_off + rel_count * REL_SIZE > size:
-        raise MetaFormatError(f"{rel_count} relations at {rel_off} overrun the body's {size} "
-                              "bytes")
-    # Copies (one memcpy each): what is checked below is what is used (the producer may rewrite
-    # its bytes while they are read).
-    table = np.frombuffer(body, np.uint8, mtd_count * MTD_SIZE, HEADER.size).copy().view(MTD)
-    words = table.view("<u4").reshape(mtd_count, 14)
-    rels = np.frombuffer(body, np.uint8, rel_count * REL_SIZE, rel_off).copy().view("<u4") \
-        .reshape(rel_count, 3)
-    if rel_count and int(rels[:, :2].max()) >= mtd_count:
-        raise MetaFormatError(f"a relation names mtd {int(rels[:, :2].max())} of {mtd_count}")
-    heap = body[heap_off:heap_off + heap_size]
-    types = words[:, 0]
-    is_od = types == OD
-    labels = words[:, 3:5] if is_od.all() else words[is_od, 3:5]
-    if len(labels):
-        end = int((labels[:, 0].astype(np.uint64) + labels[:, 1]).max())
-        if end > heap_size:
-            raise MetaFormatError(f"a detection's label ends at {end}, past the heap's "
-                                  f"{heap_size} bytes")
-    parsed: Dict[int, Any] = {}
-    others = np.flatnonzero((types == CLS) | (types == SEG)).tolist() if not is_od.all() else []
-    for i in others:
-        row = table[i]
-        off, n = int(row["payload_off"]), int(row["payload_len"])
-        if off + n > heap_size:
-            raise MetaFormatError(f"mtd {i}'s payload ({n} bytes at {off}) overruns the heap's "
-                                  f"{heap_size}")
-        payload = heap[off:off + n]
-        parsed[i] = _classes(payload, heap, i) if int(row["type"]) == CLS else \
-            _segmentation(payload, i)
-    return AnalyticsRecord(name, table, heap, rels, parsed)
-
-
-def _classes(payload: np.ndarray, heap: np.ndarray, i: int) -> Tuple[List[str], np.ndarray]:
-    size = payload.shape[0]
-    if size < 4:
-        raise MetaFormatError(f"classification {i}: a payload of {size} bytes")
-    (n,) = _U32.unpack_from(payload, 0)
-    if 4 + n * _CLASS.size > size:
-        raise MetaFormatError(f"classification {i}: {n} classes overrun its {size}-byte payload")
-    entries = np.frombuffer(payload, np.dtype([("c", "<f4"), ("o", "<u4"), ("n", "<u4")]), n, 4)
-    entries = entries.copy()
-    ends = entries["o"].astype(np.uint64) + entries["n"]
-    if n and int(ends.max()) > heap.shape[0]:
-        raise MetaFormatError(f"classification {i}: a label past the heap's {heap.shape[0]} "
-                              "bytes")
-    labels = [bytes(heap[o:o + k]).decode("utf-8", "replace")
-              for o, k in zip(entries["o"].tolist(), entries["n"].tolist())]
-    return labels, entries["c"].astype(np.float32)
-
-
-def _segmentation(payload: np.ndarray, i: int) -> tuple:
-    size = payload.shape[0]
-    if size < 40:
-        raise MetaFormatError(f"segmentation {i}: a payload of {size} bytes, shorter than 40")
-    st, x, y, w, h, regions, mw, mh, stride, fmt = _SEG.unpack_from(payload, 0)
-    ids_end = 40 + pad8(regions * 4)
-    if ids_end + stride * mh > size:
-        raise MetaFormatError(f"segmentation {i}: {regions} regions and a {stride}x{mh} mask "
-                              f"overrun its {size}-byte payload")
-    bpp = _MASK_BPP.get(fmt)
-    if bpp is not None and stride < mw * bpp:
-        raise MetaFormatError(f"segmentation {i}: stride {stride} < {mw} pixels of {bpp} bytes")
-    region_ids = np.frombuffer(payload, "<u4", regions, 40).copy()
-    rows = payload[ids_end:ids_end + stride * mh].reshape(mh, stride)
-    if bpp is None:
-        mask = rows
-    else:
-        dt = np.uint8 if bpp == 1 else np.dtype(">u2" if fmt == 27 else "<u2")
-        mask = rows[:, :mw * bpp].view(dt) if mh and mw else np.zeros((mh, mw), dt)
-    return st, x, y, w, h, region_ids, fmt, mask
-
-
 # ---- frame-level views ---------------------------------------------------------------------
 
 
-def _links(rec: AnalyticsRecord, kind: int) -> Dict[int, int]:
-    """mtd index of each `kind` mtd -> index of the detection it is related to (a relation of
-    any type, either way; the first one found)."""
-    r = rec.relations
-    if not len(r):
-        return {}
-    types = rec.table["type"]
-    r = r[r[:, 2] != 0]
-    a, b = r[:, 0], r[:, 1]
-    ta, tb = types[a], types[b]
-    fwd = (ta == OD) & (tb == kind)  # detection -> x
-    bwd = (ta == kind) & (tb == OD)  # x -> detection
-    xs = np.concatenate([b[fwd], a[bwd]]).tolist()
-    ods = np.concatenate([a[fwd], b[bwd]]).tolist()
-    out: Dict[int, int] = {}
-    for x, od in zip(xs, ods):
-        out.setdefault(x, od)
+def _ranks(records: Sequence[AnalyticsRecord]) -> List[int]:
+    """Per record, the index in Frame.detections' arrays of its first detection."""
+    out, base = [], 0
+    for rec in records:
+        out.append(base)
+        base += int(np.count_nonzero(rec.table["type"] == OD))
     return out
 
 
@@ -278,24 +187,19 @@ def detections(records: Sequence[AnalyticsRecord]) -> Dict[str, Any]:
     for rec in records:
         table = rec.table
         is_od = table["type"] == OD
-        every = bool(is_od.all())
-        rows = np.arange(len(table)) if every else np.flatnonzero(is_od)
-        od = table if every else table[rows]  # all detections: no copy
+        od = table if is_od.all() else table[is_od]  # all detections: no copy
         # x y w h are 4 consecutive i32 of the row: one strided view, then x2 = x + w.
-        xywh = od.view(np.int32).reshape(-1, 14)[:, 8:12].copy()
+        xywh = od.view(np.int32).reshape(-1, _WORDS)[:, _XYWH].copy()
         boxes = xywh.astype(np.float32)
         boxes[:, 2:] += boxes[:, :2]
-        labels = _labels(rec, od)
-        track_ids = np.full(len(rows), -1, np.int64)
-        links = _links(rec, TRACK)
-        if links:
-            pos = {m: k for k, m in enumerate(rows.tolist())}
-            tracks = table.view(TRACK_MTD)["tracking_id"].astype(np.int64)
-            for t, d in links.items():
-                track_ids[pos[d]] = tracks[t]
-        parts.append({"boxes": boxes, "xywh": xywh, "labels": labels,
+        track = od["track"]
+        track_ids = np.full(len(od), -1, np.int64)
+        linked = track >= 0
+        if linked.any():
+            track_ids[linked] = table["tracking_id"][track[linked]].astype(np.int64)
+        parts.append({"boxes": boxes, "xywh": xywh, "labels": _labels(rec, od),
                       "scores": od["confidence"].astype(np.float32),
-                      "rotation": od["r"].astype(np.float32),
+                      "rotation": od["rotation"].astype(np.float32),
                       "oriented": (od["flags"] & 1).astype(bool),
                       "ids": od["id"].astype(np.uint32), "track_ids": track_ids})
     if not parts:
@@ -312,9 +216,8 @@ _LABELS: Dict[bytes, Dict[int, str]] = {}
 
 
 def _labels(rec: AnalyticsRecord, od: np.ndarray) -> List[str]:
-    """Each detection's label, each distinct (offset, length) decoded once: the pairs as one u64
-    key each (label_off, label_len are 8 consecutive bytes of the row), then one C-level map over
-    the boxes."""
+    """Each detection's label, each distinct (offset in the heap, length) decoded once: the pairs
+    as one u64 key each, then one C-level map over the boxes."""
     if not len(od):
         return []
     heap = rec.heap_bytes()
@@ -325,7 +228,9 @@ def _labels(rec: AnalyticsRecord, od: np.ndarray) -> List[str]:
             if len(_LABELS) >= 64:
                 _LABELS.clear()
             _LABELS[heap] = names
-    keys = od.view(np.uint8).reshape(-1, MTD_SIZE)[:, 12:20].copy().view("<u8").ravel().tolist()
+    sizes = od["label_size"].astype(np.uint64)
+    offsets = (od["label_offset"] - np.uint32(rec._heap_offset)).astype(np.uint64)
+    keys = (offsets * (sizes != 0) | (sizes << np.uint64(32))).tolist()
     for k in set(keys).difference(names):
         off = k & 0xFFFFFFFF
         names[k] = heap[off:off + (k >> 32)].decode("utf-8", "replace")
@@ -339,42 +244,30 @@ def _empty_detections() -> Dict[str, Any]:
             "ids": np.zeros(0, np.uint32), "track_ids": np.zeros(0, np.int64)}
 
 
-def _detection_numbers(records: Sequence[AnalyticsRecord]) -> List[Dict[int, int]]:
-    """Per record, mtd index -> the detection's index in Frame.detections' arrays."""
-    out, base = [], 0
-    for rec in records:
-        rows = np.flatnonzero(rec.table["type"] == OD).tolist()
-        out.append({m: base + k for k, m in enumerate(rows)})
-        base += len(rows)
-    return out
-
-
 def classifications(records: Sequence[AnalyticsRecord]) -> List[Dict[str, Any]]:
     out = []
-    for rec, numbers in zip(records, _detection_numbers(records)):
-        links = _links(rec, CLS)
-        for i in np.flatnonzero(rec.table["type"] == CLS).tolist():
-            labels, scores = rec._parsed[i]
-            d = links.get(i)
-            out.append({"labels": labels, "scores": scores, "id": int(rec.table["id"][i]),
-                        "detection": -1 if d is None else numbers[d]})
+    for rec, base in zip(records, _ranks(records)):
+        t = rec.table
+        for row in t[t["type"] == CLS].tolist():
+            labels, scores = rec.class_entries(row[12], row[13])
+            d = row[3]
+            out.append({"labels": labels, "scores": scores, "id": row[1],
+                        "detection": -1 if d < 0 else base + d})
     return out
 
 
 def tracks(records: Sequence[AnalyticsRecord]) -> Dict[str, np.ndarray]:
     cols: Dict[str, List[Any]] = {k: [] for k in ("ids", "first_seen", "last_seen", "lost",
                                                   "detection", "mtd_ids")}
-    for rec, numbers in zip(records, _detection_numbers(records)):
-        links = _links(rec, TRACK)
-        rows = np.flatnonzero(rec.table["type"] == TRACK)
-        tr = rec.table.view(TRACK_MTD)[rows]
+    for rec, base in zip(records, _ranks(records)):
+        tr = rec.table[rec.table["type"] == TRACK]
         cols["ids"].append(tr["tracking_id"])
         cols["first_seen"].append(tr["first_seen"])
         cols["last_seen"].append(tr["last_seen"])
-        cols["lost"].append((rec.table["flags"][rows] & 1).astype(bool))
-        cols["mtd_ids"].append(rec.table["id"][rows])
-        cols["detection"].append(np.array([numbers[links[i]] if i in links else -1
-                                           for i in rows.tolist()], np.int64))
+        cols["lost"].append((tr["flags"] & 1).astype(bool))
+        cols["mtd_ids"].append(tr["id"])
+        d = tr["detection"].astype(np.int64)
+        cols["detection"].append(np.where(d >= 0, d + base, -1))
     dtypes = {"ids": np.uint64, "first_seen": np.uint64, "last_seen": np.uint64, "lost": bool,
               "detection": np.int64, "mtd_ids": np.uint32}
     return {k: np.concatenate(v).astype(dtypes[k]) if v else np.zeros(0, dtypes[k])

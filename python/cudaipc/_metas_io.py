@@ -12,13 +12,15 @@ import numpy as np
 
 from . import _lib
 from ._errors import InvalidArgumentError
-from ._metas import (AREA_HEADER, KIND_CUSTOM, MAX_AREA, BodyRecord, CustomRecord, Decoded,
-                     Encoded, check_raw_area, custom_body, decode_area, layout, record_encoder,
-                     too_big, write_area)
+from ._metas import (KIND_ANALYTICS, KIND_CUSTOM, KIND_TENSORS, MAX_AREA,
+                     CustomRecord, Decoded, MetaRecord, RawRecord, TimestampRecord,
+                     custom_values)
 from ._metas_analytics import AnalyticsRecord, classifications, detections, tracks
-from ._metas_analytics_write import AnalyticsEncoder, _Scratch, detections_area
+from ._metas_analytics_write import AnalyticsInput, Scratch, detections_area, staged_analytics
+from ._metas_capi import Writer, decode as core_decode
 from ._metas_detections import detections_input
-from ._metas_tensors import TensorsEncoder, TensorsRecord
+from ._metas_tensors import NAME as TENSORS_NAME
+from ._metas_tensors import TensorsRecord, decoded as tensors_decoded, tensor_items
 
 CUSTOM_NAME = "cudaipc-meta"
 # The keywords publish() and frame() take for metas.
@@ -38,16 +40,16 @@ def _aligned(nbytes: int) -> np.ndarray:
 
 
 class MetaWriter:
-    """A producer's: encodes the metas of a frame into its reusable buffer (``publish``) or into
-    the borrowed slot's area (``frame()``), with the detection scratch arrays kept between
-    frames."""
+    """A producer's: encodes the metas of a frame, with the core's writer, into its reusable
+    buffer (``publish``) or into the borrowed slot's area (``frame()``)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._buf: Optional[np.ndarray] = None
         self.address = 0  # the buffer's, once made
         self._slot_views: Dict[int, np.ndarray] = {}
-        self.scratch = _Scratch()
+        self.scratch = Scratch()
+        self._w: Optional[Writer] = None
 
     def buffer(self) -> np.ndarray:
         if self._buf is None:
@@ -74,56 +76,65 @@ class MetaWriter:
                                            relations, meta)):
                 raise InvalidArgumentError("metas=<bytes> is a whole area, published as given: "
                                            "it does not mix with the other meta keywords")
-            raw = check_raw_area(metas, cap)
-            buf[:raw.nbytes] = raw
+            raw = np.frombuffer(metas, np.uint8) if not isinstance(metas, np.ndarray) else \
+                metas.reshape(-1).view(np.uint8)
+            if raw.nbytes > cap:
+                raise InvalidArgumentError(f"a raw meta area of {raw.nbytes} bytes is more than "
+                                           f"the channel's meta area of {cap} bytes per slot")
+            buf[:raw.nbytes] = raw  # published as given, unchecked: the way to test readers
             return raw.nbytes
-        if tensors is None and metas is None and classifications is None and \
-                tracks is None and relations is None and detections is not None:
-            # A detector's usual answer: its boxes, perhaps with a dict of its own (a model
-            # serving cudaipcfilter names the frame's timestamp that way).
-            det = detections_input(detections)
-            if det.track_ids is None:
-                used = detections_area(buf, cap, det, label_names, self.scratch)
-                if meta is None:
-                    return used
-                if used:
-                    return self._append_custom(buf, used, meta)
-            records = [AnalyticsEncoder(det, None, None, None, label_names, self.scratch)]
-            if meta is not None:
-                records.append(BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta)))
-            return self._records(buf, records)
-        records: List[Encoded] = []
-        if detections is not None or classifications is not None or tracks is not None or \
+        det = None if detections is None else detections_input(detections)
+        if det is not None and det.track_ids is None and meta is None and tensors is None and \
+                metas is None and classifications is None and tracks is None and \
+                relations is None:
+            # A detector's usual answer: its boxes alone, in one call.
+            used = detections_area(buf, cap, det, label_names, self.scratch)
+            if used is not None:
+                return used
+        w = self._w
+        if w is None:
+            w = self._w = Writer()
+        w.begin(buf.__array_interface__["data"][0], cap)
+        if det is not None and classifications is None and tracks is None and \
+                relations is None and staged_analytics(w, det, label_names, self.scratch):
+            pass  # a detector's boxes (and a dict, say): the staged arrays, as above
+        elif det is not None or classifications is not None or tracks is not None or \
                 relations is not None:
-            det = None if detections is None else detections_input(detections)
-            records.append(AnalyticsEncoder(det, classifications, tracks, relations, label_names,
-                                            self.scratch))
+            AnalyticsInput(det, classifications, tracks, relations, label_names,
+                           self.scratch).write(w)
         if tensors is not None and (len(tensors) or not isinstance(tensors, Mapping)):
-            records.append(TensorsEncoder(tensors))  # (no record for no tensors)
+            w.tensors(TENSORS_NAME, tensor_items(tensors))  # (none: no record)
         if meta is not None:
-            records.append(BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta)))
+            w.custom(CUSTOM_NAME, meta)
         if metas is not None:
             if isinstance(metas, (str, Mapping)) or not hasattr(metas, "__iter__"):
                 raise InvalidArgumentError("metas takes a list of records, or bytes of a whole "
                                            "area")
-            records += [record_encoder(r) for r in metas]
-        return self._records(buf, records)
+            for r in metas:
+                _write_record(w, r)
+        return w.finish()
 
-    def _append_custom(self, buf: np.ndarray, used: int, meta: Mapping[str, Any]) -> int:
-        """The custom record after an area's last record, as layout() would have placed it."""
-        rec = BodyRecord(KIND_CUSTOM, CUSTOM_NAME, custom_body(meta))
-        magic, version, count, _, flags = AREA_HEADER.unpack_from(buf, 0)
-        if used + rec.size > self.capacity:
-            too_big(used + rec.size, self.capacity)
-        rec.write(buf, used)
-        AREA_HEADER.pack_into(buf, 0, magic, version, count + 1, used + rec.size, flags)
-        return used + rec.size
 
-    def _records(self, buf: np.ndarray, records: List[Encoded]) -> int:
-        if not records:
-            return 0
-        placed, used = layout(records, self.capacity)
-        return write_area(buf, placed, used)
+def _write_record(w: Writer, rec: Any) -> None:
+    """One item of ``metas=[...]``: a decoded record (its body as it came), or a
+    :class:`RawRecord`, :class:`CustomRecord`, :class:`TimestampRecord` or
+    :class:`TensorsRecord` made in Python."""
+    if isinstance(rec, MetaRecord) and rec.body is not None:
+        w.raw(rec.kind, rec.name, rec.body)
+    elif isinstance(rec, RawRecord):
+        w.raw(rec.kind, rec.name, rec.data)
+    elif isinstance(rec, CustomRecord):
+        w.custom(rec.name, rec.fields)
+    elif isinstance(rec, TimestampRecord):
+        w.timestamp(rec.name, rec.caps, rec.timestamp, rec.duration)
+    elif isinstance(rec, TensorsRecord):
+        rec.write(w)
+    elif isinstance(rec, AnalyticsRecord):
+        rec.encoder()  # raises: say how to publish analytics instead
+    else:
+        raise InvalidArgumentError(f"metas=[...] takes records (cudaipc.metas.RawRecord, "
+                                   f"CustomRecord, TimestampRecord, or decoded ones), not "
+                                   f"{type(rec).__name__}")
 
 
 def encode(capacity: int = 16 * 1024 * 1024, **kw: Any) -> bytes:
@@ -140,6 +151,56 @@ def decode(data: Any) -> Decoded:
     arr = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else \
         data.reshape(-1).view(np.uint8)
     return decode_area(arr)
+
+
+def decode_area(area: np.ndarray) -> Decoded:
+    """Every record of an area (a read-only uint8 array of FrameDesc::metas_bytes bytes), as the
+    core read it: records that break the format are left out, counted in ``bad`` with the reason
+    in ``errors``; kinds this version does not read come as RawRecords, counted in ``unknown``."""
+    out = Decoded()
+    if not area.shape[0]:
+        return out
+    t = core_decode(area)
+    out.errors, out.unknown, out.bad = t.errors, t.unknown, t.bad
+    if not t.records.shape[0]:
+        return out
+    text = area.data
+    fields = t.fields.tolist() if t.fields.shape[0] else []
+    records = out.records
+    for kind, known, no, ns, bo, bs, first, count, fr, nr, ho, hs, _, ts, dur in \
+            t.records.tolist():
+        name = str(text[no:no + ns], "utf-8", "replace")
+        body = area[bo:bo + bs]
+        try:
+            rec = _record(t, kind, known, name, body, first, count, fr, nr, ho, hs, ts, dur,
+                          fields, text, area)
+        except (ValueError, OverflowError) as e:
+            # What the core accepts but NumPy cannot view (a tensor of dims past its sizes): the
+            # record is left out as bad, as a malformed one is.
+            out.bad += 1
+            out.errors.append(f"record {name!r} (kind {kind}): {type(e).__name__}: {e}")
+            continue
+        rec.body = body
+        records.append(rec)
+    return out
+
+
+def _record(t: Any, kind: int, known: int, name: str, body: np.ndarray, first: int, count: int,
+            fr: int, nr: int, ho: int, hs: int, ts: int, dur: int, fields: List[tuple],
+            text: memoryview, area: np.ndarray) -> MetaRecord:
+    """One of the core's record rows as Python's record."""
+    if not known:
+        return RawRecord(kind, name, body)
+    if kind == KIND_ANALYTICS:
+        return AnalyticsRecord(name, t.mtds[first:first + count], area[ho:ho + hs],
+                               t.relations[fr:fr + nr], t.classes, t.segmentations, area, ho)
+    if kind == KIND_TENSORS:
+        return tensors_decoded(name, t.tensors[first:first + count].tolist(), text, area)
+    if kind == KIND_CUSTOM:
+        return CustomRecord(name, dict(custom_values(fields, first, count, text)[0]))
+    return TimestampRecord(str(text[ho:ho + hs], "utf-8", "replace"),  # KIND_TIMESTAMP
+                           None if ts == _lib.NO_TIME else ts,
+                           None if dur == _lib.NO_TIME else dur, name)
 
 
 # ---- reading a frame -----------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Kind 3 records (GstTensorMeta, docs/metas.md): tensors by id, each with a data type named as
-GStreamer names it, dims, a dims order and its data in the area.
+GStreamer names it, dims, a dims order and its data in the area. The core reads and writes the
+record (cudaipc_metas_decode, cudaipc_metas_add_tensors); this module has the Python forms: NumPy
+dtypes and arrays.
 
 Reading hands out each tensor's data as a read-only NumPy view of the area, no copy, typed where
 NumPy (or ml_dtypes, for bfloat16 and the float8 types) has the type. Without ml_dtypes those, and
@@ -8,22 +10,17 @@ bytes: ``TensorInfo.dtype`` names the type either way."""
 
 from __future__ import annotations
 
-import struct
 import sys
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._metas import (KIND_TENSORS, Encoded, MetaFormatError, MetaRecord, U32x2, check_name,
-                     encode_name, pad8, write_record_header)
+from ._metas import KIND_TENSORS, MetaRecord
 
 NAME = "GstTensorMetaAPI"
 MAX_TENSORS = 256
 MAX_DIMS = 16
-DATA_ALIGN = 64
-ENTRY = struct.Struct("<IHHIIQQ")  # entry_size, id_len, dtype_len, num_dims, order, off, size
-_DIMS = [struct.Struct(f"<{n}Q") for n in range(17)]
 ROW_MAJOR, COL_MAJOR = 0, 1
 
 # GStreamer's data type names and their element size in bits (0: not fixed).
@@ -95,17 +92,6 @@ def _gst_name(dtype: np.dtype) -> str:
                                f"{', '.join(BITS)})")
 
 
-def data_size(name: str, dims: Tuple[int, ...]) -> Optional[int]:
-    """Bytes `dims` elements of `name` take (4-bit types: half a byte each, rounded up)."""
-    bits = BITS[name]
-    if not bits:
-        return None
-    n = 1
-    for d in dims:
-        n *= d
-    return (n * bits + 7) // 8
-
-
 class TensorInfo(NamedTuple):
     """One tensor of a kind 3 record. ``array`` is ``data`` viewed with the tensor's NumPy dtype
     and dims (column-major ones as Fortran-ordered arrays), or ``data`` itself where it stays raw
@@ -145,53 +131,25 @@ class TensorsRecord(MetaRecord):
             out.setdefault(t.id, t.array)
         return out
 
-    def encoder(self) -> "TensorsEncoder":
-        return TensorsEncoder(self._given or {}, self.name)
+    def write(self, writer: Any) -> None:
+        """Publishes the tensors it was made with (``metas=[TensorsRecord({...})]``)."""
+        writer.tensors(self.name, tensor_items(self._given or {}))
 
     def __repr__(self) -> str:
         return f"<TensorsRecord {[(t.id, t.dtype, t.dims) for t in self.tensors]}>"
 
 
-def decode_tensors(name: str, body: np.ndarray) -> TensorsRecord:
-    size = body.shape[0]
-    if size < 8:
-        raise MetaFormatError(f"tensors body of {size} bytes is shorter than its 8-byte header")
-    count, _ = U32x2.unpack_from(body, 0)
-    if count > MAX_TENSORS:
-        raise MetaFormatError(f"{count} tensors: at most {MAX_TENSORS} a record")
+def decoded(name: str, rows: list, text: memoryview, area: np.ndarray) -> TensorsRecord:
+    """A record of the core's tensor rows (cudaipc_metas_tensor, as tuples): each tensor's data a
+    read-only view of the area, where the core checked it lies."""
     rec = TensorsRecord(None, name)
-    mv = body.data
-    pos = 8
-    for i in range(count):
-        if pos + ENTRY.size > size:
-            raise MetaFormatError(f"tensor {i} of {count} starts past the body's {size} bytes")
-        esize, id_len, dt_len, ndims, order, off, dsize = ENTRY.unpack_from(body, pos)
-        if ndims > MAX_DIMS:
-            raise MetaFormatError(f"tensor {i}: {ndims} dims, at most {MAX_DIMS}")
-        strings = pad8(id_len + dt_len)
-        need = ENTRY.size + strings + 8 * ndims
-        if esize % 8 or esize < need or pos + esize > size:
-            raise MetaFormatError(f"tensor {i}: entry size {esize} (needs a multiple of 8, at "
-                                  f"least {need}, within the {size - pos} bytes left)")
-        s = pos + ENTRY.size
-        tid = check_name(bytes(mv[s:s + id_len]), "tensor {}'s id", i)
-        dtype = check_name(bytes(mv[s + id_len:s + id_len + dt_len]), "tensor {}'s type", i)
-        if dtype not in BITS:
-            raise MetaFormatError(f"tensor {i} ({tid!r}): unknown data type {dtype!r}")
-        if order not in (ROW_MAJOR, COL_MAJOR):
-            raise MetaFormatError(f"tensor {i} ({tid!r}): dims order {order} is neither 0 nor 1")
-        dims = _DIMS[ndims].unpack_from(body, s + strings)
-        if off + dsize > size:
-            raise MetaFormatError(f"tensor {i} ({tid!r}): {dsize} bytes of data at {off} overrun "
-                                  f"the body's {size}")
-        want = data_size(dtype, dims)
-        if want is not None and want != dsize:
-            raise MetaFormatError(f"tensor {i} ({tid!r}): {dsize} bytes of data for dims "
-                                  f"{list(dims)} of {dtype}, which take {want}")
-        data = body[off:off + dsize]
-        rec.tensors.append(TensorInfo(tid, dtype, dims, "column-major" if order else "row-major",
-                                      data, _view(dtype, dims, order, data)))
-        pos += esize
+    for ido, ids, dto, dts, nd, order, off, size, dims in rows:
+        dtype = str(text[dto:dto + dts], "utf-8", "replace")
+        shape = tuple(dims[:nd])
+        data = area[off:off + size]
+        rec.tensors.append(TensorInfo(str(text[ido:ido + ids], "utf-8", "replace"), dtype, shape,
+                                      "column-major" if order else "row-major", data,
+                                      _view(dtype, shape, order, data)))
     return rec
 
 
@@ -239,79 +197,22 @@ def _packed4(arr: np.ndarray) -> np.ndarray:
     return flat[0::2] | (flat[1::2] << 4)
 
 
-_ENTRY_FIXED = struct.Struct("<IHHII")  # entry_size, id_len, dtype_len, num_dims, dims_order
-_Q2 = struct.Struct("<QQ")  # data_offset, data_size
-_ZEROS = bytes(DATA_ALIGN + 8)
-
-
-class _Tensor(NamedTuple):
-    head: bytes  # the entry up to data_offset
-    tail: bytes  # id, type, padding, dims
-    data: np.ndarray  # uint8, contiguous
-
-
-class TensorsEncoder(Encoded):
-    """Writes one kind 3 record of a dict id -> array; the data lands on 64-byte boundaries of
-    the area, the entries before it. Each entry is made as bytes once, so writing is one copy of
-    the entries and one per tensor's data."""
-
-    def __init__(self, tensors: Mapping[str, Any], name: str = NAME) -> None:
-        if not isinstance(tensors, Mapping):
-            raise InvalidArgumentError(f"tensors must be a dict of id -> array, not "
-                                       f"{type(tensors).__name__}")
-        if len(tensors) > MAX_TENSORS:
-            raise InvalidArgumentError(f"{len(tensors)} tensors: at most {MAX_TENSORS} a frame")
-        b = encode_name(name)
-        self.name_len = len(b)
-        self.name = b + bytes(pad8(len(b)) - len(b))
-        self.items: List[_Tensor] = []
-        self.entries = 8
-        for tid, obj in tensors.items():
-            arr = host_array(obj, "tensor {!r}", tid)
-            nd = arr.ndim
-            if nd > MAX_DIMS:
-                raise InvalidArgumentError(f"tensor {tid!r}: {nd} dims, at most {MAX_DIMS}")
-            dt = gst_name(arr.dtype)
-            data = _packed4(arr) if dt in ("int4", "uint4") else arr.reshape(-1).view(np.uint8)
-            ident = encode_name(tid if type(tid) is str else str(tid), "a tensor's id")
-            if len(ident) > 0xFFFF:
-                raise InvalidArgumentError(f"tensor id {tid!r} is too long")
-            dtb = dt.encode()
-            n = len(ident) + len(dtb)
-            esize = ENTRY.size + pad8(n) + 8 * nd
-            self.items.append(_Tensor(
-                _ENTRY_FIXED.pack(esize, len(ident), len(dtb), nd, ROW_MAJOR),
-                ident + dtb + _ZEROS[:pad8(n) - n] + _DIMS[nd].pack(*arr.shape), data))
-            self.entries += esize
-        self.offsets: List[int] = []
-        self.size = 0
-
-    def layout(self, offset: int) -> int:
-        body_at = offset + 8 + len(self.name)
-        end = self.entries
-        self.offsets = []
-        for t in self.items:
-            end = -(-(body_at + end) // DATA_ALIGN) * DATA_ALIGN - body_at
-            self.offsets.append(end)
-            end += t.data.nbytes
-        self.size = 8 + len(self.name) + pad8(end)
-        return self.size
-
-    def write(self, buf: np.ndarray, offset: int) -> None:
-        start = write_record_header(buf, offset, self.size, KIND_TENSORS, self.name,
-                                    self.name_len)
-        mv = buf.data
-        parts = [U32x2.pack(len(self.items), 0)]
-        for t, off in zip(self.items, self.offsets):
-            parts += [t.head, _Q2.pack(off, t.data.nbytes), t.tail]
-        entries = b"".join(parts)
-        gap = start + len(entries)
-        mv[start:gap] = entries
-        # Data, and zeros in the gaps that align it.
-        for t, off in zip(self.items, self.offsets):
-            at = start + off
-            mv[gap:at] = _ZEROS[:at - gap]
-            gap = at + t.data.nbytes
-            buf[at:gap] = t.data
-        end = offset + self.size
-        mv[gap:end] = _ZEROS[:end - gap]
+def tensor_items(tensors: Mapping[str, Any]) -> List[Tuple[bytes, bytes, Tuple[int, ...],
+                                                              np.ndarray]]:
+    """What the writer takes of a dict id -> array: each tensor's id, GStreamer's name of its type,
+    its dims and its bytes (int4/uint4 packed two to a byte)."""
+    if not isinstance(tensors, Mapping):
+        raise InvalidArgumentError(f"tensors must be a dict of id -> array, not "
+                                   f"{type(tensors).__name__}")
+    if len(tensors) > MAX_TENSORS:
+        raise InvalidArgumentError(f"{len(tensors)} tensors: at most {MAX_TENSORS} a frame")
+    items = []
+    for tid, obj in tensors.items():
+        arr = host_array(obj, "tensor {!r}", tid)
+        if arr.ndim > MAX_DIMS:
+            raise InvalidArgumentError(f"tensor {tid!r}: {arr.ndim} dims, at most {MAX_DIMS}")
+        dt = gst_name(arr.dtype)
+        data = _packed4(arr) if dt in ("int4", "uint4") else arr.reshape(-1).view(np.uint8)
+        items.append(((tid if type(tid) is str else str(tid)).encode("utf-8"), dt.encode(),
+                      arr.shape, data))
+    return items

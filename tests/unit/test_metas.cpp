@@ -393,7 +393,9 @@ TEST(Metas, CorruptedAnalyticsPayloadsAreRefused) {
   std::memcpy(seg + 28, &huge, 4);  // mask height: stride * height far past the payload
   EXPECT_FALSE(v.mtd(2, &m, &error));
   const std::uint32_t relation_to = 9;
-  std::uint8_t* rel = body + used - 12;
+  std::uint32_t relations_offset = 0;  // the writer puts the relations before the heap
+  std::memcpy(&relations_offset, body + 16, 4);
+  std::uint8_t* rel = body + relations_offset;
   std::memcpy(rel + 4, &relation_to, 4);
   Relation r;
   EXPECT_FALSE(v.relation(0, &r, &error));

@@ -225,10 +225,241 @@ typedef struct {
   uint32_t name_count;
   uint32_t reserved;
 } cudaipc_detections;
-/* Writes a whole meta area (docs/metas.md) holding one analytics record of the detections.
- * Returns the area's size, or minus the status (cudaipc_last_error says why: too small an area
- * names both sizes). */
+/* Writes a whole meta area (docs/metas.md) holding one analytics record of the detections (as
+ * cudaipc_metas_add_analytics writes them), in one call. Returns the area's size, or minus the
+ * status (cudaipc_last_error says why: too small an area names both sizes). */
 int64_t cudaipc_metas_detections_area(const cudaipc_detections* d);
+
+/* ---- Meta areas: the core's codec (docs/metas.md) -----------------------------------------
+ * For bindings without C++ (the Python package): one codec of the records a frame carries beside
+ * its pixels, the one cudaipcsink and cudaipcsrc use.
+ *
+ * Reading. cudaipc_metas_decode checks a whole area (another process's bytes: hostile; every
+ * size, count, offset and string is checked, each field read once) and lays out what it holds as
+ * tables of fixed-size rows in the caller's buffer: a cudaipc_metas_decoded header, then the
+ * tables it points to. Offsets named "(area)" count from the area's first byte (names, strings,
+ * heaps, tensor data, masks: read them in place while the frame is held); the tables' and the
+ * messages' count from the buffer's. A record that breaks the format is left out with a message
+ * ("record 2 (kind 4): custom field 'x': ..."), as are the records after one whose size cannot be
+ * trusted; a peer's bytes never make a call fail. */
+#define CUDAIPC_METAS_MAX_DIMS 16
+
+typedef struct {
+  uint32_t size;         /* bytes of the buffer this decode needs (all of it was written only
+                            when the capacity was at least this) */
+  uint32_t record_count; /* records read: the rows of `records` */
+  uint32_t unknown;      /* records of kinds this version does not read (kept, as raw), or 1 for
+                            an area of another encoding version */
+  uint32_t bad;          /* records (or the area) left out as malformed */
+  uint32_t mtd_count, class_count, segmentation_count, relation_count;
+  uint32_t tensor_count, field_count;
+  uint32_t error_count; /* messages, each ending in a NUL, back to back at `errors` */
+  uint32_t errors_size;
+  /* Where each table starts, from the buffer's first byte (8-byte aligned). */
+  uint32_t records, mtds, classes, segmentations, relations, tensors, fields, errors;
+} cudaipc_metas_decoded;
+
+typedef struct {
+  uint16_t kind;  /* 1 serialized, 2 analytics, 3 tensors, 4 custom, 5 reference timestamp */
+  uint16_t known; /* 1: a kind this version reads, its rows below; 0: its body alone */
+  uint32_t name_offset, name_size; /* (area) UTF-8, no NUL */
+  uint32_t body_offset, body_size; /* (area) the body as it crossed, padding included */
+  /* Its rows: analytics: mtds; tensors: tensors; custom: its own fields (each nested field's
+   * members follow it, see cudaipc_metas_field). */
+  uint32_t first, count;
+  uint32_t first_relation, relation_count; /* analytics */
+  uint32_t heap_offset, heap_size;         /* (area) analytics: the heap; timestamp: the caps */
+  uint32_t reserved;
+  uint64_t timestamp, duration; /* reference timestamp: ns or CUDAIPC_NO_TIME */
+} cudaipc_metas_record;
+
+typedef struct {
+  uint32_t type;  /* 1 object detection, 2 classification, 3 tracking, 4 segmentation; any other
+                     is a type this version does not read (id only) */
+  uint32_t id;    /* the mtd's id in the producer's meta */
+  uint32_t flags; /* object detection: 1 oriented; tracking: 1 lost */
+  /* Classification, tracking: the object detection of the record it is related to (by a relation
+   * of any type, either way; a detection's relation to it first, then its own, in order), as that
+   * detection's rank among the record's detections; -1: none. Others: -1. */
+  int32_t detection;
+  int32_t x, y, w, h;    /* object detection */
+  float rotation;        /* object detection: radians, 0 unless oriented */
+  float confidence;      /* object detection */
+  uint32_t label_offset; /* (area) object detection: its label, UTF-8 */
+  uint32_t label_size;
+  uint32_t first, count; /* classification: its rows of `classes`; segmentation: first is its
+                            row of `segmentations` */
+  int32_t track;         /* object detection: the tracking mtd related to it (the last one a
+                            relation names), as its index in the record's mtds; -1: none */
+  uint32_t reserved;
+  uint64_t tracking_id, first_seen, last_seen; /* tracking (ns) */
+} cudaipc_metas_mtd;
+
+typedef struct {
+  float confidence;
+  uint32_t label_offset, label_size; /* (area) */
+} cudaipc_metas_class;
+
+typedef struct {
+  uint32_t seg_type; /* 0 semantic, 1 instance */
+  int32_t x, y;
+  uint32_t w, h;
+  uint32_t region_count;
+  uint32_t regions_offset; /* (area) region_count little-endian u32, unaligned */
+  uint32_t mask_width, mask_height, mask_stride, mask_format; /* GstVideoFormat */
+  uint32_t mask_offset; /* (area) mask_stride * mask_height bytes */
+} cudaipc_metas_segmentation;
+
+typedef struct {
+  uint32_t from, to; /* indexes into the record's mtds */
+  uint32_t types;    /* GstAnalyticsRelTypes bits */
+} cudaipc_metas_relation;
+
+typedef struct {
+  uint32_t id_offset, id_size;       /* (area) */
+  uint32_t dtype_offset, dtype_size; /* (area) a data type name of docs/metas.md */
+  uint32_t num_dims, dims_order;     /* 0 row-major, 1 column-major */
+  uint64_t data_offset, data_size;   /* (area) data_size checked against the dims and type */
+  uint64_t dims[CUDAIPC_METAS_MAX_DIMS];
+} cudaipc_metas_tensor;
+
+/* One custom field. A structure, array or list (types 12, 13, 14) is followed by its `members`
+ * fields (nameless for arrays and lists), each followed by its own members: the fields of a record
+ * are its tree in pre-order. */
+typedef struct {
+  uint32_t type;                   /* docs/metas.md, kind 4: 1 int64 .. 14 list */
+  uint32_t members;                /* structure, array, list */
+  uint32_t name_offset, name_size; /* (area) UTF-8 */
+  /* (area) string: UTF-8; bytes: the bytes; other: GStreamer's text (UTF-8); structure: its name */
+  uint32_t text_offset, text_size;
+  uint32_t type_name_offset, type_name_size; /* (area) other: the GType's name */
+  union {
+    int64_t i;  /* int64, int32, fraction's numerator, boolean (0, 1) */
+    uint64_t u; /* uint64, uint32 */
+    double d;   /* double, float */
+  } value;
+  int32_t denominator; /* fraction */
+  uint32_t reserved;
+} cudaipc_metas_field;
+
+/* Decodes the `size` bytes of a meta area (a frame's: cudaipc_frame_metas) into `out` (8-byte
+ * aligned, `capacity` bytes). Returns the bytes the decode needs: when that is more than
+ * `capacity` only the header was written (if it fits), and the caller calls again with room.
+ * Negative (minus the status) only for arguments that are wrong, never for what the area holds. */
+int64_t cudaipc_metas_decode(const uint8_t* area, uint32_t size, void* out, uint64_t capacity);
+
+/* Writing. A writer adds records to an area in the caller's memory, in order; each add checks
+ * its arguments (names UTF-8 without NUL, counts, indexes) and fails with the reason. A record
+ * that does not fit is not written, and neither is any after it: their sizes are still counted,
+ * and cudaipc_metas_writer_finish says how many bytes the whole area needed. */
+typedef struct cudaipc_metas_writer cudaipc_metas_writer;
+int cudaipc_metas_writer_new(cudaipc_metas_writer** out);
+void cudaipc_metas_writer_free(cudaipc_metas_writer* w);
+/* Starts an area of `capacity` bytes at `area` (NULL with 0: an area that holds nothing). */
+int cudaipc_metas_writer_begin(cudaipc_metas_writer* w, uint8_t* area, uint32_t capacity);
+/* The area's size (the frame's metas_size; 0 without records), or minus the status: the area
+ * holds fewer bytes than the records need (the message names both sizes), more than 65535
+ * records, or a custom record is still open. */
+int64_t cudaipc_metas_writer_finish(cudaipc_metas_writer* w);
+
+/* A record of any kind from a body the caller made (kind 1 to 65535): serialized metas, kinds
+ * this version does not know, a decoded record forwarded byte for byte. */
+int cudaipc_metas_add_raw(cudaipc_metas_writer* w, uint32_t kind, const char* name,
+                          uint32_t name_size, const void* body, uint32_t body_size);
+/* Kind 5: timestamp and duration in ns (CUDAIPC_NO_TIME: none), the reference's caps. */
+int cudaipc_metas_add_timestamp(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                uint64_t timestamp, uint64_t duration, const char* caps,
+                                uint32_t caps_size);
+
+/* Kind 3: `count` tensors (at most 256), their ids and data type names in `text`. Each tensor's
+ * data lands on a 64-byte boundary of the area. */
+typedef struct {
+  uint32_t id_offset, id_size;       /* in `text` */
+  uint32_t dtype_offset, dtype_size; /* in `text`: a data type name of docs/metas.md */
+  uint32_t num_dims, dims_order;     /* at most 16; 0 row-major, 1 column-major */
+  const void* data;                  /* data_size bytes, as the dims and type take them */
+  uint64_t data_size;
+  uint64_t dims[CUDAIPC_METAS_MAX_DIMS];
+} cudaipc_metas_tensor_in;
+int cudaipc_metas_add_tensors(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                              const cudaipc_metas_tensor_in* tensors, uint32_t count,
+                              const char* text, uint32_t text_size);
+
+/* Kind 2: one analytics record of detections (mtds 0 .. n-1), then classifications, then tracks,
+ * each mtd's id its index, with the relations GStreamer's elements make (a detection CONTAIN its
+ * classification and the classification IS_PART_OF it; a detection RELATE_TO its track), then
+ * `relations`. Labels are indexes into one names table (UTF-8 back to back, name i at bytes
+ * [name_offsets[i], name_offsets[i + 1])): a table of 2048 bytes or less goes into the heap whole
+ * (the same bytes every frame), a larger one as the names the record uses. */
+typedef struct {
+  uint32_t n;         /* detections */
+  uint32_t boxes_f64; /* nonzero: boxes are double, else float */
+  /* n x 4 x1 y1 x2 y2 in pixels: x = rint(x1), w = rint(x2 - x1) (half to even) in the boxes'
+   * precision */
+  const void* boxes;
+  const float* scores;   /* NULL: 1 */
+  const float* rotation; /* radians; NULL: not oriented */
+  const int64_t* labels; /* NULL: no labels */
+  uint32_t classifications;
+  uint32_t tracks;
+  const int32_t* class_detection; /* per classification: the detection it classifies, -1: the
+                                     frame */
+  const uint32_t* class_first;    /* classifications + 1 values: classification k's classes are
+                                     [class_first[k], class_first[k + 1]) of the two below */
+  const float* class_scores;
+  const int64_t* class_labels;
+  const int32_t* track_detection; /* per track: its detection, -1: none */
+  const uint64_t* track_ids;
+  const uint64_t* first_seen; /* ns; NULL: 0 */
+  const uint64_t* last_seen;  /* ns; NULL: 0 */
+  const uint8_t* lost;        /* NULL: none lost */
+  const uint32_t* relations;  /* relation_count x (from, to, types): mtd indexes, type bits */
+  uint32_t relation_count;
+  uint32_t name_count;
+  const uint8_t* names;
+  const uint32_t* name_offsets; /* name_count + 1 values */
+} cudaipc_metas_analytics;
+int cudaipc_metas_add_analytics(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                const cudaipc_metas_analytics* a);
+
+/* Kind 4, field by field: custom_begin, the fields (a structure, array or list is begun, its
+ * members added, then ended; nested at most 8 levels), custom_end. Names are UTF-8 without NUL;
+ * array and list members have empty names. */
+int cudaipc_metas_custom_begin(cudaipc_metas_writer* w, const char* name, uint32_t name_size);
+int cudaipc_metas_custom_int64(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                               int64_t v);
+int cudaipc_metas_custom_uint64(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                uint64_t v);
+int cudaipc_metas_custom_int32(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                               int32_t v);
+int cudaipc_metas_custom_uint32(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                uint32_t v);
+int cudaipc_metas_custom_double(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                double v);
+int cudaipc_metas_custom_float(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                               float v);
+int cudaipc_metas_custom_boolean(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                 int v);
+/* Neither term -2^31, the denominator not 0. */
+int cudaipc_metas_custom_fraction(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                  int32_t numerator, int32_t denominator);
+/* UTF-8. */
+int cudaipc_metas_custom_string(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                const char* value, uint32_t value_size);
+int cudaipc_metas_custom_bytes(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                               const void* value, uint32_t value_size);
+/* Another GType, as its name (at most 255 bytes) and gst_value_serialize's text. */
+int cudaipc_metas_custom_other(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                               const char* type_name, uint32_t type_name_size, const char* text,
+                               uint32_t text_size);
+int cudaipc_metas_custom_begin_structure(cudaipc_metas_writer* w, const char* name,
+                                         uint32_t name_size, const char* structure_name,
+                                         uint32_t structure_name_size);
+/* list: nonzero for a GstValueList, 0 for a GstValueArray. */
+int cudaipc_metas_custom_begin_array(cudaipc_metas_writer* w, const char* name, uint32_t name_size,
+                                     int list);
+int cudaipc_metas_custom_end_nested(cudaipc_metas_writer* w);
+int cudaipc_metas_custom_end(cudaipc_metas_writer* w);
 /* The model side of cudaipcfilter (docs/elements.md, cudaipc/server.hpp). A model process reads the
  * filter's frames with a consumer on the filter's socket path (every-frame mode, reconnecting) and
  * answers each on a reply channel: a producer at "<path>.reply" in host memory with `slots` slots

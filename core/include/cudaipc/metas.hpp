@@ -84,17 +84,25 @@ class AreaReader {
  public:
   AreaReader(const void* area, std::size_t bytes) noexcept;
   bool next(Record* out) noexcept;
-  const char* error() const noexcept { return error_; }
+  // The reason, with the numbers that broke the rule; valid while the reader lives.
+  const char* error() const noexcept { return failed_ ? message_ : nullptr; }
+  // The area is of another encoding version: not malformed, only unreadable here.
+  bool other_version() const noexcept { return other_version_; }
   std::uint16_t record_count() const noexcept { return count_; }
+  // Where the next record starts, from the area's first byte.
+  std::size_t position() const noexcept { return pos_; }
 
  private:
+  void fail(const char* format, ...) noexcept __attribute__((format(printf, 2, 3)));
   const std::uint8_t* area_;
   std::size_t bytes_;
   std::size_t pos_ = 0;
   std::size_t end_ = 0;
   std::uint16_t count_ = 0;
   std::uint16_t read_ = 0;
-  const char* error_ = nullptr;
+  bool other_version_ = false;
+  bool failed_ = false;
+  char message_[256] = {};
 };
 
 // ---- kind 2: analytics ----
@@ -134,17 +142,31 @@ struct Segmentation {
   const std::uint8_t* mask = nullptr;  // mask_stride * mask_height bytes
 };
 
+// Bytes already in an analytics heap (AnalyticsWriter::put_heap): a label many mtds share.
+struct HeapString {
+  std::uint32_t offset = 0;  // from the heap's first byte
+  std::uint32_t size = 0;
+};
+
 // Writes one analytics body. `max_mtds` bounds the table (mtds added beyond it fail). Every add_*
 // returns false when the body has no room left; finish() then still yields a consistent body of
-// what was added, and the caller decides whether a partial meta is worth sending.
+// what was added, and the caller decides whether a partial meta is worth sending. The body is laid
+// out as header, table, relations, heap (the relations are moved before the heap at finish).
 class AnalyticsWriter {
  public:
   AnalyticsWriter(std::uint8_t* body, std::size_t capacity, std::uint32_t max_mtds) noexcept;
   bool ok() const noexcept;  // false when even the empty table does not fit
+  // Appends `n` bytes to the heap (a table of labels mtds then name by offset); false when full.
+  bool put_heap(const void* bytes, std::size_t n, HeapString* out) noexcept;
   // Each returns the new mtd's index in the table (for relations), or -1.
   int add_object_detection(std::uint32_t id, const ObjectDetection& od) noexcept;
+  // The same with a label put in the heap before (od.label is not read).
+  int add_object_detection(std::uint32_t id, const ObjectDetection& od, HeapString label) noexcept;
   // `n` classes (confidence + label each).
   int add_classification(std::uint32_t id, const ClassEntry* classes, std::uint32_t n) noexcept;
+  // The same with labels put in the heap before.
+  int add_classification(std::uint32_t id, const float* confidences, const HeapString* labels,
+                         std::uint32_t n) noexcept;
   int add_tracking(std::uint32_t id, const Tracking& t) noexcept;
   int add_segmentation(std::uint32_t id, const Segmentation& s) noexcept;
   // Relations go after every mtd: once one is added, no mtd can be.
@@ -153,13 +175,16 @@ class AnalyticsWriter {
   std::size_t finish() noexcept;
 
  private:
+  template <typename Entry>
+  int add_classes(std::uint32_t id, std::uint32_t n, Entry entry) noexcept;
   std::uint8_t* body_;
   std::size_t capacity_;
   std::uint32_t max_mtds_;
   std::uint32_t mtds_ = 0;
   std::uint32_t relations_ = 0;
   std::size_t heap_start_ = 0;
-  std::size_t heap_end_ = 0;  // next free byte of the heap
+  std::size_t heap_end_ = 0;   // next free byte of the heap
+  std::size_t heap_used_ = 0;  // the heap's end before the padding that aligns the relations
   bool relations_started_ = false;
   bool ok_ = false;
 };
@@ -184,6 +209,9 @@ class AnalyticsView {
   bool parse(Bytes body, std::string* error);
   std::uint32_t mtd_count() const noexcept { return mtd_count_; }
   std::uint32_t relation_count() const noexcept { return relation_count_; }
+  // The heap: where it starts from the body's first byte, and its bytes.
+  std::size_t heap_offset() const noexcept { return heap_off_; }
+  std::size_t heap_size() const noexcept { return heap_size_; }
   // Reads and checks mtd i (its strings and payload within the heap). False with a reason when
   // mtd i is malformed; an unknown type is not an error: `out->type` holds it for the caller to
   // skip.
@@ -216,6 +244,8 @@ struct Tensor {
 // Element size in bits of a dtype name (4 for int4/uint4, 8 for int8, ...), 0 when unknown or not
 // fixed (string).
 std::uint32_t tensor_dtype_bits(std::string_view dtype) noexcept;
+// A name of docs/metas.md's list (string included).
+bool tensor_dtype_known(std::string_view dtype) noexcept;
 
 class TensorsWriter {
  public:
@@ -353,15 +383,18 @@ class CustomView {
   unsigned depth() const noexcept { return depth_; }
   // Fields in order: call next() until false; error() tells a malformed field from the end.
   bool next(Field* out) noexcept;
-  const char* error() const noexcept { return error_; }
+  // Why next() stopped early, naming the field and the numbers; nullptr at a normal end.
+  const char* error() const noexcept { return failed_ ? message_ : nullptr; }
 
  private:
   bool parse_at(Bytes body, unsigned depth, std::string* error);
+  bool fail(const char* format, ...) noexcept __attribute__((format(printf, 2, 3)));
   Bytes body_{};
   std::uint32_t count_ = 0, read_ = 0;
   std::size_t pos_ = 0;
   unsigned depth_ = 0;
-  const char* error_ = nullptr;
+  bool failed_ = false;
+  char message_[192] = {};
 };
 
 // ---- kind 5: reference timestamp ----

@@ -1,5 +1,6 @@
 // Kind 2, GstAnalyticsRelationMeta (docs/metas.md): a header, a table of fixed 56-byte mtd entries,
 // a heap of labels and variable payloads, and the relations after the heap.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -47,41 +48,73 @@ bool AnalyticsWriter::ok() const noexcept {
   return ok_;
 }
 
-namespace {
-
-// Appends `n` bytes to the heap; their offset from the body's start, or 0 when full.
-std::size_t heap_put(std::uint8_t* body, std::size_t capacity, std::size_t* end, const void* p,
-                     std::size_t n) {
-  if (n > capacity - *end) return 0;
-  const std::size_t at = *end;
-  if (n) std::memcpy(body + at, p, n);
-  *end += n;
-  return at;
+bool AnalyticsWriter::put_heap(const void* bytes, std::size_t n, HeapString* out) noexcept {
+  if (!ok_ || relations_started_ || n > capacity_ - heap_end_ ||
+      heap_end_ + n - heap_start_ > 0xffffffffu)
+    return false;
+  out->offset = static_cast<std::uint32_t>(heap_end_ - heap_start_);
+  out->size = static_cast<std::uint32_t>(n);
+  if (n) std::memcpy(body_ + heap_end_, bytes, n);
+  heap_end_ += n;
+  return true;
 }
-
-}  // namespace
 
 int AnalyticsWriter::add_object_detection(std::uint32_t id, const ObjectDetection& od) noexcept {
   if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
-  const std::size_t saved = heap_end_;
-  const std::size_t label =
-      heap_put(body_, capacity_, &heap_end_, od.label.data(), od.label.size());
-  if (!label && !od.label.empty()) return -1;
+  HeapString label;
+  if (!put_heap(od.label.data(), od.label.size(), &label)) return -1;
+  return add_object_detection(id, od, label);
+}
+
+int AnalyticsWriter::add_object_detection(std::uint32_t id, const ObjectDetection& od,
+                                          HeapString label) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
   std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
-  std::memset(e, 0, kEntry);
+  // Every byte of the entry is stored (detections come by the hundred: no memset first).
+  store<std::uint32_t>(e + kPayloadOff, 0);
+  store<std::uint32_t>(e + kPayloadLen, 0);
+  store<std::uint32_t>(e + kPayloadLen + 4, 0);
   store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::object_detection));
   store<std::uint32_t>(e + kId, id);
   store<std::uint32_t>(e + kFlags, od.oriented ? 1u : 0u);
-  store<std::uint32_t>(e + kLabelOff,
-                       static_cast<std::uint32_t>(od.label.empty() ? 0 : label - heap_start_));
-  store<std::uint32_t>(e + kLabelLen, static_cast<std::uint32_t>(od.label.size()));
+  store<std::uint32_t>(e + kLabelOff, label.size ? label.offset : 0);
+  store<std::uint32_t>(e + kLabelLen, label.size);
   store<std::int32_t>(e + kUnion, od.x);
   store<std::int32_t>(e + kUnion + 4, od.y);
   store<std::int32_t>(e + kUnion + 8, od.w);
   store<std::int32_t>(e + kUnion + 12, od.h);
   store<float>(e + kUnion + 16, od.r);
   store<float>(e + kUnion + 20, od.confidence);
-  (void)saved;
+  return static_cast<int>(mtds_++);
+}
+
+// The payload (u32 n, then n of {f32 confidence, u32 label_off, u32 label_len}) on a 4-byte
+// boundary of the heap, and the mtd naming it; entry(j) gives class j's confidence and label.
+template <typename Entry>
+int AnalyticsWriter::add_classes(std::uint32_t id, std::uint32_t n, Entry entry) noexcept {
+  if (!ok_ || relations_started_ || mtds_ >= max_mtds_) return -1;
+  const std::size_t fixed = 4 + static_cast<std::size_t>(n) * kClass;
+  const std::size_t aligned = (heap_end_ + 3) & ~std::size_t{3};
+  if (aligned > capacity_ || fixed > capacity_ - aligned) return -1;
+  std::memset(body_ + heap_end_, 0, aligned - heap_end_);
+  std::uint8_t* p = body_ + aligned;
+  store<std::uint32_t>(p, n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    float confidence;
+    HeapString label;
+    entry(j, &confidence, &label);
+    std::uint8_t* c = p + 4 + static_cast<std::size_t>(j) * kClass;
+    store<float>(c, confidence);
+    store<std::uint32_t>(c + 4, label.size ? label.offset : 0);
+    store<std::uint32_t>(c + 8, label.size);
+  }
+  heap_end_ = aligned + fixed;
+  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
+  std::memset(e, 0, kEntry);
+  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::classification));
+  store<std::uint32_t>(e + kId, id);
+  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(aligned - heap_start_));
+  store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(fixed));
   return static_cast<int>(mtds_++);
 }
 
@@ -89,42 +122,32 @@ int AnalyticsWriter::add_classification(std::uint32_t id, const ClassEntry* clas
                                         std::uint32_t n) noexcept {
   if (!ok_ || relations_started_ || mtds_ >= max_mtds_ || (n && !classes)) return -1;
   const std::size_t saved = heap_end_;
-  // Labels first, then the payload that points at them.
-  std::size_t fixed = 4 + static_cast<std::size_t>(n) * kClass;
-  std::size_t labels = 0;
-  for (std::uint32_t j = 0; j < n; ++j) labels += classes[j].label.size();
-  if (labels > capacity_ - heap_end_ || fixed > capacity_ - heap_end_ - labels) return -1;
-  std::size_t label_at[1];  // first label's offset; each follows the previous
-  label_at[0] = heap_end_;
-  for (std::uint32_t j = 0; j < n; ++j)
-    heap_put(body_, capacity_, &heap_end_, classes[j].label.data(), classes[j].label.size());
-  // The payload's u32s are 4-byte aligned in the heap: pad to 4 first.
-  const std::size_t aligned = (heap_end_ + 3) & ~std::size_t{3};
-  if (aligned - heap_end_ > capacity_ - heap_end_ - fixed) {
-    heap_end_ = saved;
-    return -1;
-  }
-  std::memset(body_ + heap_end_, 0, aligned - heap_end_);
-  heap_end_ = aligned;
-  const std::size_t payload = heap_end_;
-  std::uint8_t* p = body_ + payload;
-  store<std::uint32_t>(p, n);
-  std::size_t at = label_at[0];
+  // Labels first, back to back, then the payload that points at them.
+  HeapString first{static_cast<std::uint32_t>(heap_end_ - heap_start_), 0};
   for (std::uint32_t j = 0; j < n; ++j) {
-    std::uint8_t* c = p + 4 + j * kClass;
-    store<float>(c, classes[j].confidence);
-    store<std::uint32_t>(c + 4, static_cast<std::uint32_t>(at - heap_start_));
-    store<std::uint32_t>(c + 8, static_cast<std::uint32_t>(classes[j].label.size()));
-    at += classes[j].label.size();
+    HeapString label;
+    if (!put_heap(classes[j].label.data(), classes[j].label.size(), &label)) {
+      heap_end_ = saved;
+      return -1;
+    }
   }
-  heap_end_ += fixed;
-  std::uint8_t* e = body_ + kHeader + mtds_ * kEntry;
-  std::memset(e, 0, kEntry);
-  store<std::uint32_t>(e + kType, static_cast<std::uint32_t>(MtdType::classification));
-  store<std::uint32_t>(e + kId, id);
-  store<std::uint32_t>(e + kPayloadOff, static_cast<std::uint32_t>(payload - heap_start_));
-  store<std::uint32_t>(e + kPayloadLen, static_cast<std::uint32_t>(fixed));
-  return static_cast<int>(mtds_++);
+  std::uint32_t at = first.offset;
+  const int index = add_classes(id, n, [&](std::uint32_t j, float* confidence, HeapString* label) {
+    *confidence = classes[j].confidence;
+    *label = HeapString{at, static_cast<std::uint32_t>(classes[j].label.size())};
+    at += label->size;
+  });
+  if (index < 0) heap_end_ = saved;
+  return index;
+}
+
+int AnalyticsWriter::add_classification(std::uint32_t id, const float* confidences,
+                                        const HeapString* labels, std::uint32_t n) noexcept {
+  if (n && (!confidences || !labels)) return -1;
+  return add_classes(id, n, [&](std::uint32_t j, float* confidence, HeapString* label) {
+    *confidence = confidences[j];
+    *label = labels[j];
+  });
 }
 
 int AnalyticsWriter::add_tracking(std::uint32_t id, const Tracking& t) noexcept {
@@ -178,11 +201,9 @@ bool AnalyticsWriter::add_relation(std::uint32_t from_index, std::uint32_t to_in
                                    std::uint32_t types) noexcept {
   if (!ok_ || from_index >= mtds_ || to_index >= mtds_) return false;
   if (!relations_started_) {
-    // Relations follow the heap, on a 4-byte boundary.
-    const std::size_t aligned = (heap_end_ + 3) & ~std::size_t{3};
-    if (aligned > capacity_) return false;
-    std::memset(body_ + heap_end_, 0, aligned - heap_end_);
-    heap_end_ = aligned;
+    // Relations are written right after the heap; finish() moves them before it, onto the
+    // table's 8-byte end.
+    heap_used_ = heap_end_;
     relations_started_ = true;
   }
   const std::size_t at = heap_end_ + static_cast<std::size_t>(relations_) * kRelation;
@@ -196,16 +217,19 @@ bool AnalyticsWriter::add_relation(std::uint32_t from_index, std::uint32_t to_in
 
 std::size_t AnalyticsWriter::finish() noexcept {
   if (!ok_) return 0;
-  if (!relations_started_) heap_end_ = (heap_end_ + 3) & ~std::size_t{3};
-  if (heap_end_ > capacity_) heap_end_ = capacity_ & ~std::size_t{3};
-  const std::size_t rel_off = heap_end_;
+  const std::size_t heap_end = relations_started_ ? heap_used_ : heap_end_;
+  const std::size_t rel_bytes = static_cast<std::size_t>(relations_) * kRelation;
+  // [heap][relations] becomes [relations][heap]: label and payload offsets count from the heap's
+  // start, so moving the heap whole keeps them; the relations then sit on the table's 8-byte end.
+  if (rel_bytes) std::rotate(body_ + heap_start_, body_ + heap_end_, body_ + heap_end_ + rel_bytes);
   store<std::uint32_t>(body_, mtds_);
   store<std::uint32_t>(body_ + 4, relations_);
-  store<std::uint32_t>(body_ + 8, static_cast<std::uint32_t>(heap_start_));
-  store<std::uint32_t>(body_ + 12, static_cast<std::uint32_t>(rel_off - heap_start_));
-  store<std::uint32_t>(body_ + 16, static_cast<std::uint32_t>(rel_off));
+  store<std::uint32_t>(body_ + 8, static_cast<std::uint32_t>(heap_start_ + rel_bytes));
+  store<std::uint32_t>(body_ + 12, static_cast<std::uint32_t>(heap_end - heap_start_));
+  store<std::uint32_t>(body_ + 16, static_cast<std::uint32_t>(heap_start_));
   store<std::uint32_t>(body_ + 20, 0);
-  return rel_off + static_cast<std::size_t>(relations_) * kRelation;
+  ok_ = false;  // the heap moved: nothing more can be added
+  return heap_end + rel_bytes;
 }
 
 std::uint32_t region_id(const Segmentation& s, std::uint32_t i) noexcept {
@@ -224,14 +248,17 @@ bool AnalyticsView::parse(Bytes body, std::string* error) {
   const auto heap_off = load<std::uint32_t>(body.data + 8);
   const auto heap_size = load<std::uint32_t>(body.data + 12);
   const auto rel_off = load<std::uint32_t>(body.data + 16);
+  const std::string size = std::to_string(body.size);
   if (mtds > (body.size - kHeader) / kEntry)
-    return fail(error, "analytics record claims " + std::to_string(mtds) + " mtds");
-  if (heap_off < kHeader + static_cast<std::uint64_t>(mtds) * kEntry ||
-      !within(heap_off, heap_size, body.size))
-    return fail(error, "analytics heap outside the record");
+    return fail(error, std::to_string(mtds) + " mtds overrun the body's " + size + " bytes");
+  const std::uint64_t table_end = kHeader + static_cast<std::uint64_t>(mtds) * kEntry;
+  if (heap_off < table_end || !within(heap_off, heap_size, body.size))
+    return fail(error, "heap of " + std::to_string(heap_size) + " bytes at " +
+                           std::to_string(heap_off) + " is not between the mtd table's end (" +
+                           std::to_string(table_end) + ") and the body's (" + size + ")");
   if (!within(rel_off, static_cast<std::uint64_t>(rels) * kRelation, body.size))
-    return fail(error,
-                "analytics record claims " + std::to_string(rels) + " relations past its end");
+    return fail(error, std::to_string(rels) + " relations at " + std::to_string(rel_off) +
+                           " overrun the body's " + size + " bytes");
   mtd_count_ = mtds;
   relation_count_ = rels;
   heap_off_ = heap_off;
@@ -259,7 +286,9 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
   switch (out->type) {
     case MtdType::object_detection: {
       if (label_len && !in_heap(label_off, label_len))
-        return fail(error, at() + "label outside the heap");
+        return fail(error, at() + "a detection's label ends at " +
+                               std::to_string(std::uint64_t{label_off} + label_len) +
+                               ", past the heap's " + std::to_string(heap_size_) + " bytes");
       ObjectDetection& od = out->od;
       od.label = std::string_view(label_len ? reinterpret_cast<const char*>(heap + label_off) : "",
                                   label_len);
@@ -308,8 +337,13 @@ bool AnalyticsView::mtd(std::uint32_t i, Mtd* out, std::string* error) const {
       const std::uint64_t mask = static_cast<std::uint64_t>(s.mask_stride) * s.mask_height;
       if (regions > payload_len - kSegHeader || mask > payload_len - kSegHeader - regions)
         return fail(error, at() + "regions and mask larger than the segmentation");
-      if (s.mask_width > s.mask_stride && s.mask_height)
-        return fail(error, at() + "mask rows shorter than its width");
+      // Rows hold at least the mask's width in pixels: bytes of one for unknown formats, of
+      // two for the 16-bit grays (GRAY16_LE 26, GRAY16_BE 27).
+      const std::uint64_t bpp = s.mask_format == 26 || s.mask_format == 27 ? 2 : 1;
+      if (bpp * s.mask_width > s.mask_stride && s.mask_height)
+        return fail(error, at() + "stride " + std::to_string(s.mask_stride) + " < " +
+                               std::to_string(s.mask_width) + " pixels of " + std::to_string(bpp) +
+                               " bytes");
       s.region_ids = reinterpret_cast<const std::uint32_t*>(p + kSegHeader);
       s.mask = p + kSegHeader + regions;
       return true;

@@ -1,4 +1,6 @@
 // The meta area's framing (docs/metas.md): a header, then records back to back.
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 
 #include "bytes_io.hpp"
@@ -83,11 +85,19 @@ bool AreaWriter::add_record(RecordKind kind, std::string_view name, const void* 
   return true;
 }
 
+void AreaReader::fail(const char* format, ...) noexcept {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(message_, sizeof message_, format, args);
+  va_end(args);
+  failed_ = true;
+}
+
 AreaReader::AreaReader(const void* area, std::size_t bytes) noexcept
     : area_(static_cast<const std::uint8_t*>(area)), bytes_(area ? bytes : 0) {
   if (bytes_ == 0) return;  // no metas: nothing to read, no error
   if (bytes_ < kAreaHeaderSize) {
-    error_ = "meta area shorter than its header";
+    fail("an area of %zu bytes is shorter than its 16-byte header", bytes_);
     return;
   }
   const auto magic = load<std::uint32_t>(area_);
@@ -95,11 +105,13 @@ AreaReader::AreaReader(const void* area, std::size_t bytes) noexcept
   const auto count = load<std::uint16_t>(area_ + 6);
   const auto used = load<std::uint32_t>(area_ + 8);
   if (magic != kAreaMagic) {
-    error_ = "meta area has a bad magic number";
+    fail("area magic 0x%08x is not 0x%08x (CIMT)", magic, kAreaMagic);
   } else if (version != kAreaVersion) {
-    error_ = "meta area of another encoding version";
+    other_version_ = true;
+    fail("area version %u: this reader knows %u; all skipped", unsigned{version},
+         unsigned{kAreaVersion});
   } else if (used < kAreaHeaderSize || used > bytes_) {
-    error_ = "meta area claims more bytes than the frame has";
+    fail("area claims %u bytes in use of the %zu published", used, bytes_);
   } else {
     count_ = count;
     end_ = used;
@@ -108,24 +120,26 @@ AreaReader::AreaReader(const void* area, std::size_t bytes) noexcept
 }
 
 bool AreaReader::next(Record* out) noexcept {
-  if (error_ || read_ >= count_) return false;
+  if (failed_ || read_ >= count_) return false;
   if (!io::within(pos_, kRecordHeader, end_)) {
-    error_ = "meta record header past the area's end";
+    fail("record %u of %u starts past the %zu bytes in use", unsigned{read_}, unsigned{count_},
+         end_);
     return false;
   }
   const std::uint8_t* r = area_ + pos_;
   const auto size = load<std::uint32_t>(r);
   const auto kind = load<std::uint16_t>(r + 4);
   const auto name_len = load<std::uint16_t>(r + 6);
-  if (size < kRecordHeader || size % 8 != 0 || !io::within(pos_, size, end_)) {
-    error_ = "meta record size out of range";
-    return false;
-  }
-  if (name_len > kMaxNameLength || kRecordHeader + pad8(name_len) > size) {
-    error_ = "meta record name longer than the record";
-    return false;
-  }
   const std::size_t head = kRecordHeader + pad8(name_len);
+  // A size that cannot be trusted leaves no trusted place for the next record: the walk ends.
+  if (size < head || size % 8 != 0 || !io::within(pos_, size, end_) || name_len > kMaxNameLength) {
+    fail(
+        "record %u (kind %u) at byte %zu: size %u with a name of %u bytes (needs a multiple of "
+        "8, at least %zu, within the %zu bytes left; names <= %zu)",
+        unsigned{read_}, unsigned{kind}, pos_, size, unsigned{name_len}, head, end_ - pos_,
+        kMaxNameLength);
+    return false;
+  }
   out->kind = static_cast<RecordKind>(kind);
   out->name = std::string_view(reinterpret_cast<const char*>(r + kRecordHeader), name_len);
   out->body = Bytes{r + head, size - head};

@@ -1,10 +1,13 @@
 // Kind 4, GstCustomMeta's fields (docs/metas.md): a count, then typed fields back to back.
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "bytes_io.hpp"
 #include "cudaipc/metas.hpp"
+#include "text.hpp"
 
 namespace cudaipc::metas {
 
@@ -179,18 +182,33 @@ bool CustomView::parse_nested(const CustomView& parent, const Field& f, std::str
   return parse_at(f.nested, parent.depth_ + 1, error);
 }
 
+bool CustomView::fail(const char* format, ...) noexcept {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(message_, sizeof message_, format, args);
+  va_end(args);
+  failed_ = true;
+  return false;
+}
+
 bool CustomView::parse_at(Bytes body, unsigned depth, std::string* error) {
   body_ = body;
   count_ = read_ = 0;
   depth_ = depth;
-  error_ = nullptr;
+  failed_ = false;
   if (body.size < kHeader) {
-    if (error) *error = "custom record shorter than its header";
+    if (error)
+      *error = "custom body of " + std::to_string(body.size) +
+               " bytes is shorter than its 8-byte header";
     return false;
   }
   const auto n = load<std::uint32_t>(body.data);
-  if (n > (body.size - kHeader) / kField) {
-    if (error) *error = "custom record claims " + std::to_string(n) + " fields";
+  // Each field takes 16 bytes or more: a count the body cannot hold is refused before any is read.
+  const std::size_t room = (body.size - kHeader) / kField;
+  if (n > room) {
+    if (error)
+      *error = "custom field " + std::to_string(room) + " of " + std::to_string(n) +
+               " starts past the body's " + std::to_string(body.size) + " bytes";
     return false;
   }
   count_ = n;
@@ -199,28 +217,36 @@ bool CustomView::parse_at(Bytes body, unsigned depth, std::string* error) {
 }
 
 bool CustomView::next(Field* out) noexcept {
-  if (error_ || read_ >= count_) return false;
-  if (!within(pos_, kField, body_.size)) {
-    error_ = "custom field past the record's end";
-    return false;
-  }
+  if (failed_ || read_ >= count_) return false;
+  if (!within(pos_, kField, body_.size))
+    return fail("custom field %u of %u starts past the body's %zu bytes", read_, count_,
+                body_.size);
   const std::uint8_t* f = body_.data + pos_;
   const auto size = load<std::uint32_t>(f);
   const auto name_len = load<std::uint16_t>(f + 4);
   const std::uint8_t type = f[6];
   const auto value_len = load<std::uint32_t>(f + 8);
-  if (size < kField || size % 8 != 0 || !within(pos_, size, body_.size) ||
-      static_cast<std::uint64_t>(name_len) + value_len > size - kField) {
-    error_ = "custom field size out of range";
-    return false;
-  }
+  const std::uint64_t need = kField + pad8(std::uint64_t{name_len} + value_len);
+  if (size % 8 != 0 || size < need || !within(pos_, size, body_.size))
+    return fail(
+        "custom field %u: size %u (needs a multiple of 8, at least %llu, within the "
+        "body's %zu bytes left)",
+        read_, size, static_cast<unsigned long long>(need), body_.size - pos_);
   const std::uint8_t* value = f + kField + name_len;
   *out = Field{};
   out->name = std::string_view(reinterpret_cast<const char*>(f + kField), name_len);
   out->type = static_cast<FieldType>(type);
-  auto fixed = [&](std::size_t n) {
-    if (value_len != n) error_ = "custom field of a fixed-size type has another size";
-    return value_len == n;
+  // Messages name the field, printable (made only on failure).
+  char name[96];
+  auto named = [&](const char* detail) {
+    text::quote(out->name, name, sizeof name);
+    return fail("custom field %s: %s", name, detail);
+  };
+  char detail[96];
+  auto fixed = [&](std::uint32_t n) {
+    if (value_len == n) return true;
+    std::snprintf(detail, sizeof detail, "a %u-byte type with %u bytes", n, value_len);
+    return named(detail);
   };
   switch (out->type) {
     case FieldType::int64:
@@ -252,8 +278,9 @@ bool CustomView::next(Field* out) noexcept {
       const auto num = load<std::int32_t>(value), den = load<std::int32_t>(value + 4);
       // GStreamer refuses these with a critical: a peer's fraction must never reach it.
       if (den == 0 || num == INT32_MIN || den == INT32_MIN) {
-        error_ = "custom fraction with a zero or out-of-range denominator or numerator";
-        return false;
+        std::snprintf(detail, sizeof detail,
+                      "the fraction %d/%d (a zero denominator, or a term of -2^31)", num, den);
+        return named(detail);
       }
       out->i = num;
       out->den = den;
@@ -269,10 +296,7 @@ bool CustomView::next(Field* out) noexcept {
       break;
     case FieldType::other: {
       const void* nul = std::memchr(value, 0, value_len);
-      if (!nul) {
-        error_ = "custom field of another type without its type's name";
-        return false;
-      }
+      if (!nul) return named("no NUL after its type's name");
       const auto tn = static_cast<std::size_t>(static_cast<const std::uint8_t*>(nul) - value);
       out->type_name = std::string_view(reinterpret_cast<const char*>(value), tn);
       out->text =
@@ -282,17 +306,12 @@ bool CustomView::next(Field* out) noexcept {
     case FieldType::structure:
     case FieldType::array:
     case FieldType::list: {
-      if (depth_ + 1 > kMaxCustomDepth) {
-        error_ = "custom fields nested deeper than 8 levels";
-        return false;
-      }
+      if (depth_ + 1 > kMaxCustomDepth) return named("nested deeper than 8 levels");
       std::size_t at = 0;
       if (out->type == FieldType::structure) {
         const auto sn = value_len >= 8 ? load<std::uint32_t>(value) : 0xffffffffu;
-        if (value_len < 8 || sn > value_len - 8 || pad8(sn) > value_len - 8) {
-          error_ = "custom structure's name past the field's end";
-          return false;
-        }
+        if (value_len < 8 || sn > value_len - 8 || pad8(sn) > value_len - 8)
+          return named("a structure's name past its end");
         out->type_name = std::string_view(reinterpret_cast<const char*>(value) + 8, sn);
         at = 8 + pad8(sn);
       }
@@ -300,8 +319,8 @@ bool CustomView::next(Field* out) noexcept {
       break;
     }
     default:
-      error_ = "custom field of an unknown type";
-      return false;
+      std::snprintf(detail, sizeof detail, "unknown type %u", unsigned{type});
+      return named(detail);
   }
   pos_ += size;
   ++read_;
@@ -323,12 +342,16 @@ std::size_t write_reference_timestamp(std::uint8_t* body, std::size_t capacity,
 
 bool read_reference_timestamp(Bytes body, ReferenceTimestamp* out, std::string* error) {
   if (body.size < 24) {
-    if (error) *error = "reference timestamp record shorter than its header";
+    if (error)
+      *error = "reference timestamp body of " + std::to_string(body.size) +
+               " bytes is shorter than its 24-byte header";
     return false;
   }
   const auto len = load<std::uint32_t>(body.data + 16);
   if (len > body.size - 24) {
-    if (error) *error = "reference timestamp caps past the record's end";
+    if (error)
+      *error = "reference caps of " + std::to_string(len) + " bytes overrun the body's " +
+               std::to_string(body.size - 24) + " bytes after its header";
     return false;
   }
   out->timestamp = load<std::uint64_t>(body.data);

@@ -5,6 +5,7 @@
 
 #include "bytes_io.hpp"
 #include "cudaipc/metas.hpp"
+#include "text.hpp"
 
 namespace cudaipc::metas {
 
@@ -46,6 +47,10 @@ std::uint32_t tensor_dtype_bits(std::string_view d) noexcept {
   for (const Bits& b : kTable)
     if (b.name == d) return b.bits;
   return 0;
+}
+
+bool tensor_dtype_known(std::string_view d) noexcept {
+  return tensor_dtype_bits(d) != 0 || d == "string";
 }
 
 std::size_t TensorsWriter::entry_bytes(const Tensor& t) noexcept {
@@ -114,18 +119,28 @@ std::size_t TensorsWriter::finish() noexcept {
 bool TensorsView::parse(Bytes body, std::string* error) {
   body_ = body;
   count_ = 0;
-  if (body.size < kHeader) return fail(error, "tensors record shorter than its header");
+  if (body.size < kHeader)
+    return fail(error, "tensors body of " + std::to_string(body.size) +
+                           " bytes is shorter than its 8-byte header");
   const auto n = load<std::uint32_t>(body.data);
   if (n > kMaxTensors)
-    return fail(error, "tensors record claims " + std::to_string(n) + " tensors");
+    return fail(error, std::to_string(n) + " tensors: at most " + std::to_string(kMaxTensors) +
+                           " a record");
   // Entries lie back to back; each one's data anywhere in the record (checked per tensor).
   std::size_t pos = kHeader;
   for (std::uint32_t i = 0; i < n; ++i) {
     if (!within(pos, kEntry, body.size))
-      return fail(error, "tensor " + std::to_string(i) + " entry past the record's end");
+      return fail(error, "tensor " + std::to_string(i) + " of " + std::to_string(n) +
+                             " starts past the body's " + std::to_string(body.size) + " bytes");
     const auto size = load<std::uint32_t>(body.data + pos);
+    const auto dims = load<std::uint32_t>(body.data + pos + 8);
+    if (dims > kMaxTensorDims)
+      return fail(error, "tensor " + std::to_string(i) + ": " + std::to_string(dims) +
+                             " dims, at most " + std::to_string(kMaxTensorDims));
     if (size < kEntry || size % 8 != 0 || !within(pos, size, body.size))
-      return fail(error, "tensor " + std::to_string(i) + " entry size out of range");
+      return fail(error, "tensor " + std::to_string(i) + ": entry size " + std::to_string(size) +
+                             " (needs a multiple of 8, at least 32, within the " +
+                             std::to_string(body.size - pos) + " bytes left)");
     entry_offsets_[i] = pos;
     pos += size;
   }
@@ -148,15 +163,24 @@ bool TensorsView::tensor(std::uint32_t i, Tensor* out, std::string* error) const
   const auto data_size = load<std::uint64_t>(e + 24);
   // The entry's size was checked by parse(); it is read again here, so check it again.
   if (size < kEntry || !within(pos, size, body_.size)) return fail(error, at() + "entry size");
-  if (dims > kMaxTensorDims) return fail(error, at() + std::to_string(dims) + " dims");
+  if (dims > kMaxTensorDims)
+    return fail(error,
+                at() + std::to_string(dims) + " dims, at most " + std::to_string(kMaxTensorDims));
   if (entry_size(id_len, dtype_len, dims) > size)
-    return fail(error, at() + "entry shorter than its fields");
-  if (order > 1) return fail(error, at() + "dims order " + std::to_string(order));
-  if (!within(data_off, data_size, body_.size))
-    return fail(error, at() + "data outside the record");
+    return fail(error, at() + "entry size " + std::to_string(size) + " is shorter than its " +
+                           std::to_string(entry_size(id_len, dtype_len, dims)) +
+                           " bytes of fields");
   *out = Tensor{};
   out->id = std::string_view(reinterpret_cast<const char*>(e + kEntry), id_len);
   out->dtype = std::string_view(reinterpret_cast<const char*>(e + kEntry + id_len), dtype_len);
+  if (!tensor_dtype_known(out->dtype))
+    return fail(error, at() + "unknown data type " + text::quoted(out->dtype));
+  if (order > 1)
+    return fail(error, at() + "dims order " + std::to_string(order) + " is neither 0 nor 1");
+  if (!within(data_off, data_size, body_.size))
+    return fail(error, at() + std::to_string(data_size) + " bytes of data at " +
+                           std::to_string(data_off) + " overrun the body's " +
+                           std::to_string(body_.size));
   out->num_dims = dims;
   out->dims_order = order;
   const std::size_t dims_at = kEntry + pad8(std::size_t{id_len} + dtype_len);
@@ -172,8 +196,10 @@ bool TensorsView::tensor(std::uint32_t i, Tensor* out, std::string* error) const
   if (bits) {
     const unsigned __int128 need = (elements * bits + 7) / 8;
     if (need != data_size)
-      return fail(error, at() + std::to_string(data_size) + " bytes of data for its " +
-                             std::string(out->dtype) + " dims");
+      return fail(error, at() + std::to_string(data_size) + " bytes of data for dims of " +
+                             std::string(out->dtype) + ", which take " +
+                             std::to_string(static_cast<std::uint64_t>(
+                                 need > ~std::uint64_t{0} ? ~std::uint64_t{0} : need)));
   }
   out->data = body_.data + data_off;
   out->data_size = data_size;
