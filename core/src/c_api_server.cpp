@@ -1,9 +1,13 @@
 // The C API's model side of cudaipcfilter (cudaipc.h, cudaipc/server.hpp): a Server handle whose
 // requests are handed out as ordinary frame handles that remember their pipeline.
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 #include <unordered_map>
 
 #include "c_api_handles.hpp"
+#include "c_api_metas_writer.hpp"
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/server.hpp"
 
@@ -184,10 +188,77 @@ int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* 
     if (request->answered.exchange(true))
       throw cudaipc::Error(cudaipc::Errc::invalid_argument,
                            "request " + std::to_string(request->f.seq()) + " was already answered");
-    if (!server.send_reply(request->route, request->f.desc(), metas, metas_size))
-      status = CUDAIPC_ERR_TIMEOUT;
+    try {
+      if (!server.send_reply(request->route, request->f.desc(), metas, metas_size))
+        status = CUDAIPC_ERR_TIMEOUT;
+    } catch (...) {
+      request->answered.store(false);
+      throw;
+    }
   });
   return rc != CUDAIPC_OK ? rc : status;
+}
+
+int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* stream,
+                               const cudaipc_detections* detections, const void* metas,
+                               uint32_t metas_size, uint64_t* ticket) {
+  return guard([&] {
+    require(request, "request");
+    cudaipc::Server& server = open_server(s);
+    if (!request->route.pipeline())
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
+    if (!request->f)
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the request was already released");
+    if (metas_size && !metas)
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "metas of a size but no bytes");
+    if (request->answered.exchange(true))
+      throw cudaipc::Error(cudaipc::Errc::invalid_argument,
+                           "request " + std::to_string(request->f.seq()) + " was already answered");
+    // What is needed at encoding time is copied now: the detections' description (its arrays
+    // stay the caller's until the ticket is done) and the records ready on the host.
+    std::optional<cudaipc_detections> d;
+    if (detections) d = *detections;
+    std::vector<std::uint8_t> ready(static_cast<const std::uint8_t*>(metas),
+                                    static_cast<const std::uint8_t*>(metas) + metas_size);
+    auto encode = [d, ready = std::move(ready)](std::uint8_t* area, std::uint32_t capacity) {
+      cudaipc::capi::MetasWriter w;
+      w.begin(area, capacity);
+      if (d) {
+        cudaipc_metas_analytics a{};
+        a.n = d->n;
+        a.boxes = d->boxes;
+        a.scores = d->scores;
+        a.rotation = d->rotation;
+        a.labels = d->labels;
+        a.names = d->names;
+        a.name_offsets = d->name_offsets;
+        a.name_count = d->name_count;
+        w.analytics("GstAnalyticsRelationMetaAPI", a);
+      }
+      if (!ready.empty()) {
+        cudaipc::metas::AreaReader r(ready.data(), ready.size());
+        cudaipc::metas::Record rec;
+        while (r.next(&rec))
+          w.raw(static_cast<std::uint32_t>(rec.kind), rec.name, rec.body.data, rec.body.size);
+        if (r.error())
+          throw cudaipc::Error(cudaipc::Errc::invalid_argument,
+                               std::string("the reply's host records: ") + r.error());
+      }
+      return static_cast<std::uint32_t>(w.finish());
+    };
+    try {
+      const std::uint64_t t =
+          server.send_reply_after(request->route, request->f.desc(), stream, std::move(encode));
+      if (ticket) *ticket = t;
+    } catch (...) {
+      request->answered.store(false);  // not sent: the caller may answer it another way
+      throw;
+    }
+  });
+}
+
+uint64_t cudaipc_server_replies_done(cudaipc_server* s) {
+  return s && s->s ? s->s->replies_done() : 0;
 }
 
 int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,

@@ -12,8 +12,12 @@ has when it answers) and, when serving, replies with that box and the frame's ti
           script serving the filter (`--serve PATH`), as fast as the model answers; every frame
           must come back with its own answer or that program fails
 
+With --gpu-results the detector answers as a batched model would: its box, label and score stay
+torch tensors on the GPU (no CPU wait per frame), and reply() hands them to the core, which sends
+them once the model's stream has computed and copied them (the model's thread goes on at once).
+
   python3 python/bench/filter_model_rate.py --filter-bench PATH [--frames N] [--inflight N]
-      [--python PYTHON]
+      [--python PYTHON] [--gpu-results]
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ import time
 WIDTH, HEIGHT = 1920, 1080
 
 
-def make_model(width: int):
-    """The network, `width` times as wide as the base one (about width**2 times the work)."""
+def make_model(width: int, gpu_results: bool = False):
+    """The network, `width` times as wide as the base one (about width**2 times the work); with
+    `gpu_results` its answer stays on the GPU (a dict of tensors)."""
     import torch
 
     torch.manual_seed(0)
@@ -46,6 +51,8 @@ def make_model(width: int):
         c(d, 1, 1),
     ).to("cuda", torch.float16).eval()
     scale = 16  # the network's stride
+    zero = torch.zeros(1, dtype=torch.int64, device="cuda")
+    one = torch.ones(1, dtype=torch.float32, device="cuda")
 
     @torch.inference_mode()
     def detect(frame):
@@ -53,6 +60,12 @@ def make_model(width: int):
         exports its luma plane)."""
         luma = frame[:HEIGHT].reshape(1, 1, HEIGHT, WIDTH)
         heat = net(luma.to(torch.float16).mul_(1 / 255))[0, 0]
+        if gpu_results:
+            cell = heat.flatten().argmax()
+            y = torch.div(cell, heat.shape[1], rounding_mode="floor")
+            x = cell - y * heat.shape[1]
+            box = torch.stack([x, y, x + 1, y + 1]).to(torch.float32).mul_(scale).reshape(1, 4)
+            return {"boxes": box, "labels": zero, "scores": one}
         cell = int(heat.argmax())  # the CPU waits for the answer here
         y, x = divmod(cell, heat.shape[1])
         return [x * scale, y * scale, (x + 1) * scale, (y + 1) * scale]
@@ -60,35 +73,46 @@ def make_model(width: int):
     return detect
 
 
-def answer(box: list) -> dict:
+def answer(box) -> dict:
     """The model's result as it reports it: its boxes, labels and scores as arrays (built alone
-    too, so both sides of the ratio pay for them)."""
+    too, so both sides of the ratio pay for them); GPU results as they are."""
     import numpy as np
 
+    if isinstance(box, dict):
+        return box
     return {"boxes": np.array([box], np.float32), "labels": np.zeros(1, np.int64),
             "scores": np.ones(1, np.float32)}
 
 
-def alone(frames: int, width: int) -> float:
+def alone(frames: int, width: int, gpu_results: bool = False) -> float:
     import torch
 
-    detect = make_model(width)
+    detect = make_model(width, gpu_results)
     frame = torch.randint(0, 256, (HEIGHT * 3 // 2, WIDTH), dtype=torch.uint8, device="cuda")
+    host = torch.empty((1, 4), dtype=torch.float32, pin_memory=True)
+
+    def step():
+        r = answer(detect(frame))
+        if gpu_results:  # the results reach the host as a reply's do, without a CPU wait
+            host.copy_(r["boxes"], non_blocking=True)
+
     for _ in range(50):
-        answer(detect(frame))
+        step()
+    torch.cuda.synchronize()
     times = []
     start = time.perf_counter()
     for _ in range(frames):
         t = time.perf_counter()
-        answer(detect(frame))
+        step()
         times.append(time.perf_counter() - t)
+    torch.cuda.synchronize()
     rate = frames / (time.perf_counter() - start)
     times.sort()
     print(f"model alone: {rate:.0f} frames/s, {times[len(times) // 2] * 1e6:.1f} us p50 a frame")
     return rate
 
 
-def serve(path: str, width: int, steps_file: str) -> None:
+def serve(path: str, width: int, steps_file: str, gpu_results: bool = False) -> None:
     """Serves the filter; every 500 requests it writes where a request's time went (p50 us per
     step) to `steps_file`, when given."""
     import numpy as np
@@ -96,7 +120,7 @@ def serve(path: str, width: int, steps_file: str) -> None:
 
     import cudaipc
 
-    detect = make_model(width)
+    detect = make_model(width, gpu_results)
     steps: list = []
     with cudaipc.Server(path) as server:
         print("serving", flush=True)
@@ -133,13 +157,16 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=1,
                     help="the network's width multiplier (2: about 4x the work a frame)")
     ap.add_argument("--label", default="", help="a note for the row (e.g. MPS on)")
+    ap.add_argument("--gpu-results", action="store_true",
+                    help="answers stay on the GPU; reply() does not wait for them")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter the bench starts this script's server with")
     args = ap.parse_args()
     if args.serve:
         # The bench starts this as `PY FILE --serve PATH`: the rest comes through the environment.
         serve(args.serve, int(os.environ.get("CUDAIPC_FILTER_MODEL_WIDTH", args.width)),
-              os.environ.get("CUDAIPC_FILTER_MODEL_STEPS", ""))
+              os.environ.get("CUDAIPC_FILTER_MODEL_STEPS", ""),
+              os.environ.get("CUDAIPC_FILTER_MODEL_GPU") == "1")
         return
     if not args.filter_bench:
         ap.error("--filter-bench is needed")
@@ -150,7 +177,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("SKIP: torch sees no CUDA GPU")
 
-    own = alone(args.frames, args.width)
+    own = alone(args.frames, args.width, args.gpu_results)
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
     out = subprocess.run(
         [args.filter_bench, "--cuda", f"--frames={args.frames}", f"--inflight={args.inflight}",
@@ -158,7 +185,8 @@ def main() -> None:
          f"--python-model={os.path.abspath(__file__)}", "--only-python"],
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, CUDAIPC_FILTER_MODEL_STEPS=steps.name,
-                 CUDAIPC_FILTER_MODEL_WIDTH=str(args.width)))
+                 CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
+                 CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0"))
     sys.stdout.write(out.stdout)
     with open(steps.name) as f:
         sys.stdout.write("\n" + f.read())
@@ -169,12 +197,13 @@ def main() -> None:
         sys.exit("no Python model row in the filter bench's output")
     through = float(m.group(1))
     # The machine may have changed meanwhile: the better of both sides of the run.
-    again = alone(args.frames, args.width)
+    again = alone(args.frames, args.width, args.gpu_results)
     own = max(own, again)
     print(f"\n| model | frames/s alone (best of 2) | frames/s through cudaipcfilter "
           f"(max-inflight={args.inflight}) | ratio |")
     print("|---|---|---|---|")
-    label = f", {args.label}" if args.label else ""
+    label = (", results on the GPU" if args.gpu_results else "") + \
+        (f", {args.label}" if args.label else "")
     print(f"| conv heat-map detector x{args.width}, 1080p fp16{label} | {own:.0f} | "
           f"{through:.0f} | {through / own:.3f} (target >= 0.95) |")
 

@@ -32,6 +32,7 @@ from ctypes import POINTER, Structure, byref, c_char_p, c_int32, c_int64, c_uint
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _lib, _metas_io
+from ._server_gpu import GpuReplies, gpu_detections
 from ._consumer import Frame, _format_of, _Shared
 from ._errors import ClosedError, InterruptedError, InvalidArgumentError
 
@@ -134,8 +135,12 @@ class Request:
               meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:
         """Sends the frame's results (the meta keywords of :meth:`Producer.publish`) and releases
         the frame, after the work queued on `stream` so far when one is given (CUDA: no CPU wait;
-        tensors of a torch stream are ordered on it as they are exported). Results on the GPU
-        are copied to the host to be sent. Never waits for the filter: a reply it has no room
+        tensors of a torch stream are ordered on it as they are exported). Detections that are
+        torch tensors on the GPU (boxes, scores, integer labels, rotation) are not waited for:
+        they are copied to page-locked memory on `stream` (default: torch's current stream) and
+        the core sends the reply once that stream has run the copies, so the model's thread goes
+        on at once; other results on the GPU are copied to the host here. Never waits for the
+        filter: a reply it has no room
         for is sent later, in order, by the core. Returns False when the reply was given up at
         once (the filter holds every reply slot and more replies wait for it: it is gone or
         stuck)."""
@@ -145,6 +150,18 @@ class Request:
         if h is None:
             raise ClosedError(f"request {frame.seq} was already answered or released")
         w = server._writer
+        gpu = gpu_detections(detections) if classifications is None and tracks is None and \
+            relations is None else None
+        if gpu is not None:
+            # Results still on the GPU: the core sends them once the model's stream has run the
+            # copies queued here; this thread goes on at once.
+            try:
+                size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas, None)
+                stream = server._gpu.reply(server._handle(), frame, gpu, stream, label_names,
+                                           w.address, size)
+            finally:
+                frame.release(stream)
+            return True
         try:
             size = w.encode(w.buffer(), tensors, detections, classifications, tracks, relations,
                             meta, metas, label_names)
@@ -217,6 +234,7 @@ class Server:
         _lib.check(lib.cudaipc_server_new(byref(o), byref(h)), f"serving {what}")
         self._h = h.value
         self._writer = _metas_io.MetaWriter(int(reply_meta_size))
+        self._gpu = GpuReplies()
         self._meta_stats = _metas_io.MetaStats()
         self._shared: Dict[int, _Shared] = {}  # per pipeline: its frames' description
         self._paths: Dict[int, str] = {i + 1: p for i, p in enumerate(plist)}

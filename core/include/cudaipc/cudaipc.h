@@ -537,6 +537,18 @@ int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out);
  * still the caller's: release it after (cudaipc_frame_release_after for CUDA reads). */
 int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* metas,
                          uint32_t metas_size);
+/* Answers `request` with results the GPU is still computing, without waiting: returns at once,
+ * and once the work queued on `stream` so far has run (the model's copies of its results into host
+ * memory among it), the core writes the reply on a thread of its own: the detections of
+ * `detections` (NULL: none; its arrays are read then, its area and capacity ignored) first, then
+ * the records of `metas` (a meta area of what was ready on the host, copied now; NULL: none), and
+ * publishes it. *ticket: once cudaipc_server_replies_done reaches it, the host memory the
+ * detections point to may be reused. Release the request after, ordered after `stream`
+ * (cudaipc_frame_release_after). */
+int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* stream,
+                               const cudaipc_detections* detections, const void* metas,
+                               uint32_t metas_size, uint64_t* ticket);
+uint64_t cudaipc_server_replies_done(cudaipc_server* s);
 /* The request's pipeline format: its caps (valid while the frame is held), generation, the
  * CUstream the server orders its reads of that pipeline on (NULL for host memory). */
 int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,

@@ -150,6 +150,19 @@ class Server {
   // Runs `publish` with the reply channel of `request`'s pipeline, for tools that publish on it
   // themselves (tests forging replies), in order with reply()'s.
   void with_reply_channel(const Request& request, const std::function<void(Producer&)>& publish);
+  // Answers `request` with results the GPU is still computing, without waiting for them: returns
+  // at once, and once the work queued on `stream` so far has run (the model's kernels and its
+  // copies of the results into host memory), `encode` writes the reply's meta area on a thread
+  // of the server's own and returns its size (0: none; a throw: the reply goes without results,
+  // said once per cause). The request is released after `stream`, as reply() does. Returns the
+  // reply's ticket: once replies_done() reaches it, the host memory `encode` read may be reused.
+  // Waits only when 256 such replies are queued.
+  using Encoder = std::function<std::uint32_t(std::uint8_t* area, std::uint32_t capacity)>;
+  std::uint64_t reply_after(Request& request, void* stream, Encoder encode);
+  // reply_after() without the release (the C API's frames end their leases themselves).
+  std::uint64_t send_reply_after(const Request& route, const FrameDesc& request, void* stream,
+                                 Encoder encode);
+  std::uint64_t replies_done() const noexcept;
   // reply() without the release, for callers that end the lease themselves (the C API, whose
   // frames live on in DLPack exports): `route` is the request as handed out (its frame may have
   // been moved out since), `request` the frame's description.

@@ -75,6 +75,8 @@ namespace cudaipc::cuda {
   X(cuMemcpyDtoHAsync, 3020)                       \
   X(cuMemsetD8Async, 3020)                         \
   X(cuStreamQuery, 2000)                           \
+  X(cuStreamGetCtx, 9020)                          \
+  X(cuCtxGetCurrent, 4000)                         \
   X(cuModuleLoadData, 2000)                        \
   X(cuModuleUnload, 2000)                          \
   X(cuModuleGetFunction, 2000)                     \

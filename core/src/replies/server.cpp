@@ -14,7 +14,9 @@
 #include "clock.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
+#include "replies/later_replies.hpp"
 #include "replies/pipeline.hpp"
+#include "stream_point.hpp"
 
 namespace cudaipc {
 
@@ -98,6 +100,9 @@ class ServerImpl {
                   std::uint32_t size);
   std::size_t events() const;
   bool event(ServerEvent& out);
+  std::uint64_t send_reply_after(const Request& route, const FrameDesc& request, void* stream,
+                                 Server::Encoder encode);
+  std::uint64_t replies_done() const noexcept;
   std::uint32_t add(const std::string& path, bool from_directory);
   void interrupt() noexcept;
   std::vector<ServerPipelineInfo> pipelines() const;
@@ -132,6 +137,10 @@ class ServerImpl {
   bool backlog_due_ = false;
   std::thread scanner_;
   std::thread backlog_;
+  // Made on the first reply_after(): a thread only for models that answer from the GPU.
+  mutable std::mutex later_mu_;
+  std::unique_ptr<detail::LaterReplies> later_;
+  void backlog_due() noexcept;
 };
 
 ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
@@ -160,6 +169,11 @@ ServerImpl::~ServerImpl() {
 }
 
 void ServerImpl::shutdown() noexcept {
+  {
+    // Replies still on their way from the GPU go out first (they may need the backlog thread).
+    std::lock_guard<std::mutex> lock(later_mu_);
+    later_.reset();
+  }
   {
     std::lock_guard<std::mutex> lock(bg_mu_);
     bg_stop_ = true;
@@ -450,14 +464,33 @@ bool ServerImpl::send_reply(const Request& route, const FrameDesc& request, cons
   if (!route.pipeline_) throw Error(Errc::invalid_argument, "not a request of this server");
   if (size && !metas) throw Error(Errc::invalid_argument, "results of a size but no bytes");
   const Pipeline::Sent sent = route.pipeline_->reply(request, metas, size);
-  if (sent == Pipeline::Sent::later) {
-    {
-      std::lock_guard<std::mutex> lock(bg_mu_);
-      backlog_due_ = true;
-    }
-    bg_cv_.notify_all();
-  }
+  if (sent == Pipeline::Sent::later) backlog_due();
   return sent != Pipeline::Sent::lost;
+}
+
+void ServerImpl::backlog_due() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    backlog_due_ = true;
+  }
+  bg_cv_.notify_all();
+}
+
+std::uint64_t ServerImpl::send_reply_after(const Request& route, const FrameDesc& request,
+                                           void* stream, Server::Encoder encode) {
+  if (!route.pipeline_) throw Error(Errc::invalid_argument, "not a request of this server");
+  if (!encode) throw Error(Errc::invalid_argument, "reply_after needs an encoder");
+  StreamPoint point = StreamPoint::after(stream);
+  std::lock_guard<std::mutex> lock(later_mu_);
+  if (!later_)
+    later_ = std::make_unique<detail::LaterReplies>(options_.reply_meta_size,
+                                                    [this] { backlog_due(); });
+  return later_->add(route.pipeline_, request, std::move(point), std::move(encode));
+}
+
+std::uint64_t ServerImpl::replies_done() const noexcept {
+  std::lock_guard<std::mutex> lock(later_mu_);
+  return later_ ? later_->done() : 0;
 }
 
 bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* stream) {
@@ -528,6 +561,34 @@ void Server::with_reply_channel(const Request& request,
 
 std::uint32_t Server::add(const std::string& path) {
   return impl_->add(path, false);
+}
+
+std::uint64_t Server::reply_after(Request& request, void* stream, Encoder encode) {
+  if (!request) throw Error(Errc::invalid_argument, "reply to a request already answered");
+  std::exception_ptr failure;
+  std::uint64_t ticket = 0;
+  try {
+    ticket = impl_->send_reply_after(request, request.frame.desc(), stream, std::move(encode));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  try {
+    request.frame.order_release_after(stream);
+  } catch (...) {
+    if (!failure) failure = std::current_exception();
+  }
+  request = Request{};
+  if (failure) std::rethrow_exception(failure);
+  return ticket;
+}
+
+std::uint64_t Server::send_reply_after(const Request& route, const FrameDesc& request,
+                                       void* stream, Encoder encode) {
+  return impl_->send_reply_after(route, request, stream, std::move(encode));
+}
+
+std::uint64_t Server::replies_done() const noexcept {
+  return impl_->replies_done();
 }
 
 std::size_t Server::events() const {

@@ -1,0 +1,139 @@
+// Server::reply_after (cudaipc/server.hpp): a model answers with results its GPU is still
+// computing. A kernel spins 300 ms before writing the results, a copy brings them to page-locked
+// host memory on the same stream, and reply_after returns at once; the reply that reaches the
+// requester carries exactly the bytes the kernel wrote, published only after they landed. A
+// second case sends the reply of a stream already idle, and one whose encoder fails (the frame is
+// answered without results).
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+#include "cudaipc/reply.hpp"
+#include "cudaipc/server.hpp"
+#include "gpu_support.hpp"
+#include "pattern.hpp"
+#include "temp_dir.hpp"
+
+namespace cudaipc {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kResult = 4096;  // bytes of results
+constexpr std::uint64_t kMs = 1'000'000;
+
+class ReplyAfter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CUDAIPC_REQUIRE_GPU();
+    kernels_ = std::make_unique<gputest::Kernels>();
+    const std::string path = dir_.file("model");
+    ProducerOptions po;
+    po.path = path;
+    po.slots = 4;
+    requests_ = std::make_unique<Producer>(po);
+    Format f;
+    f.caps = "test/requests";
+    f.tensor = make_tensor(DType::uint64, {1});
+    requests_->set_format(f);
+    ServerOptions so;
+    so.path = path;
+    server_ = std::make_unique<Server>(so);
+    for (int i = 0; i < 300 && requests_->consumer_count() == 0; ++i)
+      std::this_thread::sleep_for(10ms);
+    ConsumerOptions co;
+    co.path = reply_path(path);
+    co.reconnect = false;
+    replies_ = std::make_unique<Consumer>(co);
+  }
+
+  Request request(std::uint64_t key) {
+    EXPECT_EQ(requests_->publish(&key, sizeof key), PublishStatus::published);
+    std::vector<Request> batch;
+    EXPECT_TRUE(server_->batch(batch, 1, 0ns, 5s));
+    EXPECT_EQ(batch.size(), 1u);
+    return batch.empty() ? Request{} : std::move(batch[0]);
+  }
+
+  // The next reply's meta area.
+  std::vector<std::uint8_t> reply() {
+    const auto until = Clock::now() + 5s;
+    while (Clock::now() < until) {
+      Event e = replies_->next(50ms);
+      if (e.type == EventType::frame)
+        return std::vector<std::uint8_t>(e.frame.metas(), e.frame.metas() + e.frame.metas_size());
+    }
+    ADD_FAILURE() << "no reply";
+    return {};
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<gputest::Kernels> kernels_;
+  std::unique_ptr<Producer> requests_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Consumer> replies_;
+};
+
+TEST_F(ReplyAfter, ReturnsAtOnceAndSendsWhatTheGpuWroteOnceItLanded) {
+  cuda::DeviceAllocation results = cuda::make_device_allocation(kernels_->context(), kResult);
+  cuda::HostAllocation host = cuda::make_host_allocation(kernels_->context(), kResult);
+  std::memset(host.get(), 0, kResult);
+  for (std::uint64_t key = 1; key <= 3; ++key) {
+    Request r = request(key);
+    ASSERT_TRUE(r);
+    // The model: results written after a 300 ms spin, then copied to the host, all queued.
+    kernels_->slow_fill(kernels_->own_stream(), results.get(), kResult, key * 100, 300 * kMs);
+    {
+      cuda::ScopedContext current(kernels_->context()->get());
+      cuda::check(cuda::driver().cuMemcpyDtoHAsync(host.get(), results.get(), kResult,
+                                                   kernels_->own_stream()),
+                  "cuMemcpyDtoHAsync");
+    }
+    const auto t0 = Clock::now();
+    const std::uint64_t ticket = server_->reply_after(
+        r, kernels_->own_stream(), [&](std::uint8_t* area, std::uint32_t capacity) {
+          EXPECT_GE(capacity, kResult);
+          std::memcpy(area, host.get(), kResult);
+          return static_cast<std::uint32_t>(kResult);
+        });
+    const auto returned = Clock::now() - t0;
+    EXPECT_FALSE(r) << "the request is released";
+    EXPECT_LT(returned, 100ms) << "reply_after waited for the GPU";
+    EXPECT_LT(server_->replies_done(), ticket) << "done before the kernel ran";
+    const std::vector<std::uint8_t> got = reply();
+    ASSERT_EQ(got.size(), kResult);
+    EXPECT_EQ(testing::check_pattern(got.data(), got.size(), key * 100), 0u) << "key " << key;
+    const auto until = Clock::now() + 2s;
+    while (server_->replies_done() < ticket && Clock::now() < until)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(server_->replies_done(), ticket);
+  }
+}
+
+TEST_F(ReplyAfter, AnIdleStreamAndAFailingEncoder) {
+  Request r = request(7);
+  kernels_->counters(kernels_->own_stream());  // waits: the stream is idle now
+  const std::uint64_t t1 = server_->reply_after(
+      r, kernels_->own_stream(), [](std::uint8_t* area, std::uint32_t) {
+        std::memcpy(area, "idle", 4);
+        return 4u;
+      });
+  std::vector<std::uint8_t> got = reply();
+  EXPECT_EQ(std::string(got.begin(), got.end()), "idle");
+  Request bad = request(8);
+  server_->reply_after(bad, kernels_->own_stream(), [](std::uint8_t*, std::uint32_t) -> std::uint32_t {
+    throw Error(Errc::invalid_argument, "the model's results did not fit");
+  });
+  got = reply();
+  EXPECT_TRUE(got.empty()) << "answered without results";
+  EXPECT_GT(server_->replies_done(), t1);
+}
+
+}  // namespace
+}  // namespace cudaipc
