@@ -108,7 +108,8 @@ TEST_F(ReplyAfter, ReturnsAtOnceAndSendsWhatTheGpuWroteOnceItLanded) {
     EXPECT_LT(server_->replies_done(), ticket) << "done before the kernel ran";
     const std::vector<std::uint8_t> got = reply();
     ASSERT_EQ(got.size(), kResult);
-    EXPECT_EQ(testing::check_pattern(got.data(), got.size(), key * 100), 0u) << "key " << key;
+    EXPECT_EQ(testing::check_pattern(got.data(), got.size(), key * 100), got.size())
+        << "key " << key << ": the first wrong byte";
     const auto until = Clock::now() + 2s;
     while (server_->replies_done() < ticket && Clock::now() < until)
       std::this_thread::sleep_for(1ms);
