@@ -11,7 +11,7 @@ import time
 from ctypes import POINTER, byref, c_uint32, c_uint64, c_void_p
 from typing import Any, Dict, List, Optional
 
-from . import _lib
+from . import _cuda, _lib
 from ._metas_analytics_write import Scratch
 
 lib = _lib.lib
@@ -93,38 +93,49 @@ class GpuReplies:
             slot = self._slots[i] = _Slot(torch, max(n, 256))
         return slot
 
+    @staticmethod
+    def _copies(slot: _Slot, n: int, boxes: Any, scores: Any, labels: Any, rotation: Any) -> None:
+        a = slot.args
+        slot.boxes[:n].copy_(boxes, non_blocking=True)
+        if scores is not None:
+            slot.scores[:n].copy_(scores.reshape(-1), non_blocking=True)
+            a.scores = slot.ptr[1]
+        if labels is not None and n:
+            slot.labels[:n].copy_(labels.reshape(-1), non_blocking=True)
+            a.labels = slot.ptr[2]
+        if rotation is not None:
+            slot.rotation[:n].copy_(rotation.reshape(-1), non_blocking=True)
+            a.rotation = slot.ptr[3]
+
     def reply(self, server: int, frame: Any, det: Dict[str, Any], stream: Any,
               label_names: Any, area: int, size: int) -> Any:
         """Queues the copies and the reply; the stream (a torch.cuda.Stream) the frame's release
         is ordered after."""
         torch = sys.modules["torch"]
         boxes = det["boxes"]
-        s = stream if isinstance(stream, torch.cuda.Stream) else \
-            torch.cuda.current_stream(boxes.device)
+        current = torch.cuda.current_stream(boxes.device)
+        s = stream if isinstance(stream, torch.cuda.Stream) else current
         n = int(boxes.shape[0])
         slot = self._slot(server, torch, n)
         a = slot.args
         a.n = n
-        with torch.cuda.stream(s):
-            slot.boxes[:n].copy_(boxes.detach(), non_blocking=True)
-            a.boxes = slot.ptr[0]
-            a.scores = a.labels = a.rotation = a.names = a.name_offsets = None
-            a.name_count = 0
-            scores, labels, rotation = det.get("scores"), det.get("labels"), det.get("rotation")
-            if scores is not None:
-                slot.scores[:n].copy_(scores.detach().reshape(-1), non_blocking=True)
-                a.scores = slot.ptr[1]
-            if labels is not None and n:
-                slot.labels[:n].copy_(labels.detach().reshape(-1), non_blocking=True)
-                a.labels = slot.ptr[2]
-                table = self._scratch.table(label_names, 0)
-                a.names, a.name_offsets = table.at
-                a.name_count = len(table)
-            if rotation is not None:
-                slot.rotation[:n].copy_(rotation.detach().reshape(-1), non_blocking=True)
-                a.rotation = slot.ptr[3]
-        rc = _reply_after(server, frame._h, s.cuda_stream, slot.args_ref, area or None, size,
-                          self._ticket_ref)
+        a.boxes = slot.ptr[0]
+        a.scores = a.labels = a.rotation = a.names = a.name_offsets = None
+        a.name_count = 0
+        scores, labels, rotation = det.get("scores"), det.get("labels"), det.get("rotation")
+        if s != current:  # the copies go on the results' stream (a context switch costs)
+            with torch.cuda.stream(s):
+                self._copies(slot, n, boxes, scores, labels, rotation)
+        else:
+            self._copies(slot, n, boxes, scores, labels, rotation)
+        if labels is not None and n:
+            table = self._scratch.table(label_names, 0)  # kept while label_names is unchanged
+            a.names, a.name_offsets = table.at
+            a.name_count = len(table)
+        # torch names its default stream 0, the C API's "no stream" (host results): the legacy
+        # default stream is CU_STREAM_LEGACY there.
+        rc = _reply_after(server, frame._h, s.cuda_stream or _cuda.STREAM_LEGACY, slot.args_ref,
+                          area or None, size, self._ticket_ref)
         if rc:
             _lib.check(rc, f"replying to frame {frame.seq}")
         slot.ticket = self._ticket.value

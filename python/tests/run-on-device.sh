@@ -124,11 +124,13 @@ EOF
     : >"$out/bench-filter-model.txt"
     # Each with the answer taken to the CPU per frame, and with it left on the GPU for the core
     # to send (--gpu-results: reply() does not wait).
-    for width in 1 2; do
+    # FILTER_WIDTHS (default "1 2") and FILTER_MODEL_ARGS (e.g. --inflight=16) narrow or vary
+    # the runs.
+    for width in ${FILTER_WIDTHS:-1 2}; do
       for results in "" --gpu-results; do
         # shellcheck disable=SC2086
         timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
-          --python "$site/python" --width "$width" $results 2>&1 |
+          --python "$site/python" --width "$width" $results ${FILTER_MODEL_ARGS:-} 2>&1 |
           tee -a "$out/bench-filter-model.txt"
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
       done
@@ -141,7 +143,7 @@ EOF
       for results in "" --gpu-results; do
         # shellcheck disable=SC2086
         timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
-          --python "$site/python" --label "MPS on" $results 2>&1 |
+          --python "$site/python" --label "MPS on" $results ${FILTER_MODEL_ARGS:-} 2>&1 |
           tee -a "$out/bench-filter-model.txt"
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
       done

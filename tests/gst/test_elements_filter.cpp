@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cudaipc/metas.hpp"
+#include "cudaipc/error.hpp"
 #include "cudaipc/server.hpp"
 #include "element_harness.hpp"
 
@@ -69,6 +70,7 @@ enum class Behaviour {
   answer,      // each request at once
   swap_pairs,  // requests 2k+1 answered before 2k
   noisy,       // each answered, then again, plus replies naming no frame of this run
+  later,       // each answered through Server::reply_after (the GPU path's queue; no stream)
   silent,      // never answers
 };
 
@@ -118,6 +120,14 @@ class Model {
         const std::uint8_t byte = 0;
         patiently([&] { return p.publish(&byte, 1, info); });
       });
+    }
+    if (behaviour_ == Behaviour::later) {
+      server_->reply_after(req, nullptr, [r](std::uint8_t* area, std::uint32_t capacity) {
+        if (r.size() > capacity) throw cudaipc::Error(cudaipc::Errc::invalid_argument, "too big");
+        std::memcpy(area, r.data(), r.size());
+        return static_cast<std::uint32_t>(r.size());
+      });
+      return;
     }
     server_->reply(req, r.data(), static_cast<std::uint32_t>(r.size()));
   }
@@ -291,6 +301,21 @@ TEST_F(FilterTest, EveryFrameComesBackWithItsOwnResult) {
   EXPECT_EQ(p.stat("answered"), static_cast<guint64>(kN));
   EXPECT_EQ(p.stat("passed"), 0u);
   EXPECT_EQ(model.requests(), kN);
+}
+
+// The queue of replies computed on the GPU (reply_after), here with nothing to wait for: every
+// frame still gets its own result, none lost, under a window as wide as the filter allows.
+TEST_F(FilterTest, RepliesSentLaterEachReachTheirFrame) {
+  FilterPipeline p(path_, "max-inflight=16");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::later);
+  ASSERT_TRUE(wait_model(p));
+  constexpr int kN = 300;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), kN);
+  EXPECT_EQ(p.stat("timeouts"), 0u);
 }
 
 TEST_F(FilterTest, RepliesOutOfOrderLeaveInInputOrder) {

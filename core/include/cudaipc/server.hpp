@@ -154,7 +154,8 @@ class Server {
   // at once, and once the work queued on `stream` so far has run (the model's kernels and its
   // copies of the results into host memory), `encode` writes the reply's meta area on a thread
   // of the server's own and returns its size (0: none; a throw: the reply goes without results,
-  // said once per cause). The request is released after `stream`, as reply() does. Returns the
+  // said once per cause). The request is released after `stream`, as reply() does. A null
+  // `stream` waits for nothing (the encoder runs on the server's thread at once). Returns the
   // reply's ticket: once replies_done() reaches it, the host memory `encode` read may be reused.
   // Waits only when 256 such replies are queued.
   using Encoder = std::function<std::uint32_t(std::uint8_t* area, std::uint32_t capacity)>;

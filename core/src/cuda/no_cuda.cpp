@@ -19,7 +19,8 @@ StreamPoint& StreamPoint::operator=(StreamPoint&& o) noexcept {
   return *this;
 }
 
-StreamPoint StreamPoint::after(void*) {
+StreamPoint StreamPoint::after(void* stream) {
+  if (!stream) return StreamPoint{};
   throw Error(Errc::no_cuda, "this build of cudaipc has no CUDA backend: results on a CUDA stream "
                              "cannot be waited for");
 }

@@ -21,6 +21,7 @@ StreamPoint& StreamPoint::operator=(StreamPoint&& o) noexcept {
 }
 
 StreamPoint StreamPoint::after(void* stream) {
+  if (!stream) return StreamPoint{};  // results computed on the host: nothing to wait for
   const cuda::Driver& d = cuda::driver();
   auto s = static_cast<CUstream>(stream);
   CUcontext ctx = nullptr;
