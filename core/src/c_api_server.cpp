@@ -3,8 +3,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include "c_api_handles.hpp"
 #include "c_api_metas_writer.hpp"
@@ -105,7 +105,8 @@ int cudaipc_server_new(const cudaipc_server_options* o, cudaipc_server** out) {
     }
     if (o->directory) so.directory = o->directory;
     if (o->scan_interval_ns)
-      so.scan_interval = std::chrono::duration_cast<std::chrono::milliseconds>(ns(o->scan_interval_ns));
+      so.scan_interval =
+          std::chrono::duration_cast<std::chrono::milliseconds>(ns(o->scan_interval_ns));
     if (so.scan_interval.count() < 1) so.scan_interval = std::chrono::milliseconds(1);
     so.cuda.device = o->cuda_device;
     so.reply_slots = o->reply_slots ? o->reply_slots : 8;

@@ -16,8 +16,8 @@ class StreamPoint {
 
   // After the work queued on `stream` so far, in the stream's own context (the legacy and
   // per-thread default streams: the calling thread's current context). Empty when the stream has
-  // nothing queued, and for a null stream (results computed on the host). Errc::invalid_argument for a stream the driver does not know, Errc::no_cuda
-  // without a CUDA driver.
+  // nothing queued, and for a null stream (results computed on the host). Errc::invalid_argument
+  // for a stream the driver does not know, Errc::no_cuda without a CUDA driver.
   static StreamPoint after(void* stream);
 
   // Sleeps until the point is reached (an empty one: at once). Throws Errc::cuda when the work

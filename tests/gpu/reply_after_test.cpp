@@ -120,17 +120,18 @@ TEST_F(ReplyAfter, ReturnsAtOnceAndSendsWhatTheGpuWroteOnceItLanded) {
 TEST_F(ReplyAfter, AnIdleStreamAndAFailingEncoder) {
   Request r = request(7);
   kernels_->counters(kernels_->own_stream());  // waits: the stream is idle now
-  const std::uint64_t t1 = server_->reply_after(
-      r, kernels_->own_stream(), [](std::uint8_t* area, std::uint32_t) {
+  const std::uint64_t t1 =
+      server_->reply_after(r, kernels_->own_stream(), [](std::uint8_t* area, std::uint32_t) {
         std::memcpy(area, "idle", 4);
         return 4u;
       });
   std::vector<std::uint8_t> got = reply();
   EXPECT_EQ(std::string(got.begin(), got.end()), "idle");
   Request bad = request(8);
-  server_->reply_after(bad, kernels_->own_stream(), [](std::uint8_t*, std::uint32_t) -> std::uint32_t {
-    throw Error(Errc::invalid_argument, "the model's results did not fit");
-  });
+  server_->reply_after(bad, kernels_->own_stream(),
+                       [](std::uint8_t*, std::uint32_t) -> std::uint32_t {
+                         throw Error(Errc::invalid_argument, "the model's results did not fit");
+                       });
   got = reply();
   EXPECT_TRUE(got.empty()) << "answered without results";
   EXPECT_GT(server_->replies_done(), t1);

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "cudaipc/metas.hpp"
 #include "cudaipc/error.hpp"
+#include "cudaipc/metas.hpp"
 #include "cudaipc/server.hpp"
 #include "element_harness.hpp"
 

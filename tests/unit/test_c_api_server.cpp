@@ -37,7 +37,8 @@ struct Pipeline {
   }
   bool connect_replies() {
     const auto until = Clock::now() + 3s;
-    while (requests->consumer_count() == 0 && Clock::now() < until) std::this_thread::sleep_for(2ms);
+    while (requests->consumer_count() == 0 && Clock::now() < until)
+      std::this_thread::sleep_for(2ms);
     cudaipc::ConsumerOptions co;
     co.path = cudaipc::reply_path(requests->path());
     co.reconnect = false;
@@ -118,9 +119,9 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
       EXPECT_GT(generation, 0u);
       EXPECT_EQ(stream, nullptr);
       const std::string text = std::to_string(c[0]) + "/" + std::to_string(c[1]);
-      ASSERT_EQ(cudaipc_server_reply(s, v.frame.frame, text.data(),
-                                     static_cast<uint32_t>(text.size())),
-                CUDAIPC_OK)
+      ASSERT_EQ(
+          cudaipc_server_reply(s, v.frame.frame, text.data(), static_cast<uint32_t>(text.size())),
+          CUDAIPC_OK)
           << cudaipc_last_error();
       // Once only.
       EXPECT_EQ(cudaipc_server_reply(s, v.frame.frame, nullptr, 0), CUDAIPC_ERR_INVALID_ARGUMENT);
@@ -193,7 +194,8 @@ TEST(CApiServer, ErrorsNameTheCause) {
   EXPECT_EQ(cudaipc_server_batch(s, 2, 0, 10'000'000, views, &count, nullptr), CUDAIPC_OK);
   EXPECT_EQ(count, 0u);
   cudaipc_server_interrupt(s);
-  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, kSecond, views, &count, nullptr), CUDAIPC_ERR_INTERRUPTED);
+  EXPECT_EQ(cudaipc_server_batch(s, 2, 0, kSecond, views, &count, nullptr),
+            CUDAIPC_ERR_INTERRUPTED);
   EXPECT_EQ(cudaipc_server_batch(s, 0, 0, 0, views, &count, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
 
   // A consumer's frame is not a request.

@@ -119,7 +119,8 @@ TEST(Server, AnswersEveryRequestWithItsOwnResults) {
     std::uint32_t got[16];
     std::memcpy(got, e.request.frame.data(), sizeof got);
     ASSERT_EQ(got[3], n * 100u + 3);
-    times[window.admit(seq, e.request.frame.desc().publish_time_ns)] = e.request.frame.desc().publish_time_ns;
+    times[window.admit(seq, e.request.frame.desc().publish_time_ns)] =
+        e.request.frame.desc().publish_time_ns;
     const std::string result = "frame-" + std::to_string(got[0]);
     ASSERT_TRUE(server.reply(e.request, result.data(), static_cast<std::uint32_t>(result.size())));
     EXPECT_FALSE(e.request);

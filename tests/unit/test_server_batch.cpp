@@ -119,8 +119,7 @@ TEST(ServerBatch, TurnsGoRoundThePipelinesAndEachKeepsItsOrder) {
   for (int i = 0; i < 3; ++i) so.paths.push_back(dir.file("cam" + std::to_string(i)));
   so.reply_slots = 16;  // the requesters read their replies only at the end
   std::vector<std::unique_ptr<Requester>> req;
-  for (std::uint32_t i = 0; i < 3; ++i)
-    req.push_back(std::make_unique<Requester>(so.paths[i], i));
+  for (std::uint32_t i = 0; i < 3; ++i) req.push_back(std::make_unique<Requester>(so.paths[i], i));
   Server server(so);
   for (auto& r : req) ASSERT_TRUE(r->served());
   // Pipeline 0 floods, 1 and 2 send two each.

@@ -479,14 +479,14 @@ typedef struct cudaipc_server cudaipc_server;
 typedef struct {
   const char* const* paths; /* the filters' socket-paths */
   uint32_t path_count;
-  uint32_t reply_slots;     /* 0: 8 */
-  const char* directory;    /* NULL: none */
+  uint32_t reply_slots;      /* 0: 8 */
+  const char* directory;     /* NULL: none */
   uint64_t scan_interval_ns; /* of the directory; 0: 100 ms */
-  int32_t cuda_device;      /* the model's device; -1: each pipeline's own */
-  uint32_t reply_meta_size; /* the most bytes of results per reply; init: 65536 */
-  uint32_t queue_depth;     /* requests read ahead per pipeline, 1..64; init: 16 */
-  uint32_t socket_mode;     /* of the reply channels; init: 0600 */
-  int64_t allowed_gid;      /* a group let in beside the owner; -1: none */
+  int32_t cuda_device;       /* the model's device; -1: each pipeline's own */
+  uint32_t reply_meta_size;  /* the most bytes of results per reply; init: 65536 */
+  uint32_t queue_depth;      /* requests read ahead per pipeline, 1..64; init: 16 */
+  uint32_t socket_mode;      /* of the reply channels; init: 0600 */
+  int64_t allowed_gid;       /* a group let in beside the owner; -1: none */
 } cudaipc_server_options;
 /* A request as cudaipc_server_batch hands it out: the frame's view (tensor_id changes when the
  * pipeline's format or the frame's tensor description changes: read them with
@@ -509,9 +509,10 @@ void cudaipc_server_options_init(cudaipc_server_options* opts);
 int cudaipc_server_new(const cudaipc_server_options* opts, cudaipc_server** out);
 void cudaipc_server_free(cudaipc_server* s);
 int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline);
-/* Up to `max_batch` requests into views[0..*count) (room for max_batch): waits up to timeout_ns for the first, then
- * until max_batch wait or the oldest has waited max_delay_ns; pipelines take turns. *count 0:
- * none came. *events (may be NULL): the pipelines' events kept to read (cudaipc_server_next_event). CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
+/* Up to `max_batch` requests into views[0..*count) (room for max_batch): waits up to timeout_ns for
+ * the first, then until max_batch wait or the oldest has waited max_delay_ns; pipelines take turns.
+ * *count 0: none came. *events (may be NULL): the pipelines' events kept to read
+ * (cudaipc_server_next_event). CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
 int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
                          uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count,
                          uint32_t* events);

@@ -45,7 +45,7 @@ struct ServerOptions {
 namespace detail {
 class Pipeline;
 struct StreamFormat;
-}
+}  // namespace detail
 class ServerImpl;
 
 // One frame to answer, and the pipeline it came from.
@@ -107,10 +107,10 @@ struct ServerEvent {
 struct ServerPipelineInfo {
   std::uint32_t id = 0;
   std::string path;
-  bool connected = false;  // a pipeline is publishing on the channel now
-  std::uint32_t queued = 0;  // requests read and not yet handed out
-  std::uint64_t requests = 0;  // read so far
-  std::uint64_t replies = 0;   // published so far
+  bool connected = false;          // a pipeline is publishing on the channel now
+  std::uint32_t queued = 0;        // requests read and not yet handed out
+  std::uint64_t requests = 0;      // read so far
+  std::uint64_t replies = 0;       // published so far
   std::uint64_t replies_lost = 0;  // not taken by the filter in time (gone or stuck)
 };
 

@@ -21,8 +21,9 @@ StreamPoint& StreamPoint::operator=(StreamPoint&& o) noexcept {
 
 StreamPoint StreamPoint::after(void* stream) {
   if (!stream) return StreamPoint{};
-  throw Error(Errc::no_cuda, "this build of cudaipc has no CUDA backend: results on a CUDA stream "
-                             "cannot be waited for");
+  throw Error(Errc::no_cuda,
+              "this build of cudaipc has no CUDA backend: results on a CUDA stream "
+              "cannot be waited for");
 }
 
 void StreamPoint::wait() {}

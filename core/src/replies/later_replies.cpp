@@ -66,8 +66,8 @@ void LaterReplies::run() {
       size = 0;
       if (last_error != e.what()) {
         last_error = e.what();
-        log(LogLevel::warning, ("a reply computed on the GPU was sent without results: " +
-                                last_error).c_str());
+        log(LogLevel::warning,
+            ("a reply computed on the GPU was sent without results: " + last_error).c_str());
       }
     }
     try {

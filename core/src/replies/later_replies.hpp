@@ -31,8 +31,8 @@ class LaterReplies {
   LaterReplies& operator=(const LaterReplies&) = delete;
 
   // Queues the reply; its ticket (1, 2, ...). Waits only when kMaxQueued replies are queued.
-  std::uint64_t add(std::shared_ptr<Pipeline> pipeline, const FrameDesc& request,
-                    StreamPoint point, Encoder encode);
+  std::uint64_t add(std::shared_ptr<Pipeline> pipeline, const FrameDesc& request, StreamPoint point,
+                    Encoder encode);
   // Tickets up to this one are done (published, deferred or given up).
   std::uint64_t done() const noexcept { return done_.load(std::memory_order_acquire); }
 

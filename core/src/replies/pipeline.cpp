@@ -78,7 +78,6 @@ Entry Pipeline::take_front() noexcept {
   return e;
 }
 
-
 std::uint64_t Pipeline::oldest_request_ns() const noexcept {
   const auto n = static_cast<std::uint32_t>(ring_.size());
   for (std::uint32_t i = 0; i < count_; ++i) {
@@ -90,9 +89,8 @@ std::uint64_t Pipeline::oldest_request_ns() const noexcept {
 
 void Pipeline::push(Entry&& e) {
   std::unique_lock<std::mutex> lock(hub_->mu);
-  hub_->space.wait(lock, [&] {
-    return stop_.load(std::memory_order_acquire) || count_ < ring_.size();
-  });
+  hub_->space.wait(lock,
+                   [&] { return stop_.load(std::memory_order_acquire) || count_ < ring_.size(); });
   if (stop_.load(std::memory_order_acquire)) return;  // the entry (and its lease) goes
   const bool request = e.type == ServerEventType::request;
   ring_[(first_ + count_) % ring_.size()] = std::move(e);
@@ -177,11 +175,13 @@ bool Pipeline::publish_now(const FrameDesc& request, const void* metas, std::uin
   return true;
 }
 
-Pipeline::Sent Pipeline::reply(const FrameDesc& request, const void* metas, std::uint32_t metas_size) {
+Pipeline::Sent Pipeline::reply(const FrameDesc& request, const void* metas,
+                               std::uint32_t metas_size) {
   if (metas_size > replies_.meta_size())
-    throw Error(Errc::invalid_argument,
-                "results of " + std::to_string(metas_size) + " bytes do not fit the reply area of " +
-                    std::to_string(replies_.meta_size()) + " bytes (reply_meta_size)");
+    throw Error(Errc::invalid_argument, "results of " + std::to_string(metas_size) +
+                                            " bytes do not fit the reply area of " +
+                                            std::to_string(replies_.meta_size()) +
+                                            " bytes (reply_meta_size)");
   std::lock_guard<std::mutex> lock(reply_mu_);
   if (backlog_.empty() && publish_now(request, metas, metas_size)) return Sent::now;
   if (backlog_.size() >= ring_.size()) {

@@ -39,9 +39,9 @@ struct StreamFormat {
 // A queued event of one pipeline: a request, or a stream event in its place among them.
 struct Entry {
   ServerEventType type = ServerEventType::request;
-  Request request;  // request
+  Request request;                             // request
   std::shared_ptr<const StreamFormat> format;  // format
-  std::string message;  // disconnected
+  std::string message;                         // disconnected
 };
 
 class Pipeline {

@@ -150,7 +150,8 @@ ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
     throw Error(Errc::invalid_argument, "a server needs a filter's socket path or a directory");
   if (o.queue_depth < 1 || o.queue_depth > kMaxInflight)
     throw Error(Errc::invalid_argument, "queue_depth " + std::to_string(o.queue_depth) +
-                                            " is not between 1 and " + std::to_string(kMaxInflight));
+                                            " is not between 1 and " +
+                                            std::to_string(kMaxInflight));
   try {
     for (const std::string& p : paths) add(p, false);
     backlog_ = std::thread([this] { backlog_loop(); });
@@ -243,7 +244,8 @@ void ServerImpl::scan_once() {
   const std::string suffix = reply_path("");
   std::set<std::string> present;
   for (const std::string& p : found) {
-    if (p.size() >= suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (p.size() >= suffix.size() &&
+        p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
       continue;  // a reply channel: ours, or another server's
     present.insert(p);
     {
@@ -433,10 +435,10 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
     const std::uint64_t until_ns = oldest + static_cast<std::uint64_t>(delay.count());
     const std::uint64_t now_ns = monotonic_ns();
     if (until_ns > now_ns) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(until_ns - now_ns);
-      hub_->ready.wait_until(lock, until, [&] {
-        return hub_->requests >= max_batch || hub_->interrupted;
-      });
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::nanoseconds(until_ns - now_ns);
+      hub_->ready.wait_until(lock, until,
+                             [&] { return hub_->requests >= max_batch || hub_->interrupted; });
     }
   }
   // Turns: one request of each pipeline that has one, round and round, the first turn moving on
@@ -483,8 +485,8 @@ std::uint64_t ServerImpl::send_reply_after(const Request& route, const FrameDesc
   StreamPoint point = StreamPoint::after(stream);
   std::lock_guard<std::mutex> lock(later_mu_);
   if (!later_)
-    later_ = std::make_unique<detail::LaterReplies>(options_.reply_meta_size,
-                                                    [this] { backlog_due(); });
+    later_ =
+        std::make_unique<detail::LaterReplies>(options_.reply_meta_size, [this] { backlog_due(); });
   return later_->add(route.pipeline_, request, std::move(point), std::move(encode));
 }
 
@@ -582,8 +584,8 @@ std::uint64_t Server::reply_after(Request& request, void* stream, Encoder encode
   return ticket;
 }
 
-std::uint64_t Server::send_reply_after(const Request& route, const FrameDesc& request,
-                                       void* stream, Encoder encode) {
+std::uint64_t Server::send_reply_after(const Request& route, const FrameDesc& request, void* stream,
+                                       Encoder encode) {
   return impl_->send_reply_after(route, request, stream, std::move(encode));
 }
 
