@@ -5,10 +5,6 @@
 #include "c_api_metas_writer.hpp"
 #include "cudaipc/cudaipc.h"
 
-namespace {
-constexpr char kName[] = "GstAnalyticsRelationMetaAPI";
-}  // namespace
-
 int64_t cudaipc_metas_detections_area(const cudaipc_detections* d) {
   int64_t size = 0;
   const int rc = cudaipc::capi::guard([&] {
@@ -16,18 +12,9 @@ int64_t cudaipc_metas_detections_area(const cudaipc_detections* d) {
     using cudaipc::Error;
     if (!d) throw Error(Errc::invalid_argument, "detections area: no detections given");
     if (!d->area) throw Error(Errc::invalid_argument, "detections area: the area is NULL");
-    cudaipc_metas_analytics a{};
-    a.n = d->n;
-    a.boxes = d->boxes;
-    a.scores = d->scores;
-    a.rotation = d->rotation;
-    a.labels = d->labels;
-    a.names = d->names;
-    a.name_offsets = d->name_offsets;
-    a.name_count = d->name_count;
     static thread_local cudaipc::capi::MetasWriter w;
     w.begin(d->area, d->capacity);
-    w.analytics(kName, a);
+    w.analytics(cudaipc::capi::kAnalyticsName, cudaipc::capi::analytics_of(*d));
     size = w.finish();
   });
   return rc == CUDAIPC_OK ? size : -rc;

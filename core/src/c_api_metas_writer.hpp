@@ -20,6 +20,23 @@ std::string_view name_arg(const char* p, std::uint32_t n, const char* what, std:
 // A record's name (at most 1024 bytes).
 std::string_view record_name(const char* p, std::uint32_t n);
 
+// GStreamer's name for the analytics records a frame's detections go in.
+inline constexpr char kAnalyticsName[] = "GstAnalyticsRelationMetaAPI";
+
+// The detections of `d` as the analytics writer takes them (boxes, scores, rotation, labels).
+inline cudaipc_metas_analytics analytics_of(const cudaipc_detections& d) {
+  cudaipc_metas_analytics a{};
+  a.n = d.n;
+  a.boxes = d.boxes;
+  a.scores = d.scores;
+  a.rotation = d.rotation;
+  a.labels = d.labels;
+  a.names = d.names;
+  a.name_offsets = d.name_offsets;
+  a.name_count = d.name_count;
+  return a;
+}
+
 class MetasWriter {
  public:
   void begin(std::uint8_t* area, std::uint32_t capacity);

@@ -37,6 +37,18 @@ struct cudaipc_server {
 
 namespace {
 
+// A request handed out by a server, not released, and answered now (once only).
+void take_answer(cudaipc_frame* request) {
+  require(request, "request");
+  if (!request->route.pipeline())
+    throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
+  if (!request->f)
+    throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the request was already released");
+  if (request->answered.exchange(true))
+    throw cudaipc::Error(cudaipc::Errc::invalid_argument,
+                         "request " + std::to_string(request->f.seq()) + " was already answered");
+}
+
 cudaipc::Server& open_server(cudaipc_server* s) {
   require(s, "server");
   return *s->s;
@@ -180,15 +192,8 @@ int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* 
                          uint32_t metas_size) {
   int status = CUDAIPC_OK;
   const int rc = guard([&] {
-    require(request, "request");
     cudaipc::Server& server = open_server(s);
-    if (!request->route.pipeline())
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
-    if (!request->f)
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the request was already released");
-    if (request->answered.exchange(true))
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument,
-                           "request " + std::to_string(request->f.seq()) + " was already answered");
+    take_answer(request);
     try {
       if (!server.send_reply(request->route, request->f.desc(), metas, metas_size))
         status = CUDAIPC_ERR_TIMEOUT;
@@ -204,17 +209,10 @@ int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* 
                                const cudaipc_detections* detections, const void* metas,
                                uint32_t metas_size, uint64_t* ticket) {
   return guard([&] {
-    require(request, "request");
     cudaipc::Server& server = open_server(s);
-    if (!request->route.pipeline())
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
-    if (!request->f)
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the request was already released");
     if (metas_size && !metas)
       throw cudaipc::Error(cudaipc::Errc::invalid_argument, "metas of a size but no bytes");
-    if (request->answered.exchange(true))
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument,
-                           "request " + std::to_string(request->f.seq()) + " was already answered");
+    take_answer(request);
     // What is needed at encoding time is copied now: the detections' description (its arrays
     // stay the caller's until the ticket is done) and the records ready on the host.
     std::optional<cudaipc_detections> d;
@@ -224,18 +222,7 @@ int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* 
     auto encode = [d, ready = std::move(ready)](std::uint8_t* area, std::uint32_t capacity) {
       cudaipc::capi::MetasWriter w;
       w.begin(area, capacity);
-      if (d) {
-        cudaipc_metas_analytics a{};
-        a.n = d->n;
-        a.boxes = d->boxes;
-        a.scores = d->scores;
-        a.rotation = d->rotation;
-        a.labels = d->labels;
-        a.names = d->names;
-        a.name_offsets = d->name_offsets;
-        a.name_count = d->name_count;
-        w.analytics("GstAnalyticsRelationMetaAPI", a);
-      }
+      if (d) w.analytics(cudaipc::capi::kAnalyticsName, cudaipc::capi::analytics_of(*d));
       if (!ready.empty()) {
         cudaipc::metas::AreaReader r(ready.data(), ready.size());
         cudaipc::metas::Record rec;
