@@ -341,6 +341,53 @@ TEST(ServerBatch, AFilterThatStopsReadingNeverMakesTheModelWait) {
   for (std::size_t i = 1; i < got.size(); ++i) EXPECT_EQ(got[i], "0/" + std::to_string(i + 1));
 }
 
+// reply_after's queue (the path of results still on the GPU), here with host results (no stream):
+// the model's thread only queues; every reply reaches its own pipeline, in its order, tickets
+// count up, and a failing encoder answers its frame without results.
+TEST(ServerBatch, RepliesSentLaterKeepEachPipelinesOrder) {
+  cudaipc::testing::TempDir dir;
+  ServerOptions so;
+  so.paths = {dir.file("a"), dir.file("b")};
+  so.reply_slots = 16;
+  Requester a(so.paths[0], 0), b(so.paths[1], 1);
+  Server server(so);
+  ASSERT_TRUE(a.served());
+  ASSERT_TRUE(b.served());
+  for (std::uint32_t n = 1; n <= 6; ++n) a.send(n), b.send(n);
+  wait_queued(server, 12);
+  std::vector<Request> batch;
+  std::uint64_t last = 0;
+  int sent = 0;
+  while (sent < 12) {
+    ASSERT_TRUE(server.batch(batch, 12, 0ns, 2s));
+    ASSERT_FALSE(batch.empty());
+    for (Request& r : batch) {
+      const Got g = content(r);
+      const std::string t = text(g);
+      const std::uint64_t ticket =
+          g.who == 1 && g.n == 3
+              ? server.reply_after(r, nullptr,
+                                   [](std::uint8_t*, std::uint32_t) -> std::uint32_t {
+                                     throw cudaipc::Error(Errc::invalid_argument, "no results");
+                                   })
+              : server.reply_after(r, nullptr, [t](std::uint8_t* area, std::uint32_t cap) {
+                  EXPECT_GE(cap, t.size());
+                  std::memcpy(area, t.data(), t.size());
+                  return static_cast<std::uint32_t>(t.size());
+                });
+      EXPECT_FALSE(r);
+      EXPECT_EQ(ticket, last + 1);
+      last = ticket;
+      ++sent;
+    }
+  }
+  EXPECT_EQ(a.replies(6), (std::vector<std::string>{"0/1", "0/2", "0/3", "0/4", "0/5", "0/6"}));
+  EXPECT_EQ(b.replies(6), (std::vector<std::string>{"1/1", "1/2", "", "1/4", "1/5", "1/6"}));
+  const auto until = Clock::now() + 2s;
+  while (server.replies_done() < last && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(server.replies_done(), last);
+}
+
 TEST(ServerBatch, RefusesWhatACallerMustNotDo) {
   ServerOptions none;
   EXPECT_THROW(Server s(none), cudaipc::Error);
