@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Many pipelines, one model process (issue #30's target): N GStreamer pipelines in processes of
+their own (`videotestsrc is-live=true ! [cudaupload !] cudaipcfilter ! cudaipcringsink`), one
+model process serving every filter of a directory with `Server.batch(max_batch, max_delay)`, and
+this process reading every pipeline's output and checking each frame's answer (its timestamp and
+its own filter's path).
+
+The model is filter_model_rate.py's heat-map detector, batched: the luma planes of a batch stacked
+into one call, the answers left on the GPU (the core sends them once computed). Without torch or a
+GPU (a smoke run on any machine) it is a NumPy sum of each frame.
+
+Printed: frames offered and answered with their own result; the batches formed; the model's time
+per batch serving against the same batch alone (its rate at the batch sizes it formed); the latency
+from the filter's publish of a request to the output's publish of the answered frame, p50/p99,
+against max_delay + 2 batch times.
+
+  python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
+      [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List
+
+import numpy as np
+
+import cudaipc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def torch_gpu() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def make_batched_model(width: int, height: int):
+    """(frames) -> per-frame answers; the time of one call is what the model costs a batch."""
+    torch = torch_gpu()
+    if torch is None:
+        def host(frames: List[Any]) -> List[Dict[str, Any]]:
+            return [{"boxes": np.array([[0, 0, 1, 1]], np.float32),
+                     "scores": np.array([float(f.numpy()[:height].mean())], np.float32)}
+                    for f in frames]
+        return host, None
+    sys.path.insert(0, HERE)
+    import filter_model_rate as fmr  # noqa: E402  (the same network)
+
+    fmr.WIDTH, fmr.HEIGHT = width, height
+    torch.manual_seed(0)
+    c = torch.nn.Conv2d
+    net = torch.nn.Sequential(
+        c(1, 64, 3, 2, 1), torch.nn.ReLU(), c(64, 128, 3, 2, 1), torch.nn.ReLU(),
+        c(128, 256, 3, 2, 1), torch.nn.ReLU(), c(256, 256, 3, 2, 1), torch.nn.ReLU(),
+        c(256, 256, 3, 1, 1), torch.nn.ReLU(), c(256, 1, 1)).to("cuda", torch.float16).eval()
+    label = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    @torch.inference_mode()
+    def gpu(frames: List[Any]) -> List[Dict[str, Any]]:
+        luma = torch.stack([torch.from_dlpack(f)[:height] if f.device != "cpu" else
+                            torch.from_numpy(f.numpy()[:height]).cuda() for f in frames])
+        heat = net(luma.unsqueeze(1).to(torch.float16).mul_(1 / 255))[:, 0]
+        cells = heat.flatten(1).argmax(1)
+        w = heat.shape[2]
+        y = torch.div(cells, w, rounding_mode="floor")
+        x = cells - y * w
+        boxes = torch.stack([x, y, x + 1, y + 1], 1).to(torch.float32).mul_(16)
+        return [{"boxes": boxes[i:i + 1], "labels": label} for i in range(len(frames))]
+
+    return gpu, torch
+
+
+def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
+          report: str) -> None:
+    """The model process: serves every filter in `directory` until SIGTERM, then measures the
+    model alone at the batch sizes it formed and writes both to `report` (JSON)."""
+    model, torch = make_batched_model(width, height)
+    stop: List[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    sizes: Dict[int, List[float]] = {}
+    with cudaipc.Server(directory=directory, queue_depth=16) as server:
+        print("serving", flush=True)
+        while not stop:
+            reqs = server.batch(max_batch, timeout=0.1, max_delay=max_delay)
+            if not reqs:
+                continue
+            t0 = time.perf_counter()
+            answers = model([r.frame for r in reqs])
+            if torch is not None:
+                torch.cuda.synchronize()  # the batch's own time, for the comparison alone
+            sizes.setdefault(len(reqs), []).append(time.perf_counter() - t0)
+            for r, a in zip(reqs, answers):
+                r.reply(detections=a, label_names=["object"],
+                        meta={"pts": r.frame.pts, "path": r.path,
+                              "sent": r.frame.publish_time_ns})
+    alone: Dict[int, float] = {}
+    if torch is not None:
+        frame = torch.randint(0, 256, (height * 3 // 2, width), dtype=torch.uint8,
+                              device="cuda")
+
+        class Resident:
+            device = "cuda:0"
+
+            def __dlpack__(self, *a: Any, **k: Any) -> Any:
+                return frame.__dlpack__(*a, **k)
+
+            def __dlpack_device__(self) -> Any:
+                return frame.__dlpack_device__()
+
+        for b in sizes:
+            batch = [Resident()] * b
+            model(batch)
+            torch.cuda.synchronize()
+            t = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                model(batch)
+                torch.cuda.synchronize()
+                t.append(time.perf_counter() - t0)
+            alone[b] = float(np.median(t))
+    with open(report, "w") as f:
+        json.dump({"served": {b: [len(v), float(np.median(v))] for b, v in sizes.items()},
+                   "alone": alone}, f)
+
+
+class Reader:
+    """One pipeline's output, every frame's answer checked."""
+
+    def __init__(self, path: str, model_path: str, n: int) -> None:
+        self.path, self.model_path, self.n = path, model_path, n
+        self.answered = self.missing = 0
+        self.errors: List[str] = []
+        self.latency: List[float] = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        try:
+            with cudaipc.Consumer(self.path, timeout=60) as c:
+                for f in c:
+                    with f:
+                        m = f.meta
+                        if not m:
+                            self.missing += 1
+                            continue
+                        if m.get("pts") != f.pts or m.get("path") != self.model_path:
+                            self.errors.append(f"frame {f.seq}: {m}")
+                            continue
+                        self.answered += 1
+                        self.latency.append((f.publish_time_ns - m["sent"]) / 1e3)
+        except cudaipc.Error as e:
+            self.errors.append(str(e))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--serve", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--report", help=argparse.SUPPRESS)
+    ap.add_argument("--pipelines", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=8)
+    ap.add_argument("--fps", type=int, default=30)
+    ap.add_argument("--width", type=int, default=1920)
+    ap.add_argument("--height", type=int, default=1080)
+    ap.add_argument("--memory", choices=("cuda", "host"), default="cuda")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--max-delay", type=float, default=0.005)
+    ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
+    args = ap.parse_args()
+    if args.serve:
+        serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report)
+        return
+    work = tempfile.mkdtemp(prefix="cudaipc-many-")
+    models, outs = os.path.join(work, "models"), os.path.join(work, "out")
+    os.mkdir(models, 0o700)
+    os.mkdir(outs, 0o700)
+    report = os.path.join(work, "report.json")
+    server = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--serve", models, "--report", report,
+         "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
+         "--max-delay", str(args.max_delay)], stdout=subprocess.PIPE, text=True)
+    if server.stdout.readline().strip() != "serving":
+        sys.exit("the model process did not start")
+    n = int(args.seconds * args.fps)
+    host = args.memory == "host"
+    upload = [] if host else ["!", "cudaupload"]
+    mode = ["ipc-mode=host"] if host else []
+    pipes, readers = [], []
+    for i in range(args.pipelines):
+        model_path, out = os.path.join(models, f"cam{i}"), os.path.join(outs, f"cam{i}")
+        pipes.append(subprocess.Popen(
+            [args.gst_launch, "-q", "videotestsrc", "is-live=true", "pattern=ball",
+             f"num-buffers={n}", "!",
+             f"video/x-raw,format=NV12,width={args.width},height={args.height},"
+             f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
+             f"socket-path={model_path}", "on-missing=pass", "timeout=1000000000", "!",
+             "cudaipcringsink", *mode, "wait-for-consumer=true", "sync=false",
+             f"socket-path={out}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        readers.append(Reader(out, model_path, n))
+    failed = []
+    for i, p in enumerate(pipes):
+        _, err = p.communicate(timeout=args.seconds * 4 + 60)
+        if p.returncode:
+            failed.append(f"pipeline {i}: {err.strip()[-300:]}")
+    for r in readers:
+        r.thread.join(timeout=30)
+    server.send_signal(signal.SIGTERM)
+    server.communicate(timeout=120)
+    with open(report) as f:
+        rep = json.load(f)
+    shutil.rmtree(work, ignore_errors=True)
+
+    lat = np.array(sum((r.latency for r in readers), []) or [0.0])
+    answered = sum(r.answered for r in readers)
+    missing = sum(r.missing for r in readers)
+    errors = sum((r.errors for r in readers), [])
+    served = {int(b): v for b, v in rep["served"].items()}
+    alone = {int(b): v for b, v in rep["alone"].items()}
+    batches = sum(v[0] for v in served.values())
+    frames = sum(b * v[0] for b, v in served.items())
+    mean_b = frames / batches if batches else 0
+    worst = max((v[1] for v in served.values()), default=0.0)
+    print(f"\n{args.pipelines} pipelines of {args.width}x{args.height}@{args.fps} "
+          f"({args.memory} memory), {n} frames each, batch <= {args.batch}, "
+          f"max_delay {args.max_delay * 1e3:.1f} ms\n")
+    print("| frames offered | answered, own result | without result | wrong | batches | "
+          "mean / max batch | latency p50 / p99 ms | bound: max_delay + 2 batch times ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {args.pipelines * n} | {answered} | {missing} | {len(errors)} | {batches} | "
+          f"{mean_b:.1f} / {max(served, default=0)} | {np.percentile(lat, 50) / 1e3:.2f} / "
+          f"{np.percentile(lat, 99) / 1e3:.2f} | {(args.max_delay + 2 * worst) * 1e3:.2f} |")
+    if alone:
+        print("\n| batch size | batches | model ms serving (p50) | model ms alone (p50) | "
+              "rate ratio |\n|---|---|---|---|---|")
+        for b in sorted(served):
+            count, t = served[b]
+            a = alone.get(b, 0.0)
+            print(f"| {b} | {count} | {t * 1e3:.2f} | {a * 1e3:.2f} | "
+                  f"{a / t if t else 0:.3f} |")
+    for line in failed + errors[:5]:
+        print("FAIL", line)
+    if failed or errors or answered + missing != args.pipelines * n:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
