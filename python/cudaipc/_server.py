@@ -180,7 +180,7 @@ class Request:
 
 class Server:
     """``Server(paths=None, directory=None, device=None, reply_slots=8, reply_meta_size=65536,
-    queue_depth=16)``: serves the cudaipcfilters whose ``socket-path`` is `paths` (one path or a
+    queue_depth=16, socket_mode=0o600, allowed_gid=None)``: serves the cudaipcfilters whose ``socket-path`` is `paths` (one path or a
     list), and with `directory` every channel that appears there (a pipeline whose channel is
     removed leaves), from now until ``close()``, across restarts of the pipelines (each is waited
     for) and of this process (the filters pick a new server up within one timeout).
@@ -189,12 +189,14 @@ class Server:
     ``batch(max_batch, timeout, max_delay)`` up to `max_batch` at once, fairly across pipelines,
     for batched inference. A path another server serves raises :class:`cudaipc.BusyError`.
     `device` is the CUDA device the model reads on (default: each pipeline's own); `queue_depth`
-    how many requests of each pipeline are read ahead."""
+    how many requests of each pipeline are read ahead; `socket_mode` and `allowed_gid` who may
+    connect to the reply channels (as a Producer's: the owner, and a group let in)."""
 
     def __init__(self, paths: Union[str, Sequence[str], None] = None, *,
                  directory: Optional[str] = None, device: Optional[int] = None,
                  reply_slots: int = 8, reply_meta_size: int = 65536,
-                 queue_depth: int = 16) -> None:
+                 queue_depth: int = 16, socket_mode: int = 0o600,
+                 allowed_gid: Optional[int] = None) -> None:
         self._h: Optional[int] = None
         if paths is None:
             plist: List[str] = []
@@ -216,6 +218,10 @@ class Server:
             raise InvalidArgumentError(f"reply_slots {reply_slots} is not between 1 and 32")
         if not 1 <= int(queue_depth) <= 64:
             raise InvalidArgumentError(f"queue_depth {queue_depth} is not between 1 and 64")
+        if not 0 <= int(socket_mode) <= 0o777:
+            raise InvalidArgumentError(f"socket_mode {socket_mode:o} is not a permission mode")
+        if allowed_gid is not None and not 0 <= int(allowed_gid) < 2 ** 32:
+            raise InvalidArgumentError(f"allowed_gid {allowed_gid} is not a group id")
         self.path = plist[0] if plist else directory
         self.directory = directory
         o = _Options()
@@ -229,6 +235,8 @@ class Server:
         o.reply_slots = int(reply_slots)
         o.reply_meta_size = int(reply_meta_size)
         o.queue_depth = int(queue_depth)
+        o.socket_mode = int(socket_mode)
+        o.allowed_gid = -1 if allowed_gid is None else int(allowed_gid)
         h = c_void_p()
         what = ", ".join(plist + ([f"{directory}/*"] if directory else []))
         _lib.check(lib.cudaipc_server_new(byref(o), byref(h)), f"serving {what}")

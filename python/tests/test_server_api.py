@@ -1,0 +1,115 @@
+"""cudaipc.Server without GStreamer: a requester in this process plays the filters' part (a
+request channel each, a reply reader each). Paths and add(), pipelines' counters, batch() taking
+turns with each pipeline's order kept, replies back to their own pipeline, timeouts, interrupt(),
+the reply channels' permissions, and the arguments refused."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cudaipc
+
+
+def requester(path: str) -> cudaipc.Producer:
+    return cudaipc.Producer(path, memory="host", num_slots=16)
+
+
+def served(p: cudaipc.Producer) -> None:
+    p.wait_for_consumers(1, timeout=10)
+
+
+def test_batches_take_turns_and_replies_reach_their_own_pipeline(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    with requester(a) as ra, requester(b) as rb, cudaipc.Server(a) as server:
+        assert server.add(b) == 2
+        served(ra)
+        served(rb)
+        replies = {p: cudaipc.Consumer(p + ".reply", timeout=10) for p in (a, b)}
+        for i in range(1, 7):
+            ra.publish(np.full(4, i, np.uint8))
+        for i in range(1, 3):
+            rb.publish(np.full(4, 100 + i, np.uint8))
+        deadline = time.monotonic() + 5
+        while sum(p["queued"] for p in server.pipelines) < 8 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        first = server.batch(4)
+        got = [(r.pipeline, int(r.numpy()[0])) for r in first]
+        # Turns: b's two requests beside a's, each pipeline in its own order.
+        assert got == [(1, 1), (2, 101), (1, 2), (2, 102)] or \
+            got == [(2, 101), (1, 1), (2, 102), (1, 2)], got
+        rest = server.batch(8, timeout=1)
+        assert [int(r.numpy()[0]) for r in rest] == [3, 4, 5, 6]
+        for r in first + rest:
+            assert r.path == (a if r.pipeline == 1 else b)
+            assert r.reply(meta={"value": int(r.numpy()[0])})
+        for path, want in ((a, [1, 2, 3, 4, 5, 6]), (b, [101, 102])):
+            seen = []
+            for _ in want:
+                with replies[path].next(5) as f:
+                    seen.append(f.meta["value"])
+            assert seen == want, path
+        info = {p["path"]: p for p in server.pipelines}
+        assert info[a]["requests"] == 6 and info[a]["replies"] == 6
+        assert info[b]["replies"] == 2 and info[b]["replies_lost"] == 0
+        assert info[a]["connected"] and info[b]["connected"]
+        for c in replies.values():
+            c.close()
+
+
+def test_nothing_comes_and_interrupt_wakes(tmp_path):
+    with cudaipc.Server(str(tmp_path / "a")) as server:
+        t0 = time.monotonic()
+        assert server.next(0.05) is None
+        assert server.batch(4, timeout=0.05) == []
+        assert time.monotonic() - t0 < 2
+        threading.Timer(0.1, server.interrupt).start()
+        with pytest.raises(cudaipc.InterruptedError):
+            server.batch(4, timeout=10)
+
+
+def test_a_request_is_answered_once(tmp_path):
+    a = str(tmp_path / "a")
+    with requester(a) as ra, cudaipc.Server(a) as server:
+        served(ra)
+        ra.publish(np.zeros(4, np.uint8))
+        r = server.next(5)
+        assert r.reply()
+        with pytest.raises(cudaipc.ClosedError):
+            r.reply()
+
+
+def test_reply_channels_take_the_mode_and_group_given(tmp_path):
+    a = str(tmp_path / "a")
+    with cudaipc.Server(a, socket_mode=0o660, allowed_gid=os.getgid()):
+        assert stat.S_IMODE(os.stat(a + ".reply").st_mode) == 0o660
+    with cudaipc.Server(a):
+        assert stat.S_IMODE(os.stat(a + ".reply").st_mode) == 0o600
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({}, "socket path or a directory"),
+    ({"paths": [""]}, "non-empty"),
+    ({"paths": "x", "reply_slots": 0}, "reply_slots"),
+    ({"paths": "x", "queue_depth": 65}, "queue_depth"),
+    ({"paths": "x", "socket_mode": 0o4777}, "socket_mode"),
+    ({"paths": "x", "allowed_gid": -5}, "allowed_gid"),
+    ({"directory": ""}, "directory"),
+])
+def test_arguments_refused_say_why(tmp_path, kw, why):
+    if kw.get("paths") == "x":
+        kw = dict(kw, paths=str(tmp_path / "x"))
+    with pytest.raises(cudaipc.InvalidArgumentError, match=why):
+        cudaipc.Server(**kw)
+
+
+def test_a_second_server_on_a_path_is_busy(tmp_path):
+    a = str(tmp_path / "a")
+    with cudaipc.Server(a):
+        with pytest.raises(cudaipc.BusyError):
+            cudaipc.Server(a)
