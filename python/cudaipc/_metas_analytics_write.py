@@ -72,17 +72,20 @@ class Scratch:
     def table(self, names: Any, top: int) -> _Table:
         """Names 0..top (at least) of integer labels: label_names', else their decimal text."""
         t = self._table
-        if self._obj is names and t is not None and len(t) > top and self._key == names:
-            return t  # the same list, unchanged: every frame of a detector
-        same = self._obj is names and self._key == names if names is not None else \
-            self._key is None and self._obj is None
-        if t is None or not same or len(t) <= top:
-            if not same:
-                self._key = dict(names) if isinstance(names, Mapping) else \
-                    (list(names) if names is not None else None)
-                self._obj = names
-            size = max(top + 1, len(names) if isinstance(names, (list, tuple)) else 0)
-            t = self._table = _Table([_name_of(names, v).encode("utf-8") for v in range(size)])
+        # The same names as last time: the same list, or an equal one made anew for each reply
+        # (`label_names=["object"]` in a model's loop).
+        same = t is not None and (self._obj is names or (
+            names is not None and type(names) is type(self._obj))) and self._key == names
+        if same:
+            self._obj = names
+            if len(t) > top:
+                return t
+        else:
+            self._key = dict(names) if isinstance(names, Mapping) else \
+                (list(names) if names is not None else None)
+            self._obj = names
+        size = max(top + 1, len(names) if isinstance(names, (list, tuple)) else 0)
+        t = self._table = _Table([_name_of(names, v).encode("utf-8") for v in range(size)])
         return t
 
 
