@@ -1,5 +1,6 @@
 // The C API's model side of cudaipcfilter (cudaipc.h, cudaipc/server.hpp): a Server handle whose
 // requests are handed out as ordinary frame handles that remember their pipeline.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -47,6 +48,34 @@ void take_answer(cudaipc_frame* request) {
   if (request->answered.exchange(true))
     throw cudaipc::Error(cudaipc::Errc::invalid_argument,
                          "request " + std::to_string(request->f.seq()) + " was already answered");
+}
+
+// The most labels named in decimal beyond a names table (a label past it is a model's class the
+// caller gave no name; a larger one is refused by the writer as the host path's would be).
+constexpr std::int64_t kMaxDecimalLabel = 65536;
+
+// Labels past `d`'s names table get their decimal text, as Python's host path names them: the
+// table is extended into `text`/`offsets` (which `d` then points to). The labels were read by the
+// GPU's copies only now, so this cannot happen before.
+void name_every_label(cudaipc_detections& d, std::string& text,
+                      std::vector<std::uint32_t>& offsets) {
+  if (!d.labels || !d.n) return;
+  std::int64_t top = -1;
+  for (std::uint32_t i = 0; i < d.n; ++i) top = std::max(top, d.labels[i]);
+  if (top < static_cast<std::int64_t>(d.name_count) || top >= kMaxDecimalLabel) return;
+  offsets.push_back(0);
+  for (std::uint32_t k = 0; k < d.name_count; ++k) {
+    text.append(reinterpret_cast<const char*>(d.names) + d.name_offsets[k],
+                d.name_offsets[k + 1] - d.name_offsets[k]);
+    offsets.push_back(static_cast<std::uint32_t>(text.size()));
+  }
+  for (std::int64_t k = d.name_count; k <= top; ++k) {
+    text += std::to_string(k);
+    offsets.push_back(static_cast<std::uint32_t>(text.size()));
+  }
+  d.names = reinterpret_cast<const std::uint8_t*>(text.data());
+  d.name_offsets = offsets.data();
+  d.name_count = static_cast<std::uint32_t>(top + 1);
 }
 
 cudaipc::Server& open_server(cudaipc_server* s) {
@@ -155,7 +184,11 @@ int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_del
     cudaipc::Server& server = open_server(s);
     if (!server.batch(s->batch, max_batch, ns(max_delay_ns), ns(timeout_ns)))
       throw cudaipc::Error(cudaipc::Errc::interrupted, "the server was interrupted");
-    for (cudaipc::Request& r : s->batch) hand_out(s, std::move(r), &views[(*count)++]);
+    // Counted once handed out: on a failure part-way the caller releases views[0 .. *count).
+    for (cudaipc::Request& r : s->batch) {
+      hand_out(s, std::move(r), &views[*count]);
+      ++*count;
+    }
     s->batch.clear();
     if (events) *events = static_cast<uint32_t>(server.events());
   });
@@ -178,6 +211,7 @@ int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out) {
         break;
       case cudaipc::ServerEventType::left:
         out->type = CUDAIPC_SERVER_LEFT;
+        s->described.erase(s->event.pipeline);
         break;
       default:
         return;  // requests and formats are never kept
@@ -222,7 +256,13 @@ int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* 
     auto encode = [d, ready = std::move(ready)](std::uint8_t* area, std::uint32_t capacity) {
       cudaipc::capi::MetasWriter w;
       w.begin(area, capacity);
-      if (d) w.analytics(cudaipc::capi::kAnalyticsName, cudaipc::capi::analytics_of(*d));
+      if (d) {
+        cudaipc_detections named = *d;
+        std::string text;
+        std::vector<std::uint32_t> offsets;
+        name_every_label(named, text, offsets);
+        w.analytics(cudaipc::capi::kAnalyticsName, cudaipc::capi::analytics_of(named));
+      }
       if (!ready.empty()) {
         cudaipc::metas::AreaReader r(ready.data(), ready.size());
         cudaipc::metas::Record rec;

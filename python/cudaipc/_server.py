@@ -150,8 +150,8 @@ class Request:
         if h is None:
             raise ClosedError(f"request {frame.seq} was already answered or released")
         w = server._writer
-        gpu = gpu_detections(detections) if classifications is None and tracks is None and \
-            relations is None else None
+        gpu = gpu_detections(detections, label_names) if classifications is None and \
+            tracks is None and relations is None else None
         if gpu is not None:
             # Results still on the GPU: the core sends them once the model's stream has run the
             # copies queued here; this thread goes on at once.
@@ -290,25 +290,34 @@ class Server:
 
     def _take(self, max_batch: int, max_delay_ns: int, timeout_ns: int) -> List[Request]:
         addr, count_ref, events_ref = self._refs
+        self._count.value = 0
         rc = _batch(self._handle(), max_batch, max_delay_ns, timeout_ns, addr, count_ref,
                     events_ref)
+        views = self._views
+        unpack = _REQUEST.unpack_from
+        count = self._count.value
+        out: List[Request] = []
+        try:
+            # Every handle handed out becomes a Request first (each owns its lease from then
+            # on), even when the call failed part-way.
+            for i in range(count):
+                v = unpack(views, i * _REQUEST.size)
+                pipeline = v[_FRAME_FIELDS]
+                fv = v[:_FRAME_FIELDS]
+                shared = self._shared.get(pipeline)
+                if shared is None or fv[1] != shared.tensor_id or fv[11] != shared.device_id:
+                    shared = self._describe(pipeline, fv)
+                out.append(Request(Frame(fv[2], fv, shared), pipeline, self))
+        except BaseException:
+            for i in range(len(out), count):
+                lib.cudaipc_frame_release(unpack(views, i * _REQUEST.size)[2])
+            raise
         if rc:
             if rc == _ERR_INTERRUPTED:
                 raise InterruptedError(f"serving {self.path} was interrupted")
             _lib.check(rc, f"serving {self.path}")
         if self._events.value:
             self._say_events()
-        out = []
-        views = self._views
-        unpack = _REQUEST.unpack_from
-        for i in range(self._count.value):
-            v = unpack(views, i * _REQUEST.size)
-            pipeline = v[_FRAME_FIELDS]
-            fv = v[:_FRAME_FIELDS]
-            shared = self._shared.get(pipeline)
-            if shared is None or fv[1] != shared.tensor_id or fv[11] != shared.device_id:
-                shared = self._describe(pipeline, fv)
-            out.append(Request(Frame(fv[2], fv, shared), pipeline, self))
         return out
 
     def _say_events(self) -> None:
@@ -332,6 +341,7 @@ class Server:
                 log.info("serving %s (a new channel in %s)", path, self.directory)
             elif ev.type == _EV_LEFT:
                 self._shared.pop(ev.pipeline, None)
+                self._paths.pop(ev.pipeline, None)
                 log.info("%s was removed: no longer served", path)
 
     def _describe(self, pipeline: int, fv: tuple) -> _Shared:

@@ -5,6 +5,7 @@ the copies and goes on to the next batch (issue #30)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import time
@@ -28,13 +29,14 @@ _reply_after = lib.cudaipc_server_reply_after
 _done = lib.cudaipc_server_replies_done
 _RING = 16  # replies whose staged results may be in flight at once; more wait for the oldest
 _KEYS = frozenset(("boxes", "scores", "labels", "rotation"))
+_NO_GUARD = contextlib.nullcontext()
 
 
 class _Slot:
     """Page-locked host arrays one reply's detections land in, and the reply's ticket."""
 
     __slots__ = ("cap", "boxes", "scores", "labels", "rotation", "ptr", "ticket", "args",
-                 "args_ref")
+                 "args_ref", "table")
 
     def __init__(self, torch: Any, cap: int) -> None:
         self.cap = cap
@@ -45,15 +47,19 @@ class _Slot:
         self.ptr = (self.boxes.data_ptr(), self.scores.data_ptr(), self.labels.data_ptr(),
                     self.rotation.data_ptr())
         self.ticket = 0
+        self.table: Any = None  # the label names the core reads, kept until the ticket is done
         self.args = _lib.Detections()
         self.args_ref = byref(self.args)
 
 
-def gpu_detections(det: Any) -> Optional[Dict[str, Any]]:
+def gpu_detections(det: Any, label_names: Any) -> Optional[Dict[str, Any]]:
     """A torchvision-style dict whose tensors are all on one CUDA device (boxes, and optional
-    scores, integer labels, rotation; nothing else), else None (the host path takes it)."""
+    scores, integer labels, rotation; nothing else), with its label names a list when it has
+    labels, else None (the host path takes it)."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(det, dict) or not _KEYS.issuperset(det):
+        return None
+    if det.get("labels") is not None and not isinstance(label_names, (list, tuple)):
         return None
     boxes = det.get("boxes")
     if not isinstance(boxes, torch.Tensor) or boxes.device.type != "cuda" or \
@@ -123,19 +129,24 @@ class GpuReplies:
         a.scores = a.labels = a.rotation = a.names = a.name_offsets = None
         a.name_count = 0
         scores, labels, rotation = det.get("scores"), det.get("labels"), det.get("rotation")
-        if s != current:  # the copies go on the results' stream (a context switch costs)
-            with torch.cuda.stream(s):
-                self._copies(slot, n, boxes, scores, labels, rotation)
-        else:
-            self._copies(slot, n, boxes, scores, labels, rotation)
+        slot.table = None
         if labels is not None and n:
-            table = self._scratch.table(label_names, 0)  # kept while label_names is unchanged
-            a.names, a.name_offsets = table.at
-            a.name_count = len(table)
+            # Labels past the list are named by the core in decimal, as the host path does.
+            slot.table = self._scratch.table(label_names, 0)
+            a.names, a.name_offsets = slot.table.at
+            a.name_count = len(slot.table)
         # torch names its default stream 0, the C API's "no stream" (host results): the legacy
-        # default stream is CU_STREAM_LEGACY there.
-        rc = _reply_after(server, frame._h, s.cuda_stream or _cuda.STREAM_LEGACY, slot.args_ref,
-                          area or None, size, self._ticket_ref)
+        # default stream is CU_STREAM_LEGACY there, the current device's; the results' device
+        # is made current so that it is theirs.
+        other_device = boxes.device.index != torch.cuda.current_device()
+        with torch.cuda.device(boxes.device) if other_device else _NO_GUARD:
+            if s != current:  # the copies go on the results' stream
+                with torch.cuda.stream(s):
+                    self._copies(slot, n, boxes, scores, labels, rotation)
+            else:
+                self._copies(slot, n, boxes, scores, labels, rotation)
+            rc = _reply_after(server, frame._h, s.cuda_stream or _cuda.STREAM_LEGACY,
+                              slot.args_ref, area or None, size, self._ticket_ref)
         if rc:
             _lib.check(rc, f"replying to frame {frame.seq}")
         slot.ticket = self._ticket.value

@@ -101,7 +101,7 @@ class Model {
       // The same answer twice, one naming a frame far ahead, one another run's, one malformed.
       // A server's reply channel drops what its filter has no room for; these wait for room.
       auto patiently = [](auto publish) {
-        for (int i = 0; i < 500 && publish() != cudaipc::PublishStatus::published; ++i)
+        for (int i = 0; i < 5000 && publish() != cudaipc::PublishStatus::published; ++i)
           std::this_thread::sleep_for(std::chrono::microseconds(200));
       };
       server_->with_reply_channel(req, [&](cudaipc::Producer& p) {

@@ -13,6 +13,7 @@
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/error.hpp"
+#include "cudaipc/metas.hpp"
 #include "cudaipc/producer.hpp"
 #include "cudaipc/reply.hpp"
 #include "temp_dir.hpp"
@@ -166,6 +167,73 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
   EXPECT_EQ(seen, (std::vector<int>{CUDAIPC_SERVER_EOS, CUDAIPC_SERVER_DISCONNECTED}));
   ASSERT_EQ(cudaipc_server_next_event(s, &ev), CUDAIPC_OK);
   EXPECT_EQ(ev.type, 0);
+  cudaipc_server_free(s);
+}
+
+// Results sent later (no stream: on the host): detections and host records merged into one
+// reply; a label past the names table named in decimal, as the host path names it.
+TEST(CApiServer, ReplyAfterMergesDetectionsAndNamesEveryLabel) {
+  cudaipc::testing::TempDir dir;
+  const std::string a = dir.file("a");
+  Pipeline pa(a, 1);
+  const char* paths[] = {a.c_str()};
+  cudaipc_server_options o;
+  cudaipc_server_options_init(&o);
+  o.paths = paths;
+  o.path_count = 1;
+  cudaipc_server* s = nullptr;
+  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  ASSERT_TRUE(pa.connect_replies());
+  pa.send(1);
+  cudaipc_request_view v[1];
+  uint32_t count = 0;
+  ASSERT_EQ(cudaipc_server_batch(s, 1, 0, 5 * kSecond, v, &count, nullptr), CUDAIPC_OK);
+  ASSERT_EQ(count, 1u);
+  const float boxes[8] = {1, 2, 30, 40, 5, 6, 70, 80};
+  const std::int64_t labels[2] = {0, 7};
+  const char names[] = "object";
+  const std::uint32_t offsets[2] = {0, 6};
+  cudaipc_detections d{};
+  d.n = 2;
+  d.boxes = boxes;
+  d.labels = labels;
+  d.names = reinterpret_cast<const std::uint8_t*>(names);
+  d.name_offsets = offsets;
+  d.name_count = 1;
+  // A host record beside them: a raw record the writer copies as it is.
+  std::vector<std::uint8_t> area(256);
+  cudaipc::metas::AreaWriter w(area.data(), area.size());
+  ASSERT_TRUE(w.add_record(cudaipc::metas::RecordKind::serialized, "x-note", "hello", 5));
+  std::uint64_t ticket = 0;
+  ASSERT_EQ(cudaipc_server_reply_after(s, v[0].frame.frame, nullptr, &d, area.data(),
+                                       static_cast<uint32_t>(w.size()), &ticket),
+            CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_EQ(ticket, 1u);
+  cudaipc_frame_release(v[0].frame.frame);
+  const std::string reply = pa.reply();
+  cudaipc::metas::AreaReader r(reply.data(), reply.size());
+  cudaipc::metas::Record rec;
+  std::vector<std::string> kinds;
+  std::string analytics;
+  while (r.next(&rec)) {
+    kinds.emplace_back(rec.name);
+    if (rec.kind == cudaipc::metas::RecordKind::analytics)
+      analytics.assign(reinterpret_cast<const char*>(rec.body.data), rec.body.size);
+    if (rec.kind == cudaipc::metas::RecordKind::serialized) {
+      // Bodies come padded to 8 bytes, as in the area they came from.
+      ASSERT_EQ(rec.body.size, 8u);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(rec.body.data), 5), "hello");
+    }
+  }
+  EXPECT_EQ(r.error(), nullptr);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"GstAnalyticsRelationMetaAPI", "x-note"}));
+  EXPECT_NE(analytics.find("object"), std::string::npos);
+  EXPECT_NE(analytics.find("7"), std::string::npos) << "label 7 named in decimal";
+  const auto until = Clock::now() + 2s;
+  while (cudaipc_server_replies_done(s) < ticket && Clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(cudaipc_server_replies_done(s), ticket);
   cudaipc_server_free(s);
 }
 

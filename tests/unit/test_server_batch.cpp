@@ -282,7 +282,7 @@ TEST(ServerBatch, AChannelAnotherServerServesIsLeftToIt) {
 }
 
 // A filter that stopped reading replies (stuck, or gone without closing) has every reply slot
-// full: the model's reply() returns at once, the backlog gives those replies up after 100 ms,
+// full: the model's reply() returns at once, the backlog gives those replies up after a second,
 // and another pipeline's replies go on meanwhile.
 TEST(ServerBatch, AFilterThatStopsReadingNeverMakesTheModelWait) {
   cudaipc::testing::TempDir dir;
@@ -319,7 +319,7 @@ TEST(ServerBatch, AFilterThatStopsReadingNeverMakesTheModelWait) {
   std::vector<std::string> want;
   for (std::uint32_t n = 1; n <= 8; ++n) want.push_back("1/" + std::to_string(n));
   EXPECT_EQ(fine.replies(8), want);
-  const auto until = Clock::now() + 2s;
+  const auto until = Clock::now() + 5s;
   std::uint64_t lost = 0;
   while (Clock::now() < until) {
     for (const ServerPipelineInfo& p : server.pipelines())
@@ -386,6 +386,52 @@ TEST(ServerBatch, RepliesSentLaterKeepEachPipelinesOrder) {
   const auto until = Clock::now() + 2s;
   while (server.replies_done() < last && Clock::now() < until) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(server.replies_done(), last);
+}
+
+// A queue of one: the pipeline's format event fills it before its first request. The batch takes
+// the event off at once rather than wait out its timeout with the reader stuck behind it.
+TEST(ServerBatch, StreamEventsNeverHoldRequestsBack) {
+  cudaipc::testing::TempDir dir;
+  ServerOptions so;
+  so.path = dir.file("a");
+  so.queue_depth = 1;
+  Requester a(so.path, 0);
+  Server server(so);
+  ASSERT_TRUE(a.served());
+  a.send(1);
+  std::vector<Request> batch;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(server.batch(batch, 4, 0ns, 5s));
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_EQ(text(content(batch[0])), "0/1");
+}
+
+// "For ever" (the C API's UINT64_MAX, a huge max_delay) waits rather than overflowing into the
+// past; interrupt() ends it.
+TEST(ServerBatch, WaitingForEverWaits) {
+  cudaipc::testing::TempDir dir;
+  ServerOptions so;
+  so.path = dir.file("a");
+  Server server(so);
+  std::thread t([&] {
+    std::this_thread::sleep_for(200ms);
+    server.interrupt();
+  });
+  std::vector<Request> batch;
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(
+      server.batch(batch, 4, std::chrono::nanoseconds::max(), std::chrono::nanoseconds::max()));
+  EXPECT_GE(Clock::now() - t0, 150ms);
+  t.join();
+  std::thread u([&] {
+    std::this_thread::sleep_for(200ms);
+    server.interrupt();
+  });
+  const auto t1 = Clock::now();
+  EXPECT_EQ(server.next(std::chrono::nanoseconds::max()).type, ServerEventType::interrupted);
+  EXPECT_GE(Clock::now() - t1, 150ms);
+  u.join();
 }
 
 TEST(ServerBatch, RefusesWhatACallerMustNotDo) {

@@ -533,7 +533,7 @@ typedef struct {
 int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out);
 /* Answers `request` (a frame cudaipc_server_batch handed out, once) with `metas_size` bytes of
  * results (a meta area, docs/metas.md; 0: none). Never waits for the filter: a reply it has no
- * room for is published in order later, or given up after 100 ms; CUDAIPC_ERR_TIMEOUT when it
+ * room for is published in order later, or given up after 1 s; CUDAIPC_ERR_TIMEOUT when it
  * was given up at once (the filter holds every reply slot and the backlog is full). The frame is
  * still the caller's: release it after (cudaipc_frame_release_after for CUDA reads). */
 int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* metas,

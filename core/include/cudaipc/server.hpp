@@ -143,7 +143,7 @@ class Server {
   // it, after the work queued on `stream` so far when one is given (CUDA requests: the model's
   // reads finish on the GPU before the slot is reused, with no CPU wait). Never waits for the
   // filter: a reply its filter has no room for yet is published by the pipeline's own thread,
-  // in order, or given up after 100 ms (the filter is gone or stuck). Returns false when given
+  // in order, or given up after 1 s (the filter is gone or stuck). Returns false when given
   // up now (replies_lost counts every one).
   bool reply(Request& request, const void* metas = nullptr, std::uint32_t metas_size = 0,
              void* stream = nullptr);

@@ -76,6 +76,8 @@ void LaterReplies::run() {
         deferred_();
     } catch (const std::exception& e) {
       log(LogLevel::warning, e.what());
+    } catch (...) {
+      log(LogLevel::warning, "a reply computed on the GPU could not be published");
     }
     j.point.reset();
     done_.store(j.ticket, std::memory_order_release);

@@ -11,8 +11,9 @@ namespace cudaipc::detail {
 namespace {
 
 // How long a reply waits for its filter to make room before it is given up: the filter has
-// passed that frame on by then (its timeout), or is gone.
-constexpr std::uint64_t kReplyPatienceNs = 100'000'000;
+// passed that frame on by then (its default timeout), or is gone. Shorter would lose answers to a
+// filter whose reading thread a loaded machine did not schedule for a while.
+constexpr std::uint64_t kReplyPatienceNs = 1'000'000'000;
 
 ProducerOptions reply_options(const std::string& path, const ServerOptions& o) {
   ProducerOptions p = reply_channel_options(path, o.reply_slots, o.reply_meta_size);
@@ -109,18 +110,19 @@ void Pipeline::read_loop() {
     Event ev;
     try {
       ev = requests_.next(std::chrono::milliseconds(100));
-    } catch (const Error& err) {
-      // A malformed producer: the consumer drops it; the pipeline is served again once a sound
-      // one publishes. Said once per distinct cause.
+    } catch (const std::exception& err) {
+      // A malformed producer (or no memory for what it sent): the consumer drops it; the
+      // pipeline is served again once a sound one publishes. Said once per distinct cause, and
+      // queued once: a producer that keeps failing does not fill the queue.
+      connected_.store(false, std::memory_order_release);
       if (last_error != err.what()) {
         last_error = err.what();
         log(LogLevel::warning, ("request channel " + path_ + ": " + last_error).c_str());
+        Entry e;
+        e.type = ServerEventType::disconnected;
+        e.message = err.what();
+        push(std::move(e));
       }
-      connected_.store(false, std::memory_order_release);
-      Entry e;
-      e.type = ServerEventType::disconnected;
-      e.message = err.what();
-      push(std::move(e));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }

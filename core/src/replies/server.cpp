@@ -83,6 +83,15 @@ std::uint64_t Request::format_generation() const noexcept {
   return format_ ? format_->generation : 0;
 }
 
+// now + d, or the end of time where that would overflow ("wait for ever" from the C API).
+std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds d) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  if (d.count() <= 0) return now;
+  if (d >= Clock::time_point::max() - now) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(d);
+}
+
 // Stream events batch() met and kept for next() and event(), at most.
 constexpr std::size_t kMaxKeptEvents = 256;
 
@@ -116,7 +125,8 @@ class ServerImpl {
   std::size_t next_start() noexcept;
   // Under hub_->mu: the stream events at the head of `p`'s queue move to the server's own, so
   // its head is a request (or it is empty); format changes go (requests carry their format).
-  void lift_events(Pipeline& p);
+  bool lift_events(Pipeline& p);
+  bool lift_all();  // every pipeline's; whether any entry was taken
   void keep_event(ServerEvent&& e);
 
   const ServerOptions options_;
@@ -200,12 +210,13 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
     for (const auto& p : pipelines_)
       if (p->path() == path)
         throw Error(Errc::invalid_argument, "the server already serves " + path);
-    id = next_id_++;
+    id = next_id_;  // spent only once the pipeline exists (paths_mu_ keeps adds one at a time)
   }
   auto p = std::make_shared<Pipeline>(id, path, options_, hub_);
   p->start(p);
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
+    next_id_ = id + 1;
     pipelines_.push_back(p);
     if (from_directory) {
       ServerEvent e;
@@ -258,9 +269,9 @@ void ServerImpl::scan_once() {
       add(p, true);
       std::lock_guard<std::mutex> lock(paths_mu_);
       refused_.erase(p);
-    } catch (const Error& e) {
-      // Another server serves it (busy), or its reply channel cannot be made: tried again at the
-      // next scan, said once.
+    } catch (const std::exception& e) {
+      // Another server serves it (busy), or its reply channel or reader cannot be made: tried
+      // again at the next scan, said once.
       std::lock_guard<std::mutex> lock(paths_mu_);
       if (refused_[p] != e.what()) {
         refused_[p] = e.what();
@@ -315,6 +326,8 @@ void ServerImpl::backlog_loop() {
       bg_cv_.wait(lock, [&] { return bg_stop_ || backlog_due_; });
       continue;
     }
+    // A reply deferred while the flush runs sets it again.
+    backlog_due_ = false;
     lock.unlock();
     std::vector<std::shared_ptr<Pipeline>> all;
     {
@@ -324,9 +337,9 @@ void ServerImpl::backlog_loop() {
     bool left = false;
     for (auto& p : all) left |= p->flush_backlog();
     lock.lock();
-    backlog_due_ = left;
+    if (left) backlog_due_ = true;
     // The filters read their replies on a thread of their own: room comes within a millisecond
-    // unless a filter is stuck, whose replies are given up after 100 ms.
+    // unless a filter is stuck, whose replies are given up after a second.
     if (left) bg_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return bg_stop_; });
   }
 }
@@ -344,8 +357,16 @@ void ServerImpl::keep_event(ServerEvent&& e) {
   own_events_.push_back(std::move(e));
 }
 
-void ServerImpl::lift_events(Pipeline& p) {
+bool ServerImpl::lift_all() {
+  bool any = false;
+  for (const auto& p : pipelines_) any |= lift_events(*p);
+  return any;
+}
+
+bool ServerImpl::lift_events(Pipeline& p) {
+  bool any = false;
   while (!p.empty() && p.front_type() != ServerEventType::request) {
+    any = true;
     Entry head = p.take_front();
     if (head.type == ServerEventType::format) continue;
     ServerEvent e;
@@ -355,6 +376,7 @@ void ServerImpl::lift_events(Pipeline& p) {
     e.message = std::move(head.message);
     keep_event(std::move(e));
   }
+  return any;
 }
 
 std::size_t ServerImpl::events() const {
@@ -363,16 +385,23 @@ std::size_t ServerImpl::events() const {
 }
 
 bool ServerImpl::event(ServerEvent& out) {
-  std::lock_guard<std::mutex> lock(hub_->mu);
-  for (const auto& p : pipelines_) lift_events(*p);
-  if (own_events_.empty()) return false;
-  out = std::move(own_events_.front());
-  own_events_.pop_front();
-  return true;
+  bool got = false;
+  bool lifted = false;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    lifted = lift_all();
+    if (!own_events_.empty()) {
+      out = std::move(own_events_.front());
+      own_events_.pop_front();
+      got = true;
+    }
+  }
+  if (lifted) hub_->space.notify_all();
+  return got;
 }
 
 ServerEvent ServerImpl::next(std::chrono::nanoseconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
+  const auto end = deadline_after(timeout);
   std::unique_lock<std::mutex> lock(hub_->mu);
   for (;;) {
     if (!own_events_.empty()) {
@@ -412,19 +441,18 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
                        std::chrono::nanoseconds delay, std::chrono::nanoseconds timeout) {
   out.clear();
   if (max_batch < 1) throw Error(Errc::invalid_argument, "a batch of 0 requests");
-  const auto end = std::chrono::steady_clock::now() + timeout;
+  const auto end = deadline_after(timeout);
   std::unique_lock<std::mutex> lock(hub_->mu);
-  while (hub_->requests == 0) {
+  for (;;) {
+    // Stream events at the heads of the queues go first: a queue full of them would otherwise
+    // hold its reader, and the requests behind, until the timeout.
+    if (lift_all()) hub_->space.notify_all();
     if (hub_->interrupted) {
       hub_->interrupted = false;
       return false;
     }
-    if (std::chrono::steady_clock::now() >= end) {
-      for (const auto& p : pipelines_) lift_events(*p);
-      lock.unlock();
-      hub_->space.notify_all();
-      return true;
-    }
+    if (hub_->requests > 0) break;
+    if (std::chrono::steady_clock::now() >= end) return true;
     hub_->ready.wait_until(lock, end);
   }
   if (hub_->requests < max_batch && delay.count() > 0) {
@@ -432,13 +460,15 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
     std::uint64_t oldest = UINT64_MAX;
     for (const auto& p : pipelines_)
       if (p->has_request()) oldest = std::min(oldest, p->oldest_request_ns());
-    const std::uint64_t until_ns = oldest + static_cast<std::uint64_t>(delay.count());
     const std::uint64_t now_ns = monotonic_ns();
-    if (until_ns > now_ns) {
-      const auto until =
-          std::chrono::steady_clock::now() + std::chrono::nanoseconds(until_ns - now_ns);
-      hub_->ready.wait_until(lock, until,
-                             [&] { return hub_->requests >= max_batch || hub_->interrupted; });
+    const std::uint64_t waited = now_ns > oldest ? now_ns - oldest : 0;
+    if (static_cast<std::uint64_t>(delay.count()) > waited) {
+      const auto until = deadline_after(
+          std::chrono::nanoseconds(static_cast<std::uint64_t>(delay.count()) - waited));
+      hub_->ready.wait_until(lock, until, [&] {
+        if (lift_all()) hub_->space.notify_all();
+        return hub_->requests >= max_batch || hub_->interrupted;
+      });
     }
   }
   // Turns: one request of each pipeline that has one, round and round, the first turn moving on
@@ -455,7 +485,7 @@ bool ServerImpl::batch(std::vector<Request>& out, std::uint32_t max_batch,
       took = true;
     }
   }
-  for (const auto& p : pipelines_) lift_events(*p);
+  lift_all();
   lock.unlock();
   hub_->space.notify_all();
   return true;

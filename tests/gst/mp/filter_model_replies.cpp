@@ -93,7 +93,7 @@ std::vector<std::uint8_t> garbage_area() {
 // for); the forged ones here wait up to 100 ms, as a hostile model that means to be heard would.
 template <typename F>
 void patiently(F publish) {
-  for (int i = 0; i < 500 && publish() != cudaipc::PublishStatus::published; ++i)
+  for (int i = 0; i < 5000 && publish() != cudaipc::PublishStatus::published; ++i)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
