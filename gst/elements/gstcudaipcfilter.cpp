@@ -86,7 +86,8 @@ static GstStructure* filter_stats(GstCudaIpcFilter* self) {
       n(c.foreign), "metas-received", G_TYPE_UINT64, n(c.metas_received), "metas-unknown",
       G_TYPE_UINT64, n(c.metas_unknown), "metas-bad", G_TYPE_UINT64, n(c.metas_bad),
       "metas-filtered", G_TYPE_UINT64, n(c.metas_filtered), "inflight", G_TYPE_UINT, inflight,
-      "model-connected", G_TYPE_BOOLEAN, st->model_replying.load() && consumers > 0, nullptr);
+      "model-connected", G_TYPE_BOOLEAN, st->model_replying.load() && consumers > 0,
+      "model-replying", G_TYPE_BOOLEAN, st->model_replying.load(), nullptr);
 }
 
 // ---- Upstream: frames in, sent to the model ----

@@ -119,7 +119,11 @@ class Model {
         info.user_meta_size = sizeof junk;
         const std::uint8_t byte = 0;
         patiently([&] { return p.publish(&byte, 1, info); });
+        // The answer itself after them, as patiently: every one is counted by the test.
+        patiently([&] { return publish_reply(p, f.desc(), r.data(), size); });
       });
+      req = Request{};
+      return;
     }
     if (behaviour_ == Behaviour::later) {
       server_->reply_after(req, nullptr, [r](std::uint8_t* area, std::uint32_t capacity) {
@@ -257,7 +261,11 @@ class FilterPipeline {
 bool wait_model(FilterPipeline& p, bool connected = true) {
   const auto until = Clock::now() + kWait;
   while (Clock::now() < until) {
-    if ((p.stat("model-connected") != 0) == connected) return true;
+    // Gone means both: no model reads the frames, and the filter has seen its reply channel go
+    // (a model that leaves disconnects its requests first; a loaded machine shows the gap).
+    if (connected ? p.stat("model-connected") != 0
+                  : p.stat("model-connected") == 0 && p.stat("model-replying") == 0)
+      return true;
     // The filter learns of a model from its reply channel's format, sent once it connects.
     std::this_thread::sleep_for(Ms(5));
   }
