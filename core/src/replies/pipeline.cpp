@@ -63,8 +63,20 @@ void Pipeline::stop() noexcept {
     hub_->space.notify_all();
   }
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
-  std::lock_guard<std::mutex> lock(hub_->mu);
-  clear();
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    clear();
+  }
+  // The server's backlog thread no longer visits a pipeline that left: what its filter has room
+  // for goes now, the rest is given up (and counted).
+  try {
+    flush_backlog();
+  } catch (const std::exception& e) {
+    log(LogLevel::warning, e.what());
+  }
+  std::lock_guard<std::mutex> lock(reply_mu_);
+  n_lost_.fetch_add(backlog_.size(), std::memory_order_relaxed);
+  backlog_.clear();
 }
 
 Entry Pipeline::take_front() noexcept {

@@ -335,7 +335,14 @@ void ServerImpl::backlog_loop() {
       all = pipelines_;
     }
     bool left = false;
-    for (auto& p : all) left |= p->flush_backlog();
+    for (auto& p : all) {
+      try {
+        left |= p->flush_backlog();
+      } catch (const std::exception& e) {
+        // A reply channel that fails to publish gives that reply up; the others go on.
+        log(LogLevel::warning, e.what());
+      }
+    }
     lock.lock();
     if (left) backlog_due_ = true;
     // The filters read their replies on a thread of their own: room comes within a millisecond
