@@ -16,16 +16,10 @@ static_assert(offsetof(cudaipc_tensor, planes) == offsetof(cudaipc::TensorDesc, 
 using cudaipc::capi::guard;
 using cudaipc::capi::require;
 using cudaipc::capi::to_c;
+using cudaipc::capi::to_duration;
 using cudaipc::capi::to_info;
 
 namespace {
-
-// C callers pass unsigned nanoseconds, UINT64_MAX meaning "wait for ever": clamp instead of
-// letting it wrap to a negative (already expired) duration.
-std::chrono::nanoseconds to_duration(uint64_t ns) {
-  constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(ns > kMax ? kMax : ns));
-}
 
 // The enum fields of option structs as the integers a C caller (or ctypes) really put there:
 // loading an out-of-range value through the C++ view of the enum type is undefined behaviour.
@@ -314,23 +308,12 @@ int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaip
     view->type = ev->type;
     view->cuda_device = -1;
     if (ev->type != CUDAIPC_EVENT_FRAME) return;
-    const cudaipc_frame* f = ev->frame;
-    const cudaipc::FrameDesc& d = f->f.desc();
+    const cudaipc::FrameDesc& d = ev->frame->f.desc();
     if (std::memcmp(&d.tensor, &c->last_tensor, sizeof d.tensor) != 0) {
       c->last_tensor = d.tensor;
       ++c->tensor_id;
     }
-    view->tensor_id = c->tensor_id;
-    view->frame = ev->frame;
-    view->seq = d.seq;
-    view->data = reinterpret_cast<uintptr_t>(f->f.data());
-    view->size = d.tensor.size;
-    view->pts = d.pts;
-    view->dts = d.dts;
-    view->duration = d.duration;
-    view->publish_time_ns = d.publish_time_ns;
-    view->flags = d.flags;
-    view->cuda_device = f->cuda_device;
+    cudaipc::capi::describe_frame(ev->frame, c->tensor_id, view);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -126,6 +127,31 @@ int guard(F&& f) {
   } catch (const std::exception& e) {
     return fail(Errc::system, e.what());
   }
+}
+
+// C callers pass unsigned nanoseconds, UINT64_MAX meaning "wait for ever": clamp instead of
+// letting it wrap to a negative (already expired) duration.
+inline std::chrono::nanoseconds to_duration(uint64_t ns) {
+  constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(ns > kMax ? kMax : ns));
+}
+
+// A frame handle's view (what cudaipc_consumer_next_frame and cudaipc_server_batch hand out).
+inline void describe_frame(cudaipc_frame* f, std::uint32_t tensor_id, cudaipc_frame_view* view) {
+  const FrameDesc& d = f->f.desc();
+  *view = cudaipc_frame_view{};
+  view->type = CUDAIPC_EVENT_FRAME;
+  view->tensor_id = tensor_id;
+  view->frame = f;
+  view->seq = d.seq;
+  view->data = reinterpret_cast<uintptr_t>(f->f.data());
+  view->size = d.tensor.size;
+  view->pts = d.pts;
+  view->dts = d.dts;
+  view->duration = d.duration;
+  view->publish_time_ns = d.publish_time_ns;
+  view->flags = d.flags;
+  view->cuda_device = f->cuda_device;
 }
 
 inline void require(const void* p, const char* what) {

@@ -14,6 +14,7 @@
 
 using cudaipc::capi::guard;
 using cudaipc::capi::require;
+using cudaipc::capi::to_duration;
 
 namespace {
 
@@ -83,11 +84,6 @@ cudaipc::Server& open_server(cudaipc_server* s) {
   return *s->s;
 }
 
-std::chrono::nanoseconds ns(uint64_t v) {
-  constexpr auto kMax = static_cast<uint64_t>(std::chrono::nanoseconds::max().count());
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(v > kMax ? kMax : v));
-}
-
 // The request as a frame handle, and its view.
 void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) {
   auto f = std::make_unique<cudaipc_frame>();
@@ -105,19 +101,8 @@ void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) 
     seen.tensor_id = ++s->next_tensor_id;
   }
   *v = cudaipc_request_view{};
-  v->frame.type = CUDAIPC_EVENT_FRAME;
-  v->frame.tensor_id = seen.tensor_id;
-  v->frame.seq = d.seq;
-  v->frame.data = reinterpret_cast<uintptr_t>(f->f.data());
-  v->frame.size = d.tensor.size;
-  v->frame.pts = d.pts;
-  v->frame.dts = d.dts;
-  v->frame.duration = d.duration;
-  v->frame.publish_time_ns = d.publish_time_ns;
-  v->frame.flags = d.flags;
-  v->frame.cuda_device = f->cuda_device;
   v->pipeline = f->route.pipeline();
-  v->frame.frame = f.release();
+  cudaipc::capi::describe_frame(f.release(), seen.tensor_id, &v->frame);
 }
 
 }  // namespace
@@ -147,7 +132,7 @@ int cudaipc_server_new(const cudaipc_server_options* o, cudaipc_server** out) {
     if (o->directory) so.directory = o->directory;
     if (o->scan_interval_ns)
       so.scan_interval =
-          std::chrono::duration_cast<std::chrono::milliseconds>(ns(o->scan_interval_ns));
+          std::chrono::duration_cast<std::chrono::milliseconds>(to_duration(o->scan_interval_ns));
     if (so.scan_interval.count() < 1) so.scan_interval = std::chrono::milliseconds(1);
     so.cuda.device = o->cuda_device;
     so.reply_slots = o->reply_slots ? o->reply_slots : 8;
@@ -182,7 +167,7 @@ int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_del
     require(count, "count");
     *count = 0;
     cudaipc::Server& server = open_server(s);
-    if (!server.batch(s->batch, max_batch, ns(max_delay_ns), ns(timeout_ns)))
+    if (!server.batch(s->batch, max_batch, to_duration(max_delay_ns), to_duration(timeout_ns)))
       throw cudaipc::Error(cudaipc::Errc::interrupted, "the server was interrupted");
     // Counted once handed out: on a failure part-way the caller releases views[0 .. *count).
     for (cudaipc::Request& r : s->batch) {

@@ -92,6 +92,29 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds d)
   return now + std::chrono::duration_cast<Clock::duration>(d);
 }
 
+// Answers `r` with `send`, then ends its lease after `stream` whatever happened (a request kept
+// would hold its slot for good); the first failure is the one thrown.
+template <typename Send>
+auto answer_then_release(Request& r, void* stream, Send send) -> decltype(send()) {
+  std::exception_ptr failure;
+  decltype(send()) result{};
+  try {
+    result = send();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (stream) {
+    try {
+      r.frame.order_release_after(stream);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  r = Request{};
+  if (failure) std::rethrow_exception(failure);
+  return result;
+}
+
 // Stream events batch() met and kept for next() and event(), at most.
 constexpr std::size_t kMaxKeptEvents = 256;
 
@@ -534,25 +557,7 @@ std::uint64_t ServerImpl::replies_done() const noexcept {
 
 bool ServerImpl::reply(Request& r, const void* metas, std::uint32_t size, void* stream) {
   if (!r) throw Error(Errc::invalid_argument, "reply to a request already answered");
-  // The lease ends whatever happens to the reply (a request kept would hold its slot for good);
-  // the first failure is the one thrown.
-  std::exception_ptr failure;
-  bool sent = false;
-  try {
-    sent = send_reply(r, r.frame.desc(), metas, size);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (stream) {
-    try {
-      r.frame.order_release_after(stream);
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  r = Request{};
-  if (failure) std::rethrow_exception(failure);
-  return sent;
+  return answer_then_release(r, stream, [&] { return send_reply(r, r.frame.desc(), metas, size); });
 }
 
 void ServerImpl::interrupt() noexcept {
@@ -604,21 +609,9 @@ std::uint32_t Server::add(const std::string& path) {
 
 std::uint64_t Server::reply_after(Request& request, void* stream, Encoder encode) {
   if (!request) throw Error(Errc::invalid_argument, "reply to a request already answered");
-  std::exception_ptr failure;
-  std::uint64_t ticket = 0;
-  try {
-    ticket = impl_->send_reply_after(request, request.frame.desc(), stream, std::move(encode));
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  try {
-    request.frame.order_release_after(stream);
-  } catch (...) {
-    if (!failure) failure = std::current_exception();
-  }
-  request = Request{};
-  if (failure) std::rethrow_exception(failure);
-  return ticket;
+  return answer_then_release(request, stream, [&] {
+    return impl_->send_reply_after(request, request.frame.desc(), stream, std::move(encode));
+  });
 }
 
 std::uint64_t Server::send_reply_after(const Request& route, const FrameDesc& request, void* stream,
