@@ -294,6 +294,20 @@ Row run(const Options& o, const std::string& name, const std::string& element,
   }
   r.fps = o.frames / secs;
   for (int v : t.results) r.answered += v;
+  // Which frames lacked their own result, and when they left (an answer late past `timeout`
+  // looks different from a model's start or a lost reply).
+  if (served && r.answered < o.frames) {
+    std::string missing;
+    int listed = 0;
+    for (int i = 0; i < o.frames && listed < 20; ++i)
+      if (!t.results[i]) {
+        missing += (listed++ ? ", " : "") + std::to_string(i);
+        if (t.in[i] && t.out[i])
+          missing += " (" + std::to_string((t.out[i] - t.in[i]) / 1000) + " us in the filter)";
+      }
+    std::printf("%s: %d of %d frames without their own result: %s\n", name.c_str(),
+                o.frames - r.answered, o.frames, missing.c_str());
+  }
   if (steps) {
     const std::vector<const std::vector<std::uint64_t>*> at = {
         &t.in, &steps->render, &steps->published, &steps->acquired, &steps->replied, &t.out};
