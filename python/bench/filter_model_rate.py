@@ -16,8 +16,12 @@ With --gpu-results the detector answers as a batched model would: its box, label
 torch tensors on the GPU (no CPU wait per frame), and reply() hands them to the core, which sends
 them once the model's stream has computed and copied them (the model's thread goes on at once).
 
+With --trace DIR both sides are recorded by torch.profiler (CPU steps and the model's GPU work,
+CUPTI) over 300 frames after warm-up, into DIR/alone-TAG.json.gz and DIR/served-TAG.json.gz;
+python/bench/timeline.py reads them (docs/design.md, the served frame's budget).
+
   python3 python/bench/filter_model_rate.py --filter-bench PATH [--frames N] [--inflight N]
-      [--python PYTHON] [--gpu-results]
+      [--python PYTHON] [--gpu-results] [--trace DIR]
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 WIDTH, HEIGHT = 1920, 1080
 
@@ -84,7 +90,59 @@ def answer(box) -> dict:
             "scores": np.ones(1, np.float32)}
 
 
-def alone(frames: int, width: int, gpu_results: bool = False) -> float:
+TRACE_FRAMES = 300
+
+
+class Tracer:
+    """torch.profiler over TRACE_FRAMES frames once `start_at` frames have run (none without a
+    path); each frame's steps are named ranges, so timeline.py can cut the trace into frames."""
+
+    def __init__(self, path: str, start_at: int, frames: Optional[int] = TRACE_FRAMES):
+        self.path, self.start_at, self.frames, self.n, self.prof = path, start_at, frames, 0, None
+
+    def frame(self) -> None:
+        """Called once before each frame."""
+        if not self.path:
+            return
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        if self.n == self.start_at:
+            torch.cuda.synchronize()
+            self.prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self.prof.__enter__()
+        elif self.prof is not None and self.frames and self.n == self.start_at + self.frames:
+            self.stop()
+        self.n += 1
+
+    def step(self, name: str):
+        import contextlib
+
+        if self.prof is None:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.profiler.record_function(name)
+
+    def stop(self) -> None:
+        if self.prof is None:
+            return
+        import gzip
+        import shutil
+        import torch
+
+        torch.cuda.synchronize()
+        self.prof.__exit__(None, None, None)
+        raw = self.path[:-3]
+        self.prof.export_chrome_trace(raw)
+        with open(raw, "rb") as f, gzip.open(self.path, "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.unlink(raw)
+        self.prof = None
+        print(f"trace: {self.path}", flush=True)
+
+
+def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "") -> float:
     import torch
 
     detect = make_model(width, gpu_results)
@@ -99,6 +157,13 @@ def alone(frames: int, width: int, gpu_results: bool = False) -> float:
     for _ in range(50):
         step()
     torch.cuda.synchronize()
+    if trace:
+        tracer = Tracer(trace, 0)
+        for _ in range(TRACE_FRAMES + 1):
+            tracer.frame()
+            with tracer.step("frame"), tracer.step("model"):
+                step()
+        tracer.stop()
     times = []
     start = time.perf_counter()
     for _ in range(frames):
@@ -112,40 +177,69 @@ def alone(frames: int, width: int, gpu_results: bool = False) -> float:
     return rate
 
 
-def serve(path: str, width: int, steps_file: str, gpu_results: bool = False) -> None:
+def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
+          trace: str = "") -> None:
     """Serves the filter; every 500 requests it writes where a request's time went (p50 us per
     step) to `steps_file`, when given."""
-    import numpy as np
-    import torch
-
     import cudaipc
 
     detect = make_model(width, gpu_results)
     steps: list = []
+    # Starting and stopping the profiler take the model thread away for seconds, which the filter
+    # would see as a dead model: served, it records from before the first request until the bench
+    # ends the process (SIGTERM), and writes the trace then (timeline.py skips the warm-up).
+    tracer = Tracer(trace, 0, None)
+    tracer.frame()
+
+    class Ended(Exception):
+        pass
+
+    def on_term(*_):
+        raise Ended()
+
+    if trace:
+        signal.signal(signal.SIGTERM, on_term)
     with cudaipc.Server(path) as server:
         print("serving", flush=True)
-        while True:
-            t0 = time.perf_counter()
+        try:
+            serve_loop(server, detect, tracer, steps, steps_file)
+        except Ended:
+            pass
+    tracer.stop()
+
+
+def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
+    import numpy as np
+    import torch
+
+    while True:
+        tracer.frame()
+        t0 = time.perf_counter()
+        with tracer.step("next"):
             req = server.next()
-            if req is None:
-                break
-            t1 = time.perf_counter()
-            frame = torch.from_dlpack(req)
+        if req is None:
+            break
+        t1 = time.perf_counter()
+        with tracer.step("frame"):
+            with tracer.step("from_dlpack"):
+                frame = torch.from_dlpack(req)
             t2 = time.perf_counter()
-            box = detect(frame)
-            t3 = time.perf_counter()
-            result = answer(box)
+            with tracer.step("model"):
+                box = detect(frame)
+                t3 = time.perf_counter()
+                result = answer(box)
             t4 = time.perf_counter()
-            req.reply(stream=torch.cuda.current_stream(), meta={"pts": req.frame.pts},
-                      detections=result, label_names=["object"])
-            steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
-            if steps_file and len(steps) % 500 == 0:
-                p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
-                with open(steps_file, "w") as f:
-                    f.write("| model process, p50 us | next() | from_dlpack | model | its result "
-                            "arrays | reply |\n|---|---|---|---|---|---|\n")
-                    f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50)
-                            + " |\n")
+            with tracer.step("reply"):
+                req.reply(stream=torch.cuda.current_stream(), meta={"pts": req.frame.pts},
+                          detections=result, label_names=["object"])
+        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
+        if steps_file and len(steps) % 500 == 0:
+            p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
+            with open(steps_file, "w") as f:
+                f.write("| model process, p50 us | next() | from_dlpack | model | its result "
+                        "arrays | reply |\n|---|---|---|---|---|---|\n")
+                f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50)
+                        + " |\n")
 
 
 def main() -> None:
@@ -159,6 +253,8 @@ def main() -> None:
     ap.add_argument("--label", default="", help="a note for the row (e.g. MPS on)")
     ap.add_argument("--gpu-results", action="store_true",
                     help="answers stay on the GPU; reply() does not wait for them")
+    ap.add_argument("--trace", metavar="DIR", default="",
+                    help="record both sides with torch.profiler into DIR (timeline.py reads them)")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter the bench starts this script's server with")
     args = ap.parse_args()
@@ -166,7 +262,8 @@ def main() -> None:
         # The bench starts this as `PY FILE --serve PATH`: the rest comes through the environment.
         serve(args.serve, int(os.environ.get("CUDAIPC_FILTER_MODEL_WIDTH", args.width)),
               os.environ.get("CUDAIPC_FILTER_MODEL_STEPS", ""),
-              os.environ.get("CUDAIPC_FILTER_MODEL_GPU") == "1")
+              os.environ.get("CUDAIPC_FILTER_MODEL_GPU") == "1",
+              os.environ.get("CUDAIPC_FILTER_MODEL_TRACE", ""))
         return
     if not args.filter_bench:
         ap.error("--filter-bench is needed")
@@ -177,7 +274,14 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("SKIP: torch sees no CUDA GPU")
 
-    own = alone(args.frames, args.width, args.gpu_results)
+    tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + \
+        (f"-{re.sub('[^A-Za-z0-9]+', '-', args.label)}" if args.label else "")
+    traces = {}
+    if args.trace:
+        os.makedirs(args.trace, exist_ok=True)
+        traces = {k: os.path.join(os.path.abspath(args.trace), f"{k}-{tag}.json.gz")
+                  for k in ("alone", "served")}
+    own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""))
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
     out = subprocess.run(
         [args.filter_bench, "--cuda", f"--frames={args.frames}", f"--inflight={args.inflight}",
@@ -186,7 +290,8 @@ def main() -> None:
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, CUDAIPC_FILTER_MODEL_STEPS=steps.name,
                  CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
-                 CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0"))
+                 CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0",
+                 CUDAIPC_FILTER_MODEL_TRACE=traces.get("served", "")))
     sys.stdout.write(out.stdout)
     with open(steps.name) as f:
         sys.stdout.write("\n" + f.read())
