@@ -14,8 +14,14 @@ per batch serving against the same batch alone (its rate at the batch sizes it f
 from the filter's publish of a request to the output's publish of the answered frame, p50/p99,
 against max_delay + 2 batch times.
 
+With --trace DIR --trace-batch B the model process records itself with torch.profiler while it
+serves (batches of B are the ones timeline.py compares) and then B frames alone, into
+DIR/served-batchB.json.gz and DIR/alone-batchB.json.gz: `python/bench/timeline.py
+DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
+
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
+      [--trace DIR --trace-batch B]
 """
 
 from __future__ import annotations
@@ -79,8 +85,20 @@ def make_batched_model(width: int, height: int):
     return gpu, torch
 
 
+def tracers(trace: str, size: int) -> Any:
+    """filter_model_rate.py's Tracer for the served and the alone side (no-ops without `trace`)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from filter_model_rate import Tracer
+
+    if not trace:
+        return Tracer("", 0), Tracer("", 0)
+    os.makedirs(trace, exist_ok=True)
+    return (Tracer(os.path.join(trace, f"served-batch{size}.json.gz"), 0, None),
+            Tracer(os.path.join(trace, f"alone-batch{size}.json.gz"), 0))
+
+
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
-          report: str) -> None:
+          report: str, trace: str = "", trace_batch: int = 8) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
     model alone at the batch sizes it formed and writes both to `report` (JSON)."""
     model, torch = make_batched_model(width, height)
@@ -97,6 +115,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     stop: List[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     sizes: Dict[int, List[float]] = {}
+    served_trace, alone_trace = tracers(trace if torch is not None else "", trace_batch)
+    served_trace.frame()  # starts recording: the profiler's start stalls, so before serving
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
         print("serving", flush=True)
         while not stop:
@@ -104,14 +124,27 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             if not reqs:
                 continue
             t0 = time.perf_counter()
-            answers = model([r.frame for r in reqs])
-            if torch is not None:
-                torch.cuda.synchronize()  # the batch's own time, for the comparison alone
-            sizes.setdefault(len(reqs), []).append(time.perf_counter() - t0)
-            for r, a in zip(reqs, answers):
-                r.reply(detections=a, label_names=["object"],
-                        meta={"pts": r.frame.pts, "path": r.path,
-                              "sent": r.frame.publish_time_ns})
+            # timeline.py compares the batches of the traced size ("frame") with that size alone.
+            with served_trace.step("frame" if len(reqs) == trace_batch else "batch"):
+                with served_trace.step("model"):
+                    answers = model([r.frame for r in reqs])
+                    if torch is not None:
+                        torch.cuda.synchronize()  # the batch's own time, for the comparison alone
+                sizes.setdefault(len(reqs), []).append(time.perf_counter() - t0)
+                with served_trace.step("reply"):
+                    for r, a in zip(reqs, answers):
+                        r.reply(detections=a, label_names=["object"],
+                                meta={"pts": r.frame.pts, "path": r.path,
+                                      "sent": r.frame.publish_time_ns})
+    served_trace.stop()
+    if torch is not None and trace:
+        batch = [resident] * trace_batch
+        for _ in range(TRACE_ALONE + 1):
+            alone_trace.frame()
+            with alone_trace.step("frame"), alone_trace.step("model"):
+                model(batch)
+                torch.cuda.synchronize()
+        alone_trace.stop()
     alone: Dict[int, float] = {}
     if torch is not None:
         for b in sizes:
@@ -126,6 +159,9 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     with open(report, "w") as f:
         json.dump({"served": {b: [len(v), float(np.median(v))] for b, v in sizes.items()},
                    "alone": alone}, f)
+
+
+TRACE_ALONE = 100  # batches traced alone
 
 
 class Reader:
@@ -169,10 +205,14 @@ def main() -> None:
     ap.add_argument("--memory", choices=("cuda", "host"), default="cuda")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--max-delay", type=float, default=0.005)
+    ap.add_argument("--trace", default="", help="record the model process into DIR (timeline.py)")
+    ap.add_argument("--trace-batch", type=int, default=8,
+                    help="the batch size the trace compares served and alone")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
-        serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report)
+        serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
+              args.trace, args.trace_batch)
         return
     work = tempfile.mkdtemp(prefix="cudaipc-many-")
     models, outs = os.path.join(work, "models"), os.path.join(work, "out")
@@ -182,7 +222,8 @@ def main() -> None:
     server = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "--serve", models, "--report", report,
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
-         "--max-delay", str(args.max_delay)], stdout=subprocess.PIPE, text=True)
+         "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
+         else "", "--trace-batch", str(args.trace_batch)], stdout=subprocess.PIPE, text=True)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
     n = int(args.seconds * args.fps)
