@@ -15,6 +15,7 @@
 #                                  reconfigures an existing build/ (the demo's) to that prefix
 #   scripts/dev.sh deps            only install the packages
 set -euo pipefail
+invoked_from=$PWD
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
@@ -175,7 +176,10 @@ case "$cmd" in
     echo
     echo "To use what the demo built (the GStreamer plugin in build/gst, the cudaipc tool in"
     echo "build/core/cli) in a shell, as the README's next commands do, run there first:"
-    echo "  source build/env.sh"
+    # The README's form where the user stands in the checkout; a path that works anywhere else.
+    env_sh=build/env.sh
+    [ "$invoked_from" -ef "$PWD" ] || env_sh=$PWD/build/env.sh
+    echo "  source $env_sh"
     echo "(or install both: scripts/dev.sh install)" ;;
   install)
     prefix=${2:-/usr}
