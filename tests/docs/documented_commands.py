@@ -743,9 +743,9 @@ def scenario_bench_help(env: Env) -> None:
 
 SCENARIOS: Dict[str, Callable[[Env], None]] = {
     "setup": scenario_setup, "tool": scenario_tool, "host-pair": scenario_host_pair,
-    "metas": scenario_metas,
-    "filter": scenario_filter, "inspect": scenario_inspect, "pipelines": scenario_pipelines,
-    "detect-sh": scenario_detect_sh, "bench-help": scenario_bench_help,
+    "metas": scenario_metas, "filter": scenario_filter, "inspect": scenario_inspect,
+    "pipelines": scenario_pipelines, "detect-sh": scenario_detect_sh,
+    "bench-help": scenario_bench_help,
 }
 
 
