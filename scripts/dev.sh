@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for the README's commands and CI: installs what is missing (Debian 12 /
 # Ubuntu 24.04), configures, builds, then runs the demo or the tests.
-#   scripts/dev.sh demo            build and run the two-process demo
+#   scripts/dev.sh demo            build the library, plugin, tool and demo programs (not the
+#                                  tests) and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU),
 #                                  then install the Python package into build/python-venv and
 #                                  run its pytest suites, then the documented commands (tests/docs)
@@ -14,6 +15,7 @@
 #                                  reconfigures an existing build/ (the demo's) to that prefix
 #   scripts/dev.sh deps            only install the packages
 set -euo pipefail
+invoked_from=$PWD
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
@@ -36,14 +38,31 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
 }
 
-configure() {  # configure DIR [meson args...]
+setup() {  # setup DIR [meson args...]: configure DIR, or reconfigure it when it exists
   local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then
     meson configure "$dir" "$@" >/dev/null
   else
     meson setup "$dir" "$@"
   fi
-  ninja -C "$dir"
+}
+
+configure() {  # configure DIR [meson args...]: set up DIR and build everything in it
+  setup "$@"
+  ninja -C "$1"
+}
+
+# What a user runs: the installed targets (library, plugin, tool) and the programs named, as
+# ninja target paths. The demo and install build only these; the tests, fuzz loops, benchmarks
+# and GPU programs (most of the build) wait for scripts/dev.sh test, in the same build directory.
+user_targets() {  # user_targets DIR [TARGET NAME...]
+  meson introspect "$1" --targets | python3 -c '
+import json, os, sys
+build, named = os.path.realpath(sys.argv[1]), set(sys.argv[2:])
+for t in json.load(sys.stdin):
+    if t["installed"] or t["name"] in named:
+        for f in t["filename"]:
+            print(os.path.relpath(os.path.realpath(f), build))' "$@"
 }
 
 # The Python package, installed the way users install it (pip, meson-python) into a virtualenv
@@ -150,17 +169,26 @@ case "$cmd" in
     install_deps ;;
   demo)
     install_deps
-    configure build
+    setup build
+    mapfile -t targets < <(user_targets build cudaipc-demo-producer cudaipc-demo-consumer)
+    ninja -C build "${targets[@]}"
     examples/gst-demo.sh build
     echo
-    echo "the cudaipc tool is at build/core/cli/cudaipc (not on PATH yet): run it from there, or"
-    echo "export PATH=\"$PWD/build/core/cli:\$PATH\", or install everything with scripts/dev.sh install" ;;
+    echo "To use what the demo built (the GStreamer plugin in build/gst, the cudaipc tool in"
+    echo "build/core/cli) in a shell, as the README's next commands do, run there first:"
+    # The README's form where the user stands in the checkout; a path that works anywhere else.
+    env_sh=build/env.sh
+    [ "$invoked_from" -ef "$PWD" ] || env_sh=$PWD/build/env.sh
+    echo "  source $env_sh"
+    echo "(or install both: scripts/dev.sh install)" ;;
   install)
     prefix=${2:-/usr}
     install_deps
     # `meson setup` on an existing build directory keeps its prefix ("Directory already
     # configured"): configure() reconfigures it instead.
-    configure build --prefix="$prefix"
+    setup build --prefix="$prefix"
+    mapfile -t targets < <(user_targets build)
+    ninja -C build "${targets[@]}"
     sudo=()
     if [ "$(id -u)" -ne 0 ] && ! [ -w "$prefix" ]; then sudo=(sudo); fi
     "${sudo[@]}" meson install -C build --no-rebuild --quiet

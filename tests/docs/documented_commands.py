@@ -11,14 +11,23 @@ it cannot run here (GPU-only, a camera, another host, an hour of building, a sys
 A command found in the docs that this file does not know fails the test, and so does an entry
 here that the docs no longer contain: the two stay in step. Commands run in a directory that looks
 like the checkout (links to its examples/, scripts/, python/ and docs, and build/ -> BUILD_DIR), so
-`$PWD/build/gst` means the build under test, with XDG_RUNTIME_DIR a fresh private directory and the
-build's `cudaipc` tool on PATH, as the README says to put it. Long-running commands (live
+`$PWD/build/gst` means the build under test, with XDG_RUNTIME_DIR a fresh private directory.
+
+They run in the order a reader meets them (README.md top to bottom, then docs/*.md), in the shell a
+user has after `scripts/dev.sh demo` and nothing else: no GST_PLUGIN_PATH, no build directory on
+PATH. What the docs' own setup lines (`source build/env.sh`) export is carried to every later
+command, as in one terminal, so a command that needs a step the docs give only later (or never)
+fails here. This runs on whichever GStreamer the build is for: on 1.22 (Debian 12) the lines that
+need 1.24+ elements (objectdetectionoverlay) are skipped, naming them, and the rest run in the same
+order; on 1.24+ (Ubuntu 24.04, CI's 1.28 build) they run too. Long-running commands (live
 pipelines, `cudaipc pub`) run in the background and are ended the way a user ends them (Ctrl-C,
 i.e. SIGINT, with `gst-launch-1.0 -e` sending EOS); the checks then look at what each printed and
 at the channels through `cudaipc ls --json`. CUDAIPC_DOCS_PATH (directories, colon-separated) goes
 at the front of the commands' PATH: scripts/dev.sh test names its virtualenv there, so `python3`
-has the package as pip installed it. Exit status: 0 passed (with SKIP lines for what could
-not run, and why), 1 failed, 77 when nothing could run at all.
+has the package as pip installed it (`pip install .`, which the README names before its first
+python3 line; without it the checkout's python/ and the build's library stand in). Exit status:
+0 passed (with SKIP lines for what could not run, and why), 1 failed, 77 when nothing could run at
+all.
 """
 
 from __future__ import annotations
@@ -111,9 +120,10 @@ def E(kind: str, why: str, file: str = "README.md") -> Entry:
 MPS = "MPS: needs an NVIDIA GPU and its driver's nvidia-cuda-mps-control"
 CAMERA_GPU = "a camera (v4l2src) and an NVIDIA GPU with nvcodec (cudaupload)"
 TABLE: Dict[str, Entry] = {
-    # README: the two commands
+    # README: the two commands, and the one line that makes the demo's build usable in a shell
     "scripts/dev.sh demo": E("covered", "the demo is examples/gst-demo.sh BUILD_DIR (test "
-                             "example-gst-demo); here: the tool it names, scenario tool"),
+                             "example-gst-demo); this test starts in the shell it leaves"),
+    "source build/env.sh": E("run", "setup"),
     "scripts/dev.sh test": E("covered", "CI runs it (.ci/run); this test is one of its suites"),
     # README: the cudaipc tool
     "cudaipc ls": E("run", "tool"),
@@ -255,7 +265,6 @@ ALSO_IN = {("docs/elements.md", "python3 examples/python/serve_detector.py "
 # Commands given inline in the prose (`...`), run too; each must still be in its file.
 INLINE: Dict[str, Entry] = {
     "GST_PLUGIN_PATH=$PWD/build/gst gst-inspect-1.0 cudaipc": E("run", "inspect"),
-    "export PATH=$PWD/build/core/cli:$PATH": E("run", "tool"),
     "examples/pipelines.sh host|cuda|decoder|tensors": E("run", "pipelines"),
     "examples/python/detect.sh [host|cuda]": E("run", "detect-sh", "docs/python.md"),
     "examples/bridge.sh host|cuda|tensors|encoded": E("covered", "tests example-bridge-host, "
@@ -264,6 +273,8 @@ INLINE: Dict[str, Entry] = {
     "scripts/dev.sh test --sanitize": E("covered", "CI (.ci/run)"),
     "scripts/dev.sh install": E("skip", "installs into /usr (root, and it reconfigures "
                                 "build/): by hand"),
+    "ninja -C build uninstall": E("skip", "removes an install from /usr (root): by hand, after "
+                                  "scripts/dev.sh install"),
     "meson configure build --prefix=/usr && meson install -C build":
         E("skip", "installs into /usr (root, and it reconfigures build/): by hand"),
     "pip install '.[metas]'": E("skip", "pip from the network into an environment of one's "
@@ -285,7 +296,7 @@ class Skip(Exception):
 class Env:
     """A directory that looks like the checkout, with the build under test as build/."""
 
-    def __init__(self, root: str, build: str) -> None:
+    def __init__(self, root: str, build: str, shell: Optional[Dict[str, str]] = None) -> None:
         self.root, self.build = root, build
         self.tmp = tempfile.mkdtemp(prefix="cudaipc-docs-")
         self.cwd = os.path.join(self.tmp, "checkout")
@@ -300,15 +311,17 @@ class Env:
         env = dict(os.environ)
         env["XDG_RUNTIME_DIR"] = self.xdg
         env["PWD"] = self.cwd
+        # A user's shell after the demo: neither the build's plugin nor its tool is found until a
+        # documented line says how (GST_PLUGIN_PATH_1_0, when set, would hide GST_PLUGIN_PATH).
+        for var in ("GST_PLUGIN_PATH", "GST_PLUGIN_PATH_1_0"):
+            env.pop(var, None)
         # CUDAIPC_DOCS_PATH: directories for the front of PATH (scripts/dev.sh test: the virtualenv
         # it installed the package into, so `python3` is the Python that has it).
-        front = [os.path.join(self.cwd, "build", "core", "cli")]
-        front += [d for d in os.environ.get("CUDAIPC_DOCS_PATH", "").split(":") if d]
+        front = [d for d in os.environ.get("CUDAIPC_DOCS_PATH", "").split(":") if d]
         env["PATH"] = ":".join(front + [env.get("PATH", "")])
-        # The plugin as the README says to find it without installing (GST_PLUGIN_PATH_1_0, when
-        # set, would hide it: the README's pipelines run in a shell that has none).
-        env["GST_PLUGIN_PATH"] = os.path.join(self.cwd, "build", "gst")
-        env.pop("GST_PLUGIN_PATH_1_0", None)
+        # What the docs' setup lines exported in the commands before (one terminal, carried on).
+        self.shell: Dict[str, str] = dict(shell or {})
+        env.update(self.shell)
         env["GST_REGISTRY_1_0"] = os.path.join(self.tmp, "registry.bin")
         env.pop("DISPLAY", None)
         env.pop("WAYLAND_DISPLAY", None)
@@ -331,18 +344,47 @@ class Env:
         self.env = env
         self.procs: List[subprocess.Popen] = []
 
+    def stand_in(self, cmd: str) -> str:
+        """The command as it can run here: a display sink this GStreamer lacks (CI's 1.28 prefix
+        has no gst-plugins-good) becomes the fake sink it would end in without a display anyway,
+        so the rest of a 1.24+ line (objectdetectionoverlay) still runs. Said when it happens."""
+        for name, other in STAND_INS.items():
+            if re.search(rf"\b{name}\b", cmd) and not have_element(self, name):
+                cmd = re.sub(rf"\b{name}\b", other, cmd)
+                print(f"  ({name} is not in this GStreamer: {other} stands in)", flush=True)
+        return cmd
+
     def sh(self, cmd: str, timeout: float = 60, env: Optional[dict] = None) -> Tuple[int, str]:
         """Runs one documented command line with bash, as a user would type it."""
+        cmd = self.stand_in(cmd)
         print(f"$ {cmd}", flush=True)
         r = subprocess.run(["bash", "-c", cmd], cwd=self.cwd, env=env or self.env, timeout=timeout,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         show(r.stdout)
         return r.returncode, r.stdout
 
+    def source(self, cmd: str) -> Tuple[int, str]:
+        """Runs a documented setup line (`source ...`, `export ...`) and keeps what it exported for
+        this and every later command, as the user's shell would."""
+        print(f"$ {cmd}", flush=True)
+        r = subprocess.run(["bash", "-c", cmd + ' && printf "\\0ENV\\0" && env -0'], cwd=self.cwd,
+                           env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=30)
+        out, _, dump = r.stdout.partition(b"\0ENV\0")
+        text = out.decode(errors="replace")
+        show(text)
+        if r.returncode == 0:
+            after = dict(v.split("=", 1) for v in dump.decode().split("\0") if "=" in v)
+            for k, v in after.items():
+                if k not in ("_", "SHLVL", "PWD", "OLDPWD") and self.env.get(k) != v:
+                    self.shell[k] = v
+            self.env.update(self.shell)
+        return r.returncode, text
+
     def start(self, cmd: str) -> subprocess.Popen:
         """A long-running documented command, in the background (its own process group, so a
         Ctrl-C reaches what it started too)."""
-        cmd = cmd.rstrip("& ")
+        cmd = self.stand_in(cmd.rstrip("& "))
         print(f"$ {cmd} &", flush=True)
         p = subprocess.Popen(["bash", "-c", "exec " + cmd], cwd=self.cwd,
                              env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -370,8 +412,10 @@ class Env:
         return p.returncode, out
 
     def channels(self, where: Optional[str] = None) -> Dict[str, dict]:
-        """The channels `cudaipc ls --json` sees, by file name."""
-        r = subprocess.run(["cudaipc", "ls", "--json", where or os.path.join(self.xdg, "cudaipc")],
+        """The channels `cudaipc ls --json` sees, by file name (the build's tool, found without
+        the user's PATH: the test's own look, not a documented command)."""
+        tool = os.path.join(self.build, "core", "cli", "cudaipc")
+        r = subprocess.run([tool, "ls", "--json", where or os.path.join(self.xdg, "cudaipc")],
                            cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             return {}
@@ -419,8 +463,15 @@ def have_element(env: Env, name: str) -> bool:
                           env=env.env, capture_output=True).returncode == 0
 
 
+OURS = ("cudaipcsink", "cudaipcsrc", "cudaipcringsink", "cudaipcringsrc", "cudaipcfilter")
+# Elements a line may lack here and still run, with what stands in (Env.stand_in).
+STAND_INS = {"autovideosink": "fakesink"}
+
+
 def missing(env: Env, cmd: str) -> List[str]:
-    """The elements of a gst-launch-1.0 command line that this GStreamer does not have."""
+    """The elements of a gst-launch-1.0 command line that this GStreamer does not have. One of the
+    plugin's own missing is a failure, not a skip: the plugin was built (main checks), so the
+    docs ran this line before the step that lets GStreamer find it."""
     if not cmd.startswith("gst-launch-1.0"):
         return []
     names = []
@@ -430,7 +481,14 @@ def missing(env: Env, cmd: str) -> List[str]:
             words = words[1:]  # gst-launch-1.0
         if words and "/" not in words[0] and "=" not in words[0]:
             names.append(words[0])
-    return [n for n in names if not have_element(env, n)]
+    lacking = [n for n in names if not have_element(env, n) and
+               not (n in STAND_INS and have_element(env, STAND_INS[n]))]
+    ours = [n for n in lacking if n in OURS]
+    if ours:
+        raise Failed(f"no element {ours[0]!r} for `{cmd[:70]}...`: the build's plugin is not found "
+                     "in the shell the docs have set up by this line (a step they give later, or "
+                     "never: GST_PLUGIN_PATH, `source build/env.sh`)")
+    return lacking
 
 
 def start_if_possible(env: Env, cmd: str) -> subprocess.Popen:
@@ -464,9 +522,6 @@ def live(channel: dict) -> bool:
 def scenario_tool(env: Env) -> None:
     """README, "The cudaipc tool": every command against a channel `cudaipc pub` makes, with the
     README's PATH placeholder as a channel in $XDG_RUNTIME_DIR/cudaipc."""
-    rc, out = env.sh("export PATH=$PWD/build/core/cli:$PATH && command -v cudaipc")
-    expect(rc == 0 and out.strip() == os.path.join(env.cwd, "build", "core", "cli", "cudaipc"),
-           "the demo's `export PATH=$PWD/build/core/cli:$PATH` does not find the tool", out)
     rc, out = env.sh("cudaipc ls")
     expect(rc == 0, f"cudaipc ls with no channel exited {rc}", out)
     path = "$XDG_RUNTIME_DIR/cudaipc/cam0"
@@ -514,6 +569,22 @@ def scenario_tool(env: Env) -> None:
                          "--memory cuda", timeout=30)
         expect(rc == 1 and "Use --memory host" in out,
                "`cudaipc pub --memory cuda` without a GPU does not say to use --memory host", out)
+
+
+def scenario_setup(env: Env) -> None:
+    """README, after the demo: `source build/env.sh` (written by meson into the build), after which
+    the shell finds the build's plugin and tool."""
+    rc, out = env.source("source build/env.sh")
+    expect(rc == 0, f"`source build/env.sh` exited {rc}", out)
+    tool = os.path.join(env.build, "core", "cli", "cudaipc")
+    rc, out = env.sh("command -v cudaipc")
+    expect(rc == 0 and os.path.realpath(out.strip()) == os.path.realpath(tool),
+           "after `source build/env.sh` the shell's cudaipc is not the build's", out)
+    rc, out = env.sh("gst-inspect-1.0 cudaipcsink")
+    m = re.search(r"Filename\s+(\S+)", out)
+    expect(rc == 0 and m is not None and os.path.realpath(m.group(1)) ==
+           os.path.realpath(os.path.join(env.build, "gst", "libgstcudaipc.so")),
+           "after `source build/env.sh` gst-inspect-1.0 does not find the build's cudaipcsink", out)
 
 
 def scenario_host_pair(env: Env) -> None:
@@ -618,8 +689,10 @@ def scenario_filter(env: Env) -> None:
 
 def scenario_inspect(env: Env) -> None:
     rc, out = env.sh("GST_PLUGIN_PATH=$PWD/build/gst gst-inspect-1.0 cudaipc")
-    expect(rc == 0 and re.search(r"Filename\s+" + re.escape(env.cwd) + "/build/gst/", out)
-           is not None, "gst-inspect-1.0 cudaipc does not find the build's plugin", out)
+    m = re.search(r"Filename\s+(\S+)", out)
+    expect(rc == 0 and m is not None and os.path.realpath(m.group(1)) ==
+           os.path.realpath(os.path.join(env.build, "gst", "libgstcudaipc.so")),
+           "gst-inspect-1.0 cudaipc does not find the build's plugin", out)
     for name in ("cudaipcsink", "cudaipcsrc", "cudaipcringsink", "cudaipcringsrc", "cudaipcfilter"):
         expect(re.search(rf"^\s*{name}:", out, re.M) is not None, f"no element {name}", out)
     expect("cudaipcfilter" in re.search(r"Description\s+(.*)", out).group(1),
@@ -669,9 +742,10 @@ def scenario_bench_help(env: Env) -> None:
 
 
 SCENARIOS: Dict[str, Callable[[Env], None]] = {
-    "tool": scenario_tool, "host-pair": scenario_host_pair, "metas": scenario_metas,
-    "filter": scenario_filter, "inspect": scenario_inspect, "pipelines": scenario_pipelines,
-    "detect-sh": scenario_detect_sh, "bench-help": scenario_bench_help,
+    "setup": scenario_setup, "tool": scenario_tool, "host-pair": scenario_host_pair,
+    "metas": scenario_metas, "filter": scenario_filter, "inspect": scenario_inspect,
+    "pipelines": scenario_pipelines, "detect-sh": scenario_detect_sh,
+    "bench-help": scenario_bench_help,
 }
 
 
@@ -705,13 +779,42 @@ def check_in_step(root: str) -> List[str]:
     return problems
 
 
+def reading_order(root: str) -> List[Tuple[str, str]]:
+    """(scenario, where the reader first meets one of its commands) for every scenario, in the
+    order a reader meets them: README.md top to bottom, then docs/*.md. A scenario runs its
+    commands together, so it stands where its first one does."""
+    files = ["README.md"] + sorted(os.path.relpath(p, root)
+                                   for p in glob.glob(os.path.join(root, "docs", "*.md")))
+    first: Dict[str, Tuple[int, int, str]] = {}
+
+    def meet(scenario: str, rel: str, line: int) -> None:
+        key = (files.index(rel) if rel in files else len(files), line, f"{rel}:{line}")
+        if scenario not in first or key < first[scenario]:
+            first[scenario] = key
+
+    for rel, line, cmd in extract(root):
+        kind, scenario, _ = TABLE.get(cmd, ("", "", ""))
+        if kind == "run":
+            meet(scenario, rel, line)
+    for cmd, (kind, scenario, rel) in INLINE.items():
+        if kind != "run":
+            continue
+        text = open(os.path.join(root, rel), encoding="utf-8").read()
+        at = text.find(f"`{cmd}`")
+        if at >= 0:
+            meet(scenario, rel, text.count("\n", 0, at) + 1)
+    order = sorted(first, key=lambda n: first[n])
+    return [(n, first[n][2]) for n in order] + [(n, "not in the docs") for n in SCENARIOS
+                                                if n not in first]
+
+
 def gpu_script() -> str:
     lines = ["#!/usr/bin/env bash",
              "# The documented commands that need an NVIDIA GPU (tests/docs/documented_commands.py"
              " --gpu-script),",
              "# one block per reason; run them by hand on a GPU machine from the repository root.",
-             'export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)} PATH=$PWD/build/core/cli:$PATH',
-             "export GST_PLUGIN_PATH=$PWD/build/gst"]
+             "export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}",
+             "source build/env.sh"]
     for cmd, (kind, why, rel) in list(TABLE.items()):
         if kind == "gpu":
             lines.append(f"# {rel}: {why}")
@@ -749,10 +852,16 @@ def main() -> int:
     if not os.path.exists(os.path.join(build, "gst", "libgstcudaipc.so")):
         print(f"SKIP: no GStreamer plugin in {build}/gst: the documented pipelines cannot run")
         return 1 if problems else 77
-    wanted = [a for a in sys.argv[3:] if not a.startswith("-")] or list(SCENARIOS)
+    # In the reader's order, in one shell's environment carried from scenario to scenario; named
+    # scenarios run with the setup lines the docs give before them.
+    order = reading_order(root)
+    named = [a for a in sys.argv[3:] if not a.startswith("-")]
+    wanted = [(n, at) for n, at in order if not named or n in named or n == "setup"]
+    print("\nin the order a reader meets them: " + ", ".join(f"{n} ({at})" for n, at in wanted))
     failed, passed, skipped = len(problems), 0, 0
-    for name in wanted:
-        env = Env(root, build)
+    shell: Dict[str, str] = {}
+    for name, _ in wanted:
+        env = Env(root, build, shell)
         print(f"\n== {name}: {SCENARIOS[name].__doc__.split(chr(10))[0] if SCENARIOS[name].__doc__ else ''}",
               flush=True)
         start = time.monotonic()
@@ -767,6 +876,7 @@ def main() -> int:
             print(f"FAIL {name}: {e}")
             failed += 1
         finally:
+            shell = env.shell
             env.close()
     print(f"\n{passed} passed, {failed} failed, {skipped} skipped (partly or wholly)")
     if failed:
