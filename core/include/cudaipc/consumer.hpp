@@ -100,6 +100,8 @@ struct Event {
 };
 
 struct ConsumerCounters {
+  // Frames taken and passed over since this consumer connected to the current producer: they
+  // restart with each new connection, as producer_published does with each new producer.
   std::uint64_t delivered = 0;
   std::uint64_t skipped = 0;
   std::uint64_t producer_published = 0;
