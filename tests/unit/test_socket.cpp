@@ -3,26 +3,24 @@
 // A consumer waits where a producer may yet come, and fails at once, naming the cause, where none
 // can (a regular file, a directory, a listener that does not speak cudaipc).
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include <atomic>
 #include <chrono>
 #include <fstream>
-#include <thread>
-#include <vector>
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
+#include "foreign_listener.hpp"
 #include "poll_until.hpp"
 #include "temp_dir.hpp"
 #include "unique_fd.hpp"
 
 using namespace cudaipc;
 using namespace std::chrono_literals;
+using cudaipc::testing::ForeignListener;
 using cudaipc::testing::poll_until;
 using cudaipc::testing::TempDir;
 
@@ -182,37 +180,6 @@ bool mentions(const Error& e, const std::string& text) {
   return std::string(e.what()).find(text) != std::string::npos;
 }
 
-// A listener of `type` on `path`; `answer` (when not empty) is sent to each connection it takes.
-struct ForeignListener {
-  UniqueFd fd;
-  std::thread thread;
-  std::atomic<bool> stop{false};
-  ForeignListener(const std::string& path, int type, std::vector<std::uint8_t> answer) {
-    fd = UniqueFd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd.get(), 8), 0);
-    if (answer.empty()) return;  // never accepts: connections wait in its backlog
-    thread = std::thread([this, answer] {
-      std::vector<UniqueFd> taken;
-      while (!stop) {
-        pollfd p{fd.get(), POLLIN, 0};
-        if (::poll(&p, 1, 20) != 1) continue;
-        UniqueFd c(::accept4(fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!c) continue;
-        if (::send(c.get(), answer.data(), answer.size(), MSG_NOSIGNAL) < 0) continue;
-        taken.push_back(std::move(c));
-      }
-    });
-  }
-  ~ForeignListener() {
-    stop = true;
-    if (thread.joinable()) thread.join();
-  }
-};
-
 }  // namespace
 
 // Paths no producer can ever listen on fail at once, naming the path and what it is, even with
@@ -276,7 +243,7 @@ TEST(Socket, ConsumerFailsAtOnceOnlyWhereNoProducerCanEverListen) {
 TEST(Socket, ConsumerOnAForeignListenerFailsNamingIt) {
   TempDir dir;
   {
-    ForeignListener stream(dir.file("stream"), SOCK_STREAM, {'h', 'i'});
+    ForeignListener stream(dir.file("stream"), SOCK_STREAM, "hi");
     const ConnectResult r = reconnecting_consumer_on(dir.file("stream"));
     EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
     EXPECT_TRUE(mentions(r.error, dir.file("stream"))) << r.error.what();
@@ -284,7 +251,7 @@ TEST(Socket, ConsumerOnAForeignListenerFailsNamingIt) {
     EXPECT_LT(r.took, 1000ms);
   }
   {
-    ForeignListener silent(dir.file("silent"), SOCK_SEQPACKET, {});
+    ForeignListener silent(dir.file("silent"), SOCK_SEQPACKET);
     const ConnectResult r = reconnecting_consumer_on(dir.file("silent"));
     EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
     EXPECT_TRUE(mentions(r.error, dir.file("silent"))) << r.error.what();
@@ -292,9 +259,8 @@ TEST(Socket, ConsumerOnAForeignListenerFailsNamingIt) {
     EXPECT_LT(r.took, 10000ms) << "the handshake's own timeout (3 s) bounds it";
   }
   {
-    const std::string http = "HTTP/1.1 400 Bad Request\r\n\r\n";
     ForeignListener garbage(dir.file("garbage"), SOCK_SEQPACKET,
-                            std::vector<std::uint8_t>(http.begin(), http.end()));
+                            "HTTP/1.1 400 Bad Request\r\n\r\n");
     const ConnectResult r = reconnecting_consumer_on(dir.file("garbage"));
     EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
     EXPECT_TRUE(mentions(r.error, "not a cudaipc endpoint")) << r.error.what();
@@ -306,7 +272,7 @@ TEST(Socket, ConsumerOnAForeignListenerFailsNamingIt) {
 // and does not call that program a cudaipc producer.
 TEST(Socket, SocketOfAnotherTypeIsNotReplaced) {
   TempDir dir;
-  ForeignListener stream(dir.file("ch"), SOCK_STREAM, {});
+  ForeignListener stream(dir.file("ch"), SOCK_STREAM);
   const ino_t ino = inode(dir.file("ch"));
   Error e = producer_error(at(dir.file("ch")));
   EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
