@@ -344,7 +344,7 @@ static bool open_channel(GstCudaIpcFilter* self) {
   st->producer = gst_cuda_ipc_ring_sink_producer(GST_CUDA_IPC_RING_SINK(st->sink));
   if (!st->producer) {
     GST_ELEMENT_ERROR(self, RESOURCE, FAILED,
-                      ("The filter's channel on %s started without a producer.",
+                      ("The filter's channel on %s has no producer after it started.",
                        s.socket_path.empty() ? "(default path)" : s.socket_path.c_str()),
                       (nullptr));
     return false;
@@ -408,7 +408,7 @@ static GstStateChangeReturn gst_cuda_ipc_filter_change_state(GstElement* element
       // prerolling, never syncing to the clock.
       gst_pad_set_active(st->proxy, TRUE);
       if (gst_element_set_state(st->sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
-        GST_ELEMENT_ERROR(self, CORE, STATE_CHANGE,
+        GST_ELEMENT_ERROR(self, RESOURCE, FAILED,
                           ("The filter's channel on %s could not start rendering frames.",
                            st->producer->path().c_str()),
                           (nullptr));
