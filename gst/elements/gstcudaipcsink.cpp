@@ -160,8 +160,8 @@ static bool resolve_group(const std::string& name, gid_t* gid) {
   return true;
 }
 
-// Makes the producer, basesink's start() run from change_state (below); false after posting an
-// error that names the cause.
+// Makes the producer: basesink's start(), run from change_state (below) instead; false after
+// posting an error that names the cause.
 static bool open_producer(GstCudaIpcRingSink* self) {
   SinkState* st = self->st;
   GST_OBJECT_LOCK(self);
@@ -249,23 +249,6 @@ std::shared_ptr<Producer> gst_cuda_ipc_ring_sink_producer(GstCudaIpcRingSink* si
   return p;
 }
 
-static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink);
-
-// The producer is made here rather than in basesink's start(): a start() that fails is followed
-// by basesink's own error, "state change failed and some element failed to post a proper error
-// message", which would stand beside ours as if the cause were unknown.
-static GstStateChangeReturn gst_cuda_ipc_ring_sink_change_state(GstElement* element,
-                                                                GstStateChange transition) {
-  auto* self = GST_CUDA_IPC_RING_SINK(element);
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !open_producer(self))
-    return GST_STATE_CHANGE_FAILURE;
-  const GstStateChangeReturn ret =
-      GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE)
-    gst_cuda_ipc_ring_sink_stop(GST_BASE_SINK(self));
-  return ret;
-}
-
 static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
@@ -284,6 +267,21 @@ static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   if (st->tags) gst_tag_list_unref(st->tags);
   st->tags = nullptr;
   return TRUE;
+}
+
+// The producer is made here rather than in basesink's start(): a start() that fails is followed
+// by basesink's own error, "state change failed and some element failed to post a proper error
+// message", which would stand beside ours as if the cause were unknown.
+static GstStateChangeReturn gst_cuda_ipc_ring_sink_change_state(GstElement* element,
+                                                                GstStateChange transition) {
+  auto* self = GST_CUDA_IPC_RING_SINK(element);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !open_producer(self))
+    return GST_STATE_CHANGE_FAILURE;
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE)
+    gst_cuda_ipc_ring_sink_stop(GST_BASE_SINK(self));
+  return ret;
 }
 
 static gboolean gst_cuda_ipc_ring_sink_set_caps(GstBaseSink* sink, GstCaps* caps) {

@@ -177,8 +177,8 @@ static void gst_cuda_ipc_ring_src_set_context(GstElement* element, GstContext* c
   GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
 }
 
-// Makes the consumer, the part of start() that can fail, run from change_state (below); false
-// after posting an error that names the cause.
+// Makes the consumer: the part of basesrc's start() that can fail, run from change_state (below)
+// instead; false after posting an error that names the cause.
 static bool open_consumer(GstCudaIpcRingSrc* self) {
   SrcState* st = self->st;
   GST_OBJECT_LOCK(self);
