@@ -126,6 +126,10 @@ void ConsumerImpl::connect() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_ = std::move(c);
   cursor_ = conn_->start_cursor();
+  // Counted per producer: they are compared with its published count (stats, `cudaipc ls`), and
+  // the new producer's connection page must not start with what an earlier one delivered.
+  delivered_ = 0;
+  skipped_ = 0;
   reported_gen_ = 0;
   reported_eos_ = 0;
   lost_reported_ = false;

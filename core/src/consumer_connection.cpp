@@ -46,7 +46,7 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
     throw;
   }
 
-  Received r = receive(kHandshakeTimeout, "welcome");
+  Received r = receive_welcome(path);
   if (r.type != MsgType::welcome)
     throw Error(Errc::protocol, "producer sent message type " +
                                     std::to_string(static_cast<std::uint32_t>(r.type)) +
@@ -165,6 +165,20 @@ Received ConsumerConnection::receive(std::chrono::milliseconds timeout, const ch
   Received r = parse_header(std::move(raw));
   if (r.type == MsgType::refused) throw_refused(r);
   return r;
+}
+
+Received ConsumerConnection::receive_welcome(const std::string& path) {
+  try {
+    return receive(kHandshakeTimeout, "welcome");
+  } catch (const Error& e) {
+    // A cudaipc producer answers a hello at once, or refuses saying why: silence is a listener
+    // that does not speak cudaipc, which retrying would wait on for ever.
+    if (e.code() != Errc::timeout) throw;
+    throw Error(Errc::protocol, "nothing on '" + path + "' answered the cudaipc handshake within " +
+                                    std::to_string(kHandshakeTimeout.count()) +
+                                    " ms: what listens there is not a cudaipc producer (or the "
+                                    "producer's process is stopped)");
+  }
 }
 
 void ConsumerConnection::apply_format(FormatMsg&& m) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "conn_page.hpp"
@@ -68,6 +69,9 @@ class ConsumerConnection {
 
  private:
   Received receive(std::chrono::milliseconds timeout, const char* waiting_for);
+  // The handshake's first answer; silence is Errc::protocol (not a cudaipc producer), not a
+  // timeout worth retrying.
+  Received receive_welcome(const std::string& path);
   // Reads what the producer left on the socket before hanging up; throws its refusal, if any.
   void throw_parting_refusal();
   void apply_format(FormatMsg&& m);

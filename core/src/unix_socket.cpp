@@ -32,12 +32,40 @@ UniqueFd make_socket(int flags = 0) {
   return fd;
 }
 
-// Is something listening on `path`? Used to tell a live producer from a crashed one's leftover.
-bool someone_listens(const sockaddr_un& addr) {
+// What a path that should be a socket is instead, for messages that name the cause.
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device file";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a file of another type";
+}
+
+// Who answers a connect on `addr`: nobody (a crashed producer's leftover), a SOCK_SEQPACKET
+// listener, or a program listening on a socket of another type (never a cudaipc producer).
+enum class Listener { none, seqpacket, other_type };
+Listener probe_listener(const sockaddr_un& addr) {
   UniqueFd probe = make_socket(SOCK_NONBLOCK);  // a full backlog (EAGAIN) still means "alive"
   if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0)
-    return true;
-  return errno != ECONNREFUSED && errno != ENOENT;
+    return Listener::seqpacket;
+  if (errno == EPROTOTYPE) return Listener::other_type;
+  return errno == ECONNREFUSED || errno == ENOENT ? Listener::none : Listener::seqpacket;
+}
+
+// A connect refused (or ENOTDIR) on a path where no producer can ever listen: waiting there would
+// be for ever, so it is an error naming the cause. A missing path or a stale socket returns.
+void refuse_non_channel(const std::string& path, int err) {
+  if (err == ENOTDIR)
+    throw Error(Errc::invalid_argument, "a directory component of '" + path +
+                                            "' is not a directory: no cudaipc producer can "
+                                            "listen there. Choose another path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISSOCK(st.st_mode)) return;
+  throw Error(Errc::invalid_argument,
+              "'" + path + "' is " + file_kind(st.st_mode) +
+                  ", not a socket: no cudaipc producer listens there, and none can start there "
+                  "while it exists. Remove it or choose another path");
 }
 
 }  // namespace
@@ -47,9 +75,22 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
-      throw Error(Errc::busy, "'" + path + "' exists and is not a socket; refusing to replace it");
-    if (someone_listens(addr))
-      throw Error(Errc::busy, "a producer is already running on '" + path + "'");
+      throw Error(Errc::invalid_argument, "'" + path + "' exists and is not a socket (it is " +
+                                              file_kind(st.st_mode) +
+                                              "); refusing to replace it. Remove it or choose "
+                                              "another path");
+    switch (probe_listener(addr)) {
+      case Listener::seqpacket:
+        throw Error(Errc::busy, "a producer is already running on '" + path + "'");
+      case Listener::other_type:
+        throw Error(Errc::invalid_argument,
+                    "'" + path +
+                        "' is a socket another program listens on, of another type than "
+                        "cudaipc's (SOCK_SEQPACKET); refusing to replace it. Stop that program "
+                        "or choose another path");
+      case Listener::none:
+        break;
+    }
     if (st.st_uid != ::geteuid())
       throw Error(Errc::permission_denied,
                   "stale socket '" + path + "' belongs to uid " + std::to_string(st.st_uid));
@@ -87,8 +128,14 @@ UniqueFd connect_unix(const std::string& path) {
     if (err == EAGAIN || err == EWOULDBLOCK)
       throw Error(Errc::busy, "the producer on '" + path +
                                   "' is not accepting connections now (its backlog is full)");
+    if (err == ECONNREFUSED || err == ENOTDIR) refuse_non_channel(path, err);
     if (err == ENOENT || err == ECONNREFUSED)
       throw Error(Errc::disconnected, "no producer on '" + path + "' (" + std::strerror(err) + ")");
+    if (err == EPROTOTYPE)
+      throw Error(Errc::protocol, "'" + path +
+                                      "' is a socket of another type than cudaipc's "
+                                      "(SOCK_SEQPACKET): what listens there is not a cudaipc "
+                                      "producer");
     if (err == EACCES || err == EPERM)
       throw Error(Errc::permission_denied, "not allowed to connect to '" + path + "'");
     throw_errno("connect to '" + path + "'", err);

@@ -29,10 +29,13 @@ struct PeerCredentials {
 };
 
 // Binds and listens on `path` with file mode `mode` (and group `gid` when given). A socket file
-// left by a dead producer is replaced; a live one is Errc::busy; a non-socket file is refused.
+// left by a dead producer is replaced; a live one is Errc::busy; a non-socket file, or a socket
+// another program listens on with another socket type, is refused (Errc::invalid_argument).
 UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid);
-// Errc::disconnected when nothing listens at `path` (missing or stale file), Errc::busy when the
-// producer's backlog is full. Never blocks; the socket is non-blocking.
+// Errc::disconnected when nothing listens at `path` yet (missing, or a stale socket file),
+// Errc::busy when the producer's backlog is full. A path no producer can ever listen on (a regular
+// file, a directory, a parent that is not a directory) is Errc::invalid_argument; a socket of
+// another type is Errc::protocol. Never blocks; the socket is non-blocking.
 UniqueFd connect_unix(const std::string& path);
 // Non-blocking accept; an empty fd when nobody is waiting, Errc::busy when this process is out of
 // file descriptors (a DescriptorShortage) or memory (the connection stays queued).

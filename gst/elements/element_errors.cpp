@@ -52,7 +52,8 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
       break;
     case Errc::protocol:
       GST_ELEMENT_ERROR(element, STREAM, DECODE,
-                        ("The peer on %s sent malformed data: %s", path, what), (nullptr));
+                        ("The peer on %s does not speak the cudaipc protocol: %s", path, what),
+                        (nullptr));
       break;
     case Errc::invalid_argument:
     case Errc::unsupported:

@@ -339,9 +339,16 @@ static bool open_channel(GstCudaIpcFilter* self) {
                s.device_id, "ipc-mode", s.ipc_mode, "socket-mode", s.socket_mode, "meta-size",
                s.meta_size, "forward-metas", s.forward_metas.c_str(), "block-timeout", s.timeout,
                nullptr);
+  // The channel's own error (forwarded) says why it failed.
   if (gst_element_set_state(st->sink, GST_STATE_READY) == GST_STATE_CHANGE_FAILURE) return false;
   st->producer = gst_cuda_ipc_ring_sink_producer(GST_CUDA_IPC_RING_SINK(st->sink));
-  if (!st->producer) return false;
+  if (!st->producer) {
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED,
+                      ("The filter's channel on %s has no producer after it started.",
+                       s.socket_path.empty() ? "(default path)" : s.socket_path.c_str()),
+                      (nullptr));
+    return false;
+  }
   st->reply_path = reply_path(st->producer->path());
   st->reply_filter = MetaFilter(s.reply_metas);
   try {
@@ -400,8 +407,13 @@ static GstStateChangeReturn gst_cuda_ipc_filter_change_state(GstElement* element
       // The inner sink renders at once in every state (a filter works in PAUSED): never
       // prerolling, never syncing to the clock.
       gst_pad_set_active(st->proxy, TRUE);
-      if (gst_element_set_state(st->sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
+      if (gst_element_set_state(st->sink, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+        GST_ELEMENT_ERROR(self, RESOURCE, FAILED,
+                          ("The filter's channel on %s could not start rendering frames.",
+                           st->producer->path().c_str()),
+                          (nullptr));
         return GST_STATE_CHANGE_FAILURE;
+      }
       break;
     default:
       break;

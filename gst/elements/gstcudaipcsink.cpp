@@ -160,8 +160,9 @@ static bool resolve_group(const std::string& name, gid_t* gid) {
   return true;
 }
 
-static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
-  auto* self = GST_CUDA_IPC_RING_SINK(sink);
+// Makes the producer: basesink's start(), run from change_state (below) instead; false after
+// posting an error that names the cause.
+static bool open_producer(GstCudaIpcRingSink* self) {
   SinkState* st = self->st;
   GST_OBJECT_LOCK(self);
   Settings s = st->settings;
@@ -185,7 +186,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
                         ("No group named \"%s\" exists; set allowed-group to a group or gid.",
                          s.allowed_group.c_str()),
                         (nullptr));
-      return FALSE;
+      return false;
     }
     po.allowed_gid = gid;
   }
@@ -199,7 +200,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
                          "processes). Set ipc-mode=host to share frames in host memory instead.",
                          s.device_id),
                         ("gst_cuda_ensure_element_context failed"));
-      return FALSE;
+      return false;
     }
     gst_cuda_memory_init_once();  // CUDA buffer pools need the allocator registered
     po.memory = MemoryKind::cuda;
@@ -225,7 +226,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
     post_core_error(GST_ELEMENT(self), e, po.path.empty() ? "(default path)" : po.path.c_str());
     st->stream.reset();
     gst_clear_object(&st->context);
-    return FALSE;
+    return false;
   }
   GST_INFO_OBJECT(self, "publishing on %s (%s memory, %u slots)", st->producer->path().c_str(),
                   uses_cuda(s) ? "CUDA" : "host", s.num_slots);
@@ -238,7 +239,7 @@ static gboolean gst_cuda_ipc_ring_sink_start(GstBaseSink* sink) {
   st->metas_oversized.store(0);
   st->metas_unsupported.store(0);
   st->warned_oversized = false;
-  return TRUE;
+  return true;
 }
 
 std::shared_ptr<Producer> gst_cuda_ipc_ring_sink_producer(GstCudaIpcRingSink* sink) {
@@ -266,6 +267,21 @@ static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   if (st->tags) gst_tag_list_unref(st->tags);
   st->tags = nullptr;
   return TRUE;
+}
+
+// The producer is made here rather than in basesink's start(): a start() that fails is followed
+// by basesink's own error, "state change failed and some element failed to post a proper error
+// message", which would stand beside ours as if the cause were unknown.
+static GstStateChangeReturn gst_cuda_ipc_ring_sink_change_state(GstElement* element,
+                                                                GstStateChange transition) {
+  auto* self = GST_CUDA_IPC_RING_SINK(element);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !open_producer(self))
+    return GST_STATE_CHANGE_FAILURE;
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE)
+    gst_cuda_ipc_ring_sink_stop(GST_BASE_SINK(self));
+  return ret;
 }
 
 static gboolean gst_cuda_ipc_ring_sink_set_caps(GstBaseSink* sink, GstCaps* caps) {
@@ -652,8 +668,8 @@ static void gst_cuda_ipc_ring_sink_class_init(GstCudaIpcRingSinkClass* klass) {
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
   gst_caps_unref(caps);
   element_class->set_context = gst_cuda_ipc_ring_sink_set_context;
+  element_class->change_state = gst_cuda_ipc_ring_sink_change_state;
 
-  basesink_class->start = gst_cuda_ipc_ring_sink_start;
   basesink_class->stop = gst_cuda_ipc_ring_sink_stop;
   basesink_class->set_caps = gst_cuda_ipc_ring_sink_set_caps;
   basesink_class->get_caps = gst_cuda_ipc_ring_sink_get_caps;

@@ -177,8 +177,9 @@ static void gst_cuda_ipc_ring_src_set_context(GstElement* element, GstContext* c
   GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
 }
 
-static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
-  auto* self = GST_CUDA_IPC_RING_SRC(src);
+// Makes the consumer: the part of basesrc's start() that can fail, run from change_state (below)
+// instead; false after posting an error that names the cause.
+static bool open_consumer(GstCudaIpcRingSrc* self) {
   SrcState* st = self->st;
   GST_OBJECT_LOCK(self);
   Settings s = st->settings;
@@ -192,7 +193,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
                        "known only once connected; io-mode=auto imports host channels.)",
                        GST_VERSION_MINOR, GST_VERSION_MINOR),
                       (nullptr));
-    return FALSE;
+    return false;
   }
   st->import = s.io_mode == GST_CUDA_IPC_RING_IO_IMPORT ||
                (s.io_mode == GST_CUDA_IPC_RING_IO_AUTO && kCanWrapCudaMemory);
@@ -229,8 +230,17 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
     post_core_error(GST_ELEMENT(self), e, s.socket_path.c_str());
     st->stream.reset();
     gst_clear_object(&st->context);
-    return FALSE;
+    return false;
   }
+  return true;
+}
+
+static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
+  auto* self = GST_CUDA_IPC_RING_SRC(src);
+  SrcState* st = self->st;
+  GST_OBJECT_LOCK(self);
+  const Settings s = st->settings;
+  GST_OBJECT_UNLOCK(self);
   st->format = StreamFormat{};
   st->need_negotiate = false;
   st->discont = true;
@@ -261,6 +271,21 @@ static gboolean gst_cuda_ipc_ring_src_stop(GstBaseSrc* src) {
   st->stream.reset();
   gst_clear_object(&st->context);
   return TRUE;
+}
+
+// The consumer is made here, before basesrc starts the source, rather than in start(): a start()
+// that fails is followed by basesrc's own error, "state change failed and some element failed to
+// post a proper error message", which would stand beside ours as if the cause were unknown.
+static GstStateChangeReturn gst_cuda_ipc_ring_src_change_state(GstElement* element,
+                                                               GstStateChange transition) {
+  auto* self = GST_CUDA_IPC_RING_SRC(element);
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !open_consumer(self))
+    return GST_STATE_CHANGE_FAILURE;
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
+    gst_cuda_ipc_ring_src_stop(GST_BASE_SRC(self));
+  return ret;
 }
 
 static gboolean gst_cuda_ipc_ring_src_unlock(GstBaseSrc* src) {
@@ -587,7 +612,12 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
                             (nullptr));
           return GST_FLOW_ERROR;
         }
-        GST_WARNING_OBJECT(self, "producer lost (%s); waiting for a new one", ev.message.c_str());
+        // On the bus, as docs/elements.md says: gst-launch-1.0 shows why the frames stopped.
+        GST_ELEMENT_WARNING(self, RESOURCE, READ,
+                            ("The producer on %s went away (%s); waiting for a new one there "
+                             "(reconnect=true).",
+                             s.socket_path.c_str(), ev.message.c_str()),
+                            (nullptr));
         st->discont = true;
         st->connect_started = monotonic_now_ns();
         continue;
@@ -676,6 +706,7 @@ static void gst_cuda_ipc_ring_src_class_init(GstCudaIpcRingSrcClass* klass) {
       element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, caps));
   gst_caps_unref(caps);
   element_class->set_context = gst_cuda_ipc_ring_src_set_context;
+  element_class->change_state = gst_cuda_ipc_ring_src_change_state;
 
   basesrc_class->start = gst_cuda_ipc_ring_src_start;
   basesrc_class->stop = gst_cuda_ipc_ring_src_stop;

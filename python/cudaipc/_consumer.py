@@ -442,7 +442,9 @@ class Consumer:
     frame of the new format. With ``reconnect`` (default) a lost producer is waited for and a new
     one on the same path is joined (``on_disconnect`` is called with the reason); without it,
     ``next`` raises :class:`cudaipc.ConnectionError`. Constructing without reconnect raises
-    ConnectionError when no producer listens on the path."""
+    ConnectionError when no producer listens on the path. A path where no producer can ever be
+    raises at once, reconnect or not: :class:`cudaipc.InvalidArgumentError` for a regular file
+    or a directory, :class:`cudaipc.ProtocolError` for a listener that does not speak cudaipc."""
 
     def __init__(self, path: str, mode: str = "every-frame", timeout: Optional[float] = None,
                  device: Optional[int] = None, reconnect: bool = True,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -39,6 +42,88 @@ def test_bad_path(tmp_path):
     with pytest.raises(cudaipc.Error) as e:
         cudaipc.Consumer(str(regular), reconnect=False)
     assert str(regular) in str(e.value)
+
+
+def _paths_no_producer_can_serve(tmp_path):
+    regular = tmp_path / "file"
+    regular.write_text("not a socket")
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    return [(str(regular), "is a regular file, not a socket"),
+            (str(directory), "is a directory, not a socket"),
+            (str(regular / "ch"), "is not a directory")]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"timeout": 1.0}, {"reconnect": False}])
+def test_consumer_on_a_path_no_producer_can_serve(tmp_path, kwargs):
+    # A regular file or a directory can never become a channel: the consumer says so at once,
+    # naming the path, instead of waiting for ever (or timing out, or "Connection refused").
+    for where, says in _paths_no_producer_can_serve(tmp_path):
+        start = time.monotonic()
+        with pytest.raises(cudaipc.InvalidArgumentError) as e:
+            c = cudaipc.Consumer(where, **kwargs)
+            c.next()  # what hung before: reached only if the constructor let it pass
+        assert time.monotonic() - start < 2.0
+        assert where in str(e.value) and says in str(e.value)
+
+
+def _listen(path, kind, answer=b""):
+    """A program other than a cudaipc producer listening on `path`."""
+    s = socket.socket(socket.AF_UNIX, kind)
+    s.bind(path)
+    s.listen(8)
+    if not answer:
+        return s, None  # never accepts: connections wait in its backlog
+    stop = threading.Event()
+    taken = []
+
+    def serve():
+        s.settimeout(0.02)
+        while not stop.is_set():
+            try:
+                c, _ = s.accept()
+            except socket.timeout:
+                continue
+            taken.append(c)
+            c.send(answer)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return s, (stop, t, taken)
+
+
+def test_consumer_on_a_foreign_listener(tmp_path):
+    # Something listens there but does not speak cudaipc (a socket of another type, a listener
+    # that never answers, one that answers garbage): a protocol error naming the path, with or
+    # without reconnect, not a wait.
+    listeners = [("stream", socket.SOCK_STREAM, b"hi", "socket of another type"),
+                 ("silent", socket.SOCK_SEQPACKET, b"", "not a cudaipc producer"),
+                 ("garbage", socket.SOCK_SEQPACKET, b"HTTP/1.1 400 Bad Request\r\n\r\n",
+                  "not a cudaipc endpoint")]
+    for name, kind, answer, says in listeners:
+        where = str(tmp_path / name)
+        s, server = _listen(where, kind, answer)
+        try:
+            for kwargs in ({}, {"reconnect": False}):
+                with pytest.raises(cudaipc.ProtocolError) as e:
+                    cudaipc.Consumer(where, timeout=1.0, **kwargs).next()
+                assert where in str(e.value) and says in str(e.value), name
+        finally:
+            if server:
+                server[0].set()
+                server[1].join()
+                for c in server[2]:
+                    c.close()
+            s.close()
+
+
+def test_producer_on_a_regular_file(tmp_path):
+    regular = tmp_path / "file"
+    regular.write_text("precious")
+    with pytest.raises(cudaipc.InvalidArgumentError, match="not a socket .*regular file") as e:
+        cudaipc.Producer(str(regular), memory="host")
+    assert str(regular) in str(e.value)
+    assert regular.read_text() == "precious"
 
 
 def test_bad_options(path):

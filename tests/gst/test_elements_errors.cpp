@@ -1,11 +1,19 @@
 // Errors the elements must post on the bus, each with a message a user can act on: caps the sink
 // cannot carry, an unusable socket path, a second producer on a live path, no producer within
 // connect-timeout, and a producer that goes away with reconnect=false; the warning a source
-// gets while a producer turns it away for now, and the note it posts once while it waits.
+// gets while a producer turns it away for now, and the note it posts once while it waits. Paths
+// that can never serve (a regular file, a directory, a foreign listener) fail at once naming the
+// cause; a failed start posts the element's own error only; a lost producer is one warning.
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "element_harness.hpp"
+#include "foreign_listener.hpp"
 
 namespace cudaipc::testing::gst {
 namespace {
@@ -249,6 +257,180 @@ TEST_F(ElementTest, TensorBufferOfTheWrongSize) {
   ASSERT_TRUE(e.posted) << "no ERROR for a short tensor buffer";
   EXPECT_EQ(e.source, "sink");
   EXPECT_EQ(producer.published(), 0u);
+}
+
+// GStreamer's own text for an element that fails a state change without an error of its own
+// (basesrc and basesink post it after a start() that fails, beside the element's error).
+bool generic_state_change_error(const BusError& e) {
+  return (e.domain == GST_CORE_ERROR && e.code == GST_CORE_ERROR_STATE_CHANGE) ||
+         e.message.find("failed to post a proper error message") != std::string::npos;
+}
+
+// A start that failed: the element `source` posted its own error, which says each of `says`, and
+// no generic one stands beside it.
+void expect_own_error_only(Pipeline& p, const std::string& source,
+                           const std::vector<std::string>& says) {
+  const BusError first = next_error(p, kWait);
+  ASSERT_TRUE(first.posted) << "no ERROR from " << source;
+  EXPECT_FALSE(generic_state_change_error(first)) << first.message;
+  // The filter's channel (a cudaipcsink inside it, named "channel") posts the channel's errors.
+  const bool from_element =
+      first.source == source || (source == "filter" && first.source == "channel");
+  EXPECT_TRUE(from_element) << "the error came from " << first.source << ": " << first.message;
+  for (const std::string& text : says)
+    EXPECT_NE(first.message.find(text), std::string::npos)
+        << "'" << first.message << "' does not say '" << text << "'";
+  while (true) {
+    const BusError more = next_error(p, Ms(0));
+    if (!more.posted) break;
+    EXPECT_FALSE(generic_state_change_error(more))
+        << "a generic error after " << source << "'s own: " << more.source << ": " << more.message
+        << " (" << more.debug << ")";
+  }
+}
+
+// A socket path that is a regular file: the sink and the filter say so, naming the path, instead
+// of calling it another producer's (issue #34); the file is left as it was.
+TEST_F(ElementTest, ASinkOrFilterOnARegularFileSaysItIsNotASocket) {
+  const std::string path = dir_.file("file");
+  std::ofstream(path) << "precious";
+  {
+    Producer producer(path);
+    EXPECT_EQ(producer.pipeline().set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(producer.pipeline(), "sink",
+                          {path, "not a socket", "regular file", "refusing to replace it"});
+  }
+  if (element_exists("cudaipcfilter")) {
+    Pipeline filter("appsrc ! cudaipcfilter name=filter ipc-mode=host ! fakesink");
+    g_object_set(filter.element("filter"), "socket-path", path.c_str(), nullptr);
+    EXPECT_EQ(filter.set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(filter, "filter", {path, "not a socket", "regular file"});
+  }
+  std::string content;
+  std::getline(std::ifstream(path), content);
+  EXPECT_EQ(content, "precious");
+}
+
+// A source on a path where no producer can ever listen fails at once with an error naming the
+// path and what it is, instead of "Waiting for a cudaipc producer" for ever (issue #34).
+TEST_F(ElementTest, ASourceOnAPathNoProducerCanServeFailsAtOnce) {
+  const std::string file = dir_.file("file");
+  std::ofstream(file) << "not a socket";
+  const std::string subdir = dir_.file("subdir");
+  ASSERT_EQ(::mkdir(subdir.c_str(), 0700), 0);
+  const struct {
+    std::string path, says;
+  } cases[] = {{file, "is a regular file, not a socket"},
+               {subdir, "is a directory, not a socket"},
+               {file + "/ch", "is not a directory"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    Consumer consumer(c.path);  // connect-timeout=0: it would wait for ever
+    const auto start = Clock::now();
+    EXPECT_FALSE(consumer.start());
+    EXPECT_LT(std::chrono::duration_cast<Ms>(Clock::now() - start).count(), 2000);
+    expect_own_error_only(consumer.pipeline(), "src", {c.path, c.says});
+    EXPECT_FALSE(consumer.pipeline().pop(GST_MESSAGE_INFO, Ms(0))) << "it said it would wait";
+  }
+}
+
+// A source pointed at something that listens but is no cudaipc producer (a socket of another
+// type, a SOCK_SEQPACKET listener that never answers, one that answers garbage) fails naming the
+// path and the cause, instead of waiting for ever.
+TEST_F(ElementTest, ASourceOnAForeignListenerFailsNamingIt) {
+  const struct {
+    std::string name;
+    int type;
+    std::string answer, says;
+  } cases[] = {
+      {"stream", SOCK_STREAM, "hi", "socket of another type"},
+      {"silent", SOCK_SEQPACKET, "", "not a cudaipc producer"},
+      {"garbage", SOCK_SEQPACKET, "HTTP/1.1 400 Bad Request\r\n\r\n", "not a cudaipc endpoint"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir_.file(c.name);
+    ForeignListener listener(path, c.type, c.answer);
+    Consumer consumer(path);
+    EXPECT_FALSE(consumer.start());
+    expect_own_error_only(consumer.pipeline(), "src", {path, "cudaipc", c.says});
+  }
+}
+
+// Every start that fails posts the element's own error and no other: GStreamer's generic "state
+// change failed and some element failed to post a proper error message" never follows it.
+TEST_F(ElementTest, AFailedStartPostsOnlyTheElementsOwnError) {
+  {
+    Producer producer(dir_.file("no-such-dir/s"));
+    EXPECT_EQ(producer.pipeline().set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(producer.pipeline(), "sink", {dir_.file("no-such-dir/s")});
+  }
+  {
+    Producer producer(socket(), "allowed-group=no-such-group-of-cudaipc");
+    EXPECT_EQ(producer.pipeline().set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(producer.pipeline(), "sink", {"no-such-group-of-cudaipc"});
+  }
+  {
+    Producer live(socket());
+    ASSERT_TRUE(live.start());
+    Producer second(socket());
+    EXPECT_EQ(second.pipeline().set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(second.pipeline(), "sink", {socket(), "Another cudaipc producer"});
+  }
+#if !GST_CHECK_VERSION(1, 24, 0)
+  {
+    Consumer consumer(socket(), "io-mode=import");
+    EXPECT_FALSE(consumer.start());
+    expect_own_error_only(consumer.pipeline(), "src", {"io-mode=import"});
+  }
+#endif
+  if (element_exists("cudaipcfilter")) {
+    Producer live(socket());
+    ASSERT_TRUE(live.start());
+    Pipeline filter("appsrc ! cudaipcfilter name=filter ipc-mode=host ! fakesink");
+    g_object_set(filter.element("filter"), "socket-path", socket().c_str(), nullptr);
+    EXPECT_EQ(filter.set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+    expect_own_error_only(filter, "filter", {socket()});
+  }
+}
+
+// A lost producer (reconnect=true) is a warning on the bus, once, naming the path, as
+// docs/elements.md says; the source then waits, and a new producer serves it.
+TEST_F(ElementTest, ALostProducerIsOneWarningAndTheSourceWaitsForTheNext) {
+  const TensorFrame frame{all_dtypes()[4], {4, 4}};
+  Ptr<GstCaps> caps = frame.caps();
+  Consumer consumer(socket(), "mode=every-frame");
+  ASSERT_TRUE(consumer.start());
+  {
+    Producer first(socket());
+    first.set_caps(caps.get());
+    ASSERT_TRUE(first.start());
+    ASSERT_TRUE(first.wait_consumers(1, kWait));
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(first.push(frame.buffer(i + 1), i), GST_FLOW_OK);
+    ASSERT_TRUE(consumer.collector().wait_frames(3, kWait));
+    EXPECT_FALSE(consumer.pipeline().pop(GST_MESSAGE_WARNING, Ms(0)));
+  }
+  Ptr<GstMessage> m = consumer.pipeline().pop(GST_MESSAGE_WARNING, kWait);
+  ASSERT_TRUE(m) << "no WARNING when the producer went away";
+  GError* err = nullptr;
+  gst_message_parse_warning(m.get(), &err, nullptr);
+  Ptr<GError> owned(err);
+  const std::string text = err ? err->message : "";
+  std::printf("bus: warning: %s\n", text.c_str());
+  EXPECT_STREQ(GST_MESSAGE_SRC_NAME(m.get()), "src");
+  EXPECT_NE(text.find(socket()), std::string::npos) << text;
+  EXPECT_NE(text.find("went away"), std::string::npos) << text;
+  EXPECT_NE(text.find("waiting for a new one"), std::string::npos) << text;
+  EXPECT_FALSE(consumer.pipeline().pop(GST_MESSAGE_WARNING, Ms(500))) << "warned more than once";
+  Producer second(socket());
+  second.set_caps(caps.get());
+  ASSERT_TRUE(second.start());
+  ASSERT_TRUE(second.wait_consumers(1, kWait));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(second.push(frame.buffer(10 + i), i), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(6, kWait)) << consumer.pipeline().errors();
+  const std::vector<Received> got = consumer.collector().frames();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(frame.check(got[i], i + 1), "");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(frame.check(got[3 + i], 10 + i), "");
+  EXPECT_EQ(consumer.pipeline().errors(), "");
 }
 
 }  // namespace

@@ -247,6 +247,20 @@ TEST_F(ElementTest, PluginFeatures) {
     std::printf("note: cudaipcsink/cudaipcsrc are another plugin's here\n");
 }
 
+guint64 uint64_field(const GstStructure* s, const char* name) {
+  guint64 v = 0;
+  if (s) gst_structure_get_uint64(s, name, &v);
+  return v;
+}
+
+// What a sink's consumer-stats say its one consumer was delivered; 0 while it has none.
+guint64 delivered_at_sink(const Producer& producer) {
+  Ptr<GstStructure> s = producer.stats();
+  const GValue* list = s ? gst_structure_get_value(s.get(), "consumer-stats") : nullptr;
+  if (!list || gst_value_array_get_size(list) != 1) return 0;
+  return uint64_field(gst_value_get_structure(gst_value_array_get_value(list, 0)), "delivered");
+}
+
 // After frames through one every-frame consumer, both elements' stats count them, and the sink
 // names the consumer (its pid is ours: both ends are in this process).
 TEST_F(ElementTest, StatsAfterARun) {
@@ -266,16 +280,7 @@ TEST_F(ElementTest, StatsAfterARun) {
     EXPECT_EQ(frame.check(consumer.collector().frames()[i], i + 1), "");
 
   // The consumer's delivered count reaches the producer through shared memory: poll for it.
-  auto delivered_at_sink = [&]() -> guint64 {
-    Ptr<GstStructure> s = producer.stats();
-    const GValue* list = gst_structure_get_value(s.get(), "consumer-stats");
-    if (!list || gst_value_array_get_size(list) != 1) return 0;
-    const GstStructure* c = gst_value_get_structure(gst_value_array_get_value(list, 0));
-    guint64 d = 0;
-    gst_structure_get_uint64(c, "delivered", &d);
-    return d;
-  };
-  EXPECT_TRUE(poll_until([&] { return delivered_at_sink() == kFrames; }, kWait))
+  EXPECT_TRUE(poll_until([&] { return delivered_at_sink(producer) == kFrames; }, kWait))
       << text_of(producer.stats().get());
 
   Ptr<GstStructure> s = producer.stats();
@@ -324,6 +329,46 @@ TEST_F(ElementTest, StatsAfterARun) {
   EXPECT_TRUE(gst_structure_get_uint64(src.get(), "gpu-releases", &gpu_releases));
   EXPECT_EQ(gpu_waits, 0u);
   EXPECT_EQ(gpu_releases, 0u);
+}
+
+// A source that outlives its producer and plays the next one on the path counts that producer's
+// frames only: the source's delivered and the new sink's consumer-stats both restart with it
+// (issue #34: 193 delivered against 104 published).
+TEST_F(ElementTest, StatsRestartWithANewProducer) {
+  const TensorFrame frame{all_dtypes()[4], {10, 10}};
+  Ptr<GstCaps> caps = frame.caps();
+  constexpr guint64 kFirst = 6, kSecond = 4;
+  Consumer consumer(socket(), "mode=every-frame");
+  ASSERT_TRUE(consumer.start());
+  {
+    Producer first(socket());
+    first.set_caps(caps.get());
+    ASSERT_TRUE(first.start());
+    ASSERT_TRUE(first.wait_consumers(1, kWait));
+    for (guint64 i = 0; i < kFirst; ++i) ASSERT_EQ(first.push(frame.buffer(i + 1), i), GST_FLOW_OK);
+    ASSERT_TRUE(consumer.collector().wait_frames(kFirst, kWait));
+    EXPECT_TRUE(poll_until([&] { return delivered_at_sink(first) == kFirst; }, kWait));
+  }
+  Producer second(socket());
+  second.set_caps(caps.get());
+  ASSERT_TRUE(second.start());
+  ASSERT_TRUE(second.wait_consumers(1, kWait));
+  for (guint64 i = 0; i < kSecond; ++i)
+    ASSERT_EQ(second.push(frame.buffer(100 + i), i), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(kFirst + kSecond, kWait))
+      << consumer.pipeline().errors();
+  const std::vector<Received> got = consumer.collector().frames();
+  for (guint64 i = 0; i < kFirst; ++i) EXPECT_EQ(frame.check(got[i], i + 1), "");
+  for (guint64 i = 0; i < kSecond; ++i) EXPECT_EQ(frame.check(got[kFirst + i], 100 + i), "");
+
+  EXPECT_TRUE(poll_until([&] { return delivered_at_sink(second) == kSecond; }, kWait))
+      << "the new sink's consumer-stats: " << text_of(second.stats().get());
+  Ptr<GstStructure> src = consumer.stats();
+  std::printf("src stats: %s\n", text_of(src.get()).c_str());
+  EXPECT_EQ(uint64_field(src.get(), "delivered"), kSecond) << text_of(src.get());
+  EXPECT_EQ(uint64_field(src.get(), "producer-published"), kSecond) << text_of(src.get());
+  EXPECT_EQ(uint64_field(src.get(), "skipped"), 0u) << text_of(src.get());
+  EXPECT_EQ(consumer.pipeline().errors(), "");
 }
 
 }  // namespace

@@ -193,3 +193,59 @@ TEST(Monitor, ProducerGoneBetweenRequests) {
     EXPECT_NE(std::string(e.what()).find("went away"), std::string::npos) << e.what();
   }
 }
+
+// A consumer that outlives its producer and joins the next one on the path counts that producer's
+// frames only: its delivered and skipped, in its own counters, the producer's stats and a
+// monitor's snapshot, restart with the new producer (issue #34: 193 delivered against 104
+// published).
+TEST(Monitor, ConsumerCountsRestartWithANewProducer) {
+  TempDir dir;
+  ConsumerOptions co;
+  co.path = dir.file("chan");
+  co.reconnect = true;
+  co.reconnect_interval = 10ms;
+  Consumer c(co);
+  constexpr std::uint64_t kFirst = 7, kSecond = 3;
+  auto read_all = [&](Producer& p, std::uint64_t n) {
+    for (std::uint64_t seq = 1; seq <= n; ++seq) {
+      ASSERT_EQ(publish_next(p), PublishStatus::published);
+      Frame f = next_frame(c);
+      ASSERT_TRUE(f) << "frame " << seq;
+      EXPECT_EQ(f.seq(), seq);
+      EXPECT_EQ(check_pattern(f.data(), f.size(), f.seq()), f.size());
+    }
+  };
+  {
+    Producer first(options(dir));
+    first.set_format(pattern_format(256));
+    ASSERT_TRUE(poll_until(
+        [&] {
+          c.next(10ms);
+          return c.connected();
+        },
+        5s));
+    read_all(first, kFirst);
+    EXPECT_EQ(c.counters().delivered, kFirst);
+    EXPECT_EQ(first.stats().consumers.at(0).delivered, kFirst);
+  }
+  ASSERT_TRUE(poll_until([&] { return c.next(10ms).type == EventType::disconnected; }, 5s));
+  Producer second(options(dir));
+  second.set_format(pattern_format(256));
+  ASSERT_TRUE(poll_until(
+      [&] {
+        c.next(10ms);
+        return c.connected() && second.consumer_count() == 1;
+      },
+      5s));
+  read_all(second, kSecond);
+  const ConsumerCounters counted = c.counters();
+  EXPECT_EQ(counted.delivered, kSecond) << "frames of the first producer counted too";
+  EXPECT_EQ(counted.skipped, 0u);
+  EXPECT_EQ(counted.producer_published, kSecond);
+  ASSERT_EQ(second.stats().consumers.size(), 1u);
+  EXPECT_EQ(second.stats().consumers[0].delivered, kSecond);
+  const ChannelStatus s = read_channel_status(dir.file("chan"));
+  ASSERT_EQ(s.consumers.size(), 1u);
+  EXPECT_EQ(s.consumers[0].delivered, kSecond);
+  EXPECT_EQ(s.published, kSecond);
+}

@@ -1,19 +1,27 @@
 // The producer's socket file: mode 0600 by default, a crashed producer's stale socket is
 // replaced, a live producer's is not (Errc::busy), and nothing that is not a socket is touched.
+// A consumer waits where a producer may yet come, and fails at once, naming the cause, where none
+// can (a regular file, a directory, a listener that does not speak cudaipc).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
+#include "foreign_listener.hpp"
+#include "poll_until.hpp"
 #include "temp_dir.hpp"
 #include "unique_fd.hpp"
 
 using namespace cudaipc;
+using namespace std::chrono_literals;
+using cudaipc::testing::ForeignListener;
+using cudaipc::testing::poll_until;
 using cudaipc::testing::TempDir;
 
 namespace {
@@ -93,12 +101,15 @@ TEST(Socket, LiveProducerMakesTheSecondOneBusy) {
   EXPECT_EQ(inode(dir.file("ch")), ino);
 }
 
+// Not "busy": no producer runs there, and saying so would send the user looking for one.
 TEST(Socket, NonSocketFileIsNotReplaced) {
   TempDir dir;
   std::ofstream(dir.file("ch")) << "precious";
   Error e = producer_error(at(dir.file("ch")));
-  EXPECT_EQ(e.code(), Errc::busy) << e.what();
-  EXPECT_NE(std::string(e.what()).find("not a socket"), std::string::npos) << e.what();
+  EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+  EXPECT_NE(std::string(e.what()).find("not a socket (it is a regular file)"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find(dir.file("ch")), std::string::npos) << e.what();
   std::string content;
   std::ifstream(dir.file("ch")) >> content;
   EXPECT_EQ(content, "precious");
@@ -139,4 +150,132 @@ TEST(Socket, ConsumerWithoutProducerIsDisconnected) {
   EXPECT_FALSE(waiting.connected());
   Event ev = waiting.next(std::chrono::milliseconds(20));
   EXPECT_TRUE(ev.type == EventType::disconnected || ev.type == EventType::timeout);
+}
+
+namespace {
+
+// The Error a consumer's constructor throws on `path` with reconnect on (which retries whatever
+// may pass), and how long it took; Errc::ok when it did not throw.
+struct ConnectResult {
+  Error error{Errc::ok, "no error"};
+  std::chrono::milliseconds took{0};
+};
+ConnectResult reconnecting_consumer_on(const std::string& path) {
+  ConsumerOptions co;
+  co.path = path;
+  co.reconnect = true;
+  ConnectResult r;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Consumer c(co);
+  } catch (const Error& e) {
+    r.error = e;
+  }
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  return r;
+}
+
+bool mentions(const Error& e, const std::string& text) {
+  return std::string(e.what()).find(text) != std::string::npos;
+}
+
+}  // namespace
+
+// Paths no producer can ever listen on fail at once, naming the path and what it is, even with
+// reconnect on: retrying there would wait for ever (issue #34). Only those.
+TEST(Socket, ConsumerFailsAtOnceOnlyWhereNoProducerCanEverListen) {
+  TempDir dir;
+  const std::string file = dir.file("file");
+  std::ofstream(file) << "not a socket";
+  const std::string subdir = dir.file("subdir");
+  ASSERT_EQ(::mkdir(subdir.c_str(), 0700), 0);
+  const struct {
+    std::string path, says;
+  } cases[] = {
+      {file, "is a regular file, not a socket"},
+      {subdir, "is a directory, not a socket"},
+      {file + "/ch", "is not a directory"},
+  };
+  for (const auto& c : cases) {
+    const ConnectResult r = reconnecting_consumer_on(c.path);
+    EXPECT_EQ(r.error.code(), Errc::invalid_argument) << c.path << ": " << r.error.what();
+    EXPECT_TRUE(mentions(r.error, c.path)) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, c.says)) << r.error.what();
+    EXPECT_LT(r.took, 1000ms) << c.path;
+  }
+  std::string content;
+  std::getline(std::ifstream(file), content);
+  EXPECT_EQ(content, "not a socket");  // looked at, never touched
+
+  // What may yet serve a consumer is still waited for: a path that does not exist yet, and a
+  // stale socket a killed producer left (ECONNREFUSED on a socket file), the documented
+  // reconnect case.
+  make_stale_socket(dir.file("stale"));
+  for (const std::string& path : {dir.file("missing"), dir.file("stale")}) {
+    const ConnectResult r = reconnecting_consumer_on(path);
+    EXPECT_EQ(r.error.code(), Errc::ok) << path << ": " << r.error.what();
+  }
+  ConsumerOptions co;
+  co.path = dir.file("stale");
+  co.reconnect = false;
+  try {
+    Consumer c(co);
+    ADD_FAILURE() << "connected to a stale socket";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::disconnected) << e.what();
+  }
+  // A producer that comes later serves the waiting consumer.
+  co.reconnect = true;
+  co.reconnect_interval = 10ms;
+  Consumer waiting(co);
+  Producer p(at(dir.file("stale")));
+  EXPECT_TRUE(poll_until(
+      [&] {
+        waiting.next(20ms);
+        return waiting.connected();
+      },
+      5s));
+}
+
+// A listener that does not speak cudaipc: another socket type, one that never answers the hello,
+// one that answers garbage. Each is a protocol error naming the path, not a wait.
+TEST(Socket, ConsumerOnAForeignListenerFailsNamingIt) {
+  TempDir dir;
+  {
+    ForeignListener stream(dir.file("stream"), SOCK_STREAM, "hi");
+    const ConnectResult r = reconnecting_consumer_on(dir.file("stream"));
+    EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, dir.file("stream"))) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, "socket of another type")) << r.error.what();
+    EXPECT_LT(r.took, 1000ms);
+  }
+  {
+    ForeignListener silent(dir.file("silent"), SOCK_SEQPACKET);
+    const ConnectResult r = reconnecting_consumer_on(dir.file("silent"));
+    EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, dir.file("silent"))) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, "not a cudaipc producer")) << r.error.what();
+    EXPECT_LT(r.took, 10000ms) << "the handshake's own timeout (3 s) bounds it";
+  }
+  {
+    ForeignListener garbage(dir.file("garbage"), SOCK_SEQPACKET,
+                            "HTTP/1.1 400 Bad Request\r\n\r\n");
+    const ConnectResult r = reconnecting_consumer_on(dir.file("garbage"));
+    EXPECT_EQ(r.error.code(), Errc::protocol) << r.error.what();
+    EXPECT_TRUE(mentions(r.error, "not a cudaipc endpoint")) << r.error.what();
+    EXPECT_LT(r.took, 1000ms);
+  }
+}
+
+// A producer does not take over a socket another program listens on with another socket type,
+// and does not call that program a cudaipc producer.
+TEST(Socket, SocketOfAnotherTypeIsNotReplaced) {
+  TempDir dir;
+  ForeignListener stream(dir.file("ch"), SOCK_STREAM);
+  const ino_t ino = inode(dir.file("ch"));
+  Error e = producer_error(at(dir.file("ch")));
+  EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+  EXPECT_TRUE(mentions(e, "another type")) << e.what();
+  EXPECT_EQ(inode(dir.file("ch")), ino);
 }

@@ -100,6 +100,8 @@ struct Event {
 };
 
 struct ConsumerCounters {
+  // Frames taken and passed over since this consumer connected to the current producer: they
+  // restart with each new connection, as producer_published does with each new producer.
   std::uint64_t delivered = 0;
   std::uint64_t skipped = 0;
   std::uint64_t producer_published = 0;
@@ -115,7 +117,10 @@ class Consumer {
  public:
   // Connects at once; throws (Errc::disconnected when nothing listens on the path,
   // permission_denied or version_mismatch when the producer refuses us) unless reconnect is set, in
-  // which case a failed first connect is retried by next().
+  // which case a failed first connect is retried by next(). A path no producer can ever serve is
+  // thrown at once, reconnect or not: Errc::invalid_argument for a regular file, a directory or a
+  // parent that is not a directory; Errc::protocol for a socket whose listener does not speak
+  // cudaipc (another socket type, no answer to the handshake within 3 s, garbage).
   explicit Consumer(const ConsumerOptions& options);
   ~Consumer();
   Consumer(const Consumer&) = delete;
