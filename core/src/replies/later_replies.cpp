@@ -79,6 +79,9 @@ std::uint64_t LaterReplies::add(std::shared_ptr<Pipeline> pipeline, const FrameD
       staging_.copy(place, d, stream, j.detections);
     else
       j.detections = d;
+    if (d.on_device && !d.n)  // nothing to copy, nor to read
+      j.detections.boxes = j.detections.scores = j.detections.labels = j.detections.rotation =
+          ResultArray{};
     // The names are copied: the caller's table is its own again once this returns.
     j.name_offsets.assign(d.name_offsets, d.name_offsets + (d.name_count ? d.name_count + 1 : 0));
     const auto* names = static_cast<const std::uint8_t*>(d.names);
