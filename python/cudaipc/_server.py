@@ -137,9 +137,10 @@ class Request:
         the frame, after the work queued on `stream` so far when one is given (CUDA: no CPU wait;
         tensors of a torch stream are ordered on it as they are exported). Detections that are
         torch tensors on the GPU (boxes, scores, integer labels, rotation) are not waited for:
-        they are copied to page-locked memory on `stream` (default: torch's current stream) and
-        the core sends the reply once that stream has run the copies, so the model's thread goes
-        on at once; other results on the GPU are copied to the host here. Never waits for the
+        their addresses go to the core in one call (no torch op here), which copies them to
+        page-locked memory on `stream` (default: torch's current stream) and sends the reply once
+        that stream has run the copies, so the model's thread goes on at once; other results on
+        the GPU are copied to the host here. Never waits for the
         filter: a reply it has no room
         for is sent later, in order, by the core. Returns False when the reply was given up at
         once (the filter holds every reply slot and more replies wait for it: it is gone or
@@ -158,8 +159,12 @@ class Request:
                 # Results still on the GPU: one call queues the copies, the reply and the release;
                 # the core sends the reply once the model's stream has run the copies.
                 if tensors is not None or meta is not None or metas is not None:
-                    size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas,
-                                    None)
+                    try:
+                        size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas,
+                                        None)
+                    except BaseException:
+                        frame.release(stream)
+                        raise
                     g.set_metas(0, w.address if size else 0, size)
                 raw, device = g.stream_of(stream, dev)
                 rc, sent = g.send(server._handle(), 1, raw, device)
