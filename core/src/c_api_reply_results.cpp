@@ -1,6 +1,7 @@
 #include "c_api_reply_results.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,12 @@
 #include "cudaipc/metas.hpp"
 
 namespace cudaipc::capi {
+
+// Python packs the struct with struct.Struct("@PPIIPPPPqqqqqIIIIPPII") (_server_gpu.py).
+static_assert(sizeof(cudaipc_reply_results) == 136 &&
+                  offsetof(cudaipc_reply_results, boxes_strides) == 56 &&
+                  offsetof(cudaipc_reply_results, names) == 112,
+              "cudaipc_reply_results's layout is the one Python packs");
 
 namespace {
 
