@@ -98,9 +98,8 @@ class GpuReplies:
             raise InvalidArgumentError(f"detections [{start}, {start + n}) of {total}")
         dev = boxes.get_device()
         bs = boxes.stride()
-        if total > 1 and bs[1] != 1 and bs[0] != 4 * bs[1] or bs[1] < 1:
-            boxes = boxes.contiguous()  # a layout one 2D copy cannot read
-            bs = boxes.stride()
+        if bs[1] < 1 or (total > 1 and bs[0] < 1):
+            return -1  # an expanded tensor: the host path copies it
         arrays = [0, 0, 0]
         strides = [1, 1, 1]
         dtypes = [0, 0, 0]
@@ -118,8 +117,7 @@ class GpuReplies:
                 v = v.reshape(-1)  # a view for [N, 1]: no copy
             st = v.stride(0)
             if st < 1 and total > 1:
-                v = v.contiguous()  # an expanded tensor
-                st = 1
+                return -1  # an expanded tensor: the host path copies it
             arrays[k] = v.data_ptr() + (start * st * v.element_size() if start else 0)
             strides[k] = st
             dtypes[k] = dt

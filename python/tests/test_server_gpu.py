@@ -110,7 +110,7 @@ def _batch(server, n):
 
 def test_reply_batch_answers_every_request_with_its_own_detections(tmp_path):
     """One call for a batch: float16 boxes read through a strided view ([N, 6] rows, the first 4
-    columns), int32 labels, float32 scores; every reply's boxes, labels and scores checked, while
+    columns) or transposed ([4, N] storage), int32 labels, float32 scores; every reply's boxes, labels and scores checked, while
     the GPU still spins for them."""
     requests, server, replies = _serve(tmp_path)
     with requests, server:
@@ -127,7 +127,9 @@ def test_reply_batch_answers_every_request_with_its_own_detections(tmp_path):
                 rows[:, :4] = torch.tensor([[k, 2 * k, 10 + k, 20 + k]], device="cuda",
                                            dtype=torch.float16) + torch.arange(
                     n, device="cuda", dtype=torch.float16)[:, None]
-                dets.append({"boxes": rows[:, :4],
+                # Odd requests: boxes as a [4, N] tensor transposed (each coordinate a row).
+                boxes = rows[:, :4] if k % 2 == 0 else rows[:, :4].t().contiguous().t()
+                dets.append({"boxes": boxes,
                              "labels": torch.arange(n, device="cuda", dtype=torch.int32) % 2,
                              "scores": torch.full((n,), 0.5, device="cuda")})
             server.reply_batch(reqs, dets, label_names=["cat", "dog"])

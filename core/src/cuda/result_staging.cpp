@@ -20,9 +20,10 @@ std::size_t aligned(std::size_t n) {
 }
 
 // One array's copy, packed into `dst`: one run when it is packed already, else a 2D copy whose
-// rows are its detections (or, for boxes strided within, its values).
+// rows are its detections (a box's values together), or for boxes strided within, one 2D copy per
+// coordinate (rows of one value, landing 4 values apart).
 void copy_array(const cuda::Driver& drv, const ResultArray& a, std::uint32_t n, std::uint32_t per,
-                std::uint8_t* dst, CUstream s, const char* name) {
+                std::uint8_t* dst, CUstream s) {
   const std::size_t es = dtype_size(a.dtype);
   const std::size_t row = per * es;
   const auto src = reinterpret_cast<CUdeviceptr>(a.data);
@@ -34,25 +35,24 @@ void copy_array(const cuda::Driver& drv, const ResultArray& a, std::uint32_t n, 
   }
   CUDA_MEMCPY2D c{};
   c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = src;
   c.dstMemoryType = CU_MEMORYTYPE_HOST;
-  c.dstHost = dst;
-  if (a.inner == 1) {  // each detection's values together, detections apart
-    c.srcPitch = static_cast<std::size_t>(stride) * es;
+  c.srcPitch = static_cast<std::size_t>(stride) * es;
+  c.Height = n;
+  if (a.inner == 1) {
+    c.srcDevice = src;
+    c.dstHost = dst;
     c.WidthInBytes = row;
-    c.Height = n;
-  } else if (stride == static_cast<std::int64_t>(per) * a.inner) {  // every value equally apart
-    c.srcPitch = static_cast<std::size_t>(a.inner) * es;
-    c.WidthInBytes = es;
-    c.Height = std::size_t{n} * per;
-  } else {
-    throw Error(Errc::invalid_argument,
-                std::string("a reply's ") + name + " with strides " + std::to_string(a.stride) +
-                    ", " + std::to_string(a.inner) +
-                    " (elements): give them with their values together or evenly apart");
+    c.dstPitch = row;
+    cuda::check(drv.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync of a reply's detections");
+    return;
   }
-  c.dstPitch = c.WidthInBytes;
-  cuda::check(drv.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync of a reply's detections");
+  c.WidthInBytes = es;
+  c.dstPitch = row;
+  for (std::uint32_t k = 0; k < per; ++k) {
+    c.srcDevice = src + k * static_cast<std::size_t>(a.inner) * es;
+    c.dstHost = dst + k * es;
+    cuda::check(drv.cuMemcpy2DAsync(&c, s), "cuMemcpy2DAsync of a reply's boxes");
+  }
 }
 
 }  // namespace
@@ -122,12 +122,11 @@ void ResultStaging::copy(std::size_t place, const ResultDetections& d, void* str
   out.on_device = false;
   const ResultArray* in[4] = {&d.boxes, &d.scores, &d.labels, &d.rotation};
   ResultArray* packed[4] = {&out.boxes, &out.scores, &out.labels, &out.rotation};
-  const char* names[4] = {"boxes", "scores", "labels", "rotation"};
   auto s = static_cast<CUstream>(stream);
   for (int k = 0; k < 4; ++k) {
     if (!in[k]->data) continue;
     const std::uint32_t per = k == 0 ? 4 : 1;
-    if (n) copy_array(drv, *in[k], n, per, at, s, names[k]);
+    if (n) copy_array(drv, *in[k], n, per, at, s);
     packed[k]->data = at;
     packed[k]->stride = per;
     packed[k]->inner = 1;
