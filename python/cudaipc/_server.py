@@ -130,6 +130,11 @@ class Request:
     def numpy(self) -> Any:
         return self.frame.numpy()
 
+    def torch(self, stream: Any = None) -> Any:
+        """The frame as a torch tensor (:meth:`Frame.torch`): ``torch.from_dlpack(req)`` without
+        torch's per-call Python."""
+        return self.frame.torch(stream)
+
     def reply(self, *, stream: Any = None, tensors: Any = None, detections: Any = None,
               classifications: Any = None, tracks: Any = None, relations: Any = None,
               meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:

@@ -173,3 +173,29 @@ def test_reply_batch_splits_one_batched_result_by_counts(tmp_path):
                 assert d["labels"] == [f"c{j}" for j in range(start, start + c)]
             start += c
         replies.close()
+
+
+def test_request_torch_views_the_frame_host_and_cuda(tmp_path):
+    """req.torch(): the frame as a torch tensor without torch.from_dlpack's per-call Python; host
+    frames give a CPU tensor, CUDA frames a CUDA tensor on the frame's device, every frame's
+    content checked; the tensor keeps the slot after the request is answered."""
+    for memory in ("host", "cuda"):
+        path = str(tmp_path / f"model-{memory}")
+        with cudaipc.Producer(path, memory=memory, num_slots=4, block_timeout=30) as requests, \
+                cudaipc.Server(path) as server:
+            requests.wait_for_consumers(1, timeout=10)
+            replies = cudaipc.Consumer(path + ".reply", timeout=10)
+            for i in range(1, 6):
+                x = torch.full((16, 3), i, dtype=torch.uint8,
+                               device="cuda" if memory == "cuda" else "cpu")
+                assert requests.publish(x, pts=i)
+                req = server.next(5)
+                t = req.torch()
+                assert t.device.type == ("cuda" if memory == "cuda" else "cpu")
+                assert t.shape == (16, 3) and t.dtype == torch.uint8
+                req.reply(meta={"i": i})
+                assert bool((t == i).all()), (memory, i)
+                del t
+                with replies.next(10) as f:
+                    assert f.meta == {"i": i}
+            replies.close()
