@@ -110,8 +110,8 @@ def _batch(server, n):
 
 def test_reply_batch_answers_every_request_with_its_own_detections(tmp_path):
     """One call for a batch: float16 boxes read through a strided view ([N, 6] rows, the first 4
-    columns) or transposed ([4, N] storage), int32 labels, float32 scores; every reply's boxes, labels and scores checked, while
-    the GPU still spins for them."""
+    columns) or transposed ([4, N] storage), int32 labels, float32 scores; every reply's boxes,
+    labels and scores checked, while the GPU still spins for them."""
     requests, server, replies = _serve(tmp_path)
     with requests, server:
         for rnd in range(3):

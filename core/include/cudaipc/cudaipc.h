@@ -573,9 +573,10 @@ typedef struct {
   uint32_t name_count;
   uint32_t flags; /* CUDAIPC_RESULTS_* */
 } cudaipc_reply_results;
-#define CUDAIPC_RESULTS_DETECTIONS 1u /* the reply has detections (n may be 0); else records only \
-                                       */
-#define CUDAIPC_RESULTS_HOST 2u       /* the arrays are host memory the stream's work fills */
+/* flags: the reply has detections (n may be 0; else host records only); its arrays are host
+ * memory the stream's work fills (else GPU memory, copied by the core). */
+#define CUDAIPC_RESULTS_DETECTIONS 1u
+#define CUDAIPC_RESULTS_HOST 2u
 /* Answers `count` requests (cudaipc_server_batch's, each once) with results the GPU is still
  * computing, without waiting, in one call: per reply, the arrays in GPU memory are copied on
  * `stream` into page-locked memory the server keeps (no allocation once it is large enough;
