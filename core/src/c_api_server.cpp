@@ -2,13 +2,12 @@
 // requests are handed out as ordinary frame handles that remember their pipeline.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "c_api_handles.hpp"
-#include "c_api_metas_writer.hpp"
+#include "c_api_reply_results.hpp"
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/server.hpp"
 
@@ -49,34 +48,6 @@ void take_answer(cudaipc_frame* request) {
   if (request->answered.exchange(true))
     throw cudaipc::Error(cudaipc::Errc::invalid_argument,
                          "request " + std::to_string(request->f.seq()) + " was already answered");
-}
-
-// The most labels named in decimal beyond a names table (a label past it is a model's class the
-// caller gave no name; a larger one is refused by the writer as the host path's would be).
-constexpr std::int64_t kMaxDecimalLabel = 65536;
-
-// Labels past `d`'s names table get their decimal text, as Python's host path names them: the
-// table is extended into `text`/`offsets` (which `d` then points to). The labels were read by the
-// GPU's copies only now, so this cannot happen before.
-void name_every_label(cudaipc_detections& d, std::string& text,
-                      std::vector<std::uint32_t>& offsets) {
-  if (!d.labels || !d.n) return;
-  std::int64_t top = -1;
-  for (std::uint32_t i = 0; i < d.n; ++i) top = std::max(top, d.labels[i]);
-  if (top < static_cast<std::int64_t>(d.name_count) || top >= kMaxDecimalLabel) return;
-  offsets.push_back(0);
-  for (std::uint32_t k = 0; k < d.name_count; ++k) {
-    text.append(reinterpret_cast<const char*>(d.names) + d.name_offsets[k],
-                d.name_offsets[k + 1] - d.name_offsets[k]);
-    offsets.push_back(static_cast<std::uint32_t>(text.size()));
-  }
-  for (std::int64_t k = d.name_count; k <= top; ++k) {
-    text += std::to_string(k);
-    offsets.push_back(static_cast<std::uint32_t>(text.size()));
-  }
-  d.names = reinterpret_cast<const std::uint8_t*>(text.data());
-  d.name_offsets = offsets.data();
-  d.name_count = static_cast<std::uint32_t>(top + 1);
 }
 
 cudaipc::Server& open_server(cudaipc_server* s) {
@@ -229,43 +200,48 @@ int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* 
                                uint32_t metas_size, uint64_t* ticket) {
   return guard([&] {
     cudaipc::Server& server = open_server(s);
-    if (metas_size && !metas)
-      throw cudaipc::Error(cudaipc::Errc::invalid_argument, "metas of a size but no bytes");
     take_answer(request);
-    // What is needed at encoding time is copied now: the detections' description (its arrays
-    // stay the caller's until the ticket is done) and the records ready on the host.
-    std::optional<cudaipc_detections> d;
-    if (detections) d = *detections;
-    std::vector<std::uint8_t> ready(static_cast<const std::uint8_t*>(metas),
-                                    static_cast<const std::uint8_t*>(metas) + metas_size);
-    auto encode = [d, ready = std::move(ready)](std::uint8_t* area, std::uint32_t capacity) {
-      cudaipc::capi::MetasWriter w;
-      w.begin(area, capacity);
-      if (d) {
-        cudaipc_detections named = *d;
-        std::string text;
-        std::vector<std::uint32_t> offsets;
-        name_every_label(named, text, offsets);
-        w.analytics(cudaipc::capi::kAnalyticsName, cudaipc::capi::analytics_of(named));
-      }
-      if (!ready.empty()) {
-        cudaipc::metas::AreaReader r(ready.data(), ready.size());
-        cudaipc::metas::Record rec;
-        while (r.next(&rec))
-          w.raw(static_cast<std::uint32_t>(rec.kind), rec.name, rec.body.data, rec.body.size);
-        if (r.error())
-          throw cudaipc::Error(cudaipc::Errc::invalid_argument,
-                               std::string("the reply's host records: ") + r.error());
-      }
-      return static_cast<std::uint32_t>(w.finish());
-    };
     try {
-      const std::uint64_t t =
-          server.send_reply_after(request->route, request->f.desc(), stream, std::move(encode));
+      cudaipc::ResultDetections d;
+      if (detections) d = cudaipc::capi::results_of(*detections);
+      const std::uint64_t t = server.send_reply_results(request->route, request->f.desc(), stream,
+                                                        detections ? &d : nullptr, metas,
+                                                        metas_size, cudaipc::capi::encode_results);
       if (ticket) *ticket = t;
     } catch (...) {
       request->answered.store(false);  // not sent: the caller may answer it another way
       throw;
+    }
+  });
+}
+
+int cudaipc_server_reply_results(cudaipc_server* s, void* stream,
+                                 const cudaipc_reply_results* replies, uint32_t count, int release,
+                                 uint32_t* sent, uint64_t* ticket) {
+  return guard([&] {
+    require(sent, "sent");
+    *sent = 0;
+    cudaipc::Server& server = open_server(s);
+    if (count) require(replies, "replies");
+    for (uint32_t i = 0; i < count; ++i) {
+      const cudaipc_reply_results& r = replies[i];
+      cudaipc_frame* request = r.request;
+      take_answer(request);
+      try {
+        const bool has = r.flags & CUDAIPC_RESULTS_DETECTIONS;
+        cudaipc::ResultDetections d;
+        if (has) d = cudaipc::capi::results_of(r);
+        const std::uint64_t t =
+            server.send_reply_results(request->route, request->f.desc(), stream, has ? &d : nullptr,
+                                      r.metas, r.metas_size, cudaipc::capi::encode_results);
+        if (ticket) *ticket = t;
+      } catch (...) {
+        request->answered.store(false);
+        throw;
+      }
+      ++*sent;
+      // Released even when ordering the release fails (then said after): the hold never stays.
+      if (release) cudaipc::capi::unref(request, stream, true);
     }
   });
 }

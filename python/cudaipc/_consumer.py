@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
 import time
 import warnings
 from ctypes import byref, c_int, c_uint32, c_uint64
@@ -104,6 +105,18 @@ def _stream_value(stream: Any) -> Tuple[int, int]:
             raise ValueError("stream 0 is ambiguous: pass 1 (legacy default) or 2 (per-thread)")
         return stream, 0
     return _cuda.stream_handle(stream), 0
+
+
+_RAW_STREAM: list = []
+
+
+def _current_raw_stream(torch: Any) -> Any:
+    """torch's current CUstream of a device, as an int (its private getter when it has one)."""
+    if not _RAW_STREAM:
+        f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _RAW_STREAM.append(f if f is not None else
+                           (lambda dev: torch.cuda.current_stream(dev).cuda_stream))
+    return _RAW_STREAM[0]
 
 
 class _HostView:
@@ -382,6 +395,32 @@ class Frame:
             if isinstance(err, InvalidArgumentError):
                 raise BufferError(str(err)) from None  # DLPack's error for "cannot export"
             raise err from None
+
+    def torch(self, stream: Any = None) -> Any:
+        """The frame as a torch tensor, zero-copy: ``torch.from_dlpack(frame)`` without its
+        per-call Python (a device string parsed and a Stream made for every frame). For CUDA
+        frames the reads are ordered on `stream` (default: torch's current stream on the frame's
+        device). The tensor keeps its own hold on the slot, as a DLPack export does."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            import torch  # noqa: F811 (first use only)
+        h = self._h
+        if h is None:
+            raise ClosedError(f"frame {self.seq} was released")
+        s = self._s
+        flags = 0
+        if not s.cuda:
+            raw = 0
+        elif stream is None:
+            raw = _current_raw_stream(torch)(s.device_id) or _STREAM_LEGACY
+        else:
+            raw, flags = _stream_value(stream)
+        try:
+            capsule = _frame_capsule(h, raw, flags)
+        except _CapsuleFailed as e:
+            raise _lib.capsule_error(e) from None
+        # A capsule (not an object with __dlpack__) goes straight to torch's C importer.
+        return torch.from_dlpack(capsule)
 
     @property
     def __cuda_array_interface__(self) -> dict:

@@ -32,7 +32,7 @@ from ctypes import POINTER, Structure, byref, c_char_p, c_int32, c_int64, c_uint
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _lib, _metas_io
-from ._server_gpu import GpuReplies, gpu_detections
+from ._server_gpu import GpuReplies
 from ._consumer import Frame, _format_of, _Shared
 from ._errors import ClosedError, InterruptedError, InvalidArgumentError
 
@@ -130,6 +130,11 @@ class Request:
     def numpy(self) -> Any:
         return self.frame.numpy()
 
+    def torch(self, stream: Any = None) -> Any:
+        """The frame as a torch tensor (:meth:`Frame.torch`): ``torch.from_dlpack(req)`` without
+        torch's per-call Python."""
+        return self.frame.torch(stream)
+
     def reply(self, *, stream: Any = None, tensors: Any = None, detections: Any = None,
               classifications: Any = None, tracks: Any = None, relations: Any = None,
               meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:
@@ -137,9 +142,10 @@ class Request:
         the frame, after the work queued on `stream` so far when one is given (CUDA: no CPU wait;
         tensors of a torch stream are ordered on it as they are exported). Detections that are
         torch tensors on the GPU (boxes, scores, integer labels, rotation) are not waited for:
-        they are copied to page-locked memory on `stream` (default: torch's current stream) and
-        the core sends the reply once that stream has run the copies, so the model's thread goes
-        on at once; other results on the GPU are copied to the host here. Never waits for the
+        their addresses go to the core in one call (no torch op here), which copies them to
+        page-locked memory on `stream` (default: torch's current stream) and sends the reply once
+        that stream has run the copies, so the model's thread goes on at once; other results on
+        the GPU are copied to the host here. Never waits for the
         filter: a reply it has no room
         for is sent later, in order, by the core. Returns False when the reply was given up at
         once (the filter holds every reply slot and more replies wait for it: it is gone or
@@ -150,18 +156,31 @@ class Request:
         if h is None:
             raise ClosedError(f"request {frame.seq} was already answered or released")
         w = server._writer
-        gpu = gpu_detections(detections, label_names) if classifications is None and \
-            tracks is None and relations is None else None
-        if gpu is not None:
-            # Results still on the GPU: the core sends them once the model's stream has run the
-            # copies queued here; this thread goes on at once.
-            try:
-                size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas, None)
-                stream = server._gpu.reply(server._handle(), frame, gpu, stream, label_names,
-                                           w.address, size)
-            finally:
-                frame.release(stream)
-            return True
+        if detections is not None and classifications is None and tracks is None and \
+                relations is None:
+            g = server._gpu
+            dev = g.pack(0, h, detections, label_names)
+            if dev >= 0:
+                # Results still on the GPU: one call queues the copies, the reply and the release;
+                # the core sends the reply once the model's stream has run the copies.
+                if tensors is not None or meta is not None or metas is not None:
+                    try:
+                        size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas,
+                                        None)
+                    except BaseException:
+                        frame.release(stream)
+                        raise
+                    g.set_metas(0, w.address if size else 0, size)
+                raw, device = g.stream_of(stream, dev)
+                rc, sent = g.send(server._handle(), 1, raw, device)
+                if sent:
+                    frame._h = None
+                    frame._m = None
+                else:
+                    frame.release(raw)
+                if rc:
+                    _lib.check(rc, f"replying to frame {frame.seq} of {self.path}")
+                return True
         try:
             size = w.encode(w.buffer(), tensors, detections, classifications, tracks, relations,
                             meta, metas, label_names)
@@ -242,7 +261,7 @@ class Server:
         _lib.check(lib.cudaipc_server_new(byref(o), byref(h)), f"serving {what}")
         self._h = h.value
         self._writer = _metas_io.MetaWriter(int(reply_meta_size))
-        self._gpu = GpuReplies()
+        self._gpu = GpuReplies(_MAX_BATCH)
         self._meta_stats = _metas_io.MetaStats()
         self._shared: Dict[int, _Shared] = {}  # per pipeline: its frames' description
         self._paths: Dict[int, str] = {i + 1: p for i, p in enumerate(plist)}
@@ -390,6 +409,75 @@ class Server:
         each pipeline's requests come in its order. Answer each; the filter pairs every reply
         with its own frame. An empty list when nothing came within `timeout`."""
         return self._wait(int(max_batch), float(max_delay), timeout)
+
+    def reply_batch(self, requests: Sequence[Request], detections: Any, *,
+                    counts: Optional[Sequence[int]] = None, label_names: Any = None,
+                    stream: Any = None) -> None:
+        """Answers a batch in one call: `detections` a list of one dict per request (torchvision's
+        list), or with `counts` one dict of the whole batch's detections, request i's being the
+        next counts[i] (boxes, scores, labels, rotation). Detections that are torch tensors on the
+        GPU are handed to the core without a torch call or a copy here (it copies them on `stream`,
+        default torch's current one, and sends each reply once that stream has run them); any
+        other result goes through :meth:`Request.reply`. Every request is answered and released,
+        in order."""
+        reqs = list(requests)
+        if counts is not None:
+            counts = [int(c) for c in counts]
+            if len(counts) != len(reqs):
+                raise InvalidArgumentError(f"{len(counts)} counts for {len(reqs)} requests")
+            per: List[Any] = [detections] * len(reqs)
+        else:
+            per = list(detections)
+            if len(per) != len(reqs):
+                raise InvalidArgumentError(f"{len(per)} detections for {len(reqs)} requests")
+        g = self._gpu
+        self._handle()
+        packed: List[Request] = []
+        device = -1
+        start = 0
+        try:
+            for i, r in enumerate(reqs):
+                fh = r.frame._h
+                if fh is None:
+                    raise ClosedError(f"request {r.frame.seq} was already answered or released")
+                c = None if counts is None else counts[i]
+                if len(packed) == _MAX_BATCH:
+                    self._send_packed(packed, stream, device)
+                    packed = []
+                dev = g.pack(len(packed), fh, per[i], label_names, start, c)
+                if dev >= 0 and packed and dev != device:
+                    # One call's replies go after one stream of one device: these go first.
+                    self._send_packed(packed, stream, device)
+                    packed = []
+                    dev = g.pack(0, fh, per[i], label_names, start, c)
+                if dev >= 0:
+                    device = dev
+                    packed.append(r)
+                else:
+                    d = per[i]
+                    if c is not None:
+                        d = {k: v[start:start + c] for k, v in d.items()}
+                    r.reply(detections=d, label_names=label_names, stream=stream)
+                start += c or 0
+        except BaseException:
+            for r in packed:
+                r.frame.release()
+            raise
+        if packed:
+            self._send_packed(packed, stream, device)
+
+    def _send_packed(self, packed: List[Request], stream: Any, device: int) -> None:
+        g = self._gpu
+        raw, guard = g.stream_of(stream, device)
+        rc, sent = g.send(self._handle(), len(packed), raw, guard)
+        for r in packed[:sent]:
+            r.frame._h = None
+            r.frame._m = None
+        if rc:
+            # The one that failed and those after it were neither answered nor released.
+            for r in packed[sent:]:
+                r.frame.release(raw)
+            _lib.check(rc, f"replying to frame {packed[sent].frame.seq} of {packed[sent].path}")
 
     def __iter__(self) -> Iterator[Request]:
         while self._h is not None:

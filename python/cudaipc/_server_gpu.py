@@ -1,153 +1,163 @@
-"""Replies from the GPU (cudaipc.h, cudaipc_server_reply_after): a detector's torch tensors on the
-GPU are copied into page-locked host memory on the model's stream, and the core encodes and sends
-the reply once that stream has run them. The model's thread never waits for its GPU: it queues
-the copies and goes on to the next batch (issue #30)."""
+"""Replies from the GPU (cudaipc.h, cudaipc_server_reply_results): a detector's torch tensors on
+the GPU are handed to the core as they are (addresses, dtypes, strides), one C call per reply or
+per batch. The core copies them on the model's stream into page-locked memory it keeps and sends
+each reply once that stream has run the copies. The model's thread never waits for its GPU and
+makes no torch call per reply beyond reading the tensors' description (issue #35)."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import struct
 import sys
-import time
-from ctypes import POINTER, byref, c_uint32, c_uint64, c_void_p
-from typing import Any, Dict, List, Optional
+from ctypes import POINTER, byref, c_int, c_uint32, c_uint64, c_void_p
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _cuda, _lib
+from ._errors import InvalidArgumentError
 from ._metas_analytics_write import Scratch
 
 lib = _lib.lib
-for _name, (_res, _args) in {
-    "cudaipc_server_reply_after": (ctypes.c_int, [c_void_p, c_void_p, c_void_p,
-                                                  POINTER(_lib.Detections), c_void_p, c_uint32,
-                                                  POINTER(c_uint64)]),
-    "cudaipc_server_replies_done": (c_uint64, [c_void_p]),
-}.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
-_reply_after = lib.cudaipc_server_reply_after
-_done = lib.cudaipc_server_replies_done
-_RING = 16  # replies whose staged results may be in flight at once; more wait for the oldest
+_f = lib.cudaipc_server_reply_results
+_f.restype = c_int
+_f.argtypes = [c_void_p, c_void_p, c_void_p, c_uint32, c_int, POINTER(c_uint32), POINTER(c_uint64)]
+_reply_results = _f
+
+# cudaipc_reply_results: request, metas, metas_size, n, boxes, scores, labels, rotation,
+# boxes_strides[2], scores/labels/rotation strides, four dtypes, names, name_offsets, name_count,
+# flags.
+RESULTS = struct.Struct("@PPIIPPPPqqqqqIIIIPPII")
+assert RESULTS.size == 136
+_METAS = struct.Struct("@PI")  # metas, metas_size
+_METAS_AT = 8
+_DETECTIONS, _HOST = 1, 2
 _KEYS = frozenset(("boxes", "scores", "labels", "rotation"))
-_NO_GUARD = contextlib.nullcontext()
+_FLOATS: Dict[Any, int] = {}
+_INTS: Dict[Any, int] = {}
 
 
-class _Slot:
-    """Page-locked host arrays one reply's detections land in, and the reply's ticket."""
-
-    __slots__ = ("cap", "boxes", "scores", "labels", "rotation", "ptr", "ticket", "args",
-                 "args_ref", "table")
-
-    def __init__(self, torch: Any, cap: int) -> None:
-        self.cap = cap
-        self.boxes = torch.empty((cap, 4), dtype=torch.float32, pin_memory=True)
-        self.scores = torch.empty(cap, dtype=torch.float32, pin_memory=True)
-        self.labels = torch.empty(cap, dtype=torch.int64, pin_memory=True)
-        self.rotation = torch.empty(cap, dtype=torch.float32, pin_memory=True)
-        self.ptr = (self.boxes.data_ptr(), self.scores.data_ptr(), self.labels.data_ptr(),
-                    self.rotation.data_ptr())
-        self.ticket = 0
-        self.table: Any = None  # the label names the core reads, kept until the ticket is done
-        self.args = _lib.Detections()
-        self.args_ref = byref(self.args)
+def _dtypes(torch: Any) -> None:
+    _FLOATS.update({torch.float32: 10, torch.float16: 9, torch.bfloat16: 12, torch.float64: 11})
+    _INTS.update({torch.int64: 4, torch.int32: 3})
 
 
-def gpu_detections(det: Any, label_names: Any) -> Optional[Dict[str, Any]]:
-    """A torchvision-style dict whose tensors are all on one CUDA device (boxes, and optional
-    scores, integer labels, rotation; nothing else), with its label names a list when it has
-    labels, else None (the host path takes it)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(det, dict) or not _KEYS.issuperset(det):
-        return None
-    if det.get("labels") is not None and not isinstance(label_names, (list, tuple)):
-        return None
-    boxes = det.get("boxes")
-    if not isinstance(boxes, torch.Tensor) or boxes.device.type != "cuda" or \
-            boxes.dim() != 2 or boxes.shape[1] != 4 or not boxes.dtype.is_floating_point:
-        return None
-    n = boxes.shape[0]
-    for k in ("scores", "labels", "rotation"):
-        v = det.get(k)
-        if v is None:
-            continue
-        if not isinstance(v, torch.Tensor) or v.device != boxes.device or v.numel() != n:
-            return None
-        if k == "labels" and v.dtype.is_floating_point:
-            return None
-    return det
+def _raw_stream(torch: Any) -> Any:
+    f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if f is not None:
+        return f
+    return lambda dev: torch.cuda.current_stream(dev).cuda_stream
 
 
 class GpuReplies:
-    """A server's staging ring for replies from the GPU."""
+    """A server's packing of replies whose detections are torch tensors on the GPU: a buffer of
+    cudaipc_reply_results made once, the label names' table cached."""
 
-    def __init__(self) -> None:
-        self._slots: List[Optional[_Slot]] = [None] * _RING
-        self._next = 0
+    def __init__(self, capacity: int) -> None:
+        self._buf = (ctypes.c_uint8 * (RESULTS.size * capacity))()
+        self._addr = ctypes.addressof(self._buf)
+        self._capacity = capacity
         self._scratch = Scratch()
+        self._sent = c_uint32()
         self._ticket = c_uint64()
-        self._ticket_ref = byref(self._ticket)
+        self._refs = (byref(self._sent), byref(self._ticket))
+        self._torch: Any = None
+        self._current: Any = None
 
-    def _slot(self, server: int, torch: Any, n: int) -> _Slot:
-        i = self._next
-        self._next = (i + 1) % _RING
-        slot = self._slots[i]
-        if slot is not None and slot.ticket and _done(server) < slot.ticket:
-            # Every slot holds a reply still on its way: the GPU is _RING replies behind.
-            while _done(server) < slot.ticket:
-                time.sleep(0.0001)
-        if slot is None or slot.cap < n:
-            slot = self._slots[i] = _Slot(torch, max(n, 256))
-        return slot
+    def _setup(self) -> Any:
+        torch = sys.modules.get("torch")
+        if torch is not None and self._torch is None:
+            _dtypes(torch)
+            self._current = _raw_stream(torch)
+            self._torch = torch
+        return torch
 
-    @staticmethod
-    def _copies(slot: _Slot, n: int, boxes: Any, scores: Any, labels: Any, rotation: Any) -> None:
-        a = slot.args
-        slot.boxes[:n].copy_(boxes, non_blocking=True)
-        if scores is not None:
-            slot.scores[:n].copy_(scores.reshape(-1), non_blocking=True)
-            a.scores = slot.ptr[1]
-        if labels is not None and n:
-            slot.labels[:n].copy_(labels.reshape(-1), non_blocking=True)
-            a.labels = slot.ptr[2]
-        if rotation is not None:
-            slot.rotation[:n].copy_(rotation.reshape(-1), non_blocking=True)
-            a.rotation = slot.ptr[3]
+    def set_metas(self, i: int, address: int, size: int) -> None:
+        """Reply `i`'s records ready on the host (a meta area the core copies)."""
+        _METAS.pack_into(self._buf, i * RESULTS.size + _METAS_AT, address, size)
 
-    def reply(self, server: int, frame: Any, det: Dict[str, Any], stream: Any,
-              label_names: Any, area: int, size: int) -> Any:
-        """Queues the copies and the reply; the stream (a torch.cuda.Stream) the frame's release
-        is ordered after."""
-        torch = sys.modules["torch"]
-        boxes = det["boxes"]
-        current = torch.cuda.current_stream(boxes.device)
-        s = stream if isinstance(stream, torch.cuda.Stream) else current
-        n = int(boxes.shape[0])
-        slot = self._slot(server, torch, n)
-        a = slot.args
-        a.n = n
-        a.boxes = slot.ptr[0]
-        a.scores = a.labels = a.rotation = a.names = a.name_offsets = None
-        a.name_count = 0
-        scores, labels, rotation = det.get("scores"), det.get("labels"), det.get("rotation")
-        slot.table = None
-        if labels is not None and n:
+    def pack(self, i: int, h: int, det: Any, label_names: Any, start: int = 0,
+             count: Optional[int] = None) -> int:
+        """Writes reply `i` of the buffer: `det` a dict of CUDA tensors (boxes [N, 4], optional
+        scores, labels, rotation of N), or its detections [start, start + count) only; the device
+        index of its boxes, or -1 when `det` is not such (the host path takes it)."""
+        torch = self._torch
+        if torch is None:
+            torch = self._setup()
+            if torch is None:
+                return -1
+        if type(det) is not dict or not _KEYS.issuperset(det):
+            return -1
+        boxes = det.get("boxes")
+        if type(boxes) is not torch.Tensor or not boxes.is_cuda or boxes.dim() != 2:
+            return -1
+        total, four = boxes.shape
+        bdt = _FLOATS.get(boxes.dtype)
+        if four != 4 or bdt is None:
+            return -1
+        n = total if count is None else count
+        if start < 0 or n < 0 or start + n > total:
+            raise InvalidArgumentError(f"detections [{start}, {start + n}) of {total}")
+        dev = boxes.get_device()
+        bs = boxes.stride()
+        if bs[1] < 1 or (total > 1 and bs[0] < 1):
+            return -1  # an expanded tensor: the host path copies it
+        arrays = [0, 0, 0]
+        strides = [1, 1, 1]
+        dtypes = [0, 0, 0]
+        for k, key in enumerate(("scores", "labels", "rotation")):
+            v = det.get(key)
+            if v is None:
+                continue
+            if type(v) is not torch.Tensor or not v.is_cuda or v.get_device() != dev or \
+                    v.numel() != total:
+                return -1
+            dt = (_INTS if k == 1 else _FLOATS).get(v.dtype)
+            if dt is None:
+                return -1
+            if v.dim() != 1:
+                v = v.reshape(-1)  # a view for [N, 1]: no copy
+            st = v.stride(0)
+            if st < 1 and total > 1:
+                return -1  # an expanded tensor: the host path copies it
+            arrays[k] = v.data_ptr() + (start * st * v.element_size() if start else 0)
+            strides[k] = st
+            dtypes[k] = dt
+        names = offsets = None
+        count = 0
+        if arrays[1] and n:
+            if not isinstance(label_names, (list, tuple)):
+                return -1
             # Labels past the list are named by the core in decimal, as the host path does.
-            slot.table = self._scratch.table(label_names, 0)
-            a.names, a.name_offsets = slot.table.at
-            a.name_count = len(slot.table)
-        # torch names its default stream 0, the C API's "no stream" (host results): the legacy
-        # default stream is CU_STREAM_LEGACY there, the current device's; the results' device
-        # is made current so that it is theirs.
-        other_device = boxes.device.index != torch.cuda.current_device()
-        with torch.cuda.device(boxes.device) if other_device else _NO_GUARD:
-            if s != current:  # the copies go on the results' stream
-                with torch.cuda.stream(s):
-                    self._copies(slot, n, boxes, scores, labels, rotation)
-            else:
-                self._copies(slot, n, boxes, scores, labels, rotation)
-            rc = _reply_after(server, frame._h, s.cuda_stream or _cuda.STREAM_LEGACY,
-                              slot.args_ref, area or None, size, self._ticket_ref)
-        if rc:
-            _lib.check(rc, f"replying to frame {frame.seq}")
-        slot.ticket = self._ticket.value
-        return s
+            table = self._scratch.table(label_names, 0)
+            names, offsets = table.at
+            count = len(table)
+        at = boxes.data_ptr() + (start * bs[0] * boxes.element_size() if start else 0)
+        RESULTS.pack_into(self._buf, i * RESULTS.size, h, 0, 0, n, at,
+                          arrays[0], arrays[1], arrays[2], bs[0], bs[1], strides[0], strides[1],
+                          strides[2], bdt, dtypes[0], dtypes[1], dtypes[2], names, offsets, count,
+                          _DETECTIONS)
+        return dev
+
+    def stream_of(self, stream: Any, dev: int) -> Tuple[int, Any]:
+        """The CUstream the replies go after (`stream`, else torch's current one on `dev`), and
+        the device to make current while they are queued (None: the current one is right)."""
+        if stream is None:
+            raw = self._current(dev)
+        else:
+            raw = getattr(stream, "cuda_stream", None)
+            if raw is None:
+                raw = _cuda.stream_handle(stream)
+        if raw:
+            return raw, None
+        # torch's default stream is the legacy one: the results' device must be current.
+        torch = self._torch
+        return _cuda.STREAM_LEGACY, None if dev == torch.cuda.current_device() else dev
+
+    def send(self, server: int, count: int, stream: int, device: Optional[int]) -> Tuple[int, int]:
+        """Queues the replies packed and releases their requests; (status, replies queued)."""
+        sent_ref, ticket_ref = self._refs
+        if device is None:
+            rc = _reply_results(server, stream, self._addr, count, 1, sent_ref, ticket_ref)
+        else:
+            with self._torch.cuda.device(device):
+                rc = _reply_results(server, stream, self._addr, count, 1, sent_ref, ticket_ref)
+        return rc, self._sent.value

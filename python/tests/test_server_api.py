@@ -113,3 +113,44 @@ def test_a_second_server_on_a_path_is_busy(tmp_path):
     with cudaipc.Server(a):
         with pytest.raises(cudaipc.BusyError):
             cudaipc.Server(a)
+
+
+def test_reply_batch_answers_each_request_with_its_own_host_results(tmp_path):
+    """reply_batch with host arrays (the path that is not the GPU's): one dict per request, then
+    one batched dict split by counts; every reply's boxes and labels checked, every request
+    released."""
+    a = str(tmp_path / "a")
+    with requester(a) as ra, cudaipc.Server(a) as server:
+        served(ra)
+        replies = cudaipc.Consumer(a + ".reply", timeout=10)
+        for i in range(6):
+            ra.publish(np.full(4, i, np.uint8))
+        reqs = []
+        deadline = time.monotonic() + 5
+        while len(reqs) < 6 and time.monotonic() < deadline:
+            reqs += server.batch(6 - len(reqs), timeout=1)
+        assert [int(r.numpy()[0]) for r in reqs] == list(range(6))
+        first, second = reqs[:3], reqs[3:]
+        server.reply_batch(first, [{"boxes": np.array([[k, k, k + 10, k + 20]], np.float32),
+                                    "labels": np.array([k % 2])} for k in range(3)],
+                           label_names=["a", "b"])
+        counts = [1, 0, 2]
+        boxes = np.arange(12, dtype=np.float32).reshape(3, 4)
+        server.reply_batch(second, {"boxes": boxes, "labels": np.array([0, 1, 0])},
+                           counts=counts, label_names=["a", "b"])
+        assert all(r.frame.released for r in reqs)
+        for k in range(3):
+            with replies.next(5) as f:
+                d = f.detections
+                np.testing.assert_array_equal(d["boxes"], [[k, k, k + 10, k + 20]])
+                assert d["labels"] == [["a", "b"][k % 2]]
+        start = 0
+        for c in counts:
+            with replies.next(5) as f:
+                d = f.detections
+                np.testing.assert_array_equal(d["boxes"].reshape(-1, 4), boxes[start:start + c])
+                assert d["labels"] == [["a", "b", "a"][j] for j in range(start, start + c)]
+            start += c
+        with pytest.raises(cudaipc.InvalidArgumentError, match="2 counts for 3 requests"):
+            server.reply_batch(first, {"boxes": boxes}, counts=[1, 2])
+        replies.close()

@@ -87,3 +87,115 @@ def test_an_unsynchronised_tensor_from_another_stream_is_ordered_on_it(tmp_path)
                 np.testing.assert_array_equal(f.detections["boxes"],
                                               np.full((3, 4), i, np.float32))
         replies.close()
+
+
+def _serve(tmp_path, slots=8):
+    path = str(tmp_path / "model")
+    requests = cudaipc.Producer(path, memory="host", num_slots=slots)
+    server = cudaipc.Server(path)
+    deadline = time.monotonic() + 10
+    while requests.consumers == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return requests, server, cudaipc.Consumer(path + ".reply", timeout=10)
+
+
+def _batch(server, n):
+    reqs = []
+    deadline = time.monotonic() + 10
+    while len(reqs) < n and time.monotonic() < deadline:
+        reqs += server.batch(n - len(reqs), timeout=1)
+    assert len(reqs) == n
+    return reqs
+
+
+def test_reply_batch_answers_every_request_with_its_own_detections(tmp_path):
+    """One call for a batch: float16 boxes read through a strided view ([N, 6] rows, the first 4
+    columns) or transposed ([4, N] storage), int32 labels, float32 scores; every reply's boxes,
+    labels and scores checked, while the GPU still spins for them."""
+    requests, server, replies = _serve(tmp_path)
+    with requests, server:
+        for rnd in range(3):
+            for i in range(4):
+                requests.publish(np.full(8, 4 * rnd + i, np.uint8))
+            reqs = _batch(server, 4)
+            torch.cuda._sleep(50_000_000)
+            dets = []
+            for r in reqs:
+                k = int(r.numpy()[0])
+                n = k % 3 + 1  # 1..3 detections
+                rows = torch.zeros((n, 6), device="cuda", dtype=torch.float16)
+                rows[:, :4] = torch.tensor([[k, 2 * k, 10 + k, 20 + k]], device="cuda",
+                                           dtype=torch.float16) + torch.arange(
+                    n, device="cuda", dtype=torch.float16)[:, None]
+                # Odd requests: boxes as a [4, N] tensor transposed (each coordinate a row).
+                boxes = rows[:, :4] if k % 2 == 0 else rows[:, :4].t().contiguous().t()
+                dets.append({"boxes": boxes,
+                             "labels": torch.arange(n, device="cuda", dtype=torch.int32) % 2,
+                             "scores": torch.full((n,), 0.5, device="cuda")})
+            server.reply_batch(reqs, dets, label_names=["cat", "dog"])
+            assert all(r.frame.released for r in reqs)
+            for _ in range(4):
+                with replies.next(10) as f:
+                    d = f.detections
+                    n = len(d["labels"])
+                    assert n >= 1
+                    first = d["boxes"][0]
+                    k = int(first[0])
+                    assert n == k % 3 + 1
+                    want = np.array([[k + j, 2 * k + j, 10 + k + j, 20 + k + j]
+                                     for j in range(n)], np.float32)
+                    np.testing.assert_array_equal(d["boxes"], want)
+                    assert d["labels"] == [["cat", "dog"][j % 2] for j in range(n)]
+                    np.testing.assert_allclose(d["scores"], [0.5] * n)
+        replies.close()
+
+
+def test_reply_batch_splits_one_batched_result_by_counts(tmp_path):
+    """A batch's detections as one set of tensors with per-request counts: request i's are the
+    next counts[i] rows, sliced in C by address (a request with none gets an empty reply)."""
+    requests, server, replies = _serve(tmp_path)
+    with requests, server:
+        for i in range(3):
+            requests.publish(np.full(8, i, np.uint8))
+        reqs = _batch(server, 3)
+        counts = [2, 0, 3]
+        boxes = torch.arange(5 * 4, device="cuda", dtype=torch.float32).reshape(5, 4)
+        labels = torch.arange(5, device="cuda")
+        server.reply_batch(reqs, {"boxes": boxes, "labels": labels}, counts=counts,
+                           label_names=[f"c{j}" for j in range(5)])
+        start = 0
+        for c in counts:
+            with replies.next(10) as f:
+                d = f.detections
+                np.testing.assert_array_equal(
+                    d["boxes"].reshape(-1, 4),
+                    np.arange(start * 4, (start + c) * 4, dtype=np.float32).reshape(c, 4))
+                assert d["labels"] == [f"c{j}" for j in range(start, start + c)]
+            start += c
+        replies.close()
+
+
+def test_request_torch_views_the_frame_host_and_cuda(tmp_path):
+    """req.torch(): the frame as a torch tensor without torch.from_dlpack's per-call Python; host
+    frames give a CPU tensor, CUDA frames a CUDA tensor on the frame's device, every frame's
+    content checked; the tensor keeps the slot after the request is answered."""
+    for memory in ("host", "cuda"):
+        path = str(tmp_path / f"model-{memory}")
+        with cudaipc.Producer(path, memory=memory, num_slots=4, block_timeout=30) as requests, \
+                cudaipc.Server(path) as server:
+            requests.wait_for_consumers(1, timeout=10)
+            replies = cudaipc.Consumer(path + ".reply", timeout=10)
+            for i in range(1, 6):
+                x = torch.full((16, 3), i, dtype=torch.uint8,
+                               device="cuda" if memory == "cuda" else "cpu")
+                assert requests.publish(x, pts=i)
+                req = server.next(5)
+                t = req.torch()
+                assert t.device.type == ("cuda" if memory == "cuda" else "cpu")
+                assert t.shape == (16, 3) and t.dtype == torch.uint8
+                req.reply(meta={"i": i})
+                assert bool((t == i).all()), (memory, i)
+                del t
+                with replies.next(10) as f:
+                    assert f.meta == {"i": i}
+            replies.close()

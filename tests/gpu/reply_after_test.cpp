@@ -137,5 +137,69 @@ TEST_F(ReplyAfter, AnIdleStreamAndAFailingEncoder) {
   EXPECT_GT(server_->replies_done(), t1);
 }
 
+// The reply's boxes and labels as the core read them: the encoder's host arrays, raw.
+std::uint32_t raw_boxes_and_labels(const ReadyResults& r, std::uint8_t* area,
+                                   std::uint32_t capacity) {
+  const std::size_t need = r.n * (4 * sizeof(float) + sizeof(std::int64_t));
+  if (need > capacity || !r.detections || !r.boxes || !r.labels)
+    throw Error(Errc::invalid_argument, "unexpected results");
+  std::memcpy(area, r.boxes, r.n * 4 * sizeof(float));
+  std::memcpy(area + r.n * 4 * sizeof(float), r.labels, r.n * sizeof(std::int64_t));
+  return static_cast<std::uint32_t>(need);
+}
+
+// send_reply_results with GPU arrays (Python's path): boxes strided ([n, 6] rows, 4 read), int32
+// labels; the core copies them on the stream behind a 300 ms spin and returns at once; each reply
+// carries exactly the values the stream left, converted (float32 boxes, int64 labels).
+TEST_F(ReplyAfter, DeviceArraysAreCopiedByTheCoreBehindTheModelsWork) {
+  constexpr std::uint32_t n = 5;
+  cuda::DeviceAllocation rows = cuda::make_device_allocation(kernels_->context(), n * 6 * 4);
+  cuda::DeviceAllocation labels = cuda::make_device_allocation(kernels_->context(), n * 4);
+  cuda::DeviceAllocation spin = cuda::make_device_allocation(kernels_->context(), kResult);
+  cuda::HostAllocation staged = cuda::make_host_allocation(kernels_->context(), n * 10 * 4);
+  for (std::uint64_t key = 1; key <= 3; ++key) {
+    Request r = request(key);
+    ASSERT_TRUE(r);
+    auto* host_rows = static_cast<float*>(staged.get());
+    auto* host_labels = reinterpret_cast<std::int32_t*>(host_rows + n * 6);
+    for (std::uint32_t i = 0; i < n * 6; ++i) host_rows[i] = static_cast<float>(key * 1000 + i);
+    for (std::uint32_t i = 0; i < n; ++i) host_labels[i] = static_cast<std::int32_t>(key + i);
+    kernels_->slow_fill(kernels_->own_stream(), spin.get(), kResult, key, 300 * kMs);
+    {
+      cuda::ScopedContext current(kernels_->context()->get());
+      const cuda::Driver& d = cuda::driver();
+      cuda::check(d.cuMemcpyHtoDAsync(rows.get(), host_rows, n * 6 * 4, kernels_->own_stream()),
+                  "cuMemcpyHtoDAsync");
+      cuda::check(d.cuMemcpyHtoDAsync(labels.get(), host_labels, n * 4, kernels_->own_stream()),
+                  "cuMemcpyHtoDAsync");
+    }
+    ResultDetections det;
+    det.n = n;
+    det.boxes.data = reinterpret_cast<const void*>(rows.get());
+    det.boxes.dtype = DType::float32;
+    det.boxes.stride = 6;
+    det.labels.data = reinterpret_cast<const void*>(labels.get());
+    det.labels.dtype = DType::int32;
+    const auto t0 = Clock::now();
+    const std::uint64_t ticket = server_->send_reply_results(
+        r, r.frame.desc(), kernels_->own_stream(), &det, nullptr, 0, raw_boxes_and_labels);
+    EXPECT_LT(Clock::now() - t0, 100ms) << "the reply waited for the GPU";
+    EXPECT_LT(server_->replies_done(), ticket) << "done before the copies ran";
+    const std::vector<std::uint8_t> got = reply();
+    ASSERT_EQ(got.size(), n * (16 + 8));
+    std::vector<float> boxes(n * 4);
+    std::vector<std::int64_t> ls(n);
+    std::memcpy(boxes.data(), got.data(), n * 16);
+    std::memcpy(ls.data(), got.data() + n * 16, n * 8);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      for (std::uint32_t k = 0; k < 4; ++k)
+        EXPECT_EQ(boxes[i * 4 + k], static_cast<float>(key * 1000 + i * 6 + k))
+            << "key " << key << " box " << i;
+      EXPECT_EQ(ls[i], static_cast<std::int64_t>(key + i));
+    }
+    cuda::check(cuda::driver().cuStreamSynchronize(kernels_->own_stream()), "sync");
+  }
+}
+
 }  // namespace
 }  // namespace cudaipc

@@ -3,7 +3,9 @@
 // the counters, and the errors a caller can make (answering twice, a consumer's frame).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -234,6 +236,120 @@ TEST(CApiServer, ReplyAfterMergesDetectionsAndNamesEveryLabel) {
   while (cudaipc_server_replies_done(s) < ticket && Clock::now() < until)
     std::this_thread::sleep_for(1ms);
   EXPECT_EQ(cudaipc_server_replies_done(s), ticket);
+  cudaipc_server_free(s);
+}
+
+// The objects of a reply's analytics record, as "x y w h confidence label" each.
+std::vector<std::string> objects_of(const std::string& reply) {
+  std::vector<std::string> out;
+  cudaipc::metas::AreaReader r(reply.data(), reply.size());
+  cudaipc::metas::Record rec;
+  while (r.next(&rec)) {
+    if (rec.kind != cudaipc::metas::RecordKind::analytics) continue;
+    cudaipc::metas::AnalyticsView v;
+    std::string error;
+    if (!v.parse(rec.body, &error)) return {"malformed: " + error};
+    for (std::uint32_t i = 0; i < v.mtd_count(); ++i) {
+      cudaipc::metas::Mtd m;
+      if (!v.mtd(i, &m, &error)) return {"malformed: " + error};
+      char text[128];
+      std::snprintf(text, sizeof text, "%d %d %d %d %.3f %.*s", m.od.x, m.od.y, m.od.w, m.od.h,
+                    m.od.confidence, static_cast<int>(m.od.label.size()), m.od.label.data());
+      out.emplace_back(text);
+    }
+  }
+  return out;
+}
+
+// cudaipc_server_reply_results with host arrays (the GPU path without its copies): one call
+// answers and releases a batch of two; float16 boxes strided between detections, float64 scores,
+// int32 labels strided, a label past the names named in decimal; a reply of host records only;
+// a dtype refused names the cause and leaves the request the caller's.
+TEST(CApiServer, ReplyResultsTakesDtypesAndStridesForABatchInOneCall) {
+  cudaipc::testing::TempDir dir;
+  const std::string a = dir.file("a");
+  Pipeline pa(a, 1);
+  const char* paths[] = {a.c_str()};
+  cudaipc_server_options o;
+  cudaipc_server_options_init(&o);
+  o.paths = paths;
+  o.path_count = 1;
+  cudaipc_server* s = nullptr;
+  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  ASSERT_TRUE(pa.connect_replies());
+  pa.send(1);
+  pa.send(2);
+  pa.send(3);
+  cudaipc_request_view v[3];
+  uint32_t count = 0;
+  const auto until = Clock::now() + 5s;
+  while (count < 3 && Clock::now() < until) {
+    uint32_t got = 0;
+    ASSERT_EQ(cudaipc_server_batch(s, 3 - count, 0, kSecond, v + count, &got, nullptr), CUDAIPC_OK);
+    count += got;
+  }
+  ASSERT_EQ(count, 3u);
+  // float16 1 2 30 40 and 5 6 70 80, each box 8 elements from the last (junk between).
+  std::uint16_t boxes[16];
+  std::fill(std::begin(boxes), std::end(boxes), std::uint16_t{0x7bff});
+  const std::uint16_t values[8] = {0x3c00, 0x4000, 0x4f80, 0x5100, 0x4500, 0x4600, 0x5460, 0x5500};
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) boxes[i * 8 + k] = values[i * 4 + k];
+  const double scores[2] = {0.5, 0.25};
+  const std::int32_t labels[4] = {1, -1, 9, -1};  // stride 2
+  const char names[] = "aball";
+  const std::uint32_t offsets[3] = {0, 1, 5};
+  std::vector<std::uint8_t> area(256);
+  cudaipc::metas::AreaWriter w(area.data(), area.size());
+  ASSERT_TRUE(w.add_record(cudaipc::metas::RecordKind::serialized, "x-note", "hello", 5));
+  cudaipc_reply_results r[2] = {};
+  r[0].request = v[0].frame.frame;
+  r[0].n = 2;
+  r[0].boxes = boxes;
+  r[0].boxes_strides[0] = 8;
+  r[0].boxes_strides[1] = 1;
+  r[0].boxes_dtype = 9;
+  r[0].scores = scores;
+  r[0].scores_stride = 1;
+  r[0].scores_dtype = 11;
+  r[0].labels = labels;
+  r[0].labels_stride = 2;
+  r[0].labels_dtype = 3;
+  r[0].names = reinterpret_cast<const std::uint8_t*>(names);
+  r[0].name_offsets = offsets;
+  r[0].name_count = 2;
+  r[0].flags = CUDAIPC_RESULTS_DETECTIONS | CUDAIPC_RESULTS_HOST;
+  r[1].request = v[1].frame.frame;
+  r[1].metas = area.data();
+  r[1].metas_size = static_cast<uint32_t>(w.size());
+  uint32_t sent = 0;
+  std::uint64_t ticket = 0;
+  ASSERT_EQ(cudaipc_server_reply_results(s, nullptr, r, 2, 1, &sent, &ticket), CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_EQ(sent, 2u);
+  EXPECT_EQ(ticket, 2u);
+  EXPECT_EQ(objects_of(pa.reply()),
+            (std::vector<std::string>{"1 2 29 38 0.500 ball", "5 6 65 74 0.250 9"}));
+  const std::string second = pa.reply();
+  EXPECT_TRUE(objects_of(second).empty());
+  EXPECT_NE(second.find("hello"), std::string::npos);
+
+  cudaipc_reply_results bad = r[0];
+  bad.request = v[2].frame.frame;
+  bad.scores_dtype = 4;  // int64 scores
+  EXPECT_EQ(cudaipc_server_reply_results(s, nullptr, &bad, 1, 1, &sent, &ticket),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sent, 0u);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("scores of dtype 4"), std::string::npos)
+      << cudaipc_last_error();
+  // Still the caller's, and still answerable.
+  bad.scores_dtype = 10;
+  bad.scores = nullptr;
+  bad.n = 0;
+  ASSERT_EQ(cudaipc_server_reply_results(s, nullptr, &bad, 1, 0, &sent, &ticket), CUDAIPC_OK)
+      << cudaipc_last_error();
+  EXPECT_TRUE(objects_of(pa.reply()).empty());
+  cudaipc_frame_release(v[2].frame.frame);
   cudaipc_server_free(s);
 }
 

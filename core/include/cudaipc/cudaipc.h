@@ -550,6 +550,46 @@ int cudaipc_server_reply_after(cudaipc_server* s, cudaipc_frame* request, void* 
                                const cudaipc_detections* detections, const void* metas,
                                uint32_t metas_size, uint64_t* ticket);
 uint64_t cudaipc_server_replies_done(cudaipc_server* s);
+/* One reply of cudaipc_server_reply_results: a detector's results as the model left them.
+ * Arrays: the address of element 0 (NULL: absent), a dtype of cudaipc_tensor's numbering (boxes,
+ * scores, rotation: 10 float32, 9 float16, 12 bfloat16, 11 float64; labels: 4 int64, 3 int32),
+ * and strides in elements: from one detection to the next, and for boxes from one of a box's
+ * x1 y1 x2 y2 to the next (a box's values together, or all evenly apart). Labels index the names
+ * table (as cudaipc_detections'; labels past it are named in decimal). */
+typedef struct {
+  cudaipc_frame* request;
+  const void* metas; /* records ready on the host (a meta area), written after the detections */
+  uint32_t metas_size;
+  uint32_t n;
+  const void* boxes;
+  const void* scores;
+  const void* labels;
+  const void* rotation;
+  int64_t boxes_strides[2];
+  int64_t scores_stride, labels_stride, rotation_stride;
+  uint32_t boxes_dtype, scores_dtype, labels_dtype, rotation_dtype;
+  const uint8_t* names;
+  const uint32_t* name_offsets;
+  uint32_t name_count;
+  uint32_t flags; /* CUDAIPC_RESULTS_* */
+} cudaipc_reply_results;
+/* flags: the reply has detections (n may be 0; else host records only); its arrays are host
+ * memory the stream's work fills (else GPU memory, copied by the core). */
+#define CUDAIPC_RESULTS_DETECTIONS 1u
+#define CUDAIPC_RESULTS_HOST 2u
+/* Answers `count` requests (cudaipc_server_batch's, each once) with results the GPU is still
+ * computing, without waiting, in one call: per reply, the arrays in GPU memory are copied on
+ * `stream` into page-locked memory the server keeps (no allocation once it is large enough;
+ * CU_STREAM_LEGACY for the legacy default stream, never NULL with GPU arrays), the names and
+ * records are copied now, and the core writes and publishes the reply once the stream has run the
+ * copies. Nothing the caller passed is read after the call but the GPU arrays, which the stream's
+ * copies read in their turn. With `release`, each request queued is then released after `stream`
+ * (cudaipc_frame_release_after: its handle is gone). *sent: the replies queued, in order; on a
+ * failure replies[*sent] is the one that failed (not answered nor released) and the rest were not
+ * tried. *ticket: the last queued reply's, as cudaipc_server_reply_after's. */
+int cudaipc_server_reply_results(cudaipc_server* s, void* stream,
+                                 const cudaipc_reply_results* replies, uint32_t count, int release,
+                                 uint32_t* sent, uint64_t* ticket);
 /* The request's pipeline format: its caps (valid while the frame is held), generation, the
  * CUstream the server orders its reads of that pipeline on (NULL for host memory). */
 int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,

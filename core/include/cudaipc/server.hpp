@@ -114,6 +114,50 @@ struct ServerPipelineInfo {
   std::uint64_t replies_lost = 0;  // not taken by the filter in time (gone or stuck)
 };
 
+// One array of a detector's results where the model left it: its first element, dtype, and the
+// elements from one detection to the next (`stride`) and, for boxes, from one coordinate of a box
+// to the next (`inner`). No data: absent.
+struct ResultArray {
+  const void* data = nullptr;
+  DType dtype = DType::invalid;
+  std::int64_t stride = 1;
+  std::int64_t inner = 1;
+};
+
+// A detector's results for Server::send_reply_results: `n` boxes (x1 y1 x2 y2; float32, float16,
+// bfloat16 or float64), scores and rotation (the same dtypes), labels (int64 or int32 indexes
+// into the names table: UTF-8 back to back, name i at [name_offsets[i], name_offsets[i + 1])).
+// `on_device`: the arrays are GPU memory (the server copies them); else host memory the work on
+// the reply's stream fills, read once it has run.
+struct ResultDetections {
+  std::uint32_t n = 0;
+  ResultArray boxes, scores, labels, rotation;
+  const std::uint8_t* names = nullptr;
+  const std::uint32_t* name_offsets = nullptr;
+  std::uint32_t name_count = 0;
+  bool on_device = true;
+};
+
+// The results of a reply as its encoder gets them, on the host: boxes n x 4 float32, scores and
+// rotation float32, labels int64 (nullptr: absent), the names table, and the records that were
+// ready on the host. `detections`: the reply has detections (maybe none).
+struct ReadyResults {
+  bool detections = false;
+  std::uint32_t n = 0;
+  const float* boxes = nullptr;
+  const float* scores = nullptr;
+  const float* rotation = nullptr;
+  const std::int64_t* labels = nullptr;
+  const std::uint8_t* names = nullptr;
+  const std::uint32_t* name_offsets = nullptr;
+  std::uint32_t name_count = 0;
+  const std::uint8_t* metas = nullptr;
+  std::uint32_t metas_size = 0;
+};
+// Writes a reply's meta area from its results; its size (throws: sent without results).
+using ResultEncoder = std::uint32_t (*)(const ReadyResults& results, std::uint8_t* area,
+                                        std::uint32_t capacity);
+
 class Server {
  public:
   // Creates the reply channel of every path given (Errc::busy when another live process serves
@@ -163,6 +207,15 @@ class Server {
   // reply_after() without the release (the C API's frames end their leases themselves).
   std::uint64_t send_reply_after(const Request& route, const FrameDesc& request, void* stream,
                                  Encoder encode);
+  // reply_after() for a detector's results as the model left them (`results`: null for none),
+  // with `metas_size` bytes of records ready on the host: arrays in GPU memory are copied on
+  // `stream` into page-locked memory the server keeps (no allocation per reply once it is large
+  // enough), the names and records are copied now, and `encode` writes the reply on the server's
+  // thread once the stream has run the copies. Nothing of the caller's is read after it returns
+  // but the device arrays, which the stream's copies read in their turn.
+  std::uint64_t send_reply_results(const Request& route, const FrameDesc& request, void* stream,
+                                   const ResultDetections* results, const void* metas,
+                                   std::uint32_t metas_size, ResultEncoder encode);
   std::uint64_t replies_done() const noexcept;
   // reply() without the release, for callers that end the lease themselves (the C API, whose
   // frames live on in DLPack exports): `route` is the request as handed out (its frame may have

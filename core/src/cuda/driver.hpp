@@ -82,6 +82,7 @@ namespace cudaipc::cuda {
   X(cuModuleGetFunction, 2000)                     \
   X(cuLaunchKernel, 4000)                          \
   X(cuMemAllocHost, 3020)                          \
+  X(cuMemHostAlloc, 2020)                          \
   X(cuMemFreeHost, 2000)
 
 struct Driver {

@@ -134,6 +134,9 @@ class ServerImpl {
   bool event(ServerEvent& out);
   std::uint64_t send_reply_after(const Request& route, const FrameDesc& request, void* stream,
                                  Server::Encoder encode);
+  std::uint64_t send_reply_results(const Request& route, const FrameDesc& request, void* stream,
+                                   const ResultDetections* results, const void* metas,
+                                   std::uint32_t metas_size, ResultEncoder encode);
   std::uint64_t replies_done() const noexcept;
   std::uint32_t add(const std::string& path, bool from_directory);
   void interrupt() noexcept;
@@ -173,6 +176,7 @@ class ServerImpl {
   // Made on the first reply_after(): a thread only for models that answer from the GPU.
   mutable std::mutex later_mu_;
   std::unique_ptr<detail::LaterReplies> later_;
+  detail::LaterReplies& later();  // under later_mu_
   void backlog_due() noexcept;
 };
 
@@ -542,12 +546,25 @@ std::uint64_t ServerImpl::send_reply_after(const Request& route, const FrameDesc
                                            void* stream, Server::Encoder encode) {
   if (!route.pipeline_) throw Error(Errc::invalid_argument, "not a request of this server");
   if (!encode) throw Error(Errc::invalid_argument, "reply_after needs an encoder");
-  StreamPoint point = StreamPoint::after(stream);
   std::lock_guard<std::mutex> lock(later_mu_);
+  return later().add(route.pipeline_, request, stream, std::move(encode));
+}
+
+std::uint64_t ServerImpl::send_reply_results(const Request& route, const FrameDesc& request,
+                                             void* stream, const ResultDetections* results,
+                                             const void* metas, std::uint32_t metas_size,
+                                             ResultEncoder encode) {
+  if (!route.pipeline_) throw Error(Errc::invalid_argument, "not a request of this server");
+  if (!encode) throw Error(Errc::invalid_argument, "a reply's results need an encoder");
+  std::lock_guard<std::mutex> lock(later_mu_);
+  return later().add(route.pipeline_, request, stream, results, metas, metas_size, encode);
+}
+
+detail::LaterReplies& ServerImpl::later() {
   if (!later_)
     later_ =
         std::make_unique<detail::LaterReplies>(options_.reply_meta_size, [this] { backlog_due(); });
-  return later_->add(route.pipeline_, request, std::move(point), std::move(encode));
+  return *later_;
 }
 
 std::uint64_t ServerImpl::replies_done() const noexcept {
@@ -617,6 +634,13 @@ std::uint64_t Server::reply_after(Request& request, void* stream, Encoder encode
 std::uint64_t Server::send_reply_after(const Request& route, const FrameDesc& request, void* stream,
                                        Encoder encode) {
   return impl_->send_reply_after(route, request, stream, std::move(encode));
+}
+
+std::uint64_t Server::send_reply_results(const Request& route, const FrameDesc& request,
+                                         void* stream, const ResultDetections* results,
+                                         const void* metas, std::uint32_t metas_size,
+                                         ResultEncoder encode) {
+  return impl_->send_reply_results(route, request, stream, results, metas, metas_size, encode);
 }
 
 std::uint64_t Server::replies_done() const noexcept {
