@@ -199,8 +199,13 @@ case "$cmd" in
     else
       configure build
       status=0
-      meson test -C build --print-errorlogs --num-processes 2 --no-suite docs || status=1
+      meson test -C build --print-errorlogs --num-processes 2 --no-suite docs \
+        --no-suite python-examples || status=1
       python_tests || status=1
+      # Examples whose model is Python (a detector and a GStreamer application reading its boxes),
+      # with the package as pip installed it above. Their own log, beside testlog.json.
+      CUDAIPC_PYTHON="$PWD/build/python-venv/bin/python" meson test -C build --print-errorlogs \
+        --suite python-examples --logbase python-examples-testlog || status=1
       # The documented commands (tests/docs), with the package as pip installed it above: the
       # README's python3 lines run in build/python-venv. Its own log, beside testlog.json.
       CUDAIPC_DOCS_PATH="$PWD/build/python-venv/bin" meson test -C build --print-errorlogs \
