@@ -4,7 +4,8 @@
 #   scripts/dev.sh demo            build and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU),
 #                                  then install the Python package into build/python-venv and
-#                                  run its pytest suites, then the documented commands (tests/docs)
+#                                  run its pytest suites, the examples whose model is Python
+#                                  (suite python-examples), then the documented commands (tests/docs)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
 #   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
