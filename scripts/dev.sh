@@ -5,7 +5,8 @@
 #                                  tests) and run the two-process demo
 #   scripts/dev.sh test            build and run every test suite (GPU suites skip without a GPU),
 #                                  then install the Python package into build/python-venv and
-#                                  run its pytest suites, then the documented commands (tests/docs)
+#                                  run its pytest suites, the examples whose model is Python
+#                                  (suite python-examples), then the documented commands (tests/docs)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
 #   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
@@ -227,8 +228,13 @@ case "$cmd" in
     else
       configure build
       status=0
-      meson test -C build --print-errorlogs --num-processes 2 --no-suite docs || status=1
+      meson test -C build --print-errorlogs --num-processes 2 --no-suite docs \
+        --no-suite python-examples || status=1
       python_tests || status=1
+      # Examples whose model is Python (a detector and a GStreamer application reading its boxes),
+      # with the package as pip installed it above. Their own log, beside testlog.json.
+      CUDAIPC_PYTHON="$PWD/build/python-venv/bin/python" meson test -C build --print-errorlogs \
+        --suite python-examples --logbase python-examples-testlog || status=1
       # The documented commands (tests/docs), with the package as pip installed it above: the
       # README's python3 lines run in build/python-venv. Its own log, beside testlog.json.
       CUDAIPC_DOCS_PATH="$PWD/build/python-venv/bin" meson test -C build --print-errorlogs \

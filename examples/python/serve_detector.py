@@ -3,7 +3,8 @@
 every pipeline on the socket paths given (or in --directory), answering each frame with the
 objects found in it. Each pipeline pushes the original buffer on with the detections attached (a
 GstAnalyticsRelationMeta on GStreamer 1.24+), so `objectdetectionoverlay` right after the filter
-draws them.
+draws them. GStreamer 1.22 has neither: there the boxes are a GstCustomMeta named
+CudaipcAnalyticsMeta, which examples/appsink_detections.cpp prints (docs/metas.md).
 
   python3 examples/python/serve_detector.py $XDG_RUNTIME_DIR/cudaipc/detector &
   gst-launch-1.0 videotestsrc pattern=ball is-live=true \\

@@ -74,6 +74,12 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
   st->counts.metas_received.fetch_add(dc.received, std::memory_order_relaxed);
   st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
   st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
+  if (const unsigned gaps = version_gaps(dc)) {
+    if (const unsigned fresh = gaps & ~st->told_version_gaps.fetch_or(gaps))
+      GST_ELEMENT_WARNING(self, STREAM, NOT_IMPLEMENTED, ("%s", version_gap_warning(fresh).c_str()),
+                          ("told once; later replies are counted in stats (metas-received, "
+                           "metas-unknown)"));
+  }
   if (dc.bad) {
     st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
     if (!st->warned_bad_metas.exchange(true))

@@ -73,6 +73,7 @@ struct FilterState {
   // serves again.
   bool model_wait_spent = false;
   std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false};
+  std::atomic<unsigned> told_version_gaps{0};  // VersionGap bits warned about since READY
 
   Counters counts;
 };

@@ -372,6 +372,7 @@ static bool open_channel(GstCudaIpcFilter* self) {
   st->model_replying.store(false);
   st->warned_bad_reply = false;
   st->warned_bad_metas = false;
+  st->told_version_gaps = 0;
   start_reply_reader(self);
   GST_INFO_OBJECT(self, "frames on %s, results from %s, %u in flight", st->producer->path().c_str(),
                   st->reply_path.c_str(), s.max_inflight);

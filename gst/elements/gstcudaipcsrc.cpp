@@ -84,6 +84,7 @@ struct SrcState {
   MetaFilter meta_filter;
   std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
   bool warned_bad_metas = false;
+  unsigned told_version_gaps = 0;  // VersionGap bits warned about since start()
 };
 
 void clear_pool(GstBufferPool** pool) {
@@ -141,6 +142,12 @@ static void add_metas(GstCudaIpcRingSrc* self, const std::uint8_t* metas, std::u
   if (counts.received) st->metas_received.fetch_add(counts.received, std::memory_order_relaxed);
   if (counts.unknown) st->metas_unknown.fetch_add(counts.unknown, std::memory_order_relaxed);
   if (counts.filtered) st->metas_filtered.fetch_add(counts.filtered, std::memory_order_relaxed);
+  if (const unsigned gaps = version_gaps(counts) & ~st->told_version_gaps) {
+    st->told_version_gaps |= gaps;
+    GST_ELEMENT_WARNING(self, STREAM, NOT_IMPLEMENTED, ("%s", version_gap_warning(gaps).c_str()),
+                        ("told once; later frames are counted in stats (metas-received, "
+                         "metas-unknown)"));
+  }
   if (counts.bad) {
     st->metas_bad.fetch_add(counts.bad, std::memory_order_relaxed);
     if (!st->warned_bad_metas) {
@@ -252,6 +259,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->metas_bad.store(0);
   st->metas_filtered.store(0);
   st->warned_bad_metas = false;
+  st->told_version_gaps = 0;
   st->refusal.clear();
   return TRUE;
 }

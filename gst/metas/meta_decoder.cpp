@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cudaipc/metas.hpp"
+#include "metas/analytics_custom_meta.h"
 #include "metas/analytics_records.h"
 #include "metas/custom_records.h"
 #include "metas/custom_values.h"
@@ -69,7 +70,9 @@ void decode_metas(const std::uint8_t* area, std::uint32_t bytes, const MetaFilte
   const bool analytics = analytics_api_type() != 0;
   const bool tensors = tensor_meta_api_type_or_0() != 0;
   while (reader.next(&rec)) {
-    if (!filter.allows(rec.name)) {
+    // Without analytics metas their records arrive as CudaipcAnalyticsMeta: either name selects.
+    const bool as_custom = !analytics && rec.kind == metas::RecordKind::analytics;
+    if (!filter.allows(rec.name, as_custom ? kAnalyticsCustomMetaName : std::string_view{})) {
       ++counts->filtered;
       continue;
     }
@@ -78,15 +81,25 @@ void decode_metas(const std::uint8_t* area, std::uint32_t bytes, const MetaFilte
     std::uint32_t skipped = 0;
     switch (rec.kind) {
       case metas::RecordKind::analytics:
-        unknown = !analytics;
-        ok = analytics && attach_analytics(buf, rec.body, &skipped, &why);
+        if (analytics) {
+          ok = attach_analytics(buf, rec.body, &skipped, &why);
+        } else {
+          ok = attach_analytics_as_custom(buf, rec.body, &skipped, &why);
+          counts->as_custom += ok;
+        }
         break;
       case metas::RecordKind::tensors:
         unknown = !tensors;
+        counts->tensors_no_api += unknown;
         ok = tensors && attach_tensors(buf, rec.body, &why);
         break;
       case metas::RecordKind::custom:
-        ok = attach_custom(buf, rec.name, rec.body, &why);
+        // Made here from analytics records only: one from a peer would be sent on as analytics.
+        if (!analytics && is_analytics_custom_meta(rec.name))
+          why = std::string("custom meta '") + kAnalyticsCustomMetaName +
+                "' is made from analytics records on this GStreamer, not taken from a peer";
+        else
+          ok = attach_custom(buf, rec.name, rec.body, &why);
         break;
       case metas::RecordKind::reference_timestamp:
         ok = attach_reference_timestamp(buf, rec.body, &why);
@@ -112,6 +125,35 @@ void decode_metas(const std::uint8_t* area, std::uint32_t bytes, const MetaFilte
     ++counts->bad;
     if (error->empty()) *error = reader.error();
   }
+}
+
+unsigned version_gaps(const DecodeCounts& counts) {
+  if (analytics_api_type() != 0) return 0;
+  return (counts.as_custom ? kAnalyticsAsCustom : 0u) |
+         (counts.tensors_no_api ? kTensorsSkipped : 0u);
+}
+
+std::string version_gap_warning(unsigned gaps) {
+  guint major = 0, minor = 0, micro = 0, nano = 0;
+  gst_version(&major, &minor, &micro, &nano);
+  const std::string version =
+      std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
+  std::string text;
+  if (gaps & kAnalyticsAsCustom)
+    text += std::string("GStreamer ") + version +
+            " has no analytics metas (they need 1.24): detections, classifications and tracks "
+            "are attached as a GstCustomMeta named \"" +
+            kAnalyticsCustomMetaName +
+            "\" instead (segmentation masks are skipped and counted in stats, metas-unknown).";
+  if (gaps & kTensorsSkipped)
+    text += std::string(text.empty() ? "" : " ") + "GStreamer " + version +
+            " has no tensor metas (they need 1.26): tensor metas are skipped and counted in "
+            "stats (metas-unknown).";
+  if (!text.empty())
+    text +=
+        " docs/metas.md, section \"GStreamer 1.22: analytics as a custom meta\", says how to "
+        "read them and what is skipped.";
+  return text;
 }
 
 }  // namespace cudaipc::gst

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cudaipc/metas.hpp"
+#include "metas/analytics_custom_meta.h"
 #include "metas/analytics_records.h"
 #include "metas/custom_records.h"
 #include "metas/tensor_meta.h"
@@ -55,11 +56,16 @@ std::uint32_t encode_metas(GstBuffer* buf, const MetaFilter& filter, std::uint8_
     const char* api_name = g_type_name(api);
     const char* custom_name = nullptr;
     const bool custom = is_custom_meta(meta, &custom_name);
-    if (!filter.allows(api_name, custom ? custom_name : "")) continue;
+    // Without analytics metas, CudaipcAnalyticsMeta stands for them: it leaves as their record.
+    const bool as_analytics = !analytics && custom && is_analytics_custom_meta(custom_name);
+    if (!filter.allows(as_analytics ? kAnalyticsApiName : api_name, custom ? custom_name : ""))
+      continue;
     Encoded r;
     std::uint32_t skipped = 0;
     if (analytics && api == analytics) {
       r = encode_analytics(meta, w, &skipped);
+    } else if (as_analytics) {
+      r = encode_analytics_custom(meta, w, &skipped);
     } else if (tensors && api == tensors) {
       r = encode_tensors(meta, w);
     } else if (custom) {

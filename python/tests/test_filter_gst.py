@@ -188,7 +188,8 @@ def test_serve_detector_finds_the_ball_in_every_frame(tmp_path, memory):
         assert len(lines) == n
         boxes = ball_boxes(lines, w, h)
         if boxes is None:
-            pytest.skip("GStreamer 1.22 has no analytics metas (the custom-meta test covers it)")
+            pytest.skip("GStreamer 1.22 has no analytics metas: tests/gst/example_detections.py "
+                        "reads the boxes from its CudaipcAnalyticsMeta")
         assert all(len(b) == 1 for b in boxes), [i for i, b in enumerate(boxes) if len(b) != 1]
     finally:
         server.send_signal(signal.SIGTERM)

@@ -1127,6 +1127,32 @@ std::vector<Bytes> seeds() {
     }));
   }
 #endif
+  // A model's reply as the core's writer lays it out for Python's detections=, classifications=
+  // and tracks= (each tied to its detection): on a GStreamer without analytics metas (1.22) it
+  // becomes a CudaipcAnalyticsMeta, which is sent on as an analytics record again.
+  out.push_back(area_seed([](metas::AreaWriter& w) {
+    std::uint8_t* b =
+        w.begin_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", 1024);
+    if (!b) fail("the analytics seed does not fit");
+    metas::AnalyticsWriter aw(b, 1024, 5);
+    metas::ObjectDetection ball, cube;
+    ball.x = 10, ball.y = 20, ball.w = 30, ball.h = 40, ball.confidence = 0.75f;
+    ball.label = "ball";
+    cube.x = 1, cube.y = 2, cube.w = 3, cube.h = 4, cube.confidence = 0.5f, cube.label = "cube";
+    cube.oriented = true, cube.r = 0.25f;
+    aw.add_object_detection(0, ball);
+    aw.add_object_detection(1, cube);
+    const metas::ClassEntry colours[] = {{0.875f, "red"}, {0.125f, "blue"}};
+    aw.add_classification(2, colours, 2);
+    metas::Tracking t;
+    t.tracking_id = 42, t.first_seen = 1, t.last_seen = 2;
+    aw.add_tracking(3, t);
+    aw.add_tracking(4, t);
+    aw.add_relation(0, 2, 4);
+    aw.add_relation(2, 0, 2);
+    aw.add_relation(0, 3, 8);
+    w.commit_record(aw.finish());
+  }));
   // The hostile records of issue #28, each beside a normal record (the frame's other metas must
   // still arrive): a value nested 30 000 levels deep, names GStreamer refuses, GTypes that cannot
   // hold a value.

@@ -66,12 +66,35 @@ std::vector<std::uint8_t> result_for(std::uint32_t index) {
   return area;
 }
 
+// A detector's result for a frame: "filter-result" as above, and a detection whose box's x is
+// the frame's index (an analytics record, as Python's detections= writes it).
+std::vector<std::uint8_t> detection_for(std::uint32_t index) {
+  std::vector<std::uint8_t> area(1024);
+  metas::AreaWriter w(area.data(), area.size());
+  if (std::uint8_t* b = w.begin_record(metas::RecordKind::custom, "filter-result", 128)) {
+    metas::CustomWriter cw(b, 128);
+    cw.add_int64("index", index);
+    w.commit_record(cw.finish());
+  }
+  if (std::uint8_t* b =
+          w.begin_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", 512)) {
+    metas::AnalyticsWriter aw(b, 512, 1);
+    metas::ObjectDetection od;
+    od.x = static_cast<std::int32_t>(index), od.y = 1, od.w = 2, od.h = 3, od.label = "ball";
+    aw.add_object_detection(0, od);
+    w.commit_record(aw.finish());
+  }
+  area.resize(w.size());
+  return area;
+}
+
 enum class Behaviour {
   answer,      // each request at once
   swap_pairs,  // requests 2k+1 answered before 2k
   noisy,       // each answered, then again, plus replies naming no frame of this run
   later,       // each answered through Server::reply_after (the GPU path's queue; no stream)
   silent,      // never answers
+  detect,      // each request at once, with detection_for()
 };
 
 // A model process's loop on a thread: cudaipc::Server, answering per `Behaviour`.
@@ -96,7 +119,8 @@ class Model {
     const Frame& f = req.frame;
     std::uint32_t idx;
     std::memcpy(&idx, f.data(), 4);
-    const std::vector<std::uint8_t> r = result_for(idx);
+    const std::vector<std::uint8_t> r =
+        behaviour_ == Behaviour::detect ? detection_for(idx) : result_for(idx);
     if (behaviour_ == Behaviour::noisy) {
       // The same answer twice, one naming a frame far ahead, one another run's, one malformed.
       // A server's reply channel drops what its filter has no room for; these wait for room.
@@ -168,6 +192,7 @@ struct Out {
   std::vector<std::uint8_t> bytes;
   int results = 0;     // filter-result metas on the buffer
   gint64 result = -1;  // the first one's index
+  gint box_x = -1;     // GStreamer 1.22: the CudaipcAnalyticsMeta's first object's x
   GstClockTime pts = GST_CLOCK_TIME_NONE;
 };
 
@@ -233,6 +258,12 @@ class FilterPipeline {
       gint64 idx = -1;
       gst_structure_get_int64(gst_custom_meta_get_structure(cm), "index", &idx);
       if (o.results++ == 0) o.result = idx;
+    }
+    if (GstCustomMeta* cm = gst_buffer_get_custom_meta(buf, "CudaipcAnalyticsMeta")) {
+      const GValue* objects = gst_structure_get_value(gst_custom_meta_get_structure(cm), "objects");
+      if (objects && gst_value_array_get_size(objects) == 1)
+        gst_structure_get_int(gst_value_get_structure(gst_value_array_get_value(objects, 0)), "x",
+                              &o.box_x);
     }
     {
       std::lock_guard<std::mutex> lock(self->mu_);
@@ -309,6 +340,45 @@ TEST_F(FilterTest, EveryFrameComesBackWithItsOwnResult) {
   EXPECT_EQ(p.stat("answered"), static_cast<guint64>(kN));
   EXPECT_EQ(p.stat("passed"), 0u);
   EXPECT_EQ(model.requests(), kN);
+}
+
+// GStreamer 1.22 has no analytics metas: a model's detections arrive as the CudaipcAnalyticsMeta
+// custom meta, each on its own frame, and the filter says so in one warning (docs/metas.md). On
+// 1.24+ nothing of this: they are analytics metas, without a warning.
+TEST_F(FilterTest, DetectionsWithoutAnalyticsMetasArriveAsACustomMetaWithOneWarning) {
+#ifdef CUDAIPC_HAVE_ANALYTICS
+  constexpr bool kAsCustom = false;
+#else
+  constexpr bool kAsCustom = true;
+#endif
+  FilterPipeline p(path_, "max-inflight=4");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::detect);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  constexpr int kN = 30;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  expect_answered(out, kN);
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(out[i].box_x, kAsCustom ? i : -1) << "frame " << i;
+  EXPECT_EQ(p.stat("metas-received"), 2u * kN);
+  EXPECT_EQ(p.stat("metas-unknown"), 0u);
+  std::vector<std::string> warnings;
+  while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
+    GError* err = nullptr;
+    gst_message_parse_warning(m.get(), &err, nullptr);
+    warnings.push_back(err ? err->message : "");
+    g_clear_error(&err);
+  }
+  if (!kAsCustom) {
+    EXPECT_TRUE(warnings.empty()) << warnings[0];
+    return;
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  for (const char* part :
+       {"GStreamer 1.", "has no analytics metas", "\"CudaipcAnalyticsMeta\"", "docs/metas.md"})
+    EXPECT_NE(warnings[0].find(part), std::string::npos) << part << " in: " << warnings[0];
 }
 
 // The queue of replies computed on the GPU (reply_after), here with nothing to wait for: every
