@@ -443,7 +443,9 @@ class Consumer:
     frame of the new format. With ``reconnect`` (default) a lost producer is waited for and a new
     one on the same path is joined (``on_disconnect`` is called with the reason); without it,
     ``next`` raises :class:`cudaipc.ConnectionError`. Constructing without reconnect raises
-    ConnectionError when no producer listens on the path."""
+    ConnectionError when no producer listens on the path. `device` (CUDA channels: where frames
+    are read; None: the producer's device) is an ordinal, ``"cuda"``, ``"cuda:N"`` or a
+    ``torch.device``."""
 
     def __init__(self, path: str, mode: str = "every-frame", timeout: Optional[float] = None,
                  device: Any = None, reconnect: bool = True,

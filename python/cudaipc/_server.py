@@ -188,8 +188,13 @@ class Server:
 
     Iterating yields :class:`Request` objects until ``close()``; ``next(timeout)`` returns one;
     ``batch(max_batch, timeout, max_delay)`` up to `max_batch` at once, fairly across pipelines,
-    for batched inference. A path another server serves raises :class:`cudaipc.BusyError`.
-    `device` is the CUDA device the model reads on (default: each pipeline's own); `queue_depth`
+    for batched inference. A path another server serves raises :class:`cudaipc.BusyError`; what
+    can never be a filter's channel (a regular file or a directory at a path, a missing directory,
+    a cudaipcsink's channel) raises :class:`cudaipc.InvalidArgumentError` naming it and the cause.
+    A path with nothing there yet is a pipeline still to start: logged ("waiting for a pipeline on
+    PATH", logger ``cudaipc.server``, INFO) and waited for.
+    `device` is the CUDA device the model reads on (default: each pipeline's own), as torch names
+    it (1, ``"cuda:1"``, ``torch.device("cuda", 1)``); `queue_depth`
     how many requests of each pipeline are read ahead; `socket_mode` and `allowed_gid` who may
     connect to the reply channels (as a Producer's: the owner, and a group let in)."""
 

@@ -480,15 +480,17 @@ int cudaipc_reply_channel_new(const char* request_path, uint32_t slots, uint32_t
 int cudaipc_reply_publish(cudaipc_producer* replies, const cudaipc_frame* request,
                           const void* metas, uint32_t metas_size);
 /* A server (cudaipc/server.hpp): one model process serving any number of cudaipcfilter pipelines,
- * the paths given and every channel that appears in `directory`, each read ahead on a thread of
- * its own. Requests are frames (cudaipc_frame_*, DLPack); answer each with cudaipc_server_reply,
- * then release it as any frame. */
+ * the paths given and every filter channel that appears in `directory`, each read ahead on a
+ * thread of its own. Requests are frames (cudaipc_frame_*, DLPack); answer each with
+ * cudaipc_server_reply, then release it as any frame. What can never be a filter's channel (a
+ * file that is no socket, a missing directory, a cudaipcsink's channel) is
+ * CUDAIPC_ERR_INVALID_ARGUMENT naming the path and the cause. */
 typedef struct cudaipc_server cudaipc_server;
 typedef struct {
   const char* const* paths; /* the filters' socket-paths */
   uint32_t path_count;
   uint32_t reply_slots;      /* 0: 8 */
-  const char* directory;     /* NULL: none */
+  const char* directory;     /* NULL: none; must exist (the default channel directory is made) */
   uint64_t scan_interval_ns; /* of the directory; 0: 100 ms */
   int32_t cuda_device;       /* the model's device; -1: each pipeline's own */
   uint32_t reply_meta_size;  /* the most bytes of results per reply; init: 65536 */
