@@ -263,11 +263,11 @@ class Server:
         one."""
         for p in self.pipelines:
             if not p["connected"]:
-                log.info("waiting for a pipeline on %s (a cudaipcfilter whose socket-path it is)",
-                         p["path"])
+                log.info("waiting for a pipeline on %s (start a cudaipcfilter with "
+                         "socket-path=%s)", p["path"], p["path"])
         if self.directory is not None and not any(p["connected"] for p in self.pipelines):
-            log.info("waiting for pipelines in %s (cudaipcfilters whose socket-paths are there)",
-                     self.directory)
+            log.info("waiting for pipelines in %s (start cudaipcfilters with socket-paths "
+                     "there)", self.directory)
 
     def _handle(self) -> int:
         h = self._h
