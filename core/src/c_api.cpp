@@ -12,6 +12,10 @@
 static_assert(sizeof(cudaipc_tensor) == sizeof(cudaipc::TensorDesc), "C and C++ tensor layouts");
 static_assert(offsetof(cudaipc_tensor, planes) == offsetof(cudaipc::TensorDesc, planes),
               "C and C++ tensor layouts");
+static_assert(CUDAIPC_MAX_SLOTS == cudaipc::kMaxSlots, "the C API's slot limit is the core's");
+static_assert(CUDAIPC_ROLE_REQUESTS == static_cast<int>(cudaipc::ChannelRole::requests) &&
+                  CUDAIPC_ROLE_REPLIES == static_cast<int>(cudaipc::ChannelRole::replies),
+              "C and C++ channel roles");
 
 using cudaipc::capi::guard;
 using cudaipc::capi::require;
@@ -112,8 +116,8 @@ int cudaipc_last_error_code(void) {
 }
 
 void cudaipc_producer_options_init(cudaipc_producer_options* o) {
-  *o = cudaipc_producer_options{nullptr, 4, CUDAIPC_MEMORY_HOST,      CUDAIPC_BLOCK,
-                                0,       0, cudaipc::kDefaultMetaSize};
+  *o = cudaipc_producer_options{nullptr, 4, CUDAIPC_MEMORY_HOST,       CUDAIPC_BLOCK,
+                                0,       0, cudaipc::kDefaultMetaSize, CUDAIPC_ROLE_FRAMES};
 }
 
 void cudaipc_consumer_options_init(cudaipc_consumer_options* o) {
@@ -137,6 +141,8 @@ int cudaipc_producer_new(const cudaipc_producer_options* o, cudaipc_producer** o
     if (o->block_timeout_ns) opts.block_timeout = to_duration(o->block_timeout_ns);
     opts.cuda.device = o->cuda_device;
     opts.meta_size = o->meta_size;
+    // The core checks the value (a caller's struct may hold anything).
+    opts.role = static_cast<cudaipc::ChannelRole>(enum_value(o->role));
     auto h = std::make_unique<cudaipc_producer>();
     h->slot_streams.reserve(4);
     h->p = std::make_unique<cudaipc::Producer>(opts);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "channel_role.hpp"
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
@@ -77,6 +78,8 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   if (cb_->block_size != sizeof(ControlBlock) || cb_->slot_count != w.slot_count ||
       cb_->memory_kind != static_cast<std::uint32_t>(w.memory))
     throw Error(Errc::protocol, "control block header disagrees with the welcome message");
+  // Before Ready: a channel of another role is left without taking a place there.
+  check_channel_role(cb_->role, opts.role, path);
   // Read once: the bounds checked are the bounds used.
   const std::uint64_t meta_size = cb_->meta_size, meta_offset = cb_->meta_offset,
                       meta_stride = cb_->meta_stride;

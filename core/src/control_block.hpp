@@ -22,12 +22,12 @@
 #include <cstdint>
 
 #include "cudaipc/frame.hpp"
+#include "cudaipc/options.hpp"
 
 namespace cudaipc {
 
 inline constexpr std::uint64_t kControlMagic = 0x3243504941445543ull;  // "CUDAIPC2"
-inline constexpr std::uint32_t kLayoutVersion = 4;
-inline constexpr std::uint32_t kMaxSlots = 32;
+inline constexpr std::uint32_t kLayoutVersion = 5;
 inline constexpr std::uint32_t kMaxConsumers = 32;
 inline constexpr std::uint32_t kRing = 64;  // > kMaxSlots: a ring entry outlives its slot's reuse
 inline constexpr unsigned kRingSlotBits = 8;
@@ -54,6 +54,8 @@ struct ControlBlock {
   std::uint32_t meta_size;
   std::uint64_t meta_offset;
   std::uint64_t meta_stride;
+  // A ChannelRole (layout 5): what the channel carries, checked by consumers that read one kind.
+  std::uint32_t role;
 
   alignas(64) std::atomic<std::uint32_t> frame_futex;  // bumped on publish, eos, format, close
   // Set while the producer sleeps waiting for a release: releasing consumers then wake it.

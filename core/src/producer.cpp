@@ -8,6 +8,7 @@
 #include <new>
 
 #include "channel_path.hpp"
+#include "channel_role.hpp"
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "futex.hpp"
@@ -37,6 +38,7 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
     throw Error(Errc::invalid_argument, "meta_size " + std::to_string(opts_.meta_size) +
                                             " exceeds the limit of " +
                                             std::to_string(kMaxMetaSize) + " bytes per slot");
+  check_role_value(static_cast<std::uint32_t>(opts_.role), Errc::invalid_argument, "role");
   path_ = opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path;
   make_default_dir_for(path_);
   slot_count_ = opts_.slots;
@@ -103,6 +105,7 @@ void ProducerImpl::create_control_block() {
   cb_->meta_size = opts_.meta_size;
   cb_->meta_offset = meta_offset;
   cb_->meta_stride = meta_stride;
+  cb_->role = static_cast<std::uint32_t>(opts_.role);
   metas_ = static_cast<std::uint8_t*>(control_map_.data()) + meta_offset;
   meta_stride_ = meta_stride;
 }

@@ -489,6 +489,8 @@ static void gst_cuda_ipc_filter_init(GstCudaIpcFilter* self) {
       GST_ELEMENT(g_object_new(GST_TYPE_CUDA_IPC_RING_SINK, "name", "channel", "sync", FALSE,
                                "async", FALSE, "qos", FALSE, "enable-last-sample", FALSE, nullptr));
   gst_object_ref_sink(st->sink);
+  // A model server answers only a channel that says it holds requests.
+  gst_cuda_ipc_ring_sink_set_role(GST_CUDA_IPC_RING_SINK(st->sink), ChannelRole::requests);
   gst_object_set_parent(GST_OBJECT(st->sink), GST_OBJECT(self));
   st->bus = gst_bus_new();
   gst_bus_set_sync_handler(st->bus, forward_message, self, nullptr);

@@ -178,6 +178,7 @@ static bool open_producer(GstCudaIpcRingSink* self) {
   po.socket_mode = s.socket_mode;
   po.max_consumers = s.max_consumers;
   po.meta_size = s.meta_size;
+  po.role = s.role;
   st->meta_filter = MetaFilter(s.forward_metas);
   if (!s.allowed_group.empty()) {
     gid_t gid;
@@ -247,6 +248,12 @@ std::shared_ptr<Producer> gst_cuda_ipc_ring_sink_producer(GstCudaIpcRingSink* si
   std::shared_ptr<Producer> p = sink->st->producer;
   GST_OBJECT_UNLOCK(sink);
   return p;
+}
+
+void gst_cuda_ipc_ring_sink_set_role(GstCudaIpcRingSink* sink, ChannelRole role) {
+  GST_OBJECT_LOCK(sink);
+  sink->st->settings.role = role;
+  GST_OBJECT_UNLOCK(sink);
 }
 
 static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cudaipc/options.hpp"
 #include "elements/enums.h"
 
 namespace cudaipc::gst::sink {
@@ -33,7 +34,7 @@ constexpr guint64 kDefaultBlockTimeout = GST_SECOND;
 constexpr guint kDefaultSocketMode = 0600;
 constexpr guint kDefaultMaxConsumers = 16;
 // The core's limits (its control block has room for this many slots and consumers).
-constexpr guint kMaxSlots = 32;
+constexpr guint kMaxSlots = cudaipc::kMaxSlots;
 constexpr guint kMaxConsumers = 32;
 constexpr guint kDefaultMetaSize = 64 * 1024;
 constexpr guint kMaxMetaSize = 16 * 1024 * 1024;
@@ -51,6 +52,9 @@ struct Settings {
   guint max_consumers = kDefaultMaxConsumers;
   guint meta_size = kDefaultMetaSize;
   std::string forward_metas = "*";
+  // Not a property: what the channel is for. cudaipcfilter's inner sink makes a request channel,
+  // which model servers answer (and refuse any other).
+  ChannelRole role = ChannelRole::frames;
 };
 
 void install_sink_properties(GObjectClass* klass);

@@ -8,8 +8,6 @@
 namespace cudaipc::gst {
 namespace {
 
-// The core's limit on a ring's slots (producer.hpp / control_block.hpp).
-constexpr std::uint32_t kMaxSlots = 32;
 // Marks acquire parameters that name a slot in `start` (private flags start at FLAG_LAST).
 constexpr auto kSlotFlag =
     static_cast<GstBufferPoolAcquireFlags>(GST_BUFFER_POOL_ACQUIRE_FLAG_LAST);

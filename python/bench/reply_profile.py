@@ -27,7 +27,8 @@ def run(frames: int, gpu: bool, profile: bool) -> float:
     d = tempfile.mkdtemp()
     path = os.path.join(d, "model")
     times = []
-    with cudaipc.Producer(path, memory="host", num_slots=8) as req, cudaipc.Server(path) as srv:
+    with cudaipc.Producer(path, memory="host", num_slots=8, role="requests") as req, \
+            cudaipc.Server(path) as srv:
         req.wait_for_consumers(1)
         replies = cudaipc.Consumer(path + ".reply", timeout=10)
         if gpu:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 import numpy as np
 
 from . import _cuda, _dtypes, _lib, _metas_io
+from ._device import cuda_ordinal
 from ._errors import (ClosedError, ConnectionError, EndOfStream, InterruptedError,
                       InvalidArgumentError, TimeoutError)
 from ._lib import lib
@@ -483,10 +484,12 @@ class Consumer:
     ``next`` raises :class:`cudaipc.ConnectionError`. Constructing without reconnect raises
     ConnectionError when no producer listens on the path. A path where no producer can ever be
     raises at once, reconnect or not: :class:`cudaipc.InvalidArgumentError` for a regular file
-    or a directory, :class:`cudaipc.ProtocolError` for a listener that does not speak cudaipc."""
+    or a directory, :class:`cudaipc.ProtocolError` for a listener that does not speak cudaipc.
+    `device` (CUDA channels: where frames are read; None: the producer's device) is an ordinal,
+    ``"cuda"``, ``"cuda:N"`` or a ``torch.device``."""
 
     def __init__(self, path: str, mode: str = "every-frame", timeout: Optional[float] = None,
-                 device: Optional[int] = None, reconnect: bool = True,
+                 device: Any = None, reconnect: bool = True,
                  on_format: Optional[Callable[[Format], None]] = None,
                  on_disconnect: Optional[Callable[[], None]] = None) -> None:
         if not isinstance(path, str) or not path:
@@ -512,7 +515,7 @@ class Consumer:
         opts.path = path.encode()
         opts.mode = modes[mode]
         opts.reconnect = 1 if reconnect else 0
-        opts.cuda_device = -1 if device is None else int(device)
+        opts.cuda_device = -1 if device is None else cuda_ordinal(device)
         h = ctypes.c_void_p()
         _lib.check(lib.cudaipc_consumer_new(byref(opts), byref(h)), f"consumer of {path}")
         # _h: while open; _handle_kept: until this object dies (held frames are counted there,

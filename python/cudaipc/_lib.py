@@ -22,6 +22,8 @@ MAX_PLANES = 4
 NO_TIME = (1 << 64) - 1
 
 MEMORY_HOST, MEMORY_CUDA = 1, 2
+MAX_SLOTS = 32  # CUDAIPC_MAX_SLOTS
+ROLE_FRAMES, ROLE_REQUESTS = 1, 2  # cudaipc_role
 EVERY_FRAME, LATEST = 0, 1
 BLOCK, DROP = 0, 1
 PUBLISHED, DROPPED, TIMED_OUT, INTERRUPTED_PUBLISH, NEEDS_FORMAT = 0, 1, 2, 3, 4
@@ -59,6 +61,7 @@ class ProducerOptions(Structure):
         ("block_timeout_ns", c_uint64),
         ("cuda_device", c_int),
         ("meta_size", c_uint32),
+        ("role", c_int),
     ]
 
 

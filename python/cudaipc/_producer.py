@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _caps, _cuda, _dlpack, _dtypes, _lib, _metas_io
+from ._device import cuda_ordinal
 from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgumentError,
                       NoCudaError, TimeoutError)
 from ._lib import lib
@@ -100,7 +101,12 @@ def _numpy_capsule(arr: np.ndarray) -> Any:
 class Producer:
     """Publishes a channel: ``Producer(path, memory="cuda"|"host", num_slots=4,
     policy="block"|"drop", device=0, block_timeout=1.0, caps=None, framerate=None,
-    meta_size=65536)``.
+    meta_size=65536, role="frames")``.
+
+    `num_slots` is 1 to 32 (a channel's most); `device` the CUDA device of the slots, as torch
+    names it (0, ``"cuda"``, ``"cuda:1"``, ``torch.device("cuda", 1)``). `role` ``"requests"``
+    makes the channel one a :class:`cudaipc.Server` answers, as a ``cudaipcfilter``'s is (a
+    server turns any other away); ``"frames"`` is every other channel.
 
     ``publish(obj)`` copies any DLPack or CUDA-array-interface object (torch, cupy, NumPy) into a
     slot; ``frame()`` lends a slot to render in place. The stream's caps are NNStreamer
@@ -116,9 +122,9 @@ class Producer:
     ``metas=`` (see ``publish``)."""
 
     def __init__(self, path: str, memory: str = "cuda", num_slots: int = 4,
-                 policy: str = "block", device: int = 0, block_timeout: float = 1.0,
+                 policy: str = "block", device: Any = 0, block_timeout: float = 1.0,
                  caps: Optional[str] = None, framerate: Any = None,
-                 meta_size: int = 65536) -> None:
+                 meta_size: int = 65536, role: str = "frames") -> None:
         if not isinstance(path, str) or not path:
             raise InvalidArgumentError(f"path must be a non-empty str, not {path!r}")
         kinds = {"host": _lib.MEMORY_HOST, "cuda": _lib.MEMORY_CUDA}
@@ -127,8 +133,13 @@ class Producer:
         policies = {"block": _lib.BLOCK, "drop": _lib.DROP}
         if policy not in policies:
             raise InvalidArgumentError(f"policy {policy!r} is not 'block' or 'drop'")
-        if not 1 <= int(num_slots) <= 64:
-            raise InvalidArgumentError(f"num_slots {num_slots} is not between 1 and 64")
+        if not 1 <= int(num_slots) <= _lib.MAX_SLOTS:
+            raise InvalidArgumentError(f"num_slots {num_slots} is not between 1 and "
+                                       f"{_lib.MAX_SLOTS}")
+        roles = {"frames": _lib.ROLE_FRAMES, "requests": _lib.ROLE_REQUESTS}
+        if role not in roles:
+            raise InvalidArgumentError(f"role {role!r} is not 'frames' or 'requests'")
+        device_ordinal = cuda_ordinal(device)
         if block_timeout <= 0:
             raise InvalidArgumentError(f"block_timeout {block_timeout} is not positive")
         if not 0 <= int(meta_size) <= _metas_io.MAX_AREA:
@@ -148,8 +159,9 @@ class Producer:
         opts.memory = kinds[memory]
         opts.on_full = policies[policy]
         opts.block_timeout_ns = int(block_timeout * 1e9)
-        opts.cuda_device = int(device)
+        opts.cuda_device = device_ordinal
         opts.meta_size = int(meta_size)
+        opts.role = roles[role]
         h = c_void_p()
         try:
             _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")

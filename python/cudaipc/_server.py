@@ -34,6 +34,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 from . import _lib, _metas_io
 from ._server_gpu import GpuReplies
 from ._consumer import Frame, _format_of, _Shared
+from ._device import cuda_ordinal
 from ._errors import ClosedError, InterruptedError, InvalidArgumentError
 
 lib = _lib.lib
@@ -206,13 +207,18 @@ class Server:
 
     Iterating yields :class:`Request` objects until ``close()``; ``next(timeout)`` returns one;
     ``batch(max_batch, timeout, max_delay)`` up to `max_batch` at once, fairly across pipelines,
-    for batched inference. A path another server serves raises :class:`cudaipc.BusyError`.
-    `device` is the CUDA device the model reads on (default: each pipeline's own); `queue_depth`
+    for batched inference. A path another server serves raises :class:`cudaipc.BusyError`; what
+    can never be a filter's channel (a regular file or a directory at a path, a missing directory,
+    a cudaipcsink's channel) raises :class:`cudaipc.InvalidArgumentError` naming it and the cause.
+    A path with nothing there yet is a pipeline still to start: logged ("waiting for a pipeline on
+    PATH", logger ``cudaipc.server``, INFO) and waited for.
+    `device` is the CUDA device the model reads on (default: each pipeline's own), as torch names
+    it (1, ``"cuda:1"``, ``torch.device("cuda", 1)``); `queue_depth`
     how many requests of each pipeline are read ahead; `socket_mode` and `allowed_gid` who may
     connect to the reply channels (as a Producer's: the owner, and a group let in)."""
 
     def __init__(self, paths: Union[str, Sequence[str], None] = None, *,
-                 directory: Optional[str] = None, device: Optional[int] = None,
+                 directory: Optional[str] = None, device: Any = None,
                  reply_slots: int = 8, reply_meta_size: int = 65536,
                  queue_depth: int = 16, socket_mode: int = 0o600,
                  allowed_gid: Optional[int] = None) -> None:
@@ -250,7 +256,7 @@ class Server:
         o.paths = arr
         o.path_count = len(encoded)
         o.directory = directory.encode() if directory is not None else None
-        o.cuda_device = -1 if device is None else int(device)
+        o.cuda_device = -1 if device is None else cuda_ordinal(device)
         o.reply_slots = int(reply_slots)
         o.reply_meta_size = int(reply_meta_size)
         o.queue_depth = int(queue_depth)
@@ -269,6 +275,18 @@ class Server:
         self._count = c_uint32()
         self._events = c_uint32()
         self._refs = (ctypes.addressof(self._views), byref(self._count), byref(self._events))
+        self._say_waiting()
+
+    def _say_waiting(self) -> None:
+        """Logs the paths no pipeline publishes on yet: a wait, not a failure, but not a silent
+        one."""
+        for p in self.pipelines:
+            if not p["connected"]:
+                log.info("waiting for a pipeline on %s (start a cudaipcfilter with "
+                         "socket-path=%s)", p["path"], p["path"])
+        if self.directory is not None and not any(p["connected"] for p in self.pipelines):
+            log.info("waiting for pipelines in %s (start cudaipcfilters with socket-paths "
+                     "there)", self.directory)
 
     def _handle(self) -> int:
         h = self._h
@@ -374,6 +392,9 @@ class Server:
         tensor = lib.cudaipc_frame_tensor(h).contents
         fmt = _format_of(tensor, (caps.value or b"").decode("utf-8", "replace"), generation.value)
         shared = _Shared(fv[1], fv[11], tensor, fmt, stream.value, self._meta_stats)
+        if pipeline not in self._shared:  # its first request, or the first since it went away
+            log.info("a pipeline on %s sends requests (%s)", self._paths.get(pipeline) or
+                     self._path_of(pipeline), fmt.caps)
         self._shared[pipeline] = shared
         return shared
 

@@ -269,3 +269,63 @@ def test_caps_that_are_not_caps_are_refused_at_once(path, caps):
 def test_well_formed_caps_are_taken(path, caps):
     with cudaipc.Producer(path, memory="host", caps=caps) as p:
         p.publish(np.zeros((2, 4, 4), np.uint8))
+
+
+@pytest.mark.parametrize("device", ["cuda:1", "cuda", " cuda:0 "])
+def test_device_is_taken_as_torch_names_it(tmp_path, device):
+    # A host channel is read anywhere; `device` names where CUDA channels would be read.
+    path = str(tmp_path / "ch")
+    with cudaipc.Producer(path, memory="host", device=device) as p, \
+            cudaipc.Consumer(path, device=device, timeout=5) as c:
+        p.wait_for_consumers(1)
+        p.publish(pattern(1, (8,), np.uint8))
+        with c.next() as f:
+            assert np.array_equal(f.numpy(), pattern(1, (8,), np.uint8))
+    with cudaipc.Server(str(tmp_path / "model"), device=device):
+        pass
+
+
+def test_torch_devices_are_taken(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = str(tmp_path / "ch")
+    with cudaipc.Producer(path, memory="host", device=torch.device("cuda", 1)), \
+            cudaipc.Consumer(path, device=torch.device("cuda:0"), timeout=5):
+        pass
+    with pytest.raises(cudaipc.InvalidArgumentError, match="device.*cpu.* is not a CUDA device"):
+        cudaipc.Consumer(path, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:x", "cuda:-1", "gpu0", "", -1, 1.5, True])
+def test_a_device_that_names_no_cuda_device_is_refused(tmp_path, device):
+    path = str(tmp_path / "ch")
+    for make in (lambda: cudaipc.Consumer(path, device=device),
+                 lambda: cudaipc.Producer(path, memory="host", device=device),
+                 lambda: cudaipc.Server(path, device=device)):
+        with pytest.raises(cudaipc.InvalidArgumentError,
+                           match=r"device .* (is not|is negative).*'cuda', 'cuda:N' or a "
+                                 r"torch.device"):
+            make()
+    assert os.listdir(tmp_path) == []
+
+
+def test_num_slots_range_is_the_cores(path):
+    """1 and 32 (CUDAIPC_MAX_SLOTS) work, every slot used and the ring wrapped, each frame read
+    back whole; beyond them the package names the range the core has."""
+    for slots in (1, 32):
+        with cudaipc.Producer(path, memory="host", num_slots=slots) as p, \
+                cudaipc.Consumer(path, timeout=5) as c:
+            p.wait_for_consumers(1)
+            for seq in range(1, slots + 3):
+                p.publish(pattern(seq, (16,), np.uint16))
+                with c.next() as f:
+                    assert np.array_equal(f.numpy(), pattern(seq, (16,), np.uint16)), seq
+    for slots in (0, 33, 64):
+        with pytest.raises(cudaipc.InvalidArgumentError,
+                           match=f"num_slots {slots} is not between 1 and 32"):
+            cudaipc.Producer(path, memory="host", num_slots=slots)
+        assert not os.path.exists(path)
+
+
+def test_role_is_frames_or_requests(path):
+    with pytest.raises(cudaipc.InvalidArgumentError, match="role 'replies' is not"):
+        cudaipc.Producer(path, memory="host", role="replies")

@@ -373,3 +373,20 @@ def test_gstreamer_torch_gstreamer_round_trip(tmp_path, memory):
     assert len(data) == n
     for seq in range(1, n + 1):
         np.testing.assert_array_equal(data[seq - 1], 255 - frames[seq - 1], err_msg=f"frame {seq}")
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "cuda", torch.device("cuda", 0)])
+def test_devices_named_as_torch_names_them(path, device):
+    """Producer, Consumer and Server take torch's device names (issue #34): the slots live on, and
+    the frames are read on, the device named; every frame's content is checked."""
+    with cudaipc.Producer(path, memory="cuda", device=device) as p, \
+            cudaipc.Consumer(path, device=device, timeout=30) as c:
+        assert p.device == 0
+        p.wait_for_consumers(1, timeout=30)
+        for seq in range(1, 6):
+            p.publish(gpu_pattern(seq, (H, W, 4)))
+            with c.next() as f:
+                assert f.device == "cuda:0"
+                assert torch.equal(torch.from_dlpack(f), gpu_pattern(seq, (H, W, 4))), seq
+    with cudaipc.Server(path + "-model", device=device) as s:
+        assert s.pipelines[0]["connected"] is False

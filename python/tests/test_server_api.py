@@ -1,12 +1,18 @@
 """cudaipc.Server without GStreamer: a requester in this process plays the filters' part (a
 request channel each, a reply reader each). Paths and add(), pipelines' counters, batch() taking
 turns with each pipeline's order kept, replies back to their own pipeline, timeouts, interrupt(),
-the reply channels' permissions, and the arguments refused."""
+the reply channels' permissions, the arguments refused, and what is not a filter's channel (a
+regular file, a directory, a cudaipcsink's channel) refused with the path and the cause."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -14,10 +20,11 @@ import numpy as np
 import pytest
 
 import cudaipc
+from conftest import REPO
 
 
 def requester(path: str) -> cudaipc.Producer:
-    return cudaipc.Producer(path, memory="host", num_slots=16)
+    return cudaipc.Producer(path, memory="host", num_slots=16, role="requests")
 
 
 def served(p: cudaipc.Producer) -> None:
@@ -154,3 +161,121 @@ def test_reply_batch_answers_each_request_with_its_own_host_results(tmp_path):
         with pytest.raises(cudaipc.InvalidArgumentError, match="2 counts for 3 requests"):
             server.reply_batch(first, {"boxes": boxes}, counts=[1, 2])
         replies.close()
+
+
+def test_a_path_that_is_no_filter_socket_is_refused_naming_it(tmp_path):
+    regular = tmp_path / "detector"
+    regular.write_text("not a socket")
+    with pytest.raises(cudaipc.InvalidArgumentError,
+                       match=re.escape(f"'{regular}' is a regular file, not a socket: give the "
+                                       "server a cudaipcfilter's socket-path")):
+        cudaipc.Server(str(regular))
+    assert not os.path.exists(f"{regular}.reply")
+    with pytest.raises(cudaipc.InvalidArgumentError,
+                       match=re.escape(f"'{tmp_path}' is a directory, not a socket") +
+                       ".*serve every filter channel in it with the directory option"):
+        cudaipc.Server(str(tmp_path))
+    missing = tmp_path / "nowhere"
+    with pytest.raises(cudaipc.InvalidArgumentError,
+                       match=re.escape(f"the directory '{missing}' of '{missing}/detector' does "
+                                       "not exist")):
+        cudaipc.Server(str(missing / "detector"))
+
+
+def test_a_directory_missing_or_a_file_is_refused_naming_it(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(cudaipc.InvalidArgumentError,
+                       match=re.escape(f"the directory '{missing}' does not exist: create it")):
+        cudaipc.Server(directory=str(missing))
+    regular = tmp_path / "file"
+    regular.write_text("x")
+    with pytest.raises(cudaipc.InvalidArgumentError,
+                       match=re.escape(f"'{regular}' is a regular file, not a directory")):
+        cudaipc.Server(directory=str(regular))
+
+
+def test_a_sinks_channel_is_refused_at_once(tmp_path):
+    path = str(tmp_path / "cam0")
+    with cudaipc.Producer(path, memory="host") as sink:
+        with pytest.raises(cudaipc.InvalidArgumentError,
+                           match=re.escape(f"'{path}' is a cudaipcsink's channel (or a "
+                                           "Producer's), not a cudaipcfilter's: point the server "
+                                           "at the filter's socket-path")):
+            cudaipc.Server(path)
+        assert sink.consumers == 0
+    assert not os.path.exists(path + ".reply")
+
+
+def test_a_sink_taking_the_path_later_is_never_served(tmp_path, caplog):
+    """Its frames never become requests, the sink has no reader holding it back, it is said, and
+    the filter that comes next on the path is served."""
+    caplog.set_level(logging.INFO, logger="cudaipc.server")
+    path = str(tmp_path / "cam0")
+    with cudaipc.Server(path) as server:
+        with cudaipc.Producer(path, memory="host", policy="drop") as sink:
+            for i in range(3):
+                sink.publish(np.full(4, i, np.uint8))
+            said = f"'{path}' is a cudaipcsink's channel"
+            deadline = time.monotonic() + 10
+            while said not in caplog.text and time.monotonic() < deadline:
+                assert server.batch(4, timeout=0.2) == [], "a sink's frame was handed out"
+            assert said in caplog.text
+            assert server.batch(4, timeout=0.3) == []
+            assert sink.consumers == 0
+            assert not server.pipelines[0]["connected"]
+        with requester(path) as filt:
+            served(filt)
+            filt.publish(np.full(4, 9, np.uint8))
+            r = server.next(5)
+            assert r is not None and r.numpy().tolist() == [9, 9, 9, 9]
+            assert r.reply()
+
+
+def test_waiting_for_a_pipeline_is_said(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="cudaipc.server")
+    path = str(tmp_path / "detector")
+    with cudaipc.Server(path):
+        assert f"waiting for a pipeline on {path}" in caplog.text
+    caplog.clear()
+    with cudaipc.Server(directory=str(tmp_path)):
+        assert f"waiting for pipelines in {tmp_path}" in caplog.text
+    caplog.clear()
+    with requester(path), cudaipc.Server(path) as server:
+        assert server.pipelines[0]["connected"]
+        assert "waiting" not in caplog.text
+
+
+def run_serve_detector(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, os.path.join(REPO, "examples", "python",
+                                                          "serve_detector.py"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_serve_detector_says_it_waits_for_a_pipeline(tmp_path):
+    path = str(tmp_path / "detector")
+    proc = run_serve_detector(path)
+    try:
+        seen = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if f"waiting for a pipeline on {path}" in line:
+                break
+        assert any(f"waiting for a pipeline on {path}" in l for l in seen), "".join(seen)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+
+
+def test_serve_detector_on_a_regular_file_says_why_and_exits(tmp_path):
+    regular = tmp_path / "detector"
+    regular.write_text("not a socket")
+    proc = run_serve_detector(str(regular))
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1, out
+    assert f"'{regular}' is a regular file, not a socket" in out
+    assert "Traceback" not in out

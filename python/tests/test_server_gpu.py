@@ -32,7 +32,7 @@ def test_detections_on_the_gpu_are_sent_once_computed_without_waiting(tmp_path):
     cycles = 100_000_000
     spin = spin_seconds(cycles)
     n = 12
-    with cudaipc.Producer(path, memory="host", num_slots=8) as requests, \
+    with cudaipc.Producer(path, memory="host", num_slots=8, role="requests") as requests, \
             cudaipc.Server(path) as server:
         deadline = time.monotonic() + 10
         while requests.consumers == 0 and time.monotonic() < deadline:
@@ -68,7 +68,7 @@ def test_detections_on_the_gpu_are_sent_once_computed_without_waiting(tmp_path):
 def test_an_unsynchronised_tensor_from_another_stream_is_ordered_on_it(tmp_path):
     """Results on a stream of the model's own (not torch's current one), passed as `stream=`."""
     path = str(tmp_path / "model")
-    with cudaipc.Producer(path, memory="host", num_slots=4) as requests, \
+    with cudaipc.Producer(path, memory="host", num_slots=4, role="requests") as requests, \
             cudaipc.Server(path) as server:
         deadline = time.monotonic() + 10
         while requests.consumers == 0 and time.monotonic() < deadline:

@@ -37,6 +37,7 @@ class ReplyAfter : public ::testing::Test {
     ProducerOptions po;
     po.path = path;
     po.slots = 4;
+    po.role = ChannelRole::requests;
     requests_ = std::make_unique<Producer>(po);
     Format f;
     f.caps = "test/requests";

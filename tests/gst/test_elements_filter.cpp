@@ -3,7 +3,8 @@
 // from that frame's content (a custom meta naming the frame index read from its pixels). Replies
 // out of order, duplicated, for frames never sent, from another run or malformed are counted and
 // never attached; each on-missing policy with no model, a silent model and a model that leaves and
-// comes back; EOS drains the frames in flight.
+// comes back; EOS drains the frames in flight; the filter's channel is one a server takes, a
+// cudaipcsink's one it refuses.
 #include <gst/app/gstappsrc.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/metas.hpp"
 #include "cudaipc/server.hpp"
@@ -383,6 +385,38 @@ TEST_F(FilterTest, DetectionsWithoutAnalyticsMetasArriveAsACustomMetaWithOneWarn
 
 // The queue of replies computed on the GPU (reply_after), here with nothing to wait for: every
 // frame still gets its own result, none lost, under a window as wide as the filter allows.
+// The filter's channel says it holds requests, so a model server takes it; a cudaipcsink's says
+// it holds a producer's frames, and a server pointed at it refuses it, naming the path and what
+// to do, instead of answering frames no filter sent.
+TEST_F(FilterTest, ChannelIsARequestChannelAndASinksIsRefused) {
+  FilterPipeline p(path_, "");
+  ASSERT_TRUE(p.start()) << p.pipeline().errors();
+  ConsumerOptions co;
+  co.path = path_;
+  co.reconnect = false;
+  co.role = ChannelRole::requests;
+  EXPECT_NO_THROW(cudaipc::Consumer c(co));
+
+  const std::string cam = dir_.file("cam0");
+  Pipeline sink("appsrc caps=\"" + std::string(kCaps) +
+                "\" ! cudaipcsink name=s ipc-mode=host socket-path=" + cam);
+  ASSERT_NE(sink.set_state(GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE) << sink.errors();
+  ServerOptions so;
+  so.path = cam;
+  try {
+    Server server(so);
+    ADD_FAILURE() << "a server took a cudaipcsink's channel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'" + cam + "' is a cudaipcsink's channel"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("point the server at the filter's socket-path"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(FilterTest, RepliesSentLaterEachReachTheirFrame) {
   FilterPipeline p(path_, "max-inflight=16");
   ASSERT_TRUE(p.start());

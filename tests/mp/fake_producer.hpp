@@ -43,6 +43,7 @@ class FakeProducer {
     cb_->meta_size = kMetaBytes;
     cb_->meta_offset = kMetaOffset;
     cb_->meta_stride = kMetaBytes;
+    cb_->role = static_cast<std::uint32_t>(ChannelRole::frames);
     page_fd_ = make_memfd("fake-page", 4096);
     page_ = Mapping(page_fd_.get(), 4096, true);
     seal_memfd(page_fd_.get(), false);

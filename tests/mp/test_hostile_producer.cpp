@@ -85,6 +85,21 @@ TEST_F(HostileProducer, ControlBlockWithOtherLayoutVersion) {
                Errc::version_mismatch, "layout version 99");
 }
 
+TEST_F(HostileProducer, ControlBlockWithUnknownRole) {
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().role = 0;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "control block states the role 0");
+  EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
+                 f.cb().role = 0x7fffffff;
+                 FakeProducer::expect_message(fd);
+                 send_welcome(fd, f.welcome());
+               }),
+               Errc::protocol, "is no channel role");
+}
+
 TEST_F(HostileProducer, ControlBlockHeaderDisagreesWithWelcome) {
   EXPECT_ERROR(connect_error([](FakeProducer& f, int fd) {
                  f.cb().slot_count = 7;

@@ -32,6 +32,7 @@ struct Pipeline {
     cudaipc::ProducerOptions po;
     po.path = path;
     po.slots = 8;
+    po.role = cudaipc::ChannelRole::requests;
     requests = std::make_unique<cudaipc::Producer>(po);
     cudaipc::Format f;
     f.caps = "test/requests,who=" + std::to_string(who);

@@ -85,6 +85,7 @@ TEST(Server, AnswersEveryRequestWithItsOwnResults) {
   ProducerOptions po;
   po.path = path;
   po.slots = 6;
+  po.role = ChannelRole::requests;
   Producer requests(po);
   Format f;
   f.caps = "test/frames";

@@ -36,6 +36,7 @@ class Requester {
     ProducerOptions po;
     po.path = path;
     po.slots = slots;
+    po.role = ChannelRole::requests;
     requests_ = std::make_unique<Producer>(po);
     Format f;
     f.caps = "test/requests";
@@ -444,9 +445,9 @@ TEST(ServerBatch, RefusesWhatACallerMustNotDo) {
   EXPECT_THROW(Server s(deep), cudaipc::Error);
   ServerOptions missing;
   missing.directory = dir.file("nowhere");
-  // A directory that does not exist (yet) is watched, not refused: it is looked at each scan.
-  Server watching(missing);
-  EXPECT_TRUE(watching.pipelines().empty());
+  // No filter creates a directory other than the default one: a missing one is a mistake, not a
+  // wait (test_server_misuse.cpp checks the message).
+  EXPECT_THROW(Server s(missing), cudaipc::Error);
   ServerOptions so;
   so.path = dir.file("b");
   Server server(so);

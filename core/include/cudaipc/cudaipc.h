@@ -31,6 +31,12 @@ typedef enum {
 typedef enum { CUDAIPC_MEMORY_HOST = 1, CUDAIPC_MEMORY_CUDA = 2 } cudaipc_memory;
 typedef enum { CUDAIPC_EVERY_FRAME = 0, CUDAIPC_LATEST = 1 } cudaipc_mode;
 typedef enum { CUDAIPC_BLOCK = 0, CUDAIPC_DROP = 1 } cudaipc_full_policy;
+/* What a channel carries (docs/protocol.md): a model server reads only REQUESTS channels. */
+typedef enum {
+  CUDAIPC_ROLE_FRAMES = 1,   /* a producer's stream, for any consumer */
+  CUDAIPC_ROLE_REQUESTS = 2, /* frames a model server answers, as a cudaipcfilter's */
+  CUDAIPC_ROLE_REPLIES = 3,  /* a model server's answers (made by the server) */
+} cudaipc_role;
 typedef enum {
   CUDAIPC_PUBLISHED = 0,
   CUDAIPC_DROPPED = 1,
@@ -50,6 +56,7 @@ typedef enum {
 
 #define CUDAIPC_MAX_RANK 8
 #define CUDAIPC_MAX_PLANES 4
+#define CUDAIPC_MAX_SLOTS 32 /* slots of a channel, at most */
 #define CUDAIPC_NO_TIME UINT64_MAX
 
 /* Same layout and dtype numbering as cudaipc::TensorDesc (tensor.hpp). */
@@ -71,12 +78,13 @@ typedef struct {
 
 typedef struct {
   const char* path; /* NULL: the default path for channel "cudaipc" */
-  uint32_t slots;   /* 0: 4 */
+  uint32_t slots;   /* 1..CUDAIPC_MAX_SLOTS; 0: 4 */
   cudaipc_memory memory;
   cudaipc_full_policy on_full;
   uint64_t block_timeout_ns; /* 0: 1 s */
   int cuda_device;           /* producer: ordinal; consumer: -1 = the producer's */
   uint32_t meta_size;        /* bytes of meta area per slot (docs/metas.md); init: 65536 */
+  cudaipc_role role;         /* init: CUDAIPC_ROLE_FRAMES */
 } cudaipc_producer_options;
 
 typedef struct {
@@ -472,15 +480,17 @@ int cudaipc_reply_channel_new(const char* request_path, uint32_t slots, uint32_t
 int cudaipc_reply_publish(cudaipc_producer* replies, const cudaipc_frame* request,
                           const void* metas, uint32_t metas_size);
 /* A server (cudaipc/server.hpp): one model process serving any number of cudaipcfilter pipelines,
- * the paths given and every channel that appears in `directory`, each read ahead on a thread of
- * its own. Requests are frames (cudaipc_frame_*, DLPack); answer each with cudaipc_server_reply,
- * then release it as any frame. */
+ * the paths given and every filter channel that appears in `directory`, each read ahead on a
+ * thread of its own. Requests are frames (cudaipc_frame_*, DLPack); answer each with
+ * cudaipc_server_reply, then release it as any frame. What can never be a filter's channel (a
+ * file that is no socket, a missing directory, a cudaipcsink's channel) is
+ * CUDAIPC_ERR_INVALID_ARGUMENT naming the path and the cause. */
 typedef struct cudaipc_server cudaipc_server;
 typedef struct {
   const char* const* paths; /* the filters' socket-paths */
   uint32_t path_count;
   uint32_t reply_slots;      /* 0: 8 */
-  const char* directory;     /* NULL: none */
+  const char* directory;     /* NULL: none; must exist (the default channel directory is made) */
   uint64_t scan_interval_ns; /* of the directory; 0: 100 ms */
   int32_t cuda_device;       /* the model's device; -1: each pipeline's own */
   uint32_t reply_meta_size;  /* the most bytes of results per reply; init: 65536 */

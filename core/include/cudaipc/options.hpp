@@ -20,6 +20,17 @@ enum class FullPolicy : std::uint32_t { block = 0, drop = 1 };
 
 enum class ConsumeMode : std::uint32_t { every_frame = 0, latest = 1 };
 
+// The most slots a channel has: its control block has room for this many.
+inline constexpr std::uint32_t kMaxSlots = 32;
+
+// What a channel carries, as its control block says (docs/protocol.md), so that a reader meant
+// for one kind is not handed another's frames. Values are part of the layout: never renumber.
+enum class ChannelRole : std::uint32_t {
+  frames = 1,    // a producer's stream (cudaipcsink, Producer): for any consumer
+  requests = 2,  // a cudaipcfilter's frames, each awaiting a model server's answer
+  replies = 3,   // a model server's answers to a filter (<path>.reply)
+};
+
 struct CudaOptions {
   // Producer: device ordinal to allocate on (the UUID goes on the wire). Consumer: its own device;
   // -1 means "the producer's device", found by UUID.
@@ -55,6 +66,7 @@ struct ProducerOptions {
   // Bytes of meta area beside each slot (docs/metas.md), in host memory for every memory kind:
   // 0 .. kMaxMetaSize (frame.hpp). Consumers map it read-only.
   std::uint32_t meta_size = 64 * 1024;
+  ChannelRole role = ChannelRole::frames;
 };
 
 struct ConsumerOptions {
@@ -64,6 +76,9 @@ struct ConsumerOptions {
   bool reconnect = true;
   std::chrono::milliseconds reconnect_interval{100};
   CudaOptions cuda;
+  // Read only a channel of this role: another is turned away at connect, before the consumer
+  // takes a place there (Errc::invalid_argument naming both roles). Empty: any channel.
+  std::optional<ChannelRole> role;
 };
 
 // $XDG_RUNTIME_DIR/cudaipc/NAME, else /tmp/cudaipc-UID/NAME (the directory is created 0700).

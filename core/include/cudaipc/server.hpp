@@ -27,8 +27,10 @@ struct ServerOptions {
   // The filters' socket-paths; replies go to reply_path(path) of each. `path` is one more.
   std::string path;
   std::vector<std::string> paths;
-  // Every channel that appears in this directory (not the replies, "*.reply"), picked up within
-  // `scan_interval`; a pipeline whose channel is removed leaves. Empty: none.
+  // Every filter channel that appears in this directory (not the replies, "*.reply", nor other
+  // producers' channels), picked up within `scan_interval`; a pipeline whose channel is removed
+  // leaves. It must exist (the default channel directory is made, as pipelines make it). Empty:
+  // none.
   std::string directory;
   std::chrono::milliseconds scan_interval{100};
   CudaOptions cuda;  // how requests are read (a consumer's options; the model's device)
@@ -163,6 +165,10 @@ class Server {
   // Creates the reply channel of every path given (Errc::busy when another live process serves
   // one) and connects to their request channels, now or whenever a pipeline creates them. A
   // directory's channels another server serves are left to it (and tried again later).
+  // Errc::invalid_argument naming the path and the cause for what can never be a filter's
+  // channel: a file there that is not a socket, a missing directory, a channel of another role
+  // (a cudaipcsink's). One that takes a path later is said once (a warning, and a disconnected
+  // event) and not served; in a directory, other roles' channels are skipped.
   explicit Server(const ServerOptions& options);
   ~Server();
   Server(const Server&) = delete;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "channel_role.hpp"
 #include "clock.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
+#include "replies/server_paths.hpp"
 
 namespace cudaipc::detail {
 namespace {
@@ -30,6 +32,9 @@ ConsumerOptions request_options(const std::string& path, const ServerOptions& o)
   c.mode = ConsumeMode::every_frame;
   c.reconnect = true;
   c.cuda = o.cuda;
+  // A cudaipcsink's channel is turned away before the server takes a place there: its frames
+  // are no requests, and no filter would read the answers.
+  c.role = ChannelRole::requests;
   return c;
 }
 
@@ -44,6 +49,9 @@ Pipeline::Pipeline(std::uint32_t id, std::string path, const ServerOptions& opti
       requests_(request_options(path_, options)),
       ring_(std::clamp<std::uint32_t>(options.queue_depth, 1, kMaxInflight)) {
   replies_.set_format(reply_format());
+  // Whether a pipeline is there now (the reader is not started yet), so a server knows at once
+  // which of its paths still wait for their pipeline.
+  connected_.store(requests_.connected(), std::memory_order_release);
 }
 
 Pipeline::~Pipeline() {
@@ -122,6 +130,20 @@ void Pipeline::read_loop() {
     Event ev;
     try {
       ev = requests_.next(std::chrono::milliseconds(100));
+    } catch (const WrongRole& err) {
+      // A cudaipcsink took the path: said once, and not asked again (each try is a handshake
+      // with its producer) until another channel takes its place.
+      connected_.store(false, std::memory_order_release);
+      if (last_error != err.what()) {
+        last_error = err.what();
+        log(LogLevel::warning, err.what());
+        Entry e;
+        e.type = ServerEventType::disconnected;
+        e.message = err.what();
+        push(std::move(e));
+      }
+      wait_for_another_channel();
+      continue;
     } catch (const std::exception& err) {
       // A malformed producer (or no memory for what it sent): the consumer drops it; the
       // pipeline is served again once a sound one publishes. Said once per distinct cause, and
@@ -152,6 +174,7 @@ void Pipeline::read_loop() {
         break;
       case EventType::format:
         connected_.store(true, std::memory_order_release);
+        last_error.clear();  // a cause that comes back after a sound connection is news again
         {
           auto f = std::make_shared<StreamFormat>();
           f->format = ev.format;
@@ -181,6 +204,12 @@ void Pipeline::read_loop() {
     }
     push(std::move(e));
   }
+}
+
+void Pipeline::wait_for_another_channel() {
+  const FileId seen = file_id(path_);
+  while (!stop_.load(std::memory_order_acquire) && file_id(path_) == seen)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 bool Pipeline::publish_now(const FrameDesc& request, const void* metas, std::uint32_t metas_size) {

@@ -91,6 +91,8 @@ class Pipeline {
 
  private:
   void read_loop();
+  // Until the channel at the path is another file (or gone), or the pipeline stops.
+  void wait_for_another_channel();
   void push(Entry&& e);
   bool publish_now(const FrameDesc& request, const void* metas, std::uint32_t metas_size);
 

@@ -11,11 +11,13 @@
 #include <thread>
 
 #include "channel_path.hpp"
+#include "channel_role.hpp"
 #include "clock.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
 #include "replies/later_replies.hpp"
 #include "replies/pipeline.hpp"
+#include "replies/server_paths.hpp"
 #include "stream_point.hpp"
 
 namespace cudaipc {
@@ -35,6 +37,7 @@ ProducerOptions reply_channel_options(const std::string& request_path, std::uint
                                       std::uint32_t meta_size) {
   ProducerOptions o;
   o.path = reply_path(request_path);
+  o.role = ChannelRole::replies;
   o.slots = slots;
   o.memory = MemoryKind::host;
   o.meta_size = meta_size;
@@ -155,7 +158,7 @@ class ServerImpl {
   bool lift_all();  // every pipeline's; whether any entry was taken
   void keep_event(ServerEvent&& e);
 
-  const ServerOptions options_;
+  ServerOptions options_;  // the directory's path as checked
   std::shared_ptr<Hub> hub_ = std::make_shared<Hub>();
   // Under hub_->mu: served pipelines, in the order they joined; events of the server itself.
   std::vector<std::shared_ptr<Pipeline>> pipelines_;
@@ -166,6 +169,8 @@ class ServerImpl {
   std::mutex paths_mu_;  // adding and removing pipelines, one at a time
   std::set<std::string> from_directory_;
   std::map<std::string, std::string> refused_;  // directory channels another server serves
+  // Directory channels of another role (a cudaipcsink's): tried again only once replaced.
+  std::map<std::string, detail::FileId> wrong_role_;
 
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
@@ -189,6 +194,7 @@ ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
     throw Error(Errc::invalid_argument, "queue_depth " + std::to_string(o.queue_depth) +
                                             " is not between 1 and " +
                                             std::to_string(kMaxInflight));
+  if (!o.directory.empty()) options_.directory = detail::check_serve_directory(o.directory);
   try {
     for (const std::string& p : paths) add(p, false);
     backlog_ = std::thread([this] { backlog_loop(); });
@@ -230,6 +236,7 @@ void ServerImpl::shutdown() noexcept {
 
 std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
   if (path.empty()) throw Error(Errc::invalid_argument, "a filter's socket path is empty");
+  detail::check_filter_path(path);
   std::lock_guard<std::mutex> paths_lock(paths_mu_);
   std::uint32_t id = 0;
   {
@@ -292,10 +299,23 @@ void ServerImpl::scan_once() {
                       [&](const auto& q) { return q->path() == p; }))
         continue;  // served already (found earlier, or a path given)
     }
+    const detail::FileId id = detail::file_id(p);
+    {
+      std::lock_guard<std::mutex> lock(paths_mu_);
+      const auto wrong = wrong_role_.find(p);
+      if (wrong != wrong_role_.end() && wrong->second == id) continue;
+    }
     try {
       add(p, true);
       std::lock_guard<std::mutex> lock(paths_mu_);
       refused_.erase(p);
+      wrong_role_.erase(p);
+    } catch (const WrongRole& e) {
+      // A cudaipcsink's channel beside the filters': not ours, and no use asking again (each
+      // try is a handshake with its producer) until another channel takes its place.
+      std::lock_guard<std::mutex> lock(paths_mu_);
+      wrong_role_[p] = id;
+      log(LogLevel::info, ("not serving " + p + ": " + e.what()).c_str());
     } catch (const std::exception& e) {
       // Another server serves it (busy), or its reply channel or reader cannot be made: tried
       // again at the next scan, said once.
@@ -325,6 +345,8 @@ void ServerImpl::scan_once() {
     for (auto it = refused_.begin(); it != refused_.end();)
       it = present.count(it->first) || it->first == options_.directory ? std::next(it)
                                                                        : refused_.erase(it);
+    for (auto it = wrong_role_.begin(); it != wrong_role_.end();)
+      it = present.count(it->first) ? std::next(it) : wrong_role_.erase(it);
   }
   if (gone.empty()) return;
   // Said once the pipeline is stopped and, unless a request of it is still unanswered, its reply
