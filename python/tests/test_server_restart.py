@@ -34,10 +34,10 @@ pytestmark = [
     pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed"),
 ]
 
-# docs/python.md's batch loop over a directory: the batch's frames as zero-copy views (NumPy for
-# host frames, torch for CUDA ones), kept until the next batch comes; each answered with its
-# timestamp, pixel sum and path, as host results or (argv[2] == "gpu") with detections left on
-# the GPU beside them.
+# docs/python.md's batch loop over a directory (argv[1]; or "--paths=A,B,..."): the batch's frames
+# as zero-copy views (NumPy for host frames, torch for CUDA ones), kept until the next batch comes;
+# each answered with its timestamp, pixel sum and path, as host results or (argv[2] == "gpu") with
+# detections left on the GPU beside them.
 RESTART_SERVER = textwrap.dedent("""
     import signal, sys, cudaipc
     import numpy as np
@@ -45,7 +45,9 @@ RESTART_SERVER = textwrap.dedent("""
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     answers = sys.argv[2]
     requests = 0
-    with cudaipc.Server(directory=sys.argv[1]) as s:
+    served = sys.argv[1]
+    paths = served[8:].split(",") if served.startswith("--paths=") else None
+    with cudaipc.Server(paths, directory=None if paths else served) as s:
         print("serving", flush=True)
         while not stop:
             reqs = s.batch(8, timeout=0.1, max_delay=0.004)
@@ -175,20 +177,24 @@ def test_a_pipeline_that_restarts_is_served_every_run(tmp_path, memory, answers)
 
 
 @pytest.mark.parametrize("memory,answers", CASES[:2])
+@pytest.mark.parametrize("served", ["directory", "paths"])
 def test_a_pipeline_that_starts_under_a_live_model_has_its_first_frame_answered(
-        tmp_path, memory, answers):
-    """Several pipelines start one after another, each on a path of its own, in a directory a
-    model already serves: on-missing=pass, and yet frame 0 and every frame after it are answered
-    (the filter waits, within its timeout, for the model that is there to take its channel)."""
+        tmp_path, memory, answers, served):
+    """Several pipelines start one after another, each on a path of its own, that a model
+    already serves (it watches their directory, or was given their paths): on-missing=pass, and
+    yet frame 0 and every frame after it are answered (the filter waits, within its timeout, for
+    the model that is there to take its channel)."""
     needs(memory, tmp_path)
     d = tmp_path / "models"
     d.mkdir(mode=0o700)
     n = 10
-    server = start_server(["-c", RESTART_SERVER, str(d), answers])
+    cams = [str(d / f"cam{i}") for i in range(4)]
+    what = str(d) if served == "directory" else "--paths=" + ",".join(cams)
+    server = start_server(["-c", RESTART_SERVER, what, answers])
     runs: List[Run] = []
     try:
-        for i in range(4):
-            run = Run(tmp_path, f"cam{i}", str(d / f"cam{i}"), n, memory)
+        for i, cam in enumerate(cams):
+            run = Run(tmp_path, f"cam{i}", cam, n, memory)
             runs.append(run)
             run.finish()
     finally:

@@ -110,11 +110,13 @@ TEST(ServerJoin, APipelineThatRestartsIsServedAgainWhateverTheModelHolds) {
   so.scan_interval = 100ms;
   Server server(so);
   std::vector<Request> kept;  // one request of every run, never answered
-  const std::chrono::milliseconds gaps[] = {0ms, 20ms, 300ms, 0ms, 1200ms, 5ms};
+  // The gap before each run (the first starts under the live server).
+  const std::chrono::milliseconds gaps[] = {0ms, 0ms, 20ms, 300ms, 0ms, 1200ms, 5ms};
   std::uint32_t run = 0;
   for (const auto gap : gaps) {
     ++run;
     SCOPED_TRACE("run " + std::to_string(run) + " after " + std::to_string(gap.count()) + " ms");
+    std::this_thread::sleep_for(gap);
     auto r = std::make_unique<FilterRun>(cam, run);
     ASSERT_TRUE(r->served(3s));
     for (std::uint32_t n = 1; n <= 3; ++n) {
@@ -128,13 +130,18 @@ TEST(ServerJoin, APipelineThatRestartsIsServedAgainWhateverTheModelHolds) {
     ASSERT_TRUE(server.batch(batch, 1, 0ns, 3s));
     ASSERT_EQ(batch.size(), 1u);
     kept.push_back(std::move(batch[0]));
-    r.reset();
-    std::this_thread::sleep_for(gap);
   }
   // The last run's pipeline leaves (its channel is gone) although its request is still held: its
   // reply channel goes with it, and an answer to it now is lost, not sent to whoever comes next.
+  const std::uint32_t last = kept.back().pipeline();
+  bool left = false;
   const auto until = Clock::now() + 3s;
-  while (!server.pipelines().empty() && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  for (ServerEvent e; !left && Clock::now() < until;)
+    if (server.event(e))
+      left = e.type == ServerEventType::left && e.pipeline == last;
+    else
+      std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(left);
   EXPECT_TRUE(server.pipelines().empty());
   EXPECT_FALSE(exists(reply_path(cam)));
   const std::string t = text_of(kept.back());
