@@ -170,6 +170,29 @@ TEST(ServerJoin, AChannelIsPickedUpAsItAppears) {
   EXPECT_TRUE(server.pipelines().empty());
 }
 
+// A channel another server serves is left to it, and taken as soon as that server goes (its reply
+// channel going is news too), not at the next listing.
+TEST(ServerJoin, AChannelAnotherServerLeavesIsTakenAtOnce) {
+  cudaipc::testing::TempDir dir;
+  const std::string cam = dir.file("cam");
+  FilterRun r(cam, 1);
+  ServerOptions given;
+  given.path = cam;
+  auto one = std::make_unique<Server>(given);
+  ASSERT_TRUE(r.served(3s));
+  ServerOptions so;
+  so.directory = dir.path();
+  so.scan_interval = 6000ms;  // listed every minute when watched
+  Server two(so);
+  EXPECT_TRUE(two.pipelines().empty());
+  one.reset();
+  const auto until = Clock::now() + 3s;
+  while (two.pipelines().empty() && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(two.pipelines().size(), 1u);
+  r.send(1);
+  EXPECT_EQ(answer_next(two), "1/1");
+}
+
 // A directory a server watches says so to the filters that start in it, for as long as a server
 // watches it (two servers may share one directory); nothing is said of another directory.
 TEST(ServerJoin, AServerSaysItWatchesItsDirectory) {

@@ -25,10 +25,9 @@ constexpr std::uint32_t kWatched = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVE
 }  // namespace
 
 DirectoryWatch::DirectoryWatch(std::string dir, std::chrono::milliseconds poll,
-                               std::string ignored_suffix, std::string ignored_name)
+                               std::string ignored_name)
     : dir_(std::move(dir)),
       poll_(poll.count() < 1 ? std::chrono::milliseconds(1) : poll),
-      ignored_suffix_(std::move(ignored_suffix)),
       ignored_name_(std::move(ignored_name)) {
   wake_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_) throw_errno("eventfd for the watch of '" + dir_ + "'");
@@ -58,13 +57,6 @@ void DirectoryWatch::try_watch() {
   if (errno != ENOENT)
     say_once("cannot watch '" + dir_ + "' (inotify_add_watch: " + std::strerror(errno) +
              "): it is listed every " + std::to_string(poll_.count()) + " ms instead");
-}
-
-bool DirectoryWatch::ignored(const char* name) const noexcept {
-  const std::size_t n = std::strlen(name);
-  if (n == ignored_name_.size() && ignored_name_.compare(name) == 0) return true;
-  return n >= ignored_suffix_.size() &&
-         ignored_suffix_.compare(0, std::string::npos, name + (n - ignored_suffix_.size())) == 0;
 }
 
 bool DirectoryWatch::take_events() {
@@ -97,7 +89,7 @@ bool DirectoryWatch::take_events() {
           say_once("inotify_rm_watch on '" + dir_ + "': " + std::strerror(errno));
         watch_ = -1;
         due = true;
-      } else if ((e.mask & IN_Q_OVERFLOW) || e.len == 0 || !ignored(name)) {
+      } else if ((e.mask & IN_Q_OVERFLOW) || e.len == 0 || ignored_name_ != name) {
         due = true;  // a full queue lost events: everything is looked at again
       }
     }

@@ -19,8 +19,9 @@ class DirectoryWatch {
 
   // Throws when the wake cannot be made (no descriptor); a directory that cannot be watched is
   // polled instead, said once per cause.
-  DirectoryWatch(std::string dir, std::chrono::milliseconds poll, std::string ignored_suffix,
-                 std::string ignored_name);
+  // Events of `ignored_name` (the server's own mark) are not news. A reply channel's are: one that
+  // goes may free a path another server served.
+  DirectoryWatch(std::string dir, std::chrono::milliseconds poll, std::string ignored_name);
   DirectoryWatch(const DirectoryWatch&) = delete;
   DirectoryWatch& operator=(const DirectoryWatch&) = delete;
 
@@ -35,12 +36,11 @@ class DirectoryWatch {
   void try_watch();
   // Reads the pending events: whether any is one the server must look at.
   bool take_events();
-  bool ignored(const char* name) const noexcept;
   void say_once(const std::string& what);
 
   const std::string dir_;
   const std::chrono::milliseconds poll_;
-  const std::string ignored_suffix_, ignored_name_;
+  const std::string ignored_name_;
   UniqueFd wake_fd_;     // eventfd
   UniqueFd inotify_fd_;  // none when inotify cannot be had
   int watch_ = -1;       // the directory's watch; -1: polled

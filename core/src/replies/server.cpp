@@ -199,8 +199,8 @@ ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
   try {
     if (!o.directory.empty()) {
       // Watched before it is first listed, so nothing that appears in between is missed.
-      watch_ = std::make_unique<detail::DirectoryWatch>(o.directory, o.scan_interval,
-                                                        reply_path(""), kServerMarkName);
+      watch_ =
+          std::make_unique<detail::DirectoryWatch>(o.directory, o.scan_interval, kServerMarkName);
       hub_->producer_gone = [w = watch_.get()] { w->wake(); };
     }
     for (const std::string& p : paths) add(p, false);
@@ -256,11 +256,19 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
     id = next_id_;  // spent only once the pipeline exists (paths_mu_ keeps adds one at a time)
   }
   auto p = std::make_shared<Pipeline>(id, path, options_, hub_);
-  p->start(p);
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
-    next_id_ = id + 1;
+    // Listed before its reader starts: a request it queues at once (its filter was publishing
+    // already) is counted in the hub only for a pipeline batch() can find, or batch() would see
+    // a request, find none, and return empty before its timeout.
     pipelines_.push_back(p);
+    try {
+      p->start(p);
+    } catch (...) {
+      pipelines_.pop_back();
+      throw;
+    }
+    next_id_ = id + 1;
     if (from_directory) {
       ServerEvent e;
       e.type = ServerEventType::joined;
