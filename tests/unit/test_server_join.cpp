@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -93,6 +94,16 @@ std::string answer_next(Server& s) {
   return t;
 }
 
+// This process's open descriptors.
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
@@ -109,6 +120,7 @@ TEST(ServerJoin, APipelineThatRestartsIsServedAgainWhateverTheModelHolds) {
   so.directory = dir.path();
   so.scan_interval = 100ms;
   Server server(so);
+  const std::size_t fds = open_fds();
   std::vector<Request> kept;  // one request of every run, never answered
   // The gap before each run (the first starts under the live server).
   const std::chrono::milliseconds gaps[] = {0ms, 0ms, 20ms, 300ms, 0ms, 1200ms, 5ms};
@@ -146,7 +158,9 @@ TEST(ServerJoin, APipelineThatRestartsIsServedAgainWhateverTheModelHolds) {
   EXPECT_FALSE(exists(reply_path(cam)));
   const std::string t = text_of(kept.back());
   EXPECT_FALSE(server.reply(kept.back(), t.data(), static_cast<std::uint32_t>(t.size())));
+  // Once the model lets go of what it kept, every run's connection is gone: nothing leaked.
   kept.clear();
+  EXPECT_EQ(open_fds(), fds);
 }
 
 // A channel that appears is served at once (the directory's events), not at its next listing: the
