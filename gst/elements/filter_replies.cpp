@@ -117,7 +117,8 @@ void model_serves(GstCudaIpcFilter* self) {
   if (!st->model_replying.exchange(true))
     GST_INFO_OBJECT(self, "a model process answers on %s", st->reply_path.c_str());
   std::lock_guard<std::mutex> lock(st->mu);
-  st->model_wait_spent = false;  // on-missing=wait gives the next absence its one timeout
+  st->model_wait_spent = false;  // the next absence gets its one timeout
+  st->model_looked_for = false;
   st->cv.notify_all();
 }
 

@@ -31,7 +31,10 @@ void install_filter_properties(GObjectClass* klass) {
       klass, PROP_ON_MISSING,
       g_param_spec_enum("on-missing", "On missing results",
                         "What becomes of a frame whose results cannot come: no model process "
-                        "serves, it died, or it did not answer within timeout",
+                        "serves, it died, or it did not answer within timeout. A model process "
+                        "that is there but not yet reading the frames (it serves socket-path or "
+                        "watches its directory) is waited for, once, within timeout, whatever "
+                        "the policy",
                         GST_TYPE_CUDA_IPC_FILTER_MISSING, GST_CUDA_IPC_FILTER_MISSING_PASS, live));
   g_object_class_install_property(
       klass, PROP_DEVICE_ID,

@@ -69,9 +69,11 @@ struct FilterState {
   bool flushing = true;
   GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
   bool pushing = false;              // the task pushes a frame it popped: a drain waits for it
-  // on-missing=wait: the one timeout given to a missing model is spent; frames pass until a model
-  // serves again.
+  // The one timeout given to a missing model (on-missing=wait), or to one that is there but not
+  // yet reading the frames (any policy), is spent; frames pass until a model serves again.
   bool model_wait_spent = false;
+  // Whether a model is there was asked since a model last served (once per absence).
+  bool model_looked_for = false;
   std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false};
   std::atomic<unsigned> told_version_gaps{0};  // VersionGap bits warned about since READY
 

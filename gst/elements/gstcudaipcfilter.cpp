@@ -92,6 +92,27 @@ static GstStructure* filter_stats(GstCudaIpcFilter* self) {
 
 // ---- Upstream: frames in, sent to the model ----
 
+// Whether a model process is there for a filter that finds none serving yet, asked once while
+// none serves (it costs a few system calls): the model's reply channel is up (a server of this
+// path, waiting to read the frames), or a server watches the channel's directory and is about to
+// take it (directory_served). A filter with no model about plays on per on-missing at once.
+static bool model_expected(GstCudaIpcFilter* self) {
+  FilterState* st = self->st;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->model_wait_spent || st->model_looked_for) return false;
+    st->model_looked_for = true;
+  }
+  if (st->model_replying.load(std::memory_order_relaxed)) return true;
+  try {
+    return directory_served(st->producer->path());
+  } catch (const Error& e) {
+    GST_WARNING_OBJECT(self, "cannot tell whether a model serves %s: %s",
+                       st->producer->path().c_str(), e.what());
+    return false;
+  }
+}
+
 // Waits until every frame in flight has left (before a serialized event); false when flushing.
 static bool drain(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
@@ -125,9 +146,10 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
     return st->model_replying.load(std::memory_order_relaxed) && st->producer->consumer_count() > 0;
   };
   bool model = serving();
-  if (!model && policy == GST_CUDA_IPC_FILTER_MISSING_WAIT) {
-    // A model process that is starting (or restarting) gets one timeout to come; the frames after
-    // that pass at once until a model serves again.
+  if (!model && (policy == GST_CUDA_IPC_FILTER_MISSING_WAIT || model_expected(self))) {
+    // A model process that is starting (or restarting), or that is there and about to take the
+    // channel, gets one timeout to come; the frames after that pass at once until a model serves
+    // again.
     std::unique_lock<std::mutex> lock(st->mu);
     if (!st->model_wait_spent) {
       const std::uint64_t until = monotonic_now_ns() + timeout;
@@ -358,6 +380,11 @@ static bool open_channel(GstCudaIpcFilter* self) {
     co.reconnect = true;
     co.reconnect_interval = std::chrono::milliseconds(20);
     st->replies = std::make_unique<Consumer>(co);
+    // Connected at once: a model process serves this path already (its reply reader says so
+    // when it reads the channel's format; the first frame must know now).
+    st->model_replying.store(st->replies->connected());
+    if (st->model_replying.load())
+      GST_INFO_OBJECT(self, "a model process serves %s", st->reply_path.c_str());
   } catch (const Error& e) {
     post_core_error(GST_ELEMENT(self), e, st->reply_path.c_str());
     return false;
@@ -367,9 +394,9 @@ static bool open_channel(GstCudaIpcFilter* self) {
     st->pending.reset(s.max_inflight);
     st->queued_seq = 0;
     st->model_wait_spent = false;
+    st->model_looked_for = false;
   }
   st->counts.reset();
-  st->model_replying.store(false);
   st->warned_bad_reply = false;
   st->warned_bad_metas = false;
   st->told_version_gaps = 0;

@@ -150,7 +150,8 @@ class Request:
         filter: a reply it has no room
         for is sent later, in order, by the core. Returns False when the reply was given up at
         once (the filter holds every reply slot and more replies wait for it: it is gone or
-        stuck)."""
+        stuck), or the request's pipeline has left (its reply channel is closed; results left on
+        the GPU are queued first, then counted lost in ``replies_lost``)."""
         server = self._server
         frame = self.frame
         h = frame._h

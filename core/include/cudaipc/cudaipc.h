@@ -491,7 +491,7 @@ typedef struct {
   uint32_t path_count;
   uint32_t reply_slots;      /* 0: 8 */
   const char* directory;     /* NULL: none; must exist (the default channel directory is made) */
-  uint64_t scan_interval_ns; /* of the directory; 0: 100 ms */
+  uint64_t scan_interval_ns; /* of an unwatched directory (10x for a watched one); 0: 100 ms */
   int32_t cuda_device;       /* the model's device; -1: each pipeline's own */
   uint32_t reply_meta_size;  /* the most bytes of results per reply; init: 65536 */
   uint32_t queue_depth;      /* requests read ahead per pipeline, 1..64; init: 16 */
@@ -544,7 +544,8 @@ int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out);
 /* Answers `request` (a frame cudaipc_server_batch handed out, once) with `metas_size` bytes of
  * results (a meta area, docs/metas.md; 0: none). Never waits for the filter: a reply it has no
  * room for is published in order later, or given up after 1 s; CUDAIPC_ERR_TIMEOUT when it
- * was given up at once (the filter holds every reply slot and the backlog is full). The frame is
+ * was given up at once (the filter holds every reply slot and the backlog is full, or the
+ * pipeline has left: its reply channel is closed). The frame is
  * still the caller's: release it after (cudaipc_frame_release_after for CUDA reads). */
 int cudaipc_server_reply(cudaipc_server* s, cudaipc_frame* request, const void* metas,
                          uint32_t metas_size);

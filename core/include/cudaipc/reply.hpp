@@ -24,6 +24,15 @@ inline constexpr std::uint32_t kMaxInflight = 64;
 // The reply channel of a request channel: "<path>.reply", created by the model process.
 std::string reply_path(const std::string& request_path);
 
+// A model process that serves every channel of a directory (cudaipc::Server with `directory`)
+// holds a lock on this file there for as long as it does: a filter that starts in the directory
+// learns from it that a model is about to take its channel, and waits for it.
+inline constexpr const char* kServerMarkName = ".cudaipc-server";
+std::string server_mark_path(const std::string& directory);
+// Whether a live server watches the directory of `request_path` (the filter's socket-path).
+// Errc::system when the mark cannot be read for another reason than its absence.
+bool directory_served(const std::string& request_path);
+
 // The tag of a reply to `request` (written into `out`, kReplyTagSize bytes).
 void write_reply_tag(const FrameDesc& request, std::uint8_t out[kReplyTagSize]) noexcept;
 

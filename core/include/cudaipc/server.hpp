@@ -28,10 +28,13 @@ struct ServerOptions {
   std::string path;
   std::vector<std::string> paths;
   // Every filter channel that appears in this directory (not the replies, "*.reply", nor other
-  // producers' channels), picked up within `scan_interval`; a pipeline whose channel is removed
-  // leaves. It must exist (the default channel directory is made, as pipelines make it). Empty:
-  // none.
+  // producers' channels), picked up as it appears (inotify); a pipeline whose channel is removed
+  // leaves, closing its reply channel at once. It must exist (the default channel directory is
+  // made, as pipelines make it). The server says it watches the directory (kServerMarkName,
+  // cudaipc/reply.hpp), so a filter that starts there waits for it. Empty: none.
   std::string directory;
+  // How often the directory is listed while it cannot be watched (it does not exist yet, no
+  // inotify watch is left); a watched one is listed every 10 × this, for events missed.
   std::chrono::milliseconds scan_interval{100};
   CudaOptions cuda;  // how requests are read (a consumer's options; the model's device)
   std::uint32_t reply_slots = 8;
@@ -194,11 +197,12 @@ class Server {
   // reads finish on the GPU before the slot is reused, with no CPU wait). Never waits for the
   // filter: a reply its filter has no room for yet is published by the pipeline's own thread,
   // in order, or given up after 1 s (the filter is gone or stuck). Returns false when given
-  // up now (replies_lost counts every one).
+  // up now, as every answer to a pipeline that has left is (replies_lost counts every one).
   bool reply(Request& request, const void* metas = nullptr, std::uint32_t metas_size = 0,
              void* stream = nullptr);
   // Runs `publish` with the reply channel of `request`'s pipeline, for tools that publish on it
-  // themselves (tests forging replies), in order with reply()'s.
+  // themselves (tests forging replies), in order with reply()'s; Errc::disconnected once the
+  // pipeline has left.
   void with_reply_channel(const Request& request, const std::function<void(Producer&)>& publish);
   // Answers `request` with results the GPU is still computing, without waiting for them: returns
   // at once, and once the work queued on `stream` so far has run (the model's kernels and its

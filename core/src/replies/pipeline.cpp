@@ -31,6 +31,9 @@ ConsumerOptions request_options(const std::string& path, const ServerOptions& o)
   c.path = path;
   c.mode = ConsumeMode::every_frame;
   c.reconnect = true;
+  // A directory's channel is found as it is bound, a moment before its producer listens; a
+  // filter under a live model waits for this connection before its first frame.
+  c.reconnect_interval = std::chrono::milliseconds(20);
   c.cuda = o.cuda;
   // A cudaipcsink's channel is turned away before the server takes a place there: its frames
   // are no requests, and no filter would read the answers.
@@ -45,13 +48,14 @@ Pipeline::Pipeline(std::uint32_t id, std::string path, const ServerOptions& opti
     : id_(id),
       path_(std::move(path)),
       hub_(std::move(hub)),
-      replies_(reply_options(path_, options)),
-      requests_(request_options(path_, options)),
+      replies_(std::make_unique<Producer>(reply_options(path_, options))),
+      requests_(std::make_unique<Consumer>(request_options(path_, options))),
+      reply_meta_size_(replies_->meta_size()),
       ring_(std::clamp<std::uint32_t>(options.queue_depth, 1, kMaxInflight)) {
-  replies_.set_format(reply_format());
+  replies_->set_format(reply_format());
   // Whether a pipeline is there now (the reader is not started yet), so a server knows at once
   // which of its paths still wait for their pipeline.
-  connected_.store(requests_.connected(), std::memory_order_release);
+  connected_.store(requests_->connected(), std::memory_order_release);
 }
 
 Pipeline::~Pipeline() {
@@ -63,14 +67,24 @@ void Pipeline::start(const std::shared_ptr<Pipeline>& self) {
   reader_ = std::thread([this] { read_loop(); });
 }
 
-void Pipeline::stop() noexcept {
+void Pipeline::pause() noexcept {
   stop_.store(true, std::memory_order_release);
-  requests_.interrupt();
+  if (requests_) requests_->interrupt();
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
     hub_->space.notify_all();
   }
   if (reader_.joinable() && reader_.get_id() != std::this_thread::get_id()) reader_.join();
+}
+
+void Pipeline::resume() {
+  if (reader_.joinable() || !requests_) return;
+  stop_.store(false, std::memory_order_release);
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+void Pipeline::stop() noexcept {
+  pause();
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
     clear();
@@ -82,9 +96,25 @@ void Pipeline::stop() noexcept {
   } catch (const std::exception& e) {
     log(LogLevel::warning, e.what());
   }
-  std::lock_guard<std::mutex> lock(reply_mu_);
-  n_lost_.fetch_add(backlog_.size(), std::memory_order_relaxed);
-  backlog_.clear();
+  // Closed now, not when the last request of it goes: the model may keep a request (or a view
+  // of one) for as long as it likes, and the filter that restarts on this path needs the reply
+  // channel's name, and this process the old connection's memory (its GPU imports) back.
+  std::unique_ptr<Producer> replies;
+  {
+    std::lock_guard<std::mutex> lock(reply_mu_);
+    n_lost_.fetch_add(backlog_.size(), std::memory_order_relaxed);
+    backlog_.clear();
+    replies = std::move(replies_);
+  }
+  replies.reset();
+  requests_.reset();
+  connected_.store(false, std::memory_order_release);
+}
+
+void Pipeline::producer_gone() {
+  // Said once per connection lost: a producer that keeps failing does not keep the server busy.
+  if (connected_.exchange(false, std::memory_order_acq_rel) && hub_->producer_gone)
+    hub_->producer_gone();
 }
 
 Entry Pipeline::take_front() noexcept {
@@ -129,7 +159,7 @@ void Pipeline::read_loop() {
   while (!stop_.load(std::memory_order_acquire)) {
     Event ev;
     try {
-      ev = requests_.next(std::chrono::milliseconds(100));
+      ev = requests_->next(std::chrono::milliseconds(100));
     } catch (const WrongRole& err) {
       // A cudaipcsink took the path: said once, and not asked again (each try is a handshake
       // with its producer) until another channel takes its place.
@@ -148,7 +178,7 @@ void Pipeline::read_loop() {
       // A malformed producer (or no memory for what it sent): the consumer drops it; the
       // pipeline is served again once a sound one publishes. Said once per distinct cause, and
       // queued once: a producer that keeps failing does not fill the queue.
-      connected_.store(false, std::memory_order_release);
+      producer_gone();
       if (last_error != err.what()) {
         last_error = err.what();
         log(LogLevel::warning, ("request channel " + path_ + ": " + last_error).c_str());
@@ -179,9 +209,9 @@ void Pipeline::read_loop() {
           auto f = std::make_shared<StreamFormat>();
           f->format = ev.format;
           f->generation = ev.generation;
-          if (requests_.memory_kind() == MemoryKind::cuda) {
-            f->cuda_device = requests_.cuda_device();
-            f->cuda_stream = requests_.cuda_stream();
+          if (requests_->memory_kind() == MemoryKind::cuda) {
+            f->cuda_device = requests_->cuda_device();
+            f->cuda_stream = requests_->cuda_stream();
           }
           format_ = std::move(f);
         }
@@ -192,7 +222,7 @@ void Pipeline::read_loop() {
         e.type = ServerEventType::eos;
         break;
       case EventType::disconnected:
-        connected_.store(false, std::memory_order_release);
+        producer_gone();
         if (ev.refused && ev.message == last_error) continue;
         last_error = ev.message;
         e.type = ServerEventType::disconnected;
@@ -213,19 +243,25 @@ void Pipeline::wait_for_another_channel() {
 }
 
 bool Pipeline::publish_now(const FrameDesc& request, const void* metas, std::uint32_t metas_size) {
-  if (publish_reply(replies_, request, metas, metas_size) != PublishStatus::published) return false;
+  if (publish_reply(*replies_, request, metas, metas_size) != PublishStatus::published)
+    return false;
   n_replies_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 Pipeline::Sent Pipeline::reply(const FrameDesc& request, const void* metas,
                                std::uint32_t metas_size) {
-  if (metas_size > replies_.meta_size())
+  if (metas_size > reply_meta_size_)
     throw Error(Errc::invalid_argument, "results of " + std::to_string(metas_size) +
                                             " bytes do not fit the reply area of " +
-                                            std::to_string(replies_.meta_size()) +
+                                            std::to_string(reply_meta_size_) +
                                             " bytes (reply_meta_size)");
   std::lock_guard<std::mutex> lock(reply_mu_);
+  if (!replies_) {
+    // The pipeline left: its filter is gone, and a filter that restarted here is another run.
+    n_lost_.fetch_add(1, std::memory_order_relaxed);
+    return Sent::lost;
+  }
   if (backlog_.empty() && publish_now(request, metas, metas_size)) return Sent::now;
   if (backlog_.size() >= ring_.size()) {
     n_lost_.fetch_add(1, std::memory_order_relaxed);
@@ -243,6 +279,7 @@ Pipeline::Sent Pipeline::reply(const FrameDesc& request, const void* metas,
 
 bool Pipeline::flush_backlog() {
   std::lock_guard<std::mutex> lock(reply_mu_);
+  if (!replies_) return false;  // stopped: the backlog was counted lost
   const std::uint64_t now = monotonic_ns();
   while (!backlog_.empty()) {
     Deferred& d = backlog_.front();
@@ -258,7 +295,10 @@ bool Pipeline::flush_backlog() {
 
 void Pipeline::with_reply_channel(const std::function<void(Producer&)>& publish) {
   std::lock_guard<std::mutex> lock(reply_mu_);
-  publish(replies_);
+  if (!replies_)
+    throw Error(Errc::disconnected,
+                "the pipeline on " + path_ + " left: its reply channel is closed");
+  publish(*replies_);
 }
 
 ServerPipelineInfo Pipeline::info() const {

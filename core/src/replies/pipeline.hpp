@@ -1,13 +1,16 @@
 // One pipeline a Server serves: its request channel, read ahead on a thread of its own into a
 // bounded queue, and its reply channel. A reply the filter has no room for yet waits in the
 // pipeline's own backlog (published in order by the server's reply thread), so a stuck or dead
-// filter never makes the model wait.
+// filter never makes the model wait. Once stopped, its channels are closed whoever still holds
+// the object (a request the model keeps, a DLPack view of one): a pipeline that restarts on the
+// same path gets a reply channel of its own.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +29,9 @@ struct Hub {
   std::condition_variable space;  // an entry was taken (readers wait)
   std::uint32_t requests = 0;     // requests queued over every pipeline
   bool interrupted = false;
+  // Called by a reader whose producer went away (set before any pipeline starts): a directory's
+  // pipeline may leave now.
+  std::function<void()> producer_gone;
 };
 
 // A pipeline's stream format as its requests carry it, with where its frames live here.
@@ -54,7 +60,13 @@ class Pipeline {
 
   // Starts reading (once the pipeline is owned by a shared_ptr: requests hold it).
   void start(const std::shared_ptr<Pipeline>& self);
-  // Stops reading and drops what is queued; requests handed out stay answerable.
+  // Stops the reader (what it queued stays) and starts it again: the server looks at a
+  // directory's channel between the two, the reader unable to connect meanwhile.
+  void pause() noexcept;
+  void resume();
+  // Stops reading, drops what is queued, sends what the backlog can and closes both channels:
+  // the filter's reply channel is gone, and requests handed out and answered later are lost
+  // (counted).
   void stop() noexcept;
 
   std::uint32_t id() const noexcept { return id_; }
@@ -93,6 +105,7 @@ class Pipeline {
   void read_loop();
   // Until the channel at the path is another file (or gone), or the pipeline stops.
   void wait_for_another_channel();
+  void producer_gone();
   void push(Entry&& e);
   bool publish_now(const FrameDesc& request, const void* metas, std::uint32_t metas_size);
 
@@ -106,8 +119,9 @@ class Pipeline {
   const std::string path_;
   std::shared_ptr<Hub> hub_;
   std::weak_ptr<Pipeline> self_;
-  Producer replies_;
-  Consumer requests_;
+  std::unique_ptr<Producer> replies_;   // under reply_mu_; null once stopped
+  std::unique_ptr<Consumer> requests_;  // the reader's; null once stopped
+  const std::uint32_t reply_meta_size_;
   std::shared_ptr<const StreamFormat> format_;  // the reader's
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};

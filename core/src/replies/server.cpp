@@ -1,9 +1,13 @@
 // cudaipc::Server: pipelines (replies/pipeline.hpp) read ahead on their own threads, a fair pick
-// over their queues, the directory watch that adds and removes them, and the thread that
-// publishes replies their filters had no room for at once.
+// over their queues, the directory's listing that adds and removes them (run whenever its watch,
+// replies/directory_watch.hpp, says), and the thread that publishes replies their filters had no
+// room for at once.
 #include "cudaipc/server.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -15,8 +19,10 @@
 #include "clock.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
+#include "replies/directory_watch.hpp"
 #include "replies/later_replies.hpp"
 #include "replies/pipeline.hpp"
+#include "replies/server_mark.hpp"
 #include "replies/server_paths.hpp"
 #include "stream_point.hpp"
 
@@ -149,6 +155,9 @@ class ServerImpl {
  private:
   void scan_loop();
   void scan_once();
+  // Under paths_mu_: the directory's pipelines whose channel is gone and whose producer left, to
+  // stop.
+  std::vector<std::shared_ptr<Pipeline>> take_gone(const std::set<std::string>& present);
   void backlog_loop();
   // Under hub_->mu: the pipeline whose turn comes first, going round.
   std::size_t next_start() noexcept;
@@ -176,6 +185,8 @@ class ServerImpl {
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;
   bool backlog_due_ = false;
+  std::unique_ptr<detail::DirectoryWatch> watch_;
+  std::unique_ptr<detail::ServerMark> mark_;
   std::thread scanner_;
   std::thread backlog_;
   // Made on the first reply_after(): a thread only for models that answer from the GPU.
@@ -196,9 +207,16 @@ ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
                                             std::to_string(kMaxInflight));
   if (!o.directory.empty()) options_.directory = detail::check_serve_directory(o.directory);
   try {
+    if (!o.directory.empty()) {
+      // Watched before it is first listed, so nothing that appears in between is missed.
+      watch_ =
+          std::make_unique<detail::DirectoryWatch>(o.directory, o.scan_interval, kServerMarkName);
+      hub_->producer_gone = [w = watch_.get()] { w->wake(); };
+    }
     for (const std::string& p : paths) add(p, false);
     backlog_ = std::thread([this] { backlog_loop(); });
     if (!o.directory.empty()) {
+      mark_ = std::make_unique<detail::ServerMark>(o.directory, o.socket_mode);
       scan_once();  // the channels there now are served when the constructor returns
       scanner_ = std::thread([this] { scan_loop(); });
     }
@@ -223,8 +241,10 @@ void ServerImpl::shutdown() noexcept {
     bg_stop_ = true;
   }
   bg_cv_.notify_all();
+  if (watch_) watch_->stop();
   if (scanner_.joinable()) scanner_.join();
   if (backlog_.joinable()) backlog_.join();
+  mark_.reset();  // filters that start in the directory from now on no longer wait for us
   std::vector<std::shared_ptr<Pipeline>> all;
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
@@ -247,11 +267,19 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
     id = next_id_;  // spent only once the pipeline exists (paths_mu_ keeps adds one at a time)
   }
   auto p = std::make_shared<Pipeline>(id, path, options_, hub_);
-  p->start(p);
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
-    next_id_ = id + 1;
+    // Listed before its reader starts: a request it queues at once (its filter was publishing
+    // already) is counted in the hub only for a pipeline batch() can find, or batch() would see
+    // a request, find none, and return empty before its timeout.
     pipelines_.push_back(p);
+    try {
+      p->start(p);
+    } catch (...) {
+      pipelines_.pop_back();
+      throw;
+    }
+    next_id_ = id + 1;
     if (from_directory) {
       ServerEvent e;
       e.type = ServerEventType::joined;
@@ -266,15 +294,11 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
 }
 
 void ServerImpl::scan_loop() {
-  std::unique_lock<std::mutex> lock(bg_mu_);
-  while (!bg_cv_.wait_for(lock, options_.scan_interval, [&] { return bg_stop_; })) {
-    lock.unlock();
-    scan_once();
-    lock.lock();
-  }
+  while (watch_->wait()) scan_once();
 }
 
 void ServerImpl::scan_once() {
+  mark_->refresh();
   std::vector<std::string> found;
   try {
     found = list_channels(options_.directory);
@@ -326,31 +350,12 @@ void ServerImpl::scan_once() {
       }
     }
   }
-  // Channels removed while no pipeline publishes on them leave.
-  std::vector<std::shared_ptr<Pipeline>> gone;
-  {
-    std::lock_guard<std::mutex> paths_lock(paths_mu_);
-    std::lock_guard<std::mutex> lock(hub_->mu);
-    for (auto it = pipelines_.begin(); it != pipelines_.end();) {
-      const std::string& p = (*it)->path();
-      if (from_directory_.count(p) && !present.count(p) && !(*it)->connected()) {
-        from_directory_.erase(p);
-        (*it)->clear();
-        gone.push_back(std::move(*it));
-        it = pipelines_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = refused_.begin(); it != refused_.end();)
-      it = present.count(it->first) || it->first == options_.directory ? std::next(it)
-                                                                       : refused_.erase(it);
-    for (auto it = wrong_role_.begin(); it != wrong_role_.end();)
-      it = present.count(it->first) ? std::next(it) : wrong_role_.erase(it);
-  }
+  // Channels removed while no pipeline publishes on them leave. Adds wait meanwhile: a path added
+  // again gets its reply channel's name once the pipeline that had it is stopped.
+  std::lock_guard<std::mutex> paths_lock(paths_mu_);
+  std::vector<std::shared_ptr<Pipeline>> gone = take_gone(present);
   if (gone.empty()) return;
-  // Said once the pipeline is stopped and, unless a request of it is still unanswered, its reply
-  // channel is gone.
+  // Said once the pipeline is stopped and its reply channel gone, whoever holds its requests.
   std::vector<ServerEvent> left;
   for (auto& p : gone) {
     p->stop();
@@ -366,6 +371,48 @@ void ServerImpl::scan_once() {
     for (auto& e : left) keep_event(std::move(e));
   }
   hub_->ready.notify_all();
+}
+
+std::vector<std::shared_ptr<Pipeline>> ServerImpl::take_gone(const std::set<std::string>& present) {
+  std::vector<std::shared_ptr<Pipeline>> maybe;
+  {
+    std::lock_guard<std::mutex> lock(hub_->mu);
+    for (const auto& p : pipelines_)
+      if (from_directory_.count(p->path()) && !present.count(p->path()) && !p->connected())
+        maybe.push_back(p);
+    for (auto it = refused_.begin(); it != refused_.end();)
+      it = present.count(it->first) || it->first == options_.directory ? std::next(it)
+                                                                       : refused_.erase(it);
+    for (auto it = wrong_role_.begin(); it != wrong_role_.end();)
+      it = present.count(it->first) ? std::next(it) : wrong_role_.erase(it);
+  }
+  // Each is looked at again with its reader stopped, which then cannot connect: a pipeline that
+  // restarted on the path since the listing is served on by the same reader, what it read
+  // meanwhile still queued.
+  std::vector<std::shared_ptr<Pipeline>> gone;
+  for (auto& p : maybe) {
+    p->pause();
+    struct stat st {};
+    const bool absent = ::lstat(p->path().c_str(), &st) != 0 && errno == ENOENT;
+    if (absent && !p->connected()) {
+      gone.push_back(std::move(p));
+      continue;
+    }
+    try {
+      p->resume();
+    } catch (const std::exception& e) {
+      // No thread to read it: it leaves, and joins again as a new pipeline at the next listing.
+      log(LogLevel::warning, ("reading " + p->path() + " again: " + e.what()).c_str());
+      gone.push_back(std::move(p));
+    }
+  }
+  std::lock_guard<std::mutex> lock(hub_->mu);
+  for (const auto& p : gone) {
+    from_directory_.erase(p->path());
+    p->clear();
+    pipelines_.erase(std::find(pipelines_.begin(), pipelines_.end(), p));
+  }
+  return gone;
 }
 
 void ServerImpl::backlog_loop() {

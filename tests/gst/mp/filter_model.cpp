@@ -3,12 +3,14 @@
 // frame_pattern.hpp). It reports on stdout, one fact per line, so a test waits on facts:
 //   cudaipc-gst-filter-model --socket P [--behaviour good|hostile] [--abuse all|replies|records]
 //                            [--stall-id I --stall-ms M] [--timeout-s T]
-//     "serving" once its reply channel exists; per request whose pixels are not frame_pattern's,
-//     "bad-request seq=S"; per answer published, "reply id=I result=R age_us=A at_ns=T": whether
-//     it carries the frame's result, how long after the filter published the frame it went out,
-//     and when (CLOCK_MONOTONIC, which the test shares); "reply-refused id=I" when the reply
-//     channel was full. good: every frame answered at once with its result. hostile: per
-//     filter_model.hpp (--abuse: which of it). --stall-id: before answering that frame, sleep M ms
+//   cudaipc-gst-filter-model --directory D [...]: serves every channel that appears in D instead
+//     "serving" once its reply channel exists (D: once it watches D); per request whose pixels are
+//     not frame_pattern's, "bad-request seq=S"; per answer published, "reply id=I result=R age_us=A
+//     at_ns=T": whether it carries the frame's result, how long after the filter published the
+//     frame it went out, and when (CLOCK_MONOTONIC, which the test shares); "reply-refused id=I"
+//     when the reply channel was full. good: every frame answered at once with its result. hostile:
+//     per filter_model.hpp (--abuse: which of it). --stall-id: before answering that frame, sleep M
+//     ms
 //     ("stalling ID").
 // Runs until killed or T seconds (60) have passed; exit 0 then, 1 on a bad argument or error.
 #include <signal.h>
@@ -114,9 +116,12 @@ int main(int argc, char** argv) {
   peer::Args a(argc, argv, 1);
   const std::string behaviour = a.str("behaviour", "good");
   const std::string abuse = a.str("abuse", "all");
-  if (a.str("socket").empty() || (behaviour != "good" && behaviour != "hostile") ||
+  const std::string directory = a.str("directory");
+  if ((a.str("socket").empty() == directory.empty()) ||
+      (behaviour != "good" && behaviour != "hostile") ||
       (abuse != "all" && abuse != "replies" && abuse != "records")) {
-    std::fprintf(stderr, "usage: %s --socket P [--behaviour good|hostile] ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --socket P|--directory D [--behaviour good|hostile] ...\n",
+                 argv[0]);
     return 1;
   }
   const AbuseSet set = abuse == "replies"   ? AbuseSet::replies
@@ -126,6 +131,7 @@ int main(int argc, char** argv) {
   try {
     cudaipc::ServerOptions o;
     o.path = a.str("socket");
+    o.directory = directory;
     // Room for the hostile replies around each answer while the filter reads them, and for the
     // deep GstValueArray's text.
     o.reply_slots = 32;
