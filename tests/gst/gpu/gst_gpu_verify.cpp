@@ -39,6 +39,8 @@
 //                             --consumer '... ! cudaipcfilter name=x ... ! ... ! appsink name=out'
 //     Every frame leaving the filter must carry its own answer (its pts, device D, and the
 //     digest of the reference frame of that index) and be equal to that reference frame.
+//     --expect-path in-place|copied: every frame sent took that path into its slot (the filter's
+//     stats: upstream wrote into a slot the filter lent it, or the filter copied the frame).
 //   cudaipc-gst-verify latency --consumer 'cudaipcsrc name=src ... ! appsink name=out'
 //                              --frames N [--warmup K]
 //     Reads a producer run with --stamp: per frame, the producer's sink entry to the source's push
@@ -67,6 +69,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -745,6 +748,17 @@ int filter(const Options& o) {
   GstPad* pad = gst_element_get_static_pad(x, "src");
   gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_filter_out, &rec, nullptr);
   gst_object_unref(pad);
+  // The filter's stats once every frame is out: the path frames took into its slots.
+  auto filter_stats = [&con] {
+    GstElement* f = gst_bin_get_by_name(GST_BIN(con.pipe), "x");
+    GstStructure* st = nullptr;
+    g_object_get(f, "stats", &st, nullptr);
+    gst_object_unref(f);
+    const guint64 sent = stat(st, "sent"), in_place = stat(st, "in-place"),
+                  copied = stat(st, "copied");
+    if (st) gst_structure_free(st);
+    return std::array<guint64, 3>{sent, in_place, copied};
+  };
   gst_object_unref(x);
   if (!con.play()) return fail("pipeline: " + con.error);
   int got = 0, unanswered = 0, bad = 0;
@@ -783,10 +797,20 @@ int filter(const Options& o) {
   if (bad)
     return fail(std::to_string(bad) + " frames without their own answer (" +
                 std::to_string(unanswered) + " unanswered); first: " + first_bad);
+  const auto [sent, in_place, copied] = filter_stats();
+  std::printf("filter: sent=%" G_GUINT64_FORMAT " in-place=%" G_GUINT64_FORMAT
+              " copied=%" G_GUINT64_FORMAT "\n",
+              sent, in_place, copied);
+  const guint64 taken = o.expect_path == "in-place" ? in_place
+                        : o.expect_path == "copied" ? copied
+                                                    : in_place + copied;
+  if (!o.expect_path.empty() && (sent == 0 || taken != sent))
+    return fail("filter: " + std::to_string(taken) + " of " + std::to_string(sent) +
+                " frames took the " + o.expect_path + " path");
   std::printf(
       "verify: OK %d frames equal to the reference (%s), each answered by the model on "
-      "device %d from its own bytes\n",
-      got, caps.c_str(), o.model_device);
+      "device %d from its own bytes; in-place %" G_GUINT64_FORMAT " copied %" G_GUINT64_FORMAT "\n",
+      got, caps.c_str(), o.model_device, in_place, copied);
   return 0;
 }
 
