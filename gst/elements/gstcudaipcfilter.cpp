@@ -11,6 +11,12 @@
  * frames whose results cannot come follow on-missing, and the pipeline never waits longer than
  * timeout on the model.
  *
+ * Upstream writes each frame straight into the slot the model reads: the filter answers the
+ * allocation query with its channel's slot pool (host channels; CUDA channels on GStreamer 1.24+,
+ * for cudaupload, cudaconvert and decoders) and pushes that same buffer on, its slot kept out of
+ * the ring until downstream frees it (downstream-buffers sizes the ring for what downstream
+ * keeps). Other buffers are copied into a slot.
+ *
  * The model side is a few lines with the Python package (cudaipc.Server) or the core library
  * (cudaipc::Server): it reads frames on socket-path and answers on socket-path.reply.
  *
