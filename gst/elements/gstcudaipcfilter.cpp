@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bitset>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,7 +84,7 @@ static GstStructure* filter_stats(GstCudaIpcFilter* self) {
   GST_OBJECT_LOCK(self);
   if (st->producer) {
     consumers = st->producer->consumer_count();
-    held = static_cast<guint>(__builtin_popcountll(st->producer->stats().held));
+    held = static_cast<guint>(std::bitset<64>(st->producer->stats().held).count());
   }
   GST_OBJECT_UNLOCK(self);
   return gst_structure_new(
@@ -191,6 +192,7 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
     return ret;
   }
   const Producer::Stamp sent = st->producer->last_frame();
+  if (sent.seq == before) end_unsent_lend(st, buf);
   std::lock_guard<std::mutex> lock(st->mu);
   if (sent.seq == before) {
     // The channel had no free slot within timeout (the model holds them all): not sent.
