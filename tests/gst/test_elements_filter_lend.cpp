@@ -301,5 +301,29 @@ TEST_F(FilterLendTest, WithoutAModelLentFramesPassAndThePoolKeepsLending) {
   EXPECT_TRUE(poll_until([&] { return p.stat("slots-held") == 0; }, kWait)) << p.stat("slots-held");
 }
 
+// Downstream keeps every buffer, more than the ring has slots (1 + 2 + 0): once they are all
+// held, upstream's acquire waits `timeout` for a slot and gets ordinary memory, whose copy finds no
+// slot either (not sent), and the frame passes: slower, never stuck, nothing overwritten.
+TEST_F(FilterLendTest, DownstreamKeepingMoreThanTheRingNeverDeadlocks) {
+  constexpr int kN = 10;
+  LendPipeline p(path_, kN, "max-inflight=1 downstream-buffers=0 timeout=100000000");
+  Model model(path_);
+  ASSERT_EQ(p.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  ASSERT_TRUE(p.start());
+  std::vector<Ptr<GstBuffer>> kept;
+  while (Ptr<GstBuffer> b = p.pull()) {
+    EXPECT_EQ(bytes_problem(b.get(), static_cast<int>(kept.size())), "") << "frame " << kept.size();
+    kept.push_back(std::move(b));
+  }
+  ASSERT_EQ(kept.size(), static_cast<std::size_t>(kN)) << p.pipeline().errors();
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(bytes_problem(kept[i].get(), i), "") << "frame " << i;
+  EXPECT_GT(p.stat("not-sent"), 0u) << "the ring was never exhausted";
+  EXPECT_EQ(p.stat("in-place") + p.stat("not-sent") + p.stat("copied"), static_cast<guint64>(kN));
+  EXPECT_EQ(model.torn(), 0);
+  kept.clear();
+  EXPECT_TRUE(poll_until([&] { return p.stat("slots-held") == 0; }, kWait)) << p.stat("slots-held");
+}
+
 }  // namespace
 }  // namespace cudaipc::testing::gst
