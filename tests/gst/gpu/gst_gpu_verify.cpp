@@ -41,6 +41,9 @@
 //     digest of the reference frame of that index) and be equal to that reference frame.
 //     --expect-path in-place|copied: every frame sent took that path into its slot (the filter's
 //     stats: upstream wrote into a slot the filter lent it, or the filter copied the frame).
+//     --hold-every K --hold-for L: every K-th buffer out is kept (its sample: with CUDA caps at
+//     the appsink, the slot the filter lent) until L more frames came, then must still equal its
+//     reference frame: no later frame was written into a slot still held downstream.
 //   cudaipc-gst-verify latency --consumer 'cudaipcsrc name=src ... ! appsink name=out'
 //                              --frames N [--warmup K]
 //     Reads a producer run with --stamp: per frame, the producer's sink entry to the source's push
@@ -98,6 +101,7 @@ struct Options {
   int model_device = -1;      // serve / filter: the model's device
   bool stamp = false;         // produce: stamp each buffer at the sink for `latency`
   int warmup = 30;
+  int hold_every = 0, hold_for = 0;  // filter: keep every K-th buffer out for L more frames
   int width = 1920, height = 1080;
   std::string formats = "RGBA,NV12", io_modes;  // bench
 };
@@ -761,11 +765,29 @@ int filter(const Options& o) {
   };
   gst_object_unref(x);
   if (!con.play()) return fail("pipeline: " + con.error);
-  int got = 0, unanswered = 0, bad = 0;
-  std::string first_bad;
+  int got = 0, unanswered = 0, bad = 0, overwritten = 0, kept_most = 0;
+  std::string first_bad, first_overwritten;
+  std::deque<std::pair<int, GstSample*>> kept;  // (frame index from 1, its sample)
+  // Lets go of the kept samples up to frame `upto`, each checked against its reference again.
+  auto release_kept = [&](int upto) {
+    while (!kept.empty() && kept.front().first <= upto) {
+      std::string ignored;
+      const int i = kept.front().first;
+      if (i > static_cast<int>(want.size()) || digest(kept.front().second, &ignored) != want[i - 1])
+        if (++overwritten == 1)
+          first_overwritten = "frame " + std::to_string(i) + " was overwritten while held";
+      gst_sample_unref(kept.front().second);
+      kept.pop_front();
+    }
+  };
   while (GstSample* s = con.pull(o.timeout_s)) {
     const std::uint64_t d = digest(s, &caps);
-    gst_sample_unref(s);
+    if (o.hold_every > 0 && (got + 1) % o.hold_every == 0)
+      kept.emplace_back(got + 1, s);
+    else
+      gst_sample_unref(s);
+    release_kept(got + 1 - o.hold_for);
+    kept_most = std::max(kept_most, static_cast<int>(kept.size()));
     Answer a;
     {
       std::lock_guard<std::mutex> lock(rec.mu);
@@ -790,10 +812,14 @@ int filter(const Options& o) {
       why = "the frame differs from the reference";
     if (!why.empty() && ++bad == 1) first_bad = "frame " + std::to_string(got) + ": " + why;
   }
+  release_kept(got);
   if (!con.error.empty())
     return fail("pipeline after " + std::to_string(got) + " frames: " + con.error);
   if (got != o.frames)
     return fail("got " + std::to_string(got) + " of " + std::to_string(o.frames));
+  if (overwritten)
+    return fail(std::to_string(overwritten) + " of the frames kept downstream (up to " +
+                std::to_string(kept_most) + " at once) changed; first: " + first_overwritten);
   if (bad)
     return fail(std::to_string(bad) + " frames without their own answer (" +
                 std::to_string(unanswered) + " unanswered); first: " + first_bad);
@@ -809,8 +835,9 @@ int filter(const Options& o) {
                 " frames took the " + o.expect_path + " path");
   std::printf(
       "verify: OK %d frames equal to the reference (%s), each answered by the model on "
-      "device %d from its own bytes; in-place %" G_GUINT64_FORMAT " copied %" G_GUINT64_FORMAT "\n",
-      got, caps.c_str(), o.model_device, in_place, copied);
+      "device %d from its own bytes; in-place %" G_GUINT64_FORMAT " copied %" G_GUINT64_FORMAT
+      ", up to %d kept downstream unchanged\n",
+      got, caps.c_str(), o.model_device, in_place, copied, kept_most);
   return 0;
 }
 
@@ -1058,6 +1085,10 @@ int main(int argc, char** argv) {
       o.stamp = true;
     else if (a == "--warmup")
       o.warmup = std::atoi(next().c_str());
+    else if (a == "--hold-every")
+      o.hold_every = std::atoi(next().c_str());
+    else if (a == "--hold-for")
+      o.hold_for = std::atoi(next().c_str());
     else if (a == "--width")
       o.width = std::atoi(next().c_str());
     else if (a == "--height")

@@ -86,6 +86,11 @@ host_cases() {
   # videotestsrc writes into the slots the filter lends it (in-place): no frame is copied.
   model_case host-filter -1 "$(producer NV12) ! cudaipcfilter name=x ipc-mode=host" \
     "$(ref NV12)" "" in-place
+  # Downstream keeps every 8th buffer (its lent slot) for 64 frames, past a ring of 22 slots: each
+  # is still its own frame.
+  FILTER_HOLD="--hold-every 8 --hold-for 64" model_case host-filter-held -1 \
+    "$(producer NV12) ! cudaipcfilter name=x ipc-mode=host downstream-buffers=16" "$(ref NV12)" "" \
+    in-place
   run_case host-latency "@produce --stamp --pipeline-words $(producer RGBA) ! cudaipcringsink name=sink ipc-mode=host" \
     -- latency --frames "$frames" --warmup 10 \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-latency.sock ! appsink name=out"
@@ -107,6 +112,7 @@ host_cases() {
 # device DEV (-1: host memory): every frame must leave the filter with the answer the model made
 # from that frame's bytes, and equal the reference frame of its index; with PATH, every frame sent
 # took that path into its slot (in-place: upstream wrote into a slot the filter lent; copied).
+# FILTER_HOLD: the checker's --hold-every/--hold-for (frames kept downstream, checked again).
 model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER_THE_FILTER [PATH]]
   local n=$1 dev=$2 up=$3 reference=$4 after=${5:-} path=${6:-}
   local log=$out/$n.log sock=$work/$n.sock start=$SECONDS
@@ -114,8 +120,9 @@ model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER
     --timeout-s 80 >"$log.model" 2>&1 &
   local mpid=$!
   for _ in $(seq 200); do grep -q '^serving' "$log.model" 2>/dev/null && break; sleep 0.05; done
+  # shellcheck disable=SC2086  # FILTER_HOLD is options, split on purpose
   GST_DEBUG=${GST_DEBUG:-cudaipcfilter:4} timeout -k 5 120 "$verify" filter --frames "$frames" \
-    --model-device "$dev" --reference "$reference" ${path:+--expect-path "$path"} \
+    --model-device "$dev" --reference "$reference" ${path:+--expect-path "$path"} ${FILTER_HOLD:-} \
     --consumer "$up socket-path=$sock on-missing=wait timeout=10000000000 ${after:+! $after }! appsink name=out" \
     >"$log" 2>&1
   local rc=$?
@@ -278,6 +285,11 @@ gpu_cases() {
   # own); 1.22 cannot wrap the slots as CUDA memory, so there the filter copies (copied).
   model_case "$tag-filter-lend" 0 "$(W=1920 H=1080 producer NV12) ! cudaupload ! cudaipcfilter name=x" \
     "$(W=1920 H=1080 ref NV12)" "cudadownload" "$path"
+  # CUDA memory up to the appsink, which keeps every 8th buffer (on 1.24+ the slot itself) for 64
+  # frames, past a ring of 22 slots: each must still be its own frame when let go.
+  FILTER_HOLD="--hold-every 8 --hold-for 64" model_case "$tag-filter-lend-held" 0 \
+    "$(producer NV12) ! cudaupload ! cudaipcfilter name=x downstream-buffers=16" "$(ref NV12)" "" \
+    "$path"
   if [ "$tag" = g128 ] && gst-inspect-1.0 cudaconvert >/dev/null 2>&1; then
     local conv="cudaconvert ! video/x-raw(memory:CUDAMemory),format=I420"
     model_case "$tag-filter-lend-cudaconvert" 0 "$(producer NV12) ! cudaupload ! $conv ! cudaipcfilter name=x" \
