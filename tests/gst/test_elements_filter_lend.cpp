@@ -5,7 +5,8 @@
 // many frames: each must still hold its own bytes after the ring published dozens of later frames
 // (a held slot is never written again until its buffer is freed), while the model, in this
 // process, checks every frame's bytes and answers with the id it read. Without a model, lent
-// frames pass and the pool keeps lending.
+// frames pass and the pool keeps lending. Downstream keeping more buffers than the ring has slots
+// slows the filter (each frame waits `timeout` for a slot) but never deadlocks it.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
