@@ -112,6 +112,11 @@ void ProducerImpl::log_holdback(std::uint64_t now) {
       if (r->evicted) msg += " (evicted)";
     }
   }
+  // Slots this process holds past their publishing (SlotHold: buffers downstream of a filter).
+  const std::uint64_t held = held_.load(std::memory_order_relaxed) & valid_mask_;
+  if (held)
+    msg += "; this process holds " + std::to_string(std::bitset<64>(held).count()) +
+           " published slot(s) in use here";
   if (msg.empty()) return;
   log(LogLevel::warning, ("no free slot on " + path_ + msg).c_str());
 }

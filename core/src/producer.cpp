@@ -163,7 +163,7 @@ void ProducerImpl::set_format(const Format& f) {
 }
 
 bool ProducerImpl::slot_free(std::uint32_t i, const Occupancy& occ) const {
-  if (occ.leased & (1ull << i)) return false;
+  if ((occ.leased | held_.load(std::memory_order_seq_cst)) & (1ull << i)) return false;
   // An every-frame consumer that has not reached this frame yet still needs it.
   return slot_seq_[i] == 0 || slot_seq_[i] <= occ.min_cursor;
 }
@@ -194,9 +194,12 @@ void ProducerImpl::free_retired(const Occupancy& occ) {
   retired_.erase(
       std::remove_if(retired_.begin(), retired_.end(),
                      [&](const Retired& r) {
-                       for (std::uint32_t i = 0; i < slot_count_; ++i)
+                       const std::uint64_t held = held_.load(std::memory_order_seq_cst);
+                       for (std::uint32_t i = 0; i < slot_count_; ++i) {
                          if (slot_set_[i] == r.set_id && slot_seq_[i] != 0 && !slot_free(i, occ))
                            return false;
+                         if ((held & (1ull << i)) && held_set_[i] == r.set_id) return false;
+                       }
                        return true;
                      }),
       retired_.end());
@@ -353,6 +356,28 @@ void ProducerImpl::abort(WriteSlot& ws) noexcept {
   ws.owner_ = nullptr;
 }
 
+SlotHold ProducerImpl::hold(const WriteSlot& ws) {
+  if (ws.owner_ != this) throw Error(Errc::invalid_argument, "hold of a slot not borrowed here");
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::uint64_t bit = 1ull << ws.index_;
+  if (held_.load(std::memory_order_relaxed) & bit)
+    throw Error(Errc::invalid_argument, "slot " + std::to_string(ws.index_) + " is held already");
+  held_set_[ws.index_] = set_id_;
+  held_.fetch_or(bit, std::memory_order_seq_cst);
+  SlotHold h;
+  h.owner_ = this;
+  h.index_ = ws.index_;
+  return h;
+}
+
+void ProducerImpl::release(SlotHold& h) noexcept {
+  held_.fetch_and(~(1ull << h.index_), std::memory_order_seq_cst);
+  h.owner_ = nullptr;
+  // A publish waiting for space announced itself before it looked for a free slot (seq_cst on
+  // both sides): either it sees the slot free, or we see it waiting and wake it.
+  if (cb_->producer_waiting.load(std::memory_order_seq_cst) != 0) wake_space();
+}
+
 PublishStatus ProducerImpl::publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
                                     SourceKind from) {
   PublishStatus st;
@@ -409,6 +434,7 @@ Producer::Stamp ProducerImpl::last_frame() const {
 ProducerStats ProducerImpl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ProducerStats s{seq_, dropped_, generation_, {}};
+  s.held = held_.load(std::memory_order_relaxed) & valid_mask_;
   std::lock_guard<std::mutex> table(table_mu_);
   for (const auto& r : records_) {
     if (!r || (!r->active && !r->evicted)) continue;
@@ -456,6 +482,22 @@ WriteSlot::~WriteSlot() {
   if (owner_) owner_->abort(*this);
 }
 
+SlotHold::SlotHold(SlotHold&& o) noexcept
+    : owner_(std::exchange(o.owner_, nullptr)), index_(o.index_) {}
+
+SlotHold& SlotHold::operator=(SlotHold&& o) noexcept {
+  if (this != &o) {
+    if (owner_) owner_->release(*this);
+    owner_ = std::exchange(o.owner_, nullptr);
+    index_ = o.index_;
+  }
+  return *this;
+}
+
+SlotHold::~SlotHold() {
+  if (owner_) owner_->release(*this);
+}
+
 Producer::Producer(const ProducerOptions& options)
     : impl_(std::make_unique<ProducerImpl>(options)) {}
 Producer::~Producer() = default;
@@ -473,6 +515,9 @@ void Producer::commit(WriteSlot& slot, const FrameInfo& info) {
 }
 void Producer::abort(WriteSlot& slot) {
   impl_->abort(slot);
+}
+SlotHold Producer::hold(const WriteSlot& slot) {
+  return impl_->hold(slot);
 }
 PublishStatus Producer::publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
                                 bool from_device) {

@@ -42,6 +42,8 @@ class ProducerImpl {
   WriteSlot begin_frame(PublishStatus* status);
   void commit(WriteSlot& ws, const FrameInfo& info);
   void abort(WriteSlot& ws) noexcept;
+  SlotHold hold(const WriteSlot& ws);
+  void release(SlotHold& h) noexcept;
   PublishStatus publish(const void* data, std::uint64_t bytes, const FrameInfo& info,
                         SourceKind from);
   PublishStatus publish_2d(const void* src, std::uint64_t src_pitch, std::uint64_t width,
@@ -172,6 +174,10 @@ class ProducerImpl {
   std::array<std::uint64_t, kMaxSlots> slot_seq_{};  // frame in each slot (0: none/invalidated)
   std::array<std::uint64_t, kMaxSlots> slot_set_{};  // slot set that frame lives in
   std::uint32_t next_slot_ = 0;
+  // Slots this process still uses after their write ended (SlotHold): never claimed. Released
+  // from any thread without mu_; held_set_ (under mu_) keeps a retired set while one is held.
+  std::atomic<std::uint64_t> held_{0};
+  std::array<std::uint64_t, kMaxSlots> held_set_{};
   bool writing_ = false;
   std::uint32_t writing_slot_ = 0;
   std::uint64_t starved_since_ = 0;  // when publishing last found no free slot, 0: it did

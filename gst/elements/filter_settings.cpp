@@ -71,6 +71,13 @@ void install_filter_properties(GObjectClass* klass) {
                           "frame (GstAnalyticsRelationMetaAPI, GstTensorMetaAPI, a custom meta's "
                           "name...); '*' for all, empty for none",
                           "*", rw));
+  g_object_class_install_property(
+      klass, PROP_DOWNSTREAM_BUFFERS,
+      g_param_spec_uint("downstream-buffers", "Downstream buffers",
+                        "Buffers downstream may keep after the filter pushed them (a sink's "
+                        "shown frame, a queue): the ring has this many slots beyond "
+                        "max-inflight and two, for upstream writing into slots (32 at most)",
+                        0, kMaxDownstreamBuffers, kDefaultDownstreamBuffers, rw));
 }
 
 bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
@@ -111,6 +118,9 @@ bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
       s.reply_metas = f ? f : "";
       break;
     }
+    case PROP_DOWNSTREAM_BUFFERS:
+      s.downstream_buffers = g_value_get_uint(value);
+      break;
     default:
       return false;
   }
@@ -148,6 +158,9 @@ bool get_filter_setting(const Settings& s, guint prop_id, GValue* value) {
       break;
     case PROP_REPLY_METAS:
       g_value_set_string(value, s.reply_metas.c_str());
+      break;
+    case PROP_DOWNSTREAM_BUFFERS:
+      g_value_set_uint(value, s.downstream_buffers);
       break;
     default:
       return false;

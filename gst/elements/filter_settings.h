@@ -4,6 +4,7 @@
 
 #include <gst/gst.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cudaipc/reply.hpp"
@@ -23,13 +24,21 @@ enum {
   PROP_META_SIZE,
   PROP_FORWARD_METAS,
   PROP_REPLY_METAS,
+  PROP_DOWNSTREAM_BUFFERS,
   PROP_STATS,
 };
 
 constexpr guint kDefaultMaxInflight = 4;
-// The channel has 32 slots at most, and two more than the frames in flight.
-constexpr guint kMaxMaxInflight = 30;
+// The slots beyond max-inflight and downstream's: one upstream writes into, one being pushed on.
+constexpr guint kSpareSlots = 2;
+// The channel has 32 slots at most.
+constexpr guint kMaxSlots = 32;
+constexpr guint kMaxMaxInflight = kMaxSlots - kSpareSlots;
 constexpr guint64 kDefaultTimeout = GST_SECOND;
+// Buffers lent upstream that downstream may keep after the filter pushed them (a video sink's
+// shown frame and the next): each keeps its slot out of the ring until freed.
+constexpr guint kDefaultDownstreamBuffers = 2;
+constexpr guint kMaxDownstreamBuffers = 29;  // kMaxSlots less the spares and one in flight
 
 struct Settings {
   std::string socket_path;
@@ -42,7 +51,13 @@ struct Settings {
   guint meta_size = 64 * 1024;
   std::string forward_metas = "*";
   std::string reply_metas = "*";
+  guint downstream_buffers = kDefaultDownstreamBuffers;
 };
+
+// The frames' ring: the frames in flight, the spare ones and what downstream keeps, at most 32.
+inline guint ring_slots(const Settings& s) {
+  return std::min(s.max_inflight + kSpareSlots + s.downstream_buffers, kMaxSlots);
+}
 
 void install_filter_properties(GObjectClass* klass);
 // False when `prop_id` is not one of the settings (stats is the element's).

@@ -23,8 +23,6 @@ GST_DEBUG_CATEGORY_EXTERN(gst_cuda_ipc_filter_debug);
 
 namespace cudaipc::gst::filter {
 
-// The slots beyond max-inflight: one being written while every frame in flight is held.
-constexpr guint kSpareSlots = 2;
 // How long the reply reader waits for a reply before it looks at whether it should stop, and the
 // task for a frame when none is queued.
 constexpr std::uint64_t kIdlePollNs = 20 * 1000 * 1000;
@@ -32,12 +30,16 @@ constexpr std::uint64_t kIdlePollNs = 20 * 1000 * 1000;
 struct Counters {
   std::atomic<std::uint64_t> frames{0}, sent{0}, answered{0}, passed{0}, dropped{0}, timeouts{0},
       no_model{0}, model_lost{0}, not_sent{0};
+  // How sent frames got into their slots: written there by upstream (a slot lent through the
+  // allocation query), or copied by the inner sink.
+  std::atomic<std::uint64_t> in_place{0}, copied{0};
   std::atomic<std::uint64_t> malformed{0}, unknown{0}, stale{0}, duplicate{0}, foreign{0};
   std::atomic<std::uint64_t> metas_received{0}, metas_unknown{0}, metas_bad{0}, metas_filtered{0};
   void reset() {
-    for (auto* c : {&frames, &sent, &answered, &passed, &dropped, &timeouts, &no_model, &model_lost,
-                    &not_sent, &malformed, &unknown, &stale, &duplicate, &foreign, &metas_received,
-                    &metas_unknown, &metas_bad, &metas_filtered})
+    for (auto* c : {&frames,   &sent,           &answered,      &passed,    &dropped,
+                    &timeouts, &no_model,       &model_lost,    &not_sent,  &in_place,
+                    &copied,   &malformed,      &unknown,       &stale,     &duplicate,
+                    &foreign,  &metas_received, &metas_unknown, &metas_bad, &metas_filtered})
       c->store(0, std::memory_order_relaxed);
   }
 };

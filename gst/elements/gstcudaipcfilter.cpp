@@ -11,6 +11,12 @@
  * frames whose results cannot come follow on-missing, and the pipeline never waits longer than
  * timeout on the model.
  *
+ * Upstream writes each frame straight into the slot the model reads: the filter answers the
+ * allocation query with its channel's slot pool (host channels; CUDA channels on GStreamer 1.24+,
+ * for cudaupload, cudaconvert and decoders) and pushes that same buffer on, its slot kept out of
+ * the ring until downstream frees it (downstream-buffers sizes the ring for what downstream
+ * keeps). Other buffers are copied into a slot.
+ *
  * The model side is a few lines with the Python package (cudaipc.Server) or the core library
  * (cudaipc::Server): it reads frames on socket-path and answers on socket-path.reply.
  *
@@ -25,6 +31,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bitset>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +45,7 @@
 #include "elements/gstcudaipcsink.h"
 #include "format/caps_tensor.h"
 #include "format/time_sync.h"
+#include "memory/slot_pool.h"
 #include "metas/meta_filter.h"
 
 GST_DEBUG_CATEGORY(gst_cuda_ipc_filter_debug);
@@ -67,13 +75,17 @@ static GstStructure* filter_stats(GstCudaIpcFilter* self) {
     return static_cast<guint64>(v.load(std::memory_order_relaxed));
   };
   std::size_t consumers = 0;
+  guint held = 0;
   std::uint32_t inflight = 0;
   {
     std::lock_guard<std::mutex> lock(st->mu);
     inflight = st->pending.size();
   }
   GST_OBJECT_LOCK(self);
-  if (st->producer) consumers = st->producer->consumer_count();
+  if (st->producer) {
+    consumers = st->producer->consumer_count();
+    held = static_cast<guint>(std::bitset<64>(st->producer->stats().held).count());
+  }
   GST_OBJECT_UNLOCK(self);
   return gst_structure_new(
       "cudaipcfilter-stats", "frames", G_TYPE_UINT64, n(c.frames), "sent", G_TYPE_UINT64, n(c.sent),
@@ -85,9 +97,11 @@ static GstStructure* filter_stats(GstCudaIpcFilter* self) {
       "replies-duplicate", G_TYPE_UINT64, n(c.duplicate), "replies-foreign", G_TYPE_UINT64,
       n(c.foreign), "metas-received", G_TYPE_UINT64, n(c.metas_received), "metas-unknown",
       G_TYPE_UINT64, n(c.metas_unknown), "metas-bad", G_TYPE_UINT64, n(c.metas_bad),
-      "metas-filtered", G_TYPE_UINT64, n(c.metas_filtered), "inflight", G_TYPE_UINT, inflight,
-      "model-connected", G_TYPE_BOOLEAN, st->model_replying.load() && consumers > 0,
-      "model-replying", G_TYPE_BOOLEAN, st->model_replying.load(), nullptr);
+      "metas-filtered", G_TYPE_UINT64, n(c.metas_filtered), "in-place", G_TYPE_UINT64,
+      n(c.in_place), "copied", G_TYPE_UINT64, n(c.copied), "inflight", G_TYPE_UINT, inflight,
+      "slots-held", G_TYPE_UINT, held, "model-connected", G_TYPE_BOOLEAN,
+      st->model_replying.load() && consumers > 0, "model-replying", G_TYPE_BOOLEAN,
+      st->model_replying.load(), nullptr);
 }
 
 // ---- Upstream: frames in, sent to the model ----
@@ -121,6 +135,16 @@ static bool drain(GstCudaIpcFilter* self) {
     return st->flushing || (st->pending.empty() && !st->pushing) || st->flow != GST_FLOW_OK;
   });
   return !st->flushing;
+}
+
+// A buffer upstream wrote into a lent slot that goes on unsent (no model serves): its write ends
+// unpublished, so the ring can publish other frames, and the slot stays held (its memory is the
+// buffer's) until the buffer is freed downstream.
+static void end_unsent_lend(FilterState* st, GstBuffer* buf) {
+  if (WriteSlot* slot = slot_of(buf, st->producer.get())) {
+    st->producer->abort(*slot);
+    mark_rendered(buf);  // the pool lends again
+  }
 }
 
 static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBuffer* buf) {
@@ -174,12 +198,15 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
       gst_buffer_unref(buf);
       return GST_FLOW_OK;
     }
+    end_unsent_lend(st, buf);
     std::lock_guard<std::mutex> lock(st->mu);
     st->pending.add_unsent(buf);
     st->cv.notify_all();  // the task pushes it on
     return GST_FLOW_OK;
   }
 
+  // Upstream wrote into a slot lent through the allocation query: the inner sink only commits it.
+  const bool lent = slot_of(buf, st->producer.get()) != nullptr;
   const std::uint64_t before = st->producer->last_seq();
   const GstFlowReturn ret = gst_pad_push(st->proxy, gst_buffer_ref(buf));
   if (ret != GST_FLOW_OK) {
@@ -187,6 +214,7 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
     return ret;
   }
   const Producer::Stamp sent = st->producer->last_frame();
+  if (sent.seq == before) end_unsent_lend(st, buf);
   std::lock_guard<std::mutex> lock(st->mu);
   if (sent.seq == before) {
     // The channel had no free slot within timeout (the model holds them all): not sent.
@@ -194,6 +222,7 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
     st->pending.add_unsent(buf);
   } else {
     st->counts.sent.fetch_add(1, std::memory_order_relaxed);
+    (lent ? st->counts.in_place : st->counts.copied).fetch_add(1, std::memory_order_relaxed);
     st->pending.add_sent(buf, sent.seq, sent.publish_time_ns, monotonic_now_ns() + timeout);
     st->queued_seq = sent.seq;
   }
@@ -284,10 +313,11 @@ static gboolean gst_cuda_ipc_filter_sink_query(GstPad* pad, GstObject* parent, G
       return TRUE;
     }
     case GST_QUERY_ALLOCATION:
-      // Not forwarded: a frame stays here until its results come, up to max-inflight at once,
-      // which a downstream pool sized for one frame in flight (a cudaipcsink's slot pool lends
-      // one slot at a time) cannot allow. Upstream allocates from a pool of its own.
-      return FALSE;
+      // The inner sink answers: upstream writes into the channel's slots (its slot pool), which
+      // the filter then pushes on downstream, each slot held until its buffer is freed. Not
+      // forwarded downstream: a frame stays here while in flight, up to max-inflight at once,
+      // which a downstream pool that lends one buffer at a time cannot allow.
+      return st->sink && gst_pad_peer_query(st->proxy, query);
     default:
       return gst_pad_query_default(pad, parent, query);
   }
@@ -357,10 +387,9 @@ static bool open_channel(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   const Settings s = settings_of(self);
   g_object_set(st->sink, "socket-path", s.socket_path.empty() ? nullptr : s.socket_path.c_str(),
-               "num-slots", std::min(s.max_inflight + kSpareSlots, 32u), "cuda-device-id",
-               s.device_id, "ipc-mode", s.ipc_mode, "socket-mode", s.socket_mode, "meta-size",
-               s.meta_size, "forward-metas", s.forward_metas.c_str(), "block-timeout", s.timeout,
-               nullptr);
+               "num-slots", ring_slots(s), "cuda-device-id", s.device_id, "ipc-mode", s.ipc_mode,
+               "socket-mode", s.socket_mode, "meta-size", s.meta_size, "forward-metas",
+               s.forward_metas.c_str(), "block-timeout", s.timeout, nullptr);
   // The channel's own error (forwarded) says why it failed.
   if (gst_element_set_state(st->sink, GST_STATE_READY) == GST_STATE_CHANGE_FAILURE) return false;
   st->producer = gst_cuda_ipc_ring_sink_producer(GST_CUDA_IPC_RING_SINK(st->sink));
@@ -401,8 +430,12 @@ static bool open_channel(GstCudaIpcFilter* self) {
   st->warned_bad_metas = false;
   st->told_version_gaps = 0;
   start_reply_reader(self);
-  GST_INFO_OBJECT(self, "frames on %s, results from %s, %u in flight", st->producer->path().c_str(),
-                  st->reply_path.c_str(), s.max_inflight);
+  if (s.max_inflight + kSpareSlots + s.downstream_buffers > kMaxSlots)
+    GST_WARNING_OBJECT(self, "ring of %u slots: max-inflight + downstream-buffers exceed it by %u",
+                       kMaxSlots, s.max_inflight + kSpareSlots + s.downstream_buffers - kMaxSlots);
+  GST_INFO_OBJECT(self, "frames on %s, results from %s, %u in flight, %u slots",
+                  st->producer->path().c_str(), st->reply_path.c_str(), s.max_inflight,
+                  ring_slots(s));
   return true;
 }
 
@@ -554,13 +587,16 @@ static void gst_cuda_ipc_filter_class_init(GstCudaIpcFilterClass* klass) {
   install_filter_properties(gobject_class);
   g_object_class_install_property(
       gobject_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "frames, sent, answered (pushed with results), passed (pushed without), "
-                         "dropped, timeouts, no-model, model-lost, not-sent, replies-malformed/"
-                         "unknown/stale/duplicate/foreign (replies that answered no frame), "
-                         "metas-received/unknown/bad/filtered, inflight, model-connected",
-                         GST_TYPE_STRUCTURE,
-                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+      g_param_spec_boxed(
+          "stats", "Statistics",
+          "frames, sent, answered (pushed with results), passed (pushed without), "
+          "dropped, timeouts, no-model, model-lost, not-sent, replies-malformed/"
+          "unknown/stale/duplicate/foreign (replies that answered no frame), "
+          "metas-received/unknown/bad/filtered, in-place/copied (sent frames "
+          "upstream wrote into lent slots / the filter copied), inflight, slots-held "
+          "(lent slots whose buffers are not freed yet), "
+          "model-connected",
+          GST_TYPE_STRUCTURE, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   gst_element_class_set_static_metadata(
       element_class, "CUDA IPC model filter", "Filter/Analyzer/Video",

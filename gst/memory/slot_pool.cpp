@@ -75,6 +75,12 @@ std::unique_ptr<LentSlot> lend(SlotLender& lender, std::uint64_t size, bool* flu
     GST_TRACE("no slot lent: %s", lent->slot ? "slots too small" : "none free");
     return nullptr;
   }
+  try {
+    lent->hold = lent->producer->hold(lent->slot);
+  } catch (const Error& e) {
+    GST_WARNING("no slot lent: %s", e.what());  // never: the slot was free to borrow
+    return nullptr;
+  }
   GST_TRACE("slot %u lent", lent->slot.index());
   return lent;
 }

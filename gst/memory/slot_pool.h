@@ -70,10 +70,14 @@ WriteSlot* slot_of(GstBuffer* buf, const Producer* producer);
 namespace slot_pool_detail {
 // The pools' debug category, "cudaipcslotpool".
 void debug_init();
-// A slot lent to a buffer's memory. The producer outlives every slot lent from it (members are
-// destroyed in reverse order: the slot first, aborted if never committed).
+// A slot lent to a buffer's memory, held out of the ring's rotation until the memory is freed:
+// after the commit the buffer may still be read (cudaipcfilter pushes it on downstream; a tee
+// upstream of a sink has other branches), and the ring must not write the next frame under it.
+// The producer outlives every slot lent from it (members are destroyed in reverse order: the
+// slot first, aborted if never committed, then its hold).
 struct LentSlot {
   std::shared_ptr<Producer> producer;
+  SlotHold hold;
   WriteSlot slot;
 };
 // A free slot of at least `size` bytes when one can be lent now (none in flight, the sink not

@@ -32,6 +32,7 @@ struct ProducerStats {
   std::uint64_t dropped;
   std::uint64_t generation;
   std::vector<ConsumerStats> consumers;
+  std::uint64_t held = 0;  // bit per slot this process holds past its write (SlotHold)
 };
 
 // A slot borrowed for writing in place (zero-copy producers). Commit or abort it before the next
@@ -66,6 +67,27 @@ class WriteSlot {
   std::uint32_t metas_capacity_ = 0;
 };
 
+// Keeps a borrowed slot out of the ring's rotation past its commit or abort, until the hold is
+// destroyed (from any thread): for a slot whose memory this process still reads or hands on after
+// publishing it, as cudaipcfilter pushes the buffer it lent upstream on downstream once the
+// model answered. The slot's memory stays valid meanwhile, across a format change too. Destroy
+// it before the producer.
+class SlotHold {
+ public:
+  SlotHold() = default;
+  SlotHold(SlotHold&& o) noexcept;
+  SlotHold& operator=(SlotHold&& o) noexcept;
+  SlotHold(const SlotHold&) = delete;
+  SlotHold& operator=(const SlotHold&) = delete;
+  ~SlotHold();
+  explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+ private:
+  friend class ProducerImpl;
+  class ProducerImpl* owner_ = nullptr;
+  std::uint32_t index_ = 0;
+};
+
 class Producer {
  public:
   // Creates the channel: binds the socket (replacing a stale one left by a crashed producer;
@@ -85,6 +107,8 @@ class Producer {
   WriteSlot begin_frame(PublishStatus* status = nullptr);
   void commit(WriteSlot& slot, const FrameInfo& info = {});
   void abort(WriteSlot& slot);
+  // Holds `slot` (borrowed, not yet committed or aborted) out of rotation until the hold goes.
+  SlotHold hold(const WriteSlot& slot);
 
   // Copying producers: one copy into a free slot, then publish. `data` is host memory, or for a
   // CUDA channel either host memory (from_device=false) or a CUdeviceptr (from_device=true).

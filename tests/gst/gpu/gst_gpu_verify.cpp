@@ -39,6 +39,16 @@
 //                             --consumer '... ! cudaipcfilter name=x ... ! ... ! appsink name=out'
 //     Every frame leaving the filter must carry its own answer (its pts, device D, and the
 //     digest of the reference frame of that index) and be equal to that reference frame.
+//     --expect-path in-place|copied: every frame sent took that path into its slot (the filter's
+//     stats: upstream wrote into a slot the filter lent it, or the filter copied the frame).
+//     --hold-every K --hold-for L: every K-th buffer out is kept (its sample: with CUDA caps at
+//     the appsink, the slot the filter lent) until L more frames came, then must still equal its
+//     reference frame: no later frame was written into a slot still held downstream.
+//     --allow-unanswered K: up to K frames may pass without an answer (a model killed and
+//     replaced meanwhile), each still equal to its reference. --fds-check: the filter holds no
+//     slot once every buffer is freed, and this process has as many sockets and memfds once the
+//     pipeline is gone as before it (a buffer never freed would keep the channel open).
+//     (serve --at-least: --frames is a minimum, for a model that takes over.)
 //   cudaipc-gst-verify latency --consumer 'cudaipcsrc name=src ... ! appsink name=out'
 //                              --frames N [--warmup K]
 //     Reads a producer run with --stamp: per frame, the producer's sink entry to the source's push
@@ -52,6 +62,7 @@
 //     --ipc-mode host: the same-machine rows in host memory (no GPU needed).
 //
 // Prints one line "verify: OK ..." or "verify: FAILED ..." and exits 0 or 1.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -67,6 +78,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +107,10 @@ struct Options {
   int model_device = -1;      // serve / filter: the model's device
   bool stamp = false;         // produce: stamp each buffer at the sink for `latency`
   int warmup = 30;
+  int hold_every = 0, hold_for = 0;  // filter: keep every K-th buffer out for L more frames
+  int allow_unanswered = 0;          // filter: frames that may pass without an answer
+  bool fds_check = false;            // filter: as many sockets and memfds after the run as before
+  bool at_least = false;             // serve: --frames is a minimum (a successor model)
   int width = 1920, height = 1080;
   std::string formats = "RGBA,NV12", io_modes;  // bench
 };
@@ -112,6 +128,24 @@ std::uint64_t monotonic_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
          static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// This process's sockets and memfds: what a channel holds open (its socket, connections, control
+// block and host slots). Device files the CUDA driver opens once for the process are left out.
+long channel_fds() {
+  long n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (const dirent* e = readdir(d)) {
+    char target[256];
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t len = readlink(link.c_str(), target, sizeof target - 1);
+    if (len <= 0) continue;
+    target[len] = '\0';
+    if (!std::strncmp(target, "socket:", 7) || !std::strncmp(target, "/memfd:", 7)) ++n;
+  }
+  closedir(d);
+  return n;
 }
 
 // FNV-1a over the visible bytes of every plane (or all bytes for non-video caps).
@@ -693,7 +727,7 @@ int serve(const Options& o) {
   std::printf("model: %d requests answered, read on device %d, EOS %s\n", answered, device,
               eos ? "seen" : "not seen");
   if (bad) return fail("serve: " + std::to_string(bad) + " requests not read; first: " + first_bad);
-  if (answered != o.frames || !eos)
+  if ((o.at_least ? answered < o.frames : answered != o.frames) || !eos)
     return fail("serve: " + std::to_string(answered) + " of " + std::to_string(o.frames) +
                 " requests answered" + (eos ? "" : ", no EOS"));
   return 0;
@@ -737,6 +771,8 @@ int filter(const Options& o) {
   std::vector<std::uint64_t> want;
   std::string want_caps, caps;
   if (const std::string e = run_reference(o, &want, &want_caps); !e.empty()) return fail(e);
+  // Before the pipeline exists: its buses hold descriptors of their own until it is gone.
+  const long fds_before = channel_fds();
   Pipeline con(o.consumer);
   if (!con.error.empty()) return fail("pipeline: " + con.error);
   GstElement* x = gst_bin_get_by_name(GST_BIN(con.pipe), "x");
@@ -745,13 +781,44 @@ int filter(const Options& o) {
   GstPad* pad = gst_element_get_static_pad(x, "src");
   gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_filter_out, &rec, nullptr);
   gst_object_unref(pad);
+  // The filter's stats once every frame is out: the path frames took into its slots.
+  auto filter_stats = [&con] {
+    GstElement* f = gst_bin_get_by_name(GST_BIN(con.pipe), "x");
+    GstStructure* st = nullptr;
+    g_object_get(f, "stats", &st, nullptr);
+    gst_object_unref(f);
+    const guint64 sent = stat(st, "sent"), in_place = stat(st, "in-place"),
+                  copied = stat(st, "copied");
+    guint held = 0;
+    if (st) gst_structure_get_uint(st, "slots-held", &held);
+    if (st) gst_structure_free(st);
+    return std::array<guint64, 4>{sent, in_place, copied, held};
+  };
   gst_object_unref(x);
   if (!con.play()) return fail("pipeline: " + con.error);
-  int got = 0, unanswered = 0, bad = 0;
-  std::string first_bad;
+  int got = 0, unanswered = 0, bad = 0, overwritten = 0, kept_most = 0;
+  std::string first_bad, first_overwritten;
+  std::deque<std::pair<int, GstSample*>> kept;  // (frame index from 1, its sample)
+  // Lets go of the kept samples up to frame `upto`, each checked against its reference again.
+  auto release_kept = [&](int upto) {
+    while (!kept.empty() && kept.front().first <= upto) {
+      std::string ignored;
+      const int i = kept.front().first;
+      if (i > static_cast<int>(want.size()) || digest(kept.front().second, &ignored) != want[i - 1])
+        if (++overwritten == 1)
+          first_overwritten = "frame " + std::to_string(i) + " was overwritten while held";
+      gst_sample_unref(kept.front().second);
+      kept.pop_front();
+    }
+  };
   while (GstSample* s = con.pull(o.timeout_s)) {
     const std::uint64_t d = digest(s, &caps);
-    gst_sample_unref(s);
+    if (o.hold_every > 0 && (got + 1) % o.hold_every == 0)
+      kept.emplace_back(got + 1, s);
+    else
+      gst_sample_unref(s);
+    release_kept(got + 1 - o.hold_for);
+    kept_most = std::max(kept_most, static_cast<int>(kept.size()));
     Answer a;
     {
       std::lock_guard<std::mutex> lock(rec.mu);
@@ -764,29 +831,71 @@ int filter(const Options& o) {
     const bool known = got <= static_cast<int>(want.size());
     const std::uint64_t w = known ? want[got - 1] : 0;
     std::string why;
+    // A frame may pass unanswered only within --allow-unanswered, and still as its reference.
+    const bool matches = known && d == w && caps == want_caps;
     if (!a.found)
-      ++unanswered, why = "no answer";
+      why = ++unanswered > o.allow_unanswered ? "no answer"
+            : matches                         ? ""
+                      : "the frame (passed unanswered) differs from the reference";
     else if (a.pts != a.buffer_pts)
       why = "another frame's answer (pts " + std::to_string(a.pts) + ")";
     else if (a.device != o.model_device)
       why = "read on device " + std::to_string(a.device);
     else if (!known || a.digest != w)
       why = "the model read other bytes";
-    else if (d != w || caps != want_caps)
+    else if (!matches)
       why = "the frame differs from the reference";
     if (!why.empty() && ++bad == 1) first_bad = "frame " + std::to_string(got) + ": " + why;
   }
+  release_kept(got);
   if (!con.error.empty())
     return fail("pipeline after " + std::to_string(got) + " frames: " + con.error);
   if (got != o.frames)
     return fail("got " + std::to_string(got) + " of " + std::to_string(o.frames));
+  if (overwritten)
+    return fail(std::to_string(overwritten) + " of the frames kept downstream (up to " +
+                std::to_string(kept_most) + " at once) changed; first: " + first_overwritten);
   if (bad)
     return fail(std::to_string(bad) + " frames without their own answer (" +
                 std::to_string(unanswered) + " unanswered); first: " + first_bad);
+  const auto [sent, in_place, copied, held_now] = filter_stats();
+  guint64 held = held_now;
+  if (o.fds_check) {
+    // appsink keeps the last sample it handed out (one slot) until it is disposed.
+    for (int i = 0; i < 100 && held > 1; ++i) {
+      usleep(10000);
+      held = filter_stats()[3];
+    }
+    const long fds_during = channel_fds();
+    // Gone, not only stopped: appsink keeps the last sample it handed out until disposed.
+    gst_element_set_state(con.pipe, GST_STATE_NULL);
+    gst_clear_object(&con.pipe);
+    gst_clear_object(&con.sink);
+    const long fds_after = channel_fds();
+    std::printf(
+        "filter: sockets and memfds %ld before, %ld while it ran, %ld after; slots held at the "
+        "end %" G_GUINT64_FORMAT "\n",
+        fds_before, fds_during, fds_after, held);
+    if (held > 1) return fail("the filter still holds " + std::to_string(held) + " slots");
+    if (fds_during <= fds_before) return fail("the channel's descriptors were not seen");
+    if (fds_after != fds_before)
+      return fail("descriptors: " + std::to_string(fds_before) + " before the pipeline, " +
+                  std::to_string(fds_after) + " once it is gone");
+  }
+  std::printf("filter: sent=%" G_GUINT64_FORMAT " in-place=%" G_GUINT64_FORMAT
+              " copied=%" G_GUINT64_FORMAT "\n",
+              sent, in_place, copied);
+  const guint64 taken = o.expect_path == "in-place" ? in_place
+                        : o.expect_path == "copied" ? copied
+                                                    : in_place + copied;
+  if (!o.expect_path.empty() && (sent == 0 || taken != sent))
+    return fail("filter: " + std::to_string(taken) + " of " + std::to_string(sent) +
+                " frames took the " + o.expect_path + " path");
   std::printf(
       "verify: OK %d frames equal to the reference (%s), each answered by the model on "
-      "device %d from its own bytes\n",
-      got, caps.c_str(), o.model_device);
+      "device %d from its own bytes; in-place %" G_GUINT64_FORMAT " copied %" G_GUINT64_FORMAT
+      ", up to %d kept downstream unchanged, %d unanswered\n",
+      got, caps.c_str(), o.model_device, in_place, copied, kept_most, unanswered);
   return 0;
 }
 
@@ -1034,6 +1143,16 @@ int main(int argc, char** argv) {
       o.stamp = true;
     else if (a == "--warmup")
       o.warmup = std::atoi(next().c_str());
+    else if (a == "--hold-every")
+      o.hold_every = std::atoi(next().c_str());
+    else if (a == "--hold-for")
+      o.hold_for = std::atoi(next().c_str());
+    else if (a == "--allow-unanswered")
+      o.allow_unanswered = std::atoi(next().c_str());
+    else if (a == "--fds-check")
+      o.fds_check = true;
+    else if (a == "--at-least")
+      o.at_least = true;
     else if (a == "--width")
       o.width = std::atoi(next().c_str());
     else if (a == "--height")

@@ -83,8 +83,17 @@ host_cases() {
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-tensors.sock ! appsink name=out"
   # The two-GPU cases' model process and checker (model_case) and the cross-GPU bench's latency
   # stamps, in host memory: proven here, as the device run cannot be before it runs.
+  # videotestsrc writes into the slots the filter lends it (in-place): no frame is copied.
   model_case host-filter -1 "$(producer NV12) ! cudaipcfilter name=x ipc-mode=host" \
-    "$(ref NV12)"
+    "$(ref NV12)" "" in-place
+  # Downstream keeps every 8th buffer (its lent slot) for 64 frames, past a ring of 22 slots: each
+  # is still its own frame.
+  FILTER_HOLD="--hold-every 8 --hold-for 64" model_case host-filter-held -1 \
+    "$(producer NV12) ! cudaipcfilter name=x ipc-mode=host downstream-buffers=16" "$(ref NV12)" "" \
+    in-place
+  kill_case host-filter-kill -1 \
+    "$(producer NV12 | sed 's/^videotestsrc /videotestsrc is-live=true /') ! cudaipcfilter name=x ipc-mode=host downstream-buffers=16" \
+    "$(ref NV12)" "" in-place
   run_case host-latency "@produce --stamp --pipeline-words $(producer RGBA) ! cudaipcringsink name=sink ipc-mode=host" \
     -- latency --frames "$frames" --warmup 10 \
     --consumer "cudaipcringsrc name=src mode=every-frame socket-path=$work/host-latency.sock ! appsink name=out"
@@ -104,16 +113,19 @@ host_cases() {
 
 # A cudaipcfilter answered by a model process of its own (cudaipc-gst-verify serve) reading on
 # device DEV (-1: host memory): every frame must leave the filter with the answer the model made
-# from that frame's bytes, and equal the reference frame of its index.
-model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER_THE_FILTER]
-  local n=$1 dev=$2 up=$3 reference=$4 after=${5:-}
+# from that frame's bytes, and equal the reference frame of its index; with PATH, every frame sent
+# took that path into its slot (in-place: upstream wrote into a slot the filter lent; copied).
+# FILTER_HOLD: the checker's --hold-every/--hold-for (frames kept downstream, checked again).
+model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER_THE_FILTER [PATH]]
+  local n=$1 dev=$2 up=$3 reference=$4 after=${5:-} path=${6:-}
   local log=$out/$n.log sock=$work/$n.sock start=$SECONDS
   timeout -k 5 90 "$verify" serve --socket "$sock" --model-device "$dev" --frames "$frames" \
     --timeout-s 80 >"$log.model" 2>&1 &
   local mpid=$!
   for _ in $(seq 200); do grep -q '^serving' "$log.model" 2>/dev/null && break; sleep 0.05; done
+  # shellcheck disable=SC2086  # FILTER_HOLD is options, split on purpose
   GST_DEBUG=${GST_DEBUG:-cudaipcfilter:4} timeout -k 5 120 "$verify" filter --frames "$frames" \
-    --model-device "$dev" --reference "$reference" \
+    --model-device "$dev" --reference "$reference" ${path:+--expect-path "$path"} ${FILTER_HOLD:-} \
     --consumer "$up socket-path=$sock on-missing=wait timeout=10000000000 ${after:+! $after }! appsink name=out" \
     >"$log" 2>&1
   local rc=$?
@@ -127,6 +139,47 @@ model_case() {  # model_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE [AFTER
     note "FAIL $n (checker rc=$rc, model rc=$mrc) $(grep -m1 '^verify:' "$log")"
     { grep -ahE 'ERROR|WARN' "$log" | cut -c1-400 | tail -n 6
       tail -n 3 "$log.model" "$log"; } | sed 's/^/    /' | tee -a "$summary"
+  fi
+}
+
+# The model SIGKILLed mid-stream while downstream keeps lent slots (issue #35), then replaced: a
+# live source into the filter (DEV, UP and REFERENCE as model_case; the source must be live, so the
+# kill lands mid-stream), every 8th buffer kept downstream for 64 frames. Every frame comes out
+# equal to its reference, kept ones unchanged when let go; only the frames in flight at the kill
+# (up to 8) may lack an answer, never carry another's; the filter holds no slot once the buffers
+# are freed, and the checker has as many descriptors once the pipeline is gone as before it played.
+kill_case() {  # kill_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE AFTER_THE_FILTER PATH
+  local n=$1 dev=$2 up=$3 reference=$4 after=$5 path=$6
+  local log=$out/$n.log sock=$work/$n.sock start=$SECONDS
+  # Not under timeout(1): the kill must reach the model itself (it has its own deadline).
+  "$verify" serve --socket "$sock" --model-device "$dev" --frames "$frames" --timeout-s 80 \
+    >"$log.model1" 2>&1 &
+  local m1=$!
+  for _ in $(seq 200); do grep -q '^serving' "$log.model1" 2>/dev/null && break; sleep 0.05; done
+  GST_DEBUG=${GST_DEBUG:-cudaipcfilter:4} timeout -k 5 120 "$verify" filter --frames "$frames" \
+    --model-device "$dev" --reference "$reference" --expect-path "$path" --hold-every 8 \
+    --hold-for 64 --allow-unanswered 8 --fds-check \
+    --consumer "$up socket-path=$sock on-missing=wait timeout=3000000000 ${after:+! $after }! appsink name=out" \
+    >"$log" 2>&1 &
+  local cpid=$!
+  sleep 1.5  # 45 frames of a 30 fps source
+  kill -KILL "$m1"
+  wait "$m1" 2>/dev/null
+  timeout -k 5 90 "$verify" serve --socket "$sock" --model-device "$dev" --frames 1 --at-least \
+    --timeout-s 80 >"$log.model2" 2>&1 &
+  local m2=$!
+  wait "$cpid"
+  local rc=$?
+  wait "$m2"
+  local mrc=$?
+  if [ "$rc" -eq 0 ] && [ "$mrc" -eq 0 ]; then
+    passed=$((passed + 1))
+    note "PASS $n ($((SECONDS - start))s) $(grep -m1 '^verify:' "$log") $(grep -m1 '^filter: sockets' "$log") $(grep -m1 '^model:' "$log.model2")"
+  else
+    failed=$((failed + 1))
+    note "FAIL $n (checker rc=$rc, second model rc=$mrc) $(grep -m1 '^verify:' "$log")"
+    { grep -ahE 'ERROR|WARN' "$log" | cut -c1-400 | tail -n 6
+      tail -n 3 "$log.model1" "$log.model2" "$log"; } | sed 's/^/    /' | tee -a "$summary"
   fi
 }
 
@@ -271,6 +324,25 @@ gpu_cases() {
   fi
   for io in $iomodes; do meta_case "$tag" "$io"; done
   filter_case "$tag"
+  # cudaipcfilter lends its slots upstream (issue #35): on 1.24+ cudaupload writes each 1080p frame
+  # into the slot the model reads and the filter pushes that buffer on (in-place, no copy of its
+  # own); 1.22 cannot wrap the slots as CUDA memory, so there the filter copies (copied).
+  model_case "$tag-filter-lend" 0 "$(W=1920 H=1080 producer NV12) ! cudaupload ! cudaipcfilter name=x" \
+    "$(W=1920 H=1080 ref NV12)" "cudadownload" "$path"
+  # CUDA memory up to the appsink, which keeps every 8th buffer (on 1.24+ the slot itself) for 64
+  # frames, past a ring of 22 slots: each must still be its own frame when let go.
+  FILTER_HOLD="--hold-every 8 --hold-for 64" model_case "$tag-filter-lend-held" 0 \
+    "$(producer NV12) ! cudaupload ! cudaipcfilter name=x downstream-buffers=16" "$(ref NV12)" "" \
+    "$path"
+  # The model SIGKILLed while the appsink keeps lent CUDA slots, then replaced.
+  kill_case "$tag-filter-lend-kill" 0 \
+    "$(producer NV12 | sed 's/^videotestsrc /videotestsrc is-live=true /') ! cudaupload ! cudaipcfilter name=x downstream-buffers=16" \
+    "$(ref NV12)" "" "$path"
+  if [ "$tag" = g128 ] && gst-inspect-1.0 cudaconvert >/dev/null 2>&1; then
+    local conv="cudaconvert ! video/x-raw(memory:CUDAMemory),format=I420"
+    model_case "$tag-filter-lend-cudaconvert" 0 "$(producer NV12) ! cudaupload ! $conv ! cudaipcfilter name=x" \
+      "$(producer NV12) ! cudaupload ! $conv ! cudadownload ! appsink name=out" "cudadownload" "$path"
+  fi
   xgpu_cases "$@"
   if [ -f "$root/clip.h264" ] && gst-inspect-1.0 nvh264dec >/dev/null 2>&1 &&
     gst-inspect-1.0 h264parse >/dev/null 2>&1; then
@@ -281,6 +353,10 @@ gpu_cases() {
     run_case "$tag-nvh264dec" "$(produce any "$dec")" -- compare --frames "$nclip" --expect-device \
       --reference "$dec ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out" \
       --consumer "cudaipcringsrc name=src mode=every-frame io-mode=$io socket-path=$work/$tag-nvh264dec.sock ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out"
+    # The decoder into the filter's slots, every frame answered (its path printed, any allowed).
+    frames=$nclip model_case "$tag-filter-lend-nvh264dec" 0 "$dec ! cudaipcfilter name=x" \
+      "$dec ! cudadownload ! video/x-raw,format=NV12 ! appsink name=out" \
+      "cudadownload ! video/x-raw,format=NV12"
   else
     skipped=$((skipped + 1))
     note "SKIP $tag-nvh264dec: no clip.h264, nvh264dec or h264parse in this GStreamer"

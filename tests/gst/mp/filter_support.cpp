@@ -1,5 +1,7 @@
 #include "filter_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -246,6 +248,22 @@ long long stat(const std::string& stats_line, const std::string& name) {
   const auto close = stats_line.find(')', pos);
   if (close == std::string::npos) return -1;
   return std::strtoll(stats_line.c_str() + close + 1, nullptr, 10);
+}
+
+void check_lending(std::uint64_t count, bool every_frame_lent, const std::string& filtered,
+                   const std::string& stats) {
+  const Summary f(filtered);
+  EXPECT_EQ(f.num("held_bad"), 0) << "a frame kept downstream was overwritten: " << filtered;
+  EXPECT_GE(f.num("held_most"), 5) << filtered;
+  EXPECT_EQ(stat(stats, "slots-held"), 0) << "a lent slot stayed out of the ring: " << stats;
+  EXPECT_GT(f.num("fds_mid"), 0) << filtered;
+  EXPECT_EQ(f.num("fds_end"), f.num("fds_mid")) << "descriptors leaked: " << filtered;
+  EXPECT_GT(stat(stats, "in-place"), static_cast<long long>(count / 2)) << stats;
+  if (!every_frame_lent) return;
+  EXPECT_EQ(f.num("lent"), static_cast<long long>(count))
+      << "upstream wrote a frame into memory that was not a lent slot: " << filtered;
+  EXPECT_EQ(stat(stats, "copied"), 0) << stats;
+  EXPECT_EQ(stat(stats, "not-sent"), 0) << "no free slot within the timeout: " << stats;
 }
 
 }  // namespace cudaipc::testing::gstmp

@@ -100,6 +100,13 @@ inline std::uint64_t in_time_ns(std::uint64_t timeout_ms) {
   return timeout_ms * 1000000 / 4;
 }
 
+// What a filter peer run with --lend must leave behind (its "filtered" and "stats" lines): no
+// frame kept downstream overwritten, no slot still held, as many descriptors as while the first
+// model served. `every_frame_lent`: besides, every frame was written into a lent slot and none
+// was copied or left unsent for want of a slot (no model held slots past the timeout).
+void check_lending(std::uint64_t count, bool every_frame_lent, const std::string& filtered,
+                   const std::string& stats);
+
 // A number in a "key=value" line ("latency ... min=5"), -1 when absent or "none".
 long long field(const std::string& line, const std::string& key);
 // A counter of the filter's stats line ("stats cudaipcfilter-stats, answered=(guint64)5, ...").

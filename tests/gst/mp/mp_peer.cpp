@@ -18,15 +18,20 @@
 //   filter --socket P [--count N] [--fps F] [--first-id I] [--timeout-ms T] [--on-missing M]
 //          [--max-inflight K] [--live] [--src-max-latency-ms L] [--sync] [--delay-ms D]
 //          [--out-socket O] [--query-latency] [--wait-model] [--verbose] [--timeout-s T]
+//          [--lend] [--hold-every K] [--hold-for L] [--downstream-buffers D] [--fds-at N]
 //     appsrc ! cudaipcfilter ipc-mode=host ! appsink (or ! cudaipcsink socket-path=O
 //     wait-for-consumer=true); --live stamps frames with the running time, --sync makes the
 //     appsink sync on the clock, --delay-ms holds each frame at the appsink, --wait-model pushes
-//     the first frame once the filter's stats say a model serves. Prints
+//     the first frame once the filter's stats say a model serves. --lend: a live videotestsrc
+//     writes each frame into the slot the filter lends it (a probe stamps the id) and a fakesink
+//     takes the frames, keeping every K-th for L frames (then checking it again); the open
+//     descriptors are counted when frame N (20) goes by and at the end. Prints
 //     "playing at_ns=T" (CLOCK_MONOTONIC), "out id=I ok=O results=N result=R" per frame
 //     (--verbose), "latency answered=A live=L min=NS max=NS|none" (--query-latency, once frames
 //     flow), "stats STRUCTURE" (the filter's), then filtered
 //     {"frames":..,"bad":..,"order_errors":..,"with_results":..,
-//                    "wrong_results":..,"eos":..,"elapsed_ms":..}.
+//                    "wrong_results":..,"eos":..,"elapsed_ms":..,"lent":..,"held_most":..,
+//                    "held_bad":..,"fds_mid":..,"fds_end":..}.
 // Exit codes: 0 done, 2 pipeline error (printed as "error: ..."), 3 timeout, 77 plugin missing.
 #include <cstdio>
 #include <cstring>

@@ -7,7 +7,12 @@
 //   b) a live source into an appsink that syncs on the clock (and drops frames later than 20 ms
 //      past their time plus the pipeline's latency, as a video sink does): once the filter
 //      reports its timeout as latency, the sink holds each push until the frame's time plus it;
-//   c) a slow downstream: the appsink holds each frame 40 ms, longer than the model takes.
+//   c) a slow downstream: the appsink holds each frame 40 ms, longer than the model takes;
+//   d) upstream writing into the slots the filter lends (a live videotestsrc) while downstream
+//      keeps every 5th frame for 30 frames: each kept frame is still its own when let go, the
+//      killed model's lent slots come back (nothing held at the end, no frame copied or left
+//      unsent for want of a slot), and the pipeline's descriptors are as many at the end as
+//      while the first model served.
 // In each, results must be on at least 95% of the frames while a model serves and on every frame
 // answered in time, always the frame's own; then the model is SIGKILLed mid-stream and a new one
 // started: every frame still comes out once, in order (on-missing=pass), and the new model's
@@ -48,6 +53,7 @@ struct Layout {
   // consumer_delay_ms; 0: an appsink in the pipeline's process.
   std::uint64_t consumer_after_id = 0;
   std::uint64_t consumer_delay_ms = 0;
+  bool lend = false;  // --lend: the lending checks of d)
 };
 
 void run(const Layout& l) {
@@ -92,6 +98,9 @@ void run(const Layout& l) {
   ASSERT_TRUE(exited_ok(st)) << describe_status(*st) << "\n" << all() << second.describe();
   std::printf("pipeline: %s\n", pipeline.wait_line("filtered ", 0ms).value_or("").c_str());
   std::printf("pipeline: %s\n", pipeline.wait_line("stats ", 0ms).value_or("").c_str());
+  if (l.lend)
+    check_lending(l.count, true, pipeline.wait_line("filtered ", 0ms).value_or(""),
+                  pipeline.wait_line("stats ", 0ms).value_or(""));
   std::vector<OutFrame> out;
   if (consumer) {
     const auto cst = consumer->wait_exit(kWait);
@@ -174,4 +183,17 @@ TEST(GstMpFilterLayouts, WithASlowDownstream) {
   // Downstream takes 40 ms a frame, the model a fraction of one; 4 frames wait 160 ms at the
   // filter, longer than the 100 ms timeout, yet each answer is back within a few.
   run({{"--delay-ms", "40", "--max-inflight", "4"}, 150, 100, 60});
+}
+
+TEST(GstMpFilterLayouts, LentSlotsKeptDownstreamWhileTheModelIsKilled) {
+  const std::string why = filter_missing({"videotestsrc", "fakesink"});
+  if (!why.empty()) GTEST_SKIP() << why;
+  // A ring of 4 + 2 + 8 slots: up to 6 frames kept downstream, the rest in flight.
+  Layout l{{"--lend", "--fps", "50", "--max-inflight", "4", "--downstream-buffers", "8",
+            "--hold-every", "5", "--hold-for", "30", "--wait-model"},
+           200,
+           200,
+           80};
+  l.lend = true;
+  run(l);
 }
