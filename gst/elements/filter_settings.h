@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cudaipc/options.hpp"
 #include "cudaipc/reply.hpp"
 #include "elements/enums.h"
 
@@ -31,8 +32,8 @@ enum {
 constexpr guint kDefaultMaxInflight = 4;
 // The slots beyond max-inflight and downstream's: one upstream writes into, one being pushed on.
 constexpr guint kSpareSlots = 2;
-// The channel has 32 slots at most.
-constexpr guint kMaxSlots = 32;
+// The channel has the core's kMaxSlots at most.
+using cudaipc::kMaxSlots;
 constexpr guint kMaxMaxInflight = kMaxSlots - kSpareSlots;
 constexpr guint64 kDefaultTimeout = GST_SECOND;
 // Buffers lent upstream that downstream may keep after the filter pushed them (a video sink's
