@@ -171,7 +171,10 @@ case "$cmd" in
   demo)
     install_deps
     setup build
-    mapfile -t targets < <(user_targets build cudaipc-demo-producer cudaipc-demo-consumer)
+    # The demo programs, and the application that prints a model's boxes on GStreamer 1.22 (the
+    # README's next steps use it).
+    mapfile -t targets < <(user_targets build cudaipc-demo-producer cudaipc-demo-consumer \
+      cudaipc-appsink-detections)
     ninja -C build "${targets[@]}"
     examples/gst-demo.sh build
     echo
