@@ -21,7 +21,7 @@ CUPTI) over 300 frames after warm-up, into DIR/alone-TAG.json.gz and DIR/served-
 python/bench/timeline.py reads them (docs/design.md, the served frame's budget).
 
   python3 python/bench/filter_model_rate.py --filter-bench PATH [--frames N] [--inflight N]
-      [--python PYTHON] [--gpu-results] [--trace DIR]
+      [--python PYTHON] [--gpu-results] [--upstream cudaupload|FRAGMENT] [--trace DIR]
 """
 
 from __future__ import annotations
@@ -253,6 +253,10 @@ def main() -> None:
     ap.add_argument("--label", default="", help="a note for the row (e.g. MPS on)")
     ap.add_argument("--gpu-results", action="store_true",
                     help="answers stay on the GPU; reply() does not wait for them")
+    ap.add_argument("--upstream", default="",
+                    help="frames made in the pipeline, into the filter's slots: cudaupload "
+                         "(videotestsrc ! cudaupload) or a gst-launch fragment (the bench's "
+                         "--upstream; it must make --frames frames)")
     ap.add_argument("--trace", metavar="DIR", default="",
                     help="record both sides with torch.profiler into DIR (timeline.py reads them)")
     ap.add_argument("--python", default=sys.executable,
@@ -274,7 +278,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("SKIP: torch sees no CUDA GPU")
 
-    tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + \
+    tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + ("-up" if args.upstream else "") + \
         (f"-{re.sub('[^A-Za-z0-9]+', '-', args.label)}" if args.label else "")
     traces = {}
     if args.trace:
@@ -283,10 +287,15 @@ def main() -> None:
                   for k in ("alone", "served")}
     own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""))
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
+    upstream = args.upstream
+    if upstream == "cudaupload":
+        upstream = (f"videotestsrc num-buffers={args.frames} pattern=black ! video/x-raw,"
+                    f"format=NV12,width={WIDTH},height={HEIGHT},framerate=10000/1 ! cudaupload")
     out = subprocess.run(
         [args.filter_bench, "--cuda", f"--frames={args.frames}", f"--inflight={args.inflight}",
          f"--python={args.python}",
-         f"--python-model={os.path.abspath(__file__)}", "--only-python"],
+         f"--python-model={os.path.abspath(__file__)}", "--only-python"] +
+        ([f"--upstream={upstream}"] if upstream else []),
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, CUDAIPC_FILTER_MODEL_STEPS=steps.name,
                  CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
@@ -308,6 +317,7 @@ def main() -> None:
           f"(max-inflight={args.inflight}) | ratio |")
     print("|---|---|---|---|")
     label = (", results on the GPU" if args.gpu_results else "") + \
+        (f", from {args.upstream.split(' ')[0]} into the filter's slots" if args.upstream else "") + \
         (f", {args.label}" if args.label else "")
     print(f"| conv heat-map detector x{args.width}, 1080p fp16{label} | {own:.0f} | "
           f"{through:.0f} | {through / own:.3f} (target >= 0.95) |")

@@ -7,9 +7,11 @@
 //   filter, Python null model     a Python cudaipc.Server process doing the same (--python PY)
 //   filter, Python model (FILE)   `PY FILE --serve PATH` serving instead (--python-model FILE;
 //                                 python/bench/filter_model_rate.py runs a real model that way)
-// and prints per row element entry -> pushed on p50/p99 (pad probes keyed by the frame index) and
-// frames/s with max-inflight frames out. Every frame of a served row must carry the result the
-// model made from that frame's timestamp, or the run fails.
+// With --upstream='videotestsrc num-buffers=N ! ... ! cudaupload' (or a decoder) the frames are
+// made in the pipeline instead, written into the filter's lent slots where upstream takes its
+// pool (--frames must be N). The rows then print per row element entry -> pushed on p50/p99 (pad
+// probes keyed by the frame index) and frames/s with max-inflight frames out. Every frame of a
+// served row must carry the result the model made from that frame's timestamp, or the run fails.
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
 #include <gst/gst.h>
@@ -46,6 +48,9 @@ struct Options {
   std::string python_model;  // a script serving the filter in place of the null model
   bool only_python = false;  // the Python row alone
   std::string dir = "/tmp";
+  // A gst-launch fragment that makes the frames instead of appsrc (e.g. videotestsrc ! cudaupload):
+  // upstream then allocates from the filter's pool, so frames are written into its slots.
+  std::string upstream;
 };
 
 std::uint64_t now_ns() {
@@ -162,7 +167,8 @@ struct Row {
   std::string name;
   double p50 = 0, p99 = 0, fps = 0;
   int answered = 0, frames = 0;
-  std::vector<double> split;  // p50 of each step, when the model recorded them
+  std::vector<double> split;       // p50 of each step, when the model recorded them
+  std::string written = "copied";  // how frames got into the filter's slots (its stats)
 };
 
 struct Timing {
@@ -233,53 +239,19 @@ double p50(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Row run(const Options& o, const std::string& name, const std::string& element,
-        const std::vector<GstBuffer*>& bufs, GstCaps* caps, GstContext* ctx, bool served,
-        const Steps* steps = nullptr) {
-  const std::string desc = "appsrc name=in format=time ! " + element + " ! fakesink sync=false";
-  GError* err = nullptr;
-  GstElement* p = gst_parse_launch(desc.c_str(), &err);
-  if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
-  if (ctx) gst_element_set_context(p, ctx);
-  GstElement* in = gst_bin_get_by_name(GST_BIN(p), "in");
-  GstElement* x = gst_bin_get_by_name(GST_BIN(p), "x");
-  g_object_set(in, "caps", caps, "max-bytes", (guint64)0, "max-buffers", (guint64)8, "block", TRUE,
-               nullptr);
-  Timing t;
-  t.in.assign(o.frames, 0);
-  t.out.assign(o.frames, 0);
-  t.results.assign(o.frames, 0);
-  GstPad* sp = gst_element_get_static_pad(x, "sink");
-  GstPad* op = gst_element_get_static_pad(x, "src");
-  gst_pad_add_probe(sp, GST_PAD_PROBE_TYPE_BUFFER, on_in, &t, nullptr);
-  gst_pad_add_probe(op, GST_PAD_PROBE_TYPE_BUFFER, on_out, &t, nullptr);
-  gst_element_set_state(p, GST_STATE_PLAYING);
-  GstBus* bus = gst_element_get_bus(p);
-  const auto start = Clock::now();
-  for (int i = 0; i < o.frames; ++i) {
-    GstBuffer* b = gst_buffer_copy(bufs[i % bufs.size()]);
-    GST_BUFFER_PTS(b) = i * GST_MSECOND;
-    GST_BUFFER_OFFSET(b) = i;
-    if (gst_app_src_push_buffer(GST_APP_SRC(in), b) != GST_FLOW_OK) break;
-    if (Clock::now() - start > std::chrono::seconds(120)) {
-      // A model that died leaves each frame its whole timeout: end the row, not the machine's day.
-      gst_element_set_state(p, GST_STATE_NULL);
-      throw std::runtime_error(name + ": " + std::to_string(i + 1) +
-                               " frames took over 120 s (did the model die?)");
-    }
-  }
-  gst_app_src_end_of_stream(GST_APP_SRC(in));
-  GstMessage* m = gst_bus_timed_pop_filtered(
-      bus, 120 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
-  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!m || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
-    throw std::runtime_error(name + ": " + (m ? "error" : "no EOS within 120 s"));
-  gst_message_unref(m);
-  gst_element_set_state(p, GST_STATE_NULL);
-  for (GstObject* obj : {GST_OBJECT(bus), GST_OBJECT(sp), GST_OBJECT(op), GST_OBJECT(in),
-                         GST_OBJECT(x), GST_OBJECT(p)})
-    gst_object_unref(obj);
+// Upstream of the filter (--upstream): each buffer numbered in arrival order, as appsrc's are.
+GstPadProbeReturn number(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  auto* next = static_cast<guint64*>(data);
+  GstBuffer* b = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+  GST_BUFFER_OFFSET(b) = (*next)++;
+  GST_PAD_PROBE_INFO_DATA(info) = b;
+  return GST_PAD_PROBE_OK;
+}
 
+// The row of a run: latency from the filter's entry to its push, the rate, the frames that
+// came back with their own result (a served run fails short of all but the warm-up).
+Row summarize(const Options& o, const std::string& name, const Timing& t, double secs, bool served,
+              const Steps* steps) {
   Row r;
   r.name = name;
   r.frames = o.frames;
@@ -326,6 +298,114 @@ Row run(const Options& o, const std::string& name, const std::string& element,
   return r;
 }
 
+// The frames made upstream in the pipeline (--upstream), into the filter's own pool where
+// upstream allocates from it; the run ends at upstream's EOS.
+Row run_upstream(const Options& o, const std::string& name, const std::string& element, bool served,
+                 const Steps* steps) {
+  const std::string desc = o.upstream + " ! " + element + " ! fakesink sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(desc.c_str(), &err);
+  if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
+  GstElement* x = gst_bin_get_by_name(GST_BIN(p), "x");
+  Timing t;
+  t.in.assign(o.frames, 0);
+  t.out.assign(o.frames, 0);
+  t.results.assign(o.frames, 0);
+  guint64 next = 0;
+  GstPad* sp = gst_element_get_static_pad(x, "sink");
+  GstPad* op = gst_element_get_static_pad(x, "src");
+  gst_pad_add_probe(sp, GST_PAD_PROBE_TYPE_BUFFER, number, &next, nullptr);
+  gst_pad_add_probe(sp, GST_PAD_PROBE_TYPE_BUFFER, on_in, &t, nullptr);
+  gst_pad_add_probe(op, GST_PAD_PROBE_TYPE_BUFFER, on_out, &t, nullptr);
+  GstBus* bus = gst_element_get_bus(p);
+  const auto start = Clock::now();
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 240 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::string why = m ? "" : "no EOS within 240 s";
+  if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gst_message_parse_error(m, &e, nullptr);
+    why = e ? e->message : "error";
+    if (e) g_error_free(e);
+  }
+  if (m) gst_message_unref(m);
+  // The filter's own count of frames upstream wrote in its slots against those copied there.
+  std::string written;
+  if (g_object_class_find_property(G_OBJECT_GET_CLASS(x), "stats")) {
+    GstStructure* stats = nullptr;
+    g_object_get(x, "stats", &stats, nullptr);
+    guint64 in_place = 0, copied = 0;
+    if (stats && gst_structure_get_uint64(stats, "in-place", &in_place) &&
+        gst_structure_get_uint64(stats, "copied", &copied))
+      written = "in place " + std::to_string(in_place) + ", copied " + std::to_string(copied);
+    if (stats) gst_structure_free(stats);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  for (GstObject* obj :
+       {GST_OBJECT(bus), GST_OBJECT(sp), GST_OBJECT(op), GST_OBJECT(x), GST_OBJECT(p)})
+    gst_object_unref(obj);
+  if (!why.empty()) throw std::runtime_error(name + ": " + why);
+  if (next != static_cast<guint64>(o.frames))
+    throw std::runtime_error(name + ": upstream made " + std::to_string(next) + " frames, not " +
+                             std::to_string(o.frames) + " (--frames must match it)");
+  Row r = summarize(o, name, t, secs, served, steps);
+  r.written = written;
+  return r;
+}
+
+Row run(const Options& o, const std::string& name, const std::string& element,
+        const std::vector<GstBuffer*>& bufs, GstCaps* caps, GstContext* ctx, bool served,
+        const Steps* steps = nullptr) {
+  if (!o.upstream.empty()) return run_upstream(o, name, element, served, steps);
+  const std::string desc = "appsrc name=in format=time ! " + element + " ! fakesink sync=false";
+  GError* err = nullptr;
+  GstElement* p = gst_parse_launch(desc.c_str(), &err);
+  if (!p || err) throw std::runtime_error(desc + ": " + (err ? err->message : "?"));
+  if (ctx) gst_element_set_context(p, ctx);
+  GstElement* in = gst_bin_get_by_name(GST_BIN(p), "in");
+  GstElement* x = gst_bin_get_by_name(GST_BIN(p), "x");
+  g_object_set(in, "caps", caps, "max-bytes", (guint64)0, "max-buffers", (guint64)8, "block", TRUE,
+               nullptr);
+  Timing t;
+  t.in.assign(o.frames, 0);
+  t.out.assign(o.frames, 0);
+  t.results.assign(o.frames, 0);
+  GstPad* sp = gst_element_get_static_pad(x, "sink");
+  GstPad* op = gst_element_get_static_pad(x, "src");
+  gst_pad_add_probe(sp, GST_PAD_PROBE_TYPE_BUFFER, on_in, &t, nullptr);
+  gst_pad_add_probe(op, GST_PAD_PROBE_TYPE_BUFFER, on_out, &t, nullptr);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus* bus = gst_element_get_bus(p);
+  const auto start = Clock::now();
+  for (int i = 0; i < o.frames; ++i) {
+    GstBuffer* b = gst_buffer_copy(bufs[i % bufs.size()]);
+    GST_BUFFER_PTS(b) = i * GST_MSECOND;
+    GST_BUFFER_OFFSET(b) = i;
+    if (gst_app_src_push_buffer(GST_APP_SRC(in), b) != GST_FLOW_OK) break;
+    if (Clock::now() - start > std::chrono::seconds(120)) {
+      // A model that died leaves each frame its whole timeout: end the row, not the machine's day.
+      gst_element_set_state(p, GST_STATE_NULL);
+      throw std::runtime_error(name + ": " + std::to_string(i + 1) +
+                               " frames took over 120 s (did the model die?)");
+    }
+  }
+  gst_app_src_end_of_stream(GST_APP_SRC(in));
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, 120 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!m || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
+    throw std::runtime_error(name + ": " + (m ? "error" : "no EOS within 120 s"));
+  gst_message_unref(m);
+  gst_element_set_state(p, GST_STATE_NULL);
+  for (GstObject* obj : {GST_OBJECT(bus), GST_OBJECT(sp), GST_OBJECT(op), GST_OBJECT(in),
+                         GST_OBJECT(x), GST_OBJECT(p)})
+    gst_object_unref(obj);
+
+  return summarize(o, name, t, secs, served, steps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -351,11 +431,13 @@ int main(int argc, char** argv) {
       o.dir = val("--dir=");
     else if (a == "--cuda")
       o.cuda = true;
+    else if (a.rfind("--upstream=", 0) == 0)
+      o.upstream = val("--upstream=");
     else {
       std::fprintf(stderr,
                    "usage: cudaipc-gst-filter-bench [--frames=N] [--width=W --height=H] [--cuda] "
                    "[--inflight=N] [--python=PYTHON [--python-model=FILE] [--only-python]] "
-                   "[--dir=DIR]\n");
+                   "[--dir=DIR] [--upstream='videotestsrc num-buffers=N ! ... ! cudaupload']\n");
       return 2;
     }
   }
@@ -404,13 +486,16 @@ int main(int argc, char** argv) {
       rows.push_back(run(o, name, filter(dir + "/py", "on-missing=wait timeout=5000000000"), bufs,
                          caps, ctx, true));
     }
-    std::printf("\ncudaipcfilter, %dx%d NV12 in %s memory, %d frames, max-inflight=%u\n\n", o.width,
-                o.height, o.cuda ? "CUDA" : "system", o.frames, o.inflight);
-    std::printf("| element | entry -> pushed p50 us | p99 us | frames/s | own result |\n");
-    std::printf("|---|---|---|---|---|\n");
+    std::printf(
+        "\ncudaipcfilter, %dx%d NV12 in %s memory, %d frames, max-inflight=%u, from %s\n\n",
+        o.width, o.height, o.cuda ? "CUDA" : "system", o.frames, o.inflight,
+        o.upstream.empty() ? "appsrc (pre-made frames, copied into slots)" : o.upstream.c_str());
+    std::printf(
+        "| element | entry -> pushed p50 us | p99 us | frames/s | own result | into slots |\n");
+    std::printf("|---|---|---|---|---|---|\n");
     for (const Row& r : rows)
-      std::printf("| %s | %.1f | %.1f | %.0f | %d/%d |\n", r.name.c_str(), r.p50, r.p99, r.fps,
-                  r.answered, r.frames);
+      std::printf("| %s | %.1f | %.1f | %.0f | %d/%d | %s |\n", r.name.c_str(), r.p50, r.p99, r.fps,
+                  r.answered, r.frames, r.written.c_str());
     if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.split.size() == 5; })) {
       std::printf(
           "\nWhere a served frame's time goes, p50 us per step (the model on a thread):\n\n");
