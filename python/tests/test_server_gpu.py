@@ -91,7 +91,7 @@ def test_an_unsynchronised_tensor_from_another_stream_is_ordered_on_it(tmp_path)
 
 def _serve(tmp_path, slots=8):
     path = str(tmp_path / "model")
-    requests = cudaipc.Producer(path, memory="host", num_slots=slots)
+    requests = cudaipc.Producer(path, memory="host", num_slots=slots, role="requests")
     server = cudaipc.Server(path)
     deadline = time.monotonic() + 10
     while requests.consumers == 0 and time.monotonic() < deadline:
