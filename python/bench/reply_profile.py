@@ -66,7 +66,7 @@ def run_batch(rounds: int, size: int) -> float:
     d = tempfile.mkdtemp()
     path = os.path.join(d, "model")
     times = []
-    with cudaipc.Producer(path, memory="host", num_slots=max(8, size)) as req, \
+    with cudaipc.Producer(path, memory="host", num_slots=max(8, size), role="requests") as req, \
             cudaipc.Server(path) as srv:
         req.wait_for_consumers(1)
         replies = cudaipc.Consumer(path + ".reply", timeout=10)

@@ -121,7 +121,7 @@ class GpuReplies:
             arrays[k] = v.data_ptr() + (start * st * v.element_size() if start else 0)
             strides[k] = st
             dtypes[k] = dt
-        names = offsets = None
+        names = offsets = 0  # none: struct packs addresses as integers
         count = 0
         if arrays[1] and n:
             if not isinstance(label_names, (list, tuple)):

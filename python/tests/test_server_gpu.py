@@ -181,7 +181,8 @@ def test_request_torch_views_the_frame_host_and_cuda(tmp_path):
     content checked; the tensor keeps the slot after the request is answered."""
     for memory in ("host", "cuda"):
         path = str(tmp_path / f"model-{memory}")
-        with cudaipc.Producer(path, memory=memory, num_slots=4, block_timeout=30) as requests, \
+        with cudaipc.Producer(path, memory=memory, num_slots=4, block_timeout=30,
+                              role="requests") as requests, \
                 cudaipc.Server(path) as server:
             requests.wait_for_consumers(1, timeout=10)
             replies = cudaipc.Consumer(path + ".reply", timeout=10)

@@ -130,9 +130,29 @@ std::uint64_t monotonic_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// The unix sockets the CUDA driver opens for the process (abstract names "@cuda-...", e.g. UVM's
+// "@cuda-uvmfd-..."), by inode: the driver's, kept for the process's life, not a channel's.
+std::vector<unsigned long> cuda_driver_sockets() {
+  std::vector<unsigned long> out;
+  if (FILE* f = std::fopen("/proc/net/unix", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long inode = 0;
+      char path[256] = "";
+      if (std::sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+          !std::strncmp(path, "@cuda-", 6))
+        out.push_back(inode);
+    }
+    std::fclose(f);
+  }
+  return out;
+}
+
 // This process's sockets and memfds: what a channel holds open (its socket, connections, control
-// block and host slots). Device files the CUDA driver opens once for the process are left out.
-long channel_fds() {
+// block and host slots). Device files and sockets the CUDA driver opens once for the process are
+// left out.
+long channel_fds(bool say = false) {
+  const std::vector<unsigned long> driver = cuda_driver_sockets();
   long n = 0;
   DIR* d = opendir("/proc/self/fd");
   if (!d) return -1;
@@ -142,7 +162,26 @@ long channel_fds() {
     const ssize_t len = readlink(link.c_str(), target, sizeof target - 1);
     if (len <= 0) continue;
     target[len] = '\0';
-    if (!std::strncmp(target, "socket:", 7) || !std::strncmp(target, "/memfd:", 7)) ++n;
+    unsigned long inode = 0;
+    if (std::sscanf(target, "socket:[%lu]", &inode) == 1 &&
+        std::find(driver.begin(), driver.end(), inode) != driver.end())
+      continue;
+    if (!std::strncmp(target, "socket:", 7) || !std::strncmp(target, "/memfd:", 7)) {
+      ++n;
+      if (say) {
+        std::printf("  fd %s -> %s\n", e->d_name, target);
+        // A unix socket's line in /proc/net/unix: its path, where it has one (a listener's).
+        if (inode) {
+          if (FILE* f = std::fopen("/proc/net/unix", "r")) {
+            char line[512];
+            const std::string tag = " " + std::to_string(inode);
+            while (std::fgets(line, sizeof line, f))
+              if (std::strstr(line, tag.c_str())) std::printf("    %s", line);
+            std::fclose(f);
+          }
+        }
+      }
+    }
   }
   closedir(d);
   return n;
@@ -693,7 +732,9 @@ int serve(const Options& o) {
     while (!(eos && answered >= o.frames) && std::chrono::steady_clock::now() < deadline) {
       cudaipc::ServerEvent e = server.next(std::chrono::milliseconds(50));
       if (e.type == cudaipc::ServerEventType::format) {
-        caps_text = e.format.caps;
+        // The channel's stream header: the caps on its first line, then `tags=` where upstream
+        // sent tags (a decoder does).
+        caps_text = e.format.caps.substr(0, e.format.caps.find('\n'));
         GstCaps* caps = gst_caps_from_string(caps_text.c_str());
         have_info = caps && gst_video_info_from_caps(&info, caps);
         if (caps) gst_caps_unref(caps);
@@ -878,9 +919,11 @@ int filter(const Options& o) {
         fds_before, fds_during, fds_after, held);
     if (held > 1) return fail("the filter still holds " + std::to_string(held) + " slots");
     if (fds_during <= fds_before) return fail("the channel's descriptors were not seen");
-    if (fds_after != fds_before)
+    if (fds_after != fds_before) {
+      channel_fds(true);  // which, for whoever reads the failure
       return fail("descriptors: " + std::to_string(fds_before) + " before the pipeline, " +
                   std::to_string(fds_after) + " once it is gone");
+    }
   }
   std::printf("filter: sent=%" G_GUINT64_FORMAT " in-place=%" G_GUINT64_FORMAT
               " copied=%" G_GUINT64_FORMAT "\n",
@@ -1104,6 +1147,9 @@ int bench(const Options& o) {
 
 int main(int argc, char** argv) {
   gst_init(&argc, &argv);
+  // A decoder's caps carry multiview-flags as a GstVideoMultiviewFlagsSet, which the text parser
+  // (serve reads the channel's caps as text) finds only once the type is registered.
+  g_type_ensure(gst_video_multiview_flagset_get_type());
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s compare|produce-tensors|check-tensors|produce|gpus|serve|filter|"
