@@ -275,12 +275,9 @@ bool attach_analytics_as_custom(GstBuffer* buf, metas::Bytes body, std::uint32_t
   metas::AnalyticsView view;
   if (!view.parse(body, error)) return false;
   const std::uint32_t n = view.mtd_count();
-  std::vector<metas::Mtd> mtds(n);
-  for (std::uint32_t i = 0; i < n; ++i)
-    if (!view.mtd(i, &mtds[i], error)) return false;
-  std::vector<metas::Relation> relations(view.relation_count());
-  for (std::uint32_t i = 0; i < view.relation_count(); ++i)
-    if (!view.relation(i, &relations[i], error)) return false;
+  std::vector<metas::Mtd> mtds;
+  std::vector<metas::Relation> relations;
+  if (!view.read_all(&mtds, &relations, error)) return false;
   if (!check_texts(view, mtds, error)) return false;
   const GstMetaInfo* info = meta_info();
   if (!info)

@@ -396,13 +396,10 @@ bool attach_analytics(GstBuffer* buf, metas::Bytes body, std::uint32_t* skipped,
   metas::AnalyticsView view;
   if (!view.parse(body, error)) return false;
   const std::uint32_t n = view.mtd_count();
-  // Read every mtd first: a malformed one drops the whole meta before anything is attached.
-  std::vector<metas::Mtd> mtds(n);
-  for (std::uint32_t i = 0; i < n; ++i)
-    if (!view.mtd(i, &mtds[i], error)) return false;
-  std::vector<metas::Relation> relations(view.relation_count());
-  for (std::uint32_t i = 0; i < view.relation_count(); ++i) {
-    if (!view.relation(i, &relations[i], error)) return false;
+  std::vector<metas::Mtd> mtds;
+  std::vector<metas::Relation> relations;
+  if (!view.read_all(&mtds, &relations, error)) return false;
+  for (std::uint32_t i = 0; i < relations.size(); ++i) {
     if (relations[i].types > kMaxRelation) {
       *error = "relation " + std::to_string(i) + " has types " +
                std::to_string(relations[i].types) + " this GStreamer cannot hold";

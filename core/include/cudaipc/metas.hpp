@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cudaipc::metas {
 
@@ -220,6 +221,9 @@ class AnalyticsView {
   bool class_entry(const Mtd& m, std::uint32_t j, ClassEntry* out) const;
   // Relation i, with both indexes checked against mtd_count().
   bool relation(std::uint32_t i, Relation* out, std::string* error) const;
+  // Every mtd and relation, each checked as above: a malformed one fails the whole record, so a
+  // reader drops it before it has attached anything.
+  bool read_all(std::vector<Mtd>* mtds, std::vector<Relation>* relations, std::string* error) const;
 
  private:
   Bytes body_{};

@@ -365,6 +365,17 @@ bool AnalyticsView::class_entry(const Mtd& m, std::uint32_t j, ClassEntry* out) 
   return true;
 }
 
+bool AnalyticsView::read_all(std::vector<Mtd>* mtds, std::vector<Relation>* relations,
+                             std::string* error) const {
+  mtds->assign(mtd_count_, Mtd{});
+  for (std::uint32_t i = 0; i < mtd_count_; ++i)
+    if (!mtd(i, &(*mtds)[i], error)) return false;
+  relations->assign(relation_count_, Relation{});
+  for (std::uint32_t i = 0; i < relation_count_; ++i)
+    if (!relation(i, &(*relations)[i], error)) return false;
+  return true;
+}
+
 bool AnalyticsView::relation(std::uint32_t i, Relation* out, std::string* error) const {
   if (i >= relation_count_)
     return fail(error, "analytics relation " + std::to_string(i) + " out of range");
