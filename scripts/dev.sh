@@ -66,6 +66,26 @@ for t in json.load(sys.stdin):
             print(os.path.relpath(os.path.realpath(f), build))' "$@"
 }
 
+# What the tests of SUITEs need built in DIR, as ninja target paths: a sanitizer build that runs
+# some suites builds no more than they run.
+suite_targets() {  # suite_targets DIR SUITE...
+  python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+build, suites = sys.argv[1], set(sys.argv[2:])
+tests = json.loads(subprocess.check_output(["meson", "introspect", build, "--tests"]))
+targets = json.loads(subprocess.check_output(["meson", "introspect", build, "--targets"]))
+chosen = [t for t in tests if any(s.split(":")[-1] in suites for s in t["suite"])]
+need = {d for t in chosen for d in t["depends"]}
+# Programs a test names in its command or environment (a peer, a container helper) count too.
+named = " ".join(w for t in chosen for w in t["cmd"] + list(t["env"].values()))
+root = os.path.realpath(build)
+for t in targets:
+    if t["id"] in need or any(f in named for f in t["filename"]):
+        for f in t["filename"]:
+            print(os.path.relpath(os.path.realpath(f), root))
+PY
+}
+
 # The Python package, installed the way users install it (pip, meson-python) into a virtualenv
 # under build/, then its suites. The venv and pip's Meson build dir live under build/, so the step
 # needs no root and no global install; both are rebuilt when the checkout has moved.
@@ -223,11 +243,14 @@ case "$cmd" in
       # beside publish, interrupt() from another thread), not across processes' shared memory:
       # the unit and multi-process suites are the ones with threads of the core in them. Without a
       # GPU the CUDA backend's threads never run, so it is left out to save CI build time.
-      configure build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled \
+      setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled \
         -Dcuda=disabled -Doptimization=1 -Ddevice-programs=false
+      # Only what those two suites run (CI's time: the cli suites and fuzz loops are not run here).
+      mapfile -t targets < <(suite_targets build-tsan unit mp)
+      ninja -C build-tsan "${targets[@]}"
       # No suppressions file: none is needed, and the foreign-uid peer could not read one here.
-      TSAN_OPTIONS="second_deadlock_stack=1" \
-        meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit --suite mp
+      TSAN_OPTIONS="second_deadlock_stack=1" meson test -C build-tsan --no-rebuild \
+        --print-errorlogs --num-processes 2 --suite unit --suite mp
     else
       configure build
       status=0
