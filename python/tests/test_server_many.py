@@ -57,21 +57,26 @@ BATCHING_SERVER = textwrap.dedent("""
 
 
 class Pipeline:
-    """videotestsrc -> cudaipcfilter (host) -> cudaipcringsink, read back in this process on a
-    thread: every frame's meta is checked against the frame."""
+    """videotestsrc -> cudaipcfilter -> cudaipcringsink (host memory, or CUDA frames through
+    cudaupload), read back in this process on a thread: every frame's meta is checked against
+    the frame."""
 
     def __init__(self, tmp_path, name: str, model: str, n: int, pattern: str, live: bool,
-                 missing: str = "wait", timeout_ns: int = 10_000_000_000) -> None:
+                 missing: str = "wait", timeout_ns: int = 10_000_000_000,
+                 memory: str = "host") -> None:
         self.name, self.model, self.n = name, model, n
         self.out = str(tmp_path / f"{name}.out")
         env = gst_env(tmp_path, PLUGIN_DIR)
+        upload = ["cudaupload", "!", "video/x-raw(memory:CUDAMemory)", "!"] \
+            if memory == "cuda" else []
+        mode = [] if memory == "cuda" else ["ipc-mode=host"]
         self.proc = subprocess.Popen(
             [GST_LAUNCH, "-q", "videotestsrc", f"pattern={pattern}", "animation-mode=frames",
              f"is-live={'true' if live else 'false'}", f"num-buffers={n}", "!",
-             "video/x-raw,format=RGBA,width=64,height=48,framerate=30/1", "!",
-             "cudaipcfilter", "ipc-mode=host", f"socket-path={model}",
+             "video/x-raw,format=RGBA,width=64,height=48,framerate=30/1", "!", *upload,
+             "cudaipcfilter", *mode, f"socket-path={model}",
              f"on-missing={missing}", f"timeout={timeout_ns}", "!", "cudaipcringsink",
-             "ipc-mode=host", "wait-for-consumer=true", f"socket-path={self.out}"],
+             *mode, "wait-for-consumer=true", f"socket-path={self.out}"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.frames: List[Optional[dict]] = []  # each frame's meta (None: none), in order
         self.errors: List[str] = []
@@ -107,6 +112,9 @@ class Pipeline:
         self.thread.join(timeout=30)
         assert not self.errors, (self.name, self.errors[:5])
         assert len(self.frames) == self.n, (self.name, len(self.frames))
+
+    def unanswered(self) -> List[int]:
+        return [i for i, m in enumerate(self.frames) if m is None]
 
     def kill(self) -> None:
         self.proc.kill()

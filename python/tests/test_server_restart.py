@@ -14,9 +14,8 @@ import os
 import signal
 import subprocess
 import textwrap
-import threading
 import time
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ import pytest
 import cudaipc
 from conftest import gst_env, gst_plugin_dir, gst_tool, require_gst_elements
 from test_filter_gst import cuda_gpu, start_server
+from test_server_many import Pipeline
 
 PLUGIN_DIR = gst_plugin_dir()
 GST_LAUNCH = gst_tool("gst-launch-1.0")
@@ -73,60 +73,10 @@ RESTART_SERVER = textwrap.dedent("""
 """)
 
 
-class Run:
-    """One run of a pipeline: videotestsrc -> cudaipcfilter -> cudaipcringsink, its frames read
-    back in this process on a thread and each one's meta checked against the frame."""
-
-    def __init__(self, tmp_path, name: str, model: str, n: int, memory: str,
-                 missing: str = "pass", timeout_ns: int = 5_000_000_000) -> None:
-        self.name, self.model, self.n = name, model, n
-        self.out = str(tmp_path / f"{name}.out")
-        upload = ["cudaupload", "!", "video/x-raw(memory:CUDAMemory)", "!"] \
-            if memory == "cuda" else []
-        mode = [] if memory == "cuda" else ["ipc-mode=host"]
-        self.proc = subprocess.Popen(
-            [GST_LAUNCH, "-q", "videotestsrc", "pattern=ball", "animation-mode=frames",
-             f"num-buffers={n}", "!", "video/x-raw,format=RGBA,width=64,height=48,framerate=30/1",
-             "!", *upload, "cudaipcfilter", *mode, f"socket-path={model}",
-             f"on-missing={missing}", f"timeout={timeout_ns}", "!", "cudaipcringsink", *mode,
-             "wait-for-consumer=true", f"socket-path={self.out}"],
-            env=gst_env(tmp_path, PLUGIN_DIR), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
-        self.frames: List[Optional[dict]] = []  # each frame's meta (None: none), in order
-        self.errors: List[str] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        try:
-            with cudaipc.Consumer(self.out, timeout=60) as c:
-                for f in c:
-                    with f:
-                        self.frames.append(self._check(f))
-        except cudaipc.Error as e:
-            if len(self.frames) < self.n:
-                self.errors.append(f"reading: {e}")
-
-    def _check(self, f: cudaipc.Frame) -> Optional[dict]:
-        m = f.meta or None
-        if m is not None:
-            if m.get("pts") != f.pts:
-                self.errors.append(f"frame {f.seq}: pts {m.get('pts')}")
-            if m.get("sum") != int(f.numpy().sum(dtype=np.int64)):
-                self.errors.append(f"frame {f.seq}: another frame's sum")
-            if m.get("path") != self.model:
-                self.errors.append(f"frame {f.seq}: answered for {m.get('path')}")
-        return m
-
-    def finish(self, timeout: float = 90) -> None:
-        _, err = self.proc.communicate(timeout=timeout)
-        assert self.proc.returncode == 0, f"{self.name}: {err}"
-        self.thread.join(timeout=30)
-        assert not self.errors, (self.name, self.errors[:5])
-        assert len(self.frames) == self.n, (self.name, len(self.frames))
-
-    def unanswered(self) -> List[int]:
-        return [i for i, m in enumerate(self.frames) if m is None]
+def Run(tmp_path, name: str, model: str, n: int, memory: str, missing: str = "pass",
+        timeout_ns: int = 5_000_000_000) -> Pipeline:
+    """One run of a pipeline (test_server_many's, ball frames, not live)."""
+    return Pipeline(tmp_path, name, model, n, "ball", False, missing, timeout_ns, memory)
 
 
 def stop_server(server: subprocess.Popen) -> int:
@@ -162,7 +112,7 @@ def test_a_pipeline_that_restarts_is_served_every_run(tmp_path, memory, answers)
     model = str(d / "cam")
     n = 30
     server = start_server(["-c", RESTART_SERVER, str(d), answers])
-    runs: List[Run] = []
+    runs: List[Pipeline] = []
     try:
         for i, pause in enumerate([0.0, 0.0, 0.3, 1.2, 0.0, 0.3]):
             time.sleep(pause)
@@ -191,7 +141,7 @@ def test_a_pipeline_that_starts_under_a_live_model_has_its_first_frame_answered(
     cams = [str(d / f"cam{i}") for i in range(4)]
     what = str(d) if served == "directory" else "--paths=" + ",".join(cams)
     server = start_server(["-c", RESTART_SERVER, what, answers])
-    runs: List[Run] = []
+    runs: List[Pipeline] = []
     try:
         for i, cam in enumerate(cams):
             run = Run(tmp_path, f"cam{i}", cam, n, memory)
