@@ -16,7 +16,12 @@ namespace {
 // Creates `dir` 0700, or accepts an existing one only if it is ours and closed to others: a
 // directory someone else made could let them swap our socket.
 void ensure_private_dir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("mkdir '" + dir + "'");
+  if (::mkdir(dir.c_str(), 0700) == 0) {
+    // 0700 whatever the umask: a umask with the owner's x bit would leave one we cannot enter.
+    if (::chmod(dir.c_str(), 0700) != 0) throw_errno("chmod of '" + dir + "'");
+  } else if (errno != EEXIST) {
+    throw_errno("mkdir '" + dir + "'");
+  }
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) throw_errno("stat '" + dir + "'");
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)

@@ -98,12 +98,12 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
       throw_errno("removing stale '" + path + "'");
   }
   UniqueFd fd = make_socket();
-  // Bind under a restrictive umask so the socket is never briefly open to others.
-  mode_t old = ::umask(0177);
-  int rc = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  int err = errno;
-  ::umask(old);
-  if (rc != 0) throw_errno("bind to '" + path + "'", err);
+  // Linux makes the socket file with the socket inode's mode less the umask: 0600 here so the file
+  // is never briefly open to others. Not umask(): it is the whole process's, and another thread
+  // (the application's own) creating a file meanwhile would get our mask.
+  if (::fchmod(fd.get(), 0600) != 0) throw_errno("fchmod of the socket for '" + path + "'");
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
+    throw_errno("bind to '" + path + "'");
   if (gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0)
     throw_errno("chown of '" + path + "' to gid " + std::to_string(*gid));
   if (::chmod(path.c_str(), static_cast<mode_t>(mode & 0777)) != 0)

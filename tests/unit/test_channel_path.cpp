@@ -150,3 +150,22 @@ TEST(ChannelPath, ProducerMakesNoOtherDirectory) {
   EXPECT_THROW(Producer{o}, Error);
   EXPECT_EQ(mode_of(dir.path() + "/cudaipc/sub"), 0u);
 }
+
+// The directory is 0700 whatever the umask: one without the owner's x bit (0177) would otherwise
+// leave a directory nobody can put a socket in.
+TEST(ChannelPath, DefaultDirectoryIs0700WhateverTheUmask) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  const mode_t old = ::umask(0177);
+  ProducerOptions o;
+  o.memory = MemoryKind::host;
+  o.path = dir.path() + "/cudaipc/cam0";
+  try {
+    Producer p(o);
+    EXPECT_EQ(mode_of(dir.path() + "/cudaipc") & 0777, 0700u);
+    EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  ::umask(old);
+}

@@ -2,13 +2,16 @@
 // replaced, a live producer's is not (Errc::busy), and nothing that is not a socket is touched.
 // A consumer waits where a producer may yet come, and fails at once, naming the cause, where none
 // can (a regular file, a directory, a listener that does not speak cudaipc).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
@@ -65,6 +68,37 @@ TEST(Socket, ModeIs0600ByDefault) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(st.st_uid, ::geteuid());
+}
+
+// Making a socket leaves the process's umask alone: it is shared by every thread, and a file the
+// application creates meanwhile must get the application's mask, not the socket's 0177.
+TEST(Socket, OtherThreadsFilesKeepTheProcessUmask) {
+  TempDir dir;
+  const mode_t old = ::umask(022);
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::atomic<int> made{0};
+  std::thread other([&] {
+    const std::string f = dir.file("app-file");
+    while (!done.load(std::memory_order_acquire)) {
+      UniqueFd fd(::open(f.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+      if (!fd) continue;
+      struct stat st {};
+      if (::fstat(fd.get(), &st) == 0 && (st.st_mode & 0777) != 0644) wrong.fetch_add(1);
+      made.fetch_add(1);
+      ::unlink(f.c_str());
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    ProducerOptions o = at(dir.file("ch" + std::to_string(i % 4)));
+    o.memory = MemoryKind::host;
+    Producer p(o);
+  }
+  done.store(true, std::memory_order_release);
+  other.join();
+  ::umask(old);
+  EXPECT_GT(made.load(), 0);
+  EXPECT_EQ(wrong.load(), 0) << "of " << made.load() << " files made while producers bound";
 }
 
 TEST(Socket, ModeOpenToOthersIsRefused) {
