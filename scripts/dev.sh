@@ -66,15 +66,24 @@ for t in json.load(sys.stdin):
             print(os.path.relpath(os.path.realpath(f), build))' "$@"
 }
 
+# What the demo builds in build/: the installed targets, the demo programs, and the application
+# that prints a model's boxes on GStreamer 1.22 (the README's next steps use it). The documented-
+# commands test checks that the README's commands need nothing else (scripts/dev.sh demo-targets).
+demo_targets() {
+  user_targets build cudaipc-demo-producer cudaipc-demo-consumer cudaipc-appsink-detections
+}
+
 # What the tests of SUITEs need built in DIR, as ninja target paths: a sanitizer build that runs
 # some suites builds no more than they run.
-suite_targets() {  # suite_targets DIR SUITE...
+suite_targets() {  # suite_targets DIR SUITE... | suite_targets DIR --not SUITE...
   python3 - "$@" <<'PY'
 import json, os, subprocess, sys
-build, suites = sys.argv[1], set(sys.argv[2:])
+build, suites = sys.argv[1], sys.argv[2:]
+invert = suites[:1] == ["--not"]
+suites = set(suites[1:] if invert else suites)
 tests = json.loads(subprocess.check_output(["meson", "introspect", build, "--tests"]))
 targets = json.loads(subprocess.check_output(["meson", "introspect", build, "--targets"]))
-chosen = [t for t in tests if any(s.split(":")[-1] in suites for s in t["suite"])]
+chosen = [t for t in tests if any(s.split(":")[-1] in suites for s in t["suite"]) != invert]
 need = {d for t in chosen for d in t["depends"]}
 # Programs a test names in its command or environment (a peer, a container helper) count too.
 named = " ".join(w for t in chosen for w in t["cmd"] + list(t["env"].values()))
@@ -188,13 +197,13 @@ cmd=${1:-}
 case "$cmd" in
   deps)
     install_deps ;;
+  demo-targets)
+    # For tests/docs: what `demo` builds in an already configured build/, as ninja target paths.
+    demo_targets ;;
   demo)
     install_deps
     setup build
-    # The demo programs, and the application that prints a model's boxes on GStreamer 1.22 (the
-    # README's next steps use it).
-    mapfile -t targets < <(user_targets build cudaipc-demo-producer cudaipc-demo-consumer \
-      cudaipc-appsink-detections)
+    mapfile -t targets < <(demo_targets)
     ninja -C build "${targets[@]}"
     examples/gst-demo.sh build
     echo
@@ -230,21 +239,26 @@ case "$cmd" in
       # UBSan's vptr check tests memory through a pipe on each new type it meets; in a process
       # out of file descriptors (the fd-limit tests make one on purpose) that pipe fails and the
       # check reports a valid object as a bad vptr. The rest of UBSan and ASan stay on.
-      # -O1 as ASan suggests (quicker to build, still fast to run); the GPU suites and benchmark
-      # programs are left out (they run on a GPU machine, from the plain build).
-      configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=false \
-        -Dcpp_args=-fno-sanitize=vptr -Doptimization=1 -Ddevice-programs=false
+      # -O1 as ASan suggests (quicker to build, still fast to run); -g1: line tables only, all a
+      # sanitizer report needs, and a third less compile time than -g. The GPU suites and
+      # benchmark programs are left out (they run on a GPU machine, from the plain build).
+      setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=false \
+        -Dcpp_args=-fno-sanitize=vptr,-g1 -Doptimization=1 -Ddevice-programs=false
       # gst-launch-1.0 and gst-inspect-1.0 are not instrumented and cannot load an ASan-built
-      # plugin: the suites that run them (suite gst-launch) are left out here.
+      # plugin: the suites that run them (suite gst-launch) are left out here, and so is building
+      # their programs.
+      mapfile -t targets < <(suite_targets build-asan --not gst-launch)
+      ninja -C build-asan "${targets[@]}"
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite gst-launch
+        meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 \
+        --no-suite gst-launch
     elif [ "${2:-}" = "--tsan" ]; then
       # ThreadSanitizer sees races between threads of one process (the producer's socket thread
       # beside publish, interrupt() from another thread), not across processes' shared memory:
       # the unit and multi-process suites are the ones with threads of the core in them. Without a
       # GPU the CUDA backend's threads never run, so it is left out to save CI build time.
       setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled \
-        -Dcuda=disabled -Doptimization=1 -Ddevice-programs=false
+        -Dcuda=disabled -Doptimization=1 -Ddevice-programs=false -Dcpp_args=-g1
       # Only what those two suites run (CI's time: the cli suites and fuzz loops are not run here).
       mapfile -t targets < <(suite_targets build-tsan unit mp)
       ninja -C build-tsan "${targets[@]}"
