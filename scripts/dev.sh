@@ -243,7 +243,7 @@ case "$cmd" in
       # sanitizer report needs, and a third less compile time than -g. The GPU suites and
       # benchmark programs are left out (they run on a GPU machine, from the plain build).
       setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dexamples=false \
-        -Dcpp_args=-fno-sanitize=vptr,-g1 -Doptimization=1 -Ddevice-programs=false
+        -Dcpp_args='-fno-sanitize=vptr -g1' -Doptimization=1 -Ddevice-programs=false
       # gst-launch-1.0 and gst-inspect-1.0 are not instrumented and cannot load an ASan-built
       # plugin: the suites that run them (suite gst-launch) are left out here, and so is building
       # their programs.
