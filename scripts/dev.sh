@@ -42,7 +42,14 @@ install_deps() {
 setup() {  # setup DIR [meson args...]: configure DIR, or reconfigure it when it exists
   local dir=$1; shift
   if [ -f "$dir/build.ninja" ]; then
-    meson configure "$dir" "$@" >/dev/null
+    # Quiet when it works; meson says why it did not on stdout (e.g. another meson version's
+    # build directory), so that is shown then.
+    local out
+    if ! out=$(meson configure "$dir" "$@" 2>&1); then
+      echo "$out" >&2
+      echo "$0: could not reconfigure $dir (above); remove it to start afresh" >&2
+      return 1
+    fi
   else
     meson setup "$dir" "$@"
   fi
@@ -208,7 +215,8 @@ case "$cmd" in
     examples/gst-demo.sh build
     echo
     echo "To use what the demo built (the GStreamer plugin in build/gst, the cudaipc tool in"
-    echo "build/core/cli) in a shell, as the README's next commands do, run there first:"
+    echo "build/core/cli, the example programs in build/examples) in a shell, as the README's next"
+    echo "commands do, run there first:"
     # The README's form where the user stands in the checkout; a path that works anywhere else.
     env_sh=build/env.sh
     [ "$invoked_from" -ef "$PWD" ] || env_sh=$PWD/build/env.sh
