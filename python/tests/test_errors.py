@@ -62,7 +62,9 @@ def test_consumer_on_a_path_no_producer_can_serve(tmp_path, kwargs):
         start = time.monotonic()
         with pytest.raises(cudaipc.InvalidArgumentError) as e:
             c = cudaipc.Consumer(where, **kwargs)
-            c.next()  # what hung before: reached only if the constructor let it pass
+            # What hung before, reached only if the constructor let it pass: bounded, so that a
+            # regression fails here (TimeoutError) instead of hanging the suite.
+            c.next(timeout=3.0)
         assert time.monotonic() - start < 2.0
         assert where in str(e.value) and says in str(e.value)
 
