@@ -27,6 +27,11 @@ void ensure_private_dir(const std::string& dir) {
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
     throw Error(Errc::permission_denied,
                 "'" + dir + "' is not a private directory owned by this user");
+  // One made 0600 (under a umask of 0177, say) is ours and private, but no socket can go in it.
+  if ((st.st_mode & 0700) != 0700)
+    throw Error(Errc::permission_denied, "'" + dir +
+                                             "' is not open to its owner (it needs mode 0700): "
+                                             "chmod 700 it, or remove it to have it made again");
 }
 
 }  // namespace

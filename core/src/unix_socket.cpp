@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "cudaipc/error.hpp"
@@ -104,9 +105,26 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
   if (::fchmod(fd.get(), 0600) != 0) throw_errno("fchmod of the socket for '" + path + "'");
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
     throw_errno("bind to '" + path + "'");
+  // A kernel (or sandbox) that ignored the socket's mode would have made the file open to others:
+  // refuse rather than serve frames through it.
+  struct stat bound {};
+  if (::lstat(path.c_str(), &bound) != 0) throw_errno("stat of the new socket '" + path + "'");
+  if (!S_ISSOCK(bound.st_mode))
+    throw Error(Errc::permission_denied,
+                "'" + path + "' was replaced by something else just after it was bound");
+  if ((bound.st_mode & 077) != 0) {
+    ::unlink(path.c_str());
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(bound.st_mode & 07777));
+    throw Error(Errc::permission_denied, "the socket '" + path +
+                                             "' was created open to others (mode " + octal +
+                                             "): this system ignores a socket's mode before bind");
+  }
   if (gid && ::chown(path.c_str(), static_cast<uid_t>(-1), *gid) != 0)
     throw_errno("chown of '" + path + "' to gid " + std::to_string(*gid));
-  if (::chmod(path.c_str(), static_cast<mode_t>(mode & 0777)) != 0)
+  // Already 0600 (less the umask) when that is what was asked: touch the path only to open it up.
+  if ((bound.st_mode & 0777) != (mode & 0777) &&
+      ::chmod(path.c_str(), static_cast<mode_t>(mode & 0777)) != 0)
     throw_errno("chmod of '" + path + "'");
   if (::listen(fd.get(), 64) != 0) throw_errno("listen on '" + path + "'");
   int flags = ::fcntl(fd.get(), F_GETFL);

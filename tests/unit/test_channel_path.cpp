@@ -164,8 +164,27 @@ TEST(ChannelPath, DefaultDirectoryIs0700WhateverTheUmask) {
     Producer p(o);
     EXPECT_EQ(mode_of(dir.path() + "/cudaipc") & 0777, 0700u);
     EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
-  } catch (const Error& e) {
-    ADD_FAILURE() << e.what();
+  } catch (...) {
+    ::umask(old);
+    throw;
   }
   ::umask(old);
+}
+
+// A private directory its owner cannot enter (0600: what a umask of 0177 made before) is refused
+// with what to do, not failed later in bind with EACCES.
+TEST(ChannelPath, RefusesADirectoryItsOwnerCannotEnter) {
+  TempDir dir;
+  RuntimeDir env(dir.path().c_str());
+  const std::string made = dir.path() + "/cudaipc";
+  ASSERT_EQ(::mkdir(made.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(made.c_str(), 0600), 0);
+  try {
+    default_channel_path("cam0");
+    ADD_FAILURE() << "a 0600 channel directory was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::permission_denied);
+    EXPECT_NE(std::string(e.what()).find("chmod 700"), std::string::npos) << e.what();
+  }
+  ::chmod(made.c_str(), 0700);
 }
