@@ -27,6 +27,8 @@ packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
   python3-venv)
 
 install_deps() {
+  # CUDAIPC_SKIP_DEPS=1: install nothing (tests/docs runs the demo in a build that exists).
+  [ "${CUDAIPC_SKIP_DEPS:-}" != 1 ] || return 0
   local missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -78,6 +80,20 @@ for t in json.load(sys.stdin):
 # commands test checks that the README's commands need nothing else (scripts/dev.sh demo-targets).
 demo_targets() {
   user_targets build cudaipc-demo-producer cudaipc-demo-consumer cudaipc-appsink-detections
+}
+
+# build_only DIR COMMAND...: builds in DIR the ninja targets COMMAND prints, and only those. meson
+# regenerates first if meson.build changed, so its introspection lists today's targets; a failed
+# or empty list is an error rather than a silent build of everything.
+build_only() {
+  local dir=$1 list
+  shift
+  ninja -C "$dir" build.ninja >/dev/null
+  list=$("$@") || { echo "$0: listing the targets to build in $dir failed: $*" >&2; return 1; }
+  [ -n "$list" ] || { echo "$0: no targets to build in $dir from: $*" >&2; return 1; }
+  local targets
+  mapfile -t targets <<<"$list"
+  ninja -C "$dir" "${targets[@]}"
 }
 
 # What the tests of SUITEs need built in DIR, as ninja target paths: a sanitizer build that runs
@@ -210,8 +226,7 @@ case "$cmd" in
   demo)
     install_deps
     setup build
-    mapfile -t targets < <(demo_targets)
-    ninja -C build "${targets[@]}"
+    build_only build demo_targets
     examples/gst-demo.sh build
     echo
     echo "To use what the demo built (the GStreamer plugin in build/gst, the cudaipc tool in"
@@ -220,7 +235,7 @@ case "$cmd" in
     # The README's form where the user stands in the checkout; a path that works anywhere else.
     env_sh=build/env.sh
     [ "$invoked_from" -ef "$PWD" ] || env_sh=$PWD/build/env.sh
-    echo "  source $env_sh"
+    printf '  source %q\n' "$env_sh"
     echo "(or install both: scripts/dev.sh install)" ;;
   install)
     prefix=${2:-/usr}
@@ -228,8 +243,7 @@ case "$cmd" in
     # `meson setup` on an existing build directory keeps its prefix ("Directory already
     # configured"): configure() reconfigures it instead.
     setup build --prefix="$prefix"
-    mapfile -t targets < <(user_targets build)
-    ninja -C build "${targets[@]}"
+    build_only build user_targets build
     sudo=()
     if [ "$(id -u)" -ne 0 ] && ! [ -w "$prefix" ]; then sudo=(sudo); fi
     "${sudo[@]}" meson install -C build --no-rebuild --quiet
@@ -255,8 +269,7 @@ case "$cmd" in
       # gst-launch-1.0 and gst-inspect-1.0 are not instrumented and cannot load an ASan-built
       # plugin: the suites that run them (suite gst-launch) are left out here, and so is building
       # their programs.
-      mapfile -t targets < <(suite_targets build-asan --not gst-launch)
-      ninja -C build-asan "${targets[@]}"
+      build_only build-asan suite_targets build-asan --not gst-launch
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 \
         --no-suite gst-launch
@@ -268,8 +281,7 @@ case "$cmd" in
       setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dgst=disabled \
         -Dcuda=disabled -Doptimization=1 -Ddevice-programs=false -Dcpp_args=-g1
       # Only what those two suites run (CI's time: the cli suites and fuzz loops are not run here).
-      mapfile -t targets < <(suite_targets build-tsan unit mp)
-      ninja -C build-tsan "${targets[@]}"
+      build_only build-tsan suite_targets build-tsan unit mp
       # No suppressions file: none is needed, and the foreign-uid peer could not read one here.
       TSAN_OPTIONS="second_deadlock_stack=1" meson test -C build-tsan --no-rebuild \
         --print-errorlogs --num-processes 2 --suite unit --suite mp

@@ -49,7 +49,8 @@ sink=fakesink
 gst-launch-1.0 -q videotestsrc pattern=ball is-live=true num-buffers="$frames" ! "$caps" \
   ! $upload cudaipcringsink $sink_props socket-path="$cam" wait-for-consumer=true &
 producer=$!
-# The reader gets every frame: detect.py waits for it before publishing its first.
+# detect.py waits for its reader before publishing its first frame (the printing reader, in
+# every-frame mode, then gets them all).
 python3 "$here/detect.py" "$cam" "$out" --wait-for-consumer 30 "$@" &
 detect=$!
 # The overlay's pipeline starts once detect.py has published its first frame (it creates the
@@ -58,29 +59,32 @@ if [ "$overlay" = draw ]; then
   # shellcheck disable=SC2086
   gst-launch-1.0 -q cudaipcringsrc socket-path="$out" ! $download videoconvert \
     ! objectdetectionoverlay ! videoconvert ! $sink &
-  drawer=$!
+  overlay=$!
   # GStreamer 1.24's objectdetectionoverlay does not pass end-of-stream on, so its pipeline would
-  # play on after the stream: once detect.py has ended, give it 5 s, then stop it as Ctrl-C does.
+  # play on after the stream: once detect.py has ended, give it 5 s, then stop it as Ctrl-C does
+  # (gst-launch-1.0 then exits 0). Only while that pid is still gst-launch-1.0, not a reused one.
   # (Short sleeps: the EXIT trap stops this watcher, and a long sleep left behind would hold the
   # script's output open.)
   (
+    ours() { [ "$(cat "/proc/$overlay/comm" 2>/dev/null)" = gst-launch-1.0 ]; }
     while kill -0 "$detect" 2>/dev/null; do sleep 0.2; done
     for _ in $(seq 25); do
-      kill -0 "$drawer" 2>/dev/null || exit 0
+      ours || exit 0
       sleep 0.2
     done
-    if kill -0 "$drawer" 2>/dev/null; then
+    if ours; then
       echo "detect.sh: the overlay's pipeline did not end with the stream (objectdetectionoverlay" \
         "of GStreamer 1.24 holds end-of-stream); stopping it" >&2
-      kill -INT "$drawer" 2>/dev/null || true
+      kill -INT "$overlay" 2>/dev/null || true
     fi
   ) &
 else
-  # The program reads the metas, not the pixels: host memory is enough.
+  # The program reads the metas, not the pixels: host memory is enough. (One pipeline string:
+  # the path is quoted inside it.)
   cudaipc-appsink-detections --frames "$frames" \
-    "cudaipcringsrc socket-path=$out mode=every-frame ! $download queue" &
+    "cudaipcringsrc socket-path=\"$out\" mode=every-frame ! $download queue" &
+  overlay=$!
 fi
-overlay=$!
 # Every process's status counts (wait_all.sh): the first to fail decides the exit status.
 status=0
 wait_all detect.sh "$detect" detect "$producer" producer "$overlay" overlay || status=$?

@@ -583,7 +583,8 @@ def scenario_setup(env: Env) -> None:
         # build step finds nothing to do after scripts/dev.sh test, then it runs and says how to go on.
         # In the user's own shell: not CUDAIPC_DOCS_PATH's virtualenv, whose pip-installed meson
         # is not the one that configured build/.
-        plain = dict(env.env, PATH=os.environ.get("PATH", ""))
+        # Nothing to install after scripts/dev.sh test: CUDAIPC_SKIP_DEPS keeps a test from apt.
+        plain = dict(env.env, PATH=os.environ.get("PATH", ""), CUDAIPC_SKIP_DEPS="1")
         rc, out = env.sh(doc("scripts/dev.sh demo"), timeout=300, env=plain)
         said = re.findall(r"^\s+(source \S+)\s*$", out, re.M)
         expect(rc == 0 and said == ["source build/env.sh"], f"scripts/dev.sh demo exited {rc} or "
@@ -635,9 +636,12 @@ def overlay_holds_eos(env: Env) -> bool:
     key = env.env.get("GST_PLUGIN_SYSTEM_PATH_1_0", "") + env.env.get("PATH", "")
     if key not in _OVERLAY_HOLDS_EOS:
         try:
-            subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", "num-buffers=2", "!",
-                            "video/x-raw,format=RGBA", "!", "objectdetectionoverlay", "!",
-                            "fakesink"], env=env.env, capture_output=True, timeout=5)
+            r = subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", "num-buffers=2", "!",
+                                "video/x-raw,format=RGBA", "!", "objectdetectionoverlay", "!",
+                                "fakesink"], env=env.env, capture_output=True, text=True,
+                               timeout=15)
+            expect(r.returncode == 0, "objectdetectionoverlay alone failed (exit "
+                   f"{r.returncode})", r.stdout + r.stderr)
             _OVERLAY_HOLDS_EOS[key] = False
         except subprocess.TimeoutExpired:
             _OVERLAY_HOLDS_EOS[key] = True
