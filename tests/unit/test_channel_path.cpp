@@ -8,9 +8,11 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/options.hpp"
 #include "cudaipc/producer.hpp"
+#include "scoped_umask.hpp"
 #include "temp_dir.hpp"
 
 using namespace cudaipc;
+using cudaipc::testing::ScopedUmask;
 using cudaipc::testing::TempDir;
 
 namespace {
@@ -156,19 +158,13 @@ TEST(ChannelPath, ProducerMakesNoOtherDirectory) {
 TEST(ChannelPath, DefaultDirectoryIs0700WhateverTheUmask) {
   TempDir dir;
   RuntimeDir env(dir.path().c_str());
-  const mode_t old = ::umask(0177);
+  ScopedUmask mask(0177);
   ProducerOptions o;
   o.memory = MemoryKind::host;
   o.path = dir.path() + "/cudaipc/cam0";
-  try {
-    Producer p(o);
-    EXPECT_EQ(mode_of(dir.path() + "/cudaipc") & 0777, 0700u);
-    EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
-  } catch (...) {
-    ::umask(old);
-    throw;
-  }
-  ::umask(old);
+  Producer p(o);
+  EXPECT_EQ(mode_of(dir.path() + "/cudaipc") & 0777, 0700u);
+  EXPECT_TRUE(S_ISSOCK(mode_of(o.path)));
 }
 
 // A private directory its owner cannot enter (0600: what a umask of 0177 made before) is refused

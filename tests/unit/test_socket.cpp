@@ -18,6 +18,7 @@
 #include "cudaipc/producer.hpp"
 #include "foreign_listener.hpp"
 #include "poll_until.hpp"
+#include "scoped_umask.hpp"
 #include "temp_dir.hpp"
 #include "unique_fd.hpp"
 
@@ -25,6 +26,7 @@ using namespace cudaipc;
 using namespace std::chrono_literals;
 using cudaipc::testing::ForeignListener;
 using cudaipc::testing::poll_until;
+using cudaipc::testing::ScopedUmask;
 using cudaipc::testing::TempDir;
 
 namespace {
@@ -74,7 +76,7 @@ TEST(Socket, ModeIs0600ByDefault) {
 // application creates meanwhile must get the application's mask, not the socket's 0177.
 TEST(Socket, OtherThreadsFilesKeepTheProcessUmask) {
   TempDir dir;
-  const mode_t old = ::umask(022);
+  ScopedUmask mask(022);
   std::atomic<bool> done{false};
   std::atomic<int> wrong{0};
   std::atomic<int> made{0};
@@ -89,26 +91,24 @@ TEST(Socket, OtherThreadsFilesKeepTheProcessUmask) {
       ::unlink(f.c_str());
     }
   });
-  // Stops and joins the thread and gives the umask back however the test leaves.
-  struct Stop {
-    std::atomic<bool>& done;
-    std::thread& thread;
-    mode_t umask;
-    ~Stop() {
-      done.store(true, std::memory_order_release);
-      if (thread.joinable()) thread.join();
-      ::umask(umask);
+  {
+    // Stops and joins the thread however this block is left (a failed ASSERT, a throw).
+    struct Stop {
+      std::atomic<bool>& done;
+      std::thread& thread;
+      ~Stop() {
+        done.store(true, std::memory_order_release);
+        thread.join();
+      }
+    } stop{done, other};
+    // Both running at once: the other thread has made a file before the first bind.
+    ASSERT_TRUE(poll_until([&] { return made.load() > 0; }, 5000ms));
+    for (int i = 0; i < 300; ++i) {
+      ProducerOptions o = at(dir.file("ch" + std::to_string(i % 4)));
+      o.memory = MemoryKind::host;
+      Producer p(o);
     }
-  } stop{done, other, old};
-  // Both running at once: the other thread has made a file before the first bind.
-  ASSERT_TRUE(poll_until([&] { return made.load() > 0; }, 5000ms));
-  for (int i = 0; i < 300; ++i) {
-    ProducerOptions o = at(dir.file("ch" + std::to_string(i % 4)));
-    o.memory = MemoryKind::host;
-    Producer p(o);
   }
-  done.store(true, std::memory_order_release);
-  other.join();
   EXPECT_EQ(wrong.load(), 0) << "of " << made.load() << " files made while producers bound";
 }
 
@@ -116,18 +116,13 @@ TEST(Socket, OtherThreadsFilesKeepTheProcessUmask) {
 // set before bind, and the file is checked after it.
 TEST(Socket, PrivateUnderAnEmptyUmask) {
   TempDir dir;
-  const mode_t old = ::umask(0);
-  try {
-    ProducerOptions o = at(dir.file("ch"));
-    o.memory = MemoryKind::host;
-    Producer p(o);
-    struct stat st {};
-    ASSERT_EQ(::lstat(dir.file("ch").c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
-  } catch (const Error& e) {
-    ADD_FAILURE() << e.what();
-  }
-  ::umask(old);
+  ScopedUmask mask(0);
+  ProducerOptions o = at(dir.file("ch"));
+  o.memory = MemoryKind::host;
+  Producer p(o);
+  struct stat st {};
+  ASSERT_EQ(::lstat(dir.file("ch").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 TEST(Socket, ModeOpenToOthersIsRefused) {
