@@ -73,8 +73,8 @@ RESTART_SERVER = textwrap.dedent("""
 """)
 
 
-def Run(tmp_path, name: str, model: str, n: int, memory: str, missing: str = "pass",
-        timeout_ns: int = 5_000_000_000) -> Pipeline:
+def ball_run(tmp_path, name: str, model: str, n: int, memory: str, missing: str = "pass",
+             timeout_ns: int = 5_000_000_000) -> Pipeline:
     """One run of a pipeline (test_server_many's, ball frames, not live)."""
     return Pipeline(tmp_path, name, model, n, "ball", False, missing, timeout_ns, memory)
 
@@ -116,7 +116,7 @@ def test_a_pipeline_that_restarts_is_served_every_run(tmp_path, memory, answers)
     try:
         for i, pause in enumerate([0.0, 0.0, 0.3, 1.2, 0.0, 0.3]):
             time.sleep(pause)
-            run = Run(tmp_path, f"run{i}", model, n, memory)
+            run = ball_run(tmp_path, f"run{i}", model, n, memory)
             runs.append(run)
             run.finish()
     finally:
@@ -144,7 +144,7 @@ def test_a_pipeline_that_starts_under_a_live_model_has_its_first_frame_answered(
     runs: List[Pipeline] = []
     try:
         for i, cam in enumerate(cams):
-            run = Run(tmp_path, f"cam{i}", cam, n, memory)
+            run = ball_run(tmp_path, f"cam{i}", cam, n, memory)
             runs.append(run)
             run.finish()
     finally:
@@ -165,7 +165,7 @@ def test_a_filter_with_no_model_passes_its_frames_at_once(tmp_path):
     # A server killed with SIGKILL leaves its mark; the kernel has dropped its lock.
     (d / ".cudaipc-server").touch()
     t0 = time.monotonic()
-    run = Run(tmp_path, "alone", str(d / "cam"), 20, "host", timeout_ns=30_000_000_000)
+    run = ball_run(tmp_path, "alone", str(d / "cam"), 20, "host", timeout_ns=30_000_000_000)
     run.finish()
     assert time.monotonic() - t0 < 20, "a frame waited for a model that is not there"
     assert run.unanswered() == list(range(20))

@@ -462,6 +462,15 @@ def expect(cond: bool, what: str, out: str = "") -> None:
         raise Failed(what + (f"\n--- output:\n{out}" if out else ""))
 
 
+def one_box_per_frame(out: str, frames: int, what: str) -> None:
+    """`what` printed (cudaipc-appsink-detections' form) `frames` frames of one box each."""
+    found = re.findall(r"^frame (\d+) pts \S+: (\d+) object", out, re.M)
+    boxes = re.findall(r"^  \S.* x=\d+ y=\d+ w=\d+ h=\d+ score=", out, re.M)
+    expect(len(found) == frames and all(n == "1" for _, n in found) and len(boxes) == frames,
+           f"{what} did not print one box on each of {frames} frames ({len(found)} frames, "
+           f"{len(boxes)} boxes)", out)
+
+
 def have_element(env: Env, name: str) -> bool:
     return subprocess.run(["gst-inspect-1.0", "--exists", "--atleast-version=0.0", name],
                           env=env.env, capture_output=True).returncode == 0
@@ -579,11 +588,9 @@ def scenario_setup(env: Env) -> None:
     """README: the demo, then the line its closing words give, `source build/env.sh` (written by
     meson into the build), after which the shell finds the build's plugin and tool."""
     if os.path.realpath(env.build) == os.path.realpath(os.path.join(env.root, "build")):
-        # The demo's own build (another build directory, e.g. 1.28's, has no demo programs): its
-        # build step finds nothing to do after scripts/dev.sh test, then it runs and says how to go on.
-        # In the user's own shell: not CUDAIPC_DOCS_PATH's virtualenv, whose pip-installed meson
-        # is not the one that configured build/.
-        # Nothing to install after scripts/dev.sh test: CUDAIPC_SKIP_DEPS keeps a test from apt.
+        # Only in the demo's own build (1.28's has no demo programs), where after scripts/dev.sh
+        # test it has nothing to build or install (CUDAIPC_SKIP_DEPS: no apt from a test). In the
+        # user's own shell: not CUDAIPC_DOCS_PATH's virtualenv, whose meson did not configure build/.
         plain = dict(env.env, PATH=os.environ.get("PATH", ""), CUDAIPC_SKIP_DEPS="1")
         rc, out = env.sh(doc("scripts/dev.sh demo"), timeout=300, env=plain)
         said = re.findall(r"^\s+(source \S+)\s*$", out, re.M)
@@ -627,25 +634,18 @@ def scenario_host_pair(env: Env) -> None:
     print(f"    (consumer while playing: {json.dumps(delivered)})")
 
 
-_OVERLAY_HOLDS_EOS: Dict[str, bool] = {}
-
-
 def overlay_holds_eos(env: Env) -> bool:
     """GStreamer 1.24's objectdetectionoverlay does not pass end-of-stream on (1.28's does): a
     pipeline through it never ends by itself, with or without cudaipc. Found by trying it alone."""
-    key = env.env.get("GST_PLUGIN_SYSTEM_PATH_1_0", "") + env.env.get("PATH", "")
-    if key not in _OVERLAY_HOLDS_EOS:
-        try:
-            r = subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", "num-buffers=2", "!",
-                                "video/x-raw,format=RGBA", "!", "objectdetectionoverlay", "!",
-                                "fakesink"], env=env.env, capture_output=True, text=True,
-                               timeout=15)
-            expect(r.returncode == 0, "objectdetectionoverlay alone failed (exit "
-                   f"{r.returncode})", r.stdout + r.stderr)
-            _OVERLAY_HOLDS_EOS[key] = False
-        except subprocess.TimeoutExpired:
-            _OVERLAY_HOLDS_EOS[key] = True
-    return _OVERLAY_HOLDS_EOS[key]
+    try:
+        r = subprocess.run(["gst-launch-1.0", "-q", "videotestsrc", "num-buffers=2", "!",
+                            "video/x-raw,format=RGBA", "!", "objectdetectionoverlay", "!",
+                            "fakesink"], env=env.env, capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        return True
+    expect(r.returncode == 0, f"objectdetectionoverlay alone failed (exit {r.returncode})",
+           r.stdout + r.stderr)
+    return False
 
 
 def scenario_metas(env: Env) -> None:
@@ -714,11 +714,8 @@ def scenario_filter(env: Env) -> None:
             # The README says the demo built it: its absence is a failure, not a skip.
             expect(os.path.exists(app), f"{app} is missing: scripts/dev.sh demo builds it", "")
             rc, out = env.sh(doc(APPSINK_DETECTIONS), timeout=120)
-            frames = re.findall(r"^frame (\d+) pts \S+: (\d+) object", out, re.M)
-            boxes = re.findall(r"^  \S.* x=\d+ y=\d+ w=\d+ h=\d+ score=", out, re.M)
-            expect(rc == 0 and len(frames) == 60 and all(n == "1" for _, n in frames) and
-                   len(boxes) == 60, f"cudaipc-appsink-detections did not print one box on each "
-                   f"of 60 frames (exit {rc}, {len(frames)} frames, {len(boxes)} boxes)", out)
+            expect(rc == 0, f"cudaipc-appsink-detections exited {rc}", out)
+            one_box_per_frame(out, 60, "cudaipc-appsink-detections")
             expect("CudaipcAnalyticsMeta" in out, "the filter did not say (once) that it attaches "
                    "the boxes as the CudaipcAnalyticsMeta custom meta", out)
         rc, out = env.stop(serve, signal.SIGTERM)
@@ -777,12 +774,7 @@ def scenario_detect_sh(env: Env) -> None:
     expect(rc == 0 and "done frames=60" in out, f"detect.sh host exited {rc}", out)
     if not have_element(env, "objectdetectionoverlay"):
         # Every frame (detect.py waits for its reader), each with the ball detect.py found in it.
-        frames = re.findall(r"^frame (\d+) pts \S+: (\d+) object", out, re.M)
-        boxes = re.findall(r"^  \S.* x=\d+ y=\d+ w=\d+ h=\d+ score=", out, re.M)
-        expect(len(frames) == 60 and all(n == "1" for _, n in frames) and
-               len(boxes) == len(frames), "detect.sh on GStreamer without objectdetectionoverlay "
-               f"did not print one box on each frame ({len(frames)} frames, {len(boxes)} boxes)",
-               out)
+        one_box_per_frame(out, 60, "detect.sh without objectdetectionoverlay")
 
 
 def scenario_bench_help(env: Env) -> None:
