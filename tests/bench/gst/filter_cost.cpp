@@ -248,6 +248,23 @@ GstPadProbeReturn number(GstPad*, GstPadProbeInfo* info, gpointer data) {
   return GST_PAD_PROBE_OK;
 }
 
+// Waits up to `seconds` for the run's end: "" at EOS, else why it did not come (the error's
+// message, or the wait running out).
+std::string wait_for_eos(GstBus* bus, int seconds) {
+  GstMessage* m = gst_bus_timed_pop_filtered(
+      bus, seconds * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  if (!m) return "no EOS within " + std::to_string(seconds) + " s";
+  std::string why;
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError* e = nullptr;
+    gst_message_parse_error(m, &e, nullptr);
+    why = e ? e->message : "error";
+    if (e) g_error_free(e);
+  }
+  gst_message_unref(m);
+  return why;
+}
+
 // The row of a run: latency from the filter's entry to its push, the rate, the frames that
 // came back with their own result (a served run fails short of all but the warm-up).
 Row summarize(const Options& o, const std::string& name, const Timing& t, double secs, bool served,
@@ -320,17 +337,8 @@ Row run_upstream(const Options& o, const std::string& name, const std::string& e
   GstBus* bus = gst_element_get_bus(p);
   const auto start = Clock::now();
   gst_element_set_state(p, GST_STATE_PLAYING);
-  GstMessage* m = gst_bus_timed_pop_filtered(
-      bus, 240 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const std::string why = wait_for_eos(bus, 240);
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::string why = m ? "" : "no EOS within 240 s";
-  if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
-    GError* e = nullptr;
-    gst_message_parse_error(m, &e, nullptr);
-    why = e ? e->message : "error";
-    if (e) g_error_free(e);
-  }
-  if (m) gst_message_unref(m);
   // The filter's own count of frames upstream wrote in its slots against those copied there.
   std::string written;
   if (g_object_class_find_property(G_OBJECT_GET_CLASS(x), "stats")) {
@@ -392,16 +400,13 @@ Row run(const Options& o, const std::string& name, const std::string& element,
     }
   }
   gst_app_src_end_of_stream(GST_APP_SRC(in));
-  GstMessage* m = gst_bus_timed_pop_filtered(
-      bus, 120 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const std::string why = wait_for_eos(bus, 120);
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!m || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
-    throw std::runtime_error(name + ": " + (m ? "error" : "no EOS within 120 s"));
-  gst_message_unref(m);
   gst_element_set_state(p, GST_STATE_NULL);
   for (GstObject* obj : {GST_OBJECT(bus), GST_OBJECT(sp), GST_OBJECT(op), GST_OBJECT(in),
                          GST_OBJECT(x), GST_OBJECT(p)})
     gst_object_unref(obj);
+  if (!why.empty()) throw std::runtime_error(name + ": " + why);
 
   return summarize(o, name, t, secs, served, steps);
 }
