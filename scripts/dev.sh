@@ -24,7 +24,9 @@ packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
   # the Python package's virtualenv (the rest comes from PyPI into it)
-  python3-venv)
+  python3-venv
+  # PyGObject applications that embed the elements (tests/gst/embedded, docs/python.md)
+  python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0)
 
 install_deps() {
   # CUDAIPC_SKIP_DEPS=1: install nothing (tests/docs runs the demo in a build that exists).
@@ -145,6 +147,18 @@ python_tests() {
   # 5: nothing collected (every suite skipped at import): not a failure.
   [ "$rc" -eq 5 ] && rc=0
   return "$rc"
+}
+
+# A PyGObject application's Python: the system's interpreter and its PyGObject (Debian's package,
+# built for it) with NumPy from PyPI, as an AI application has them (tests/gst/embedded).
+gi_venv() {
+  local venv=build/gi-venv
+  if ! "$venv/bin/python" -c 'import sys; sys.exit(sys.prefix != sys.argv[1])' "$PWD/$venv" \
+      2>/dev/null; then
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+  fi
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy
 }
 
 # libFuzzer ships with clang; Debian and Ubuntu put its runtime in libclang-rt-<version>-dev.
@@ -291,9 +305,12 @@ case "$cmd" in
       meson test -C build --print-errorlogs --num-processes 2 --no-suite docs \
         --no-suite python-examples || status=1
       python_tests || status=1
+      gi_venv || status=1
       # Examples whose model is Python (a detector and a GStreamer application reading its boxes),
-      # with the package as pip installed it above. Their own log, beside testlog.json.
-      CUDAIPC_PYTHON="$PWD/build/python-venv/bin/python" meson test -C build --print-errorlogs \
+      # with the package as pip installed it above, and the PyGObject applications that import
+      # NumPy before GStreamer (build/gi-venv). Their own log, beside testlog.json.
+      CUDAIPC_PYTHON="$PWD/build/python-venv/bin/python" \
+        CUDAIPC_GI_PYTHON="$PWD/build/gi-venv/bin/python" meson test -C build --print-errorlogs \
         --suite python-examples --logbase python-examples-testlog || status=1
       # The documented commands (tests/docs), with the package as pip installed it above: the
       # README's python3 lines run in build/python-venv. Its own log, beside testlog.json.

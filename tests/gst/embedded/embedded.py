@@ -1,0 +1,248 @@
+"""Issue #38: cudaipc's elements inside an application never take the process down.
+
+Runs each element in an application process whose C++ runtime and unwinder were loaded the way a
+Python application loads them (NumPy or torch before PyGObject; see embed_app.c), through the
+paths that fail, wait and reconnect: sink, source and filter with and without their peer, the peer
+SIGKILLed and restarted, bad paths. Every case must end with the application exiting 0 and the
+pipeline's outcome (EOS or a named error) the case expects, every frame intact.
+
+  embedded.py c               the C application (any GStreamer: it loads GStreamer by dlopen)
+  embedded.py python MODULE   the PyGObject application with MODULE imported first
+                              (CUDAIPC_GI_PYTHON: a Python with gi and NumPy)
+Programs from the environment: CUDAIPC_EMBED_APP (the C application), CUDAIPC_GST_MP_PEER,
+CUDAIPC_GST_FILTER_MODEL, and GST_PLUGIN_PATH_1_0 and friends as the other suites set them.
+Exit 0: every case passed; 1: one failed; 77: the application cannot run here (says why).
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAPS = "video/x-raw,format=GRAY8,width=64,height=48,framerate=100/1"
+APPSRC = f"appsrc name=src format=time caps={CAPS}"
+CHECK = "fakesink name=check signal-handoffs=true sync=false"
+
+
+def skip(why: str) -> None:
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+class Peer:
+    """A peer process (producer, consumer, model) whose output is kept and can be waited on."""
+
+    def __init__(self, argv):
+        self.argv = argv
+        self.lines = []
+        self.killed = False
+        self.cond = threading.Condition()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+
+    def wait_for(self, prefix: str, seconds: float = 10) -> bool:
+        end = time.monotonic() + seconds
+        with self.cond:
+            while not any(line.startswith(prefix) for line in self.lines):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.1))
+        return True
+
+    def kill(self):
+        self.killed = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def producer(path, *extra):
+    return [os.environ["CUDAIPC_GST_MP_PEER"], "produce", "--socket", path, "--timeout-s", "30",
+            *extra]
+
+
+def consumer(path, *extra):
+    return [os.environ["CUDAIPC_GST_MP_PEER"], "consume", "--socket", path, "--timeout-s", "30",
+            *extra]
+
+
+def model(path):
+    return [os.environ["CUDAIPC_GST_FILTER_MODEL"], "--socket", path, "--timeout-s", "30"]
+
+
+# name: (pipeline, app arguments, plan, expected outcome prefix, least frames checked)
+# A plan is a list of (seconds after the application started, action, argv-maker or None);
+# "before" peers start (and say they are ready) before the application does.
+def cases(d):
+    long_name = "x" * 120
+    return {
+        "filter-no-model": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/nomodel ipc-mode=host ! {CHECK}",
+            ["--count", "30"], [], "eos", 30),
+        "filter-model": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/m1 ipc-mode=host ! {CHECK}",
+            ["--count", "60"], [("before", "serving", model(f"{d}/m1"))], "eos", 60),
+        "filter-model-killed-and-back": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/m2 ipc-mode=host ! {CHECK}",
+            ["--count", "250"],
+            [("before", "serving", model(f"{d}/m2")), (0.8, "kill", None),
+             (1.3, "start", model(f"{d}/m2"))], "eos", 250),
+        "filter-path-too-long": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/{long_name} ipc-mode=host ! {CHECK}",
+            [], [], "error", 0),
+        "filter-missing-directory": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/missing/f ipc-mode=host ! {CHECK}",
+            [], [], "error", 0),
+        "src-before-producer": (
+            f"cudaipcsrc socket-path={d}/late mode=every-frame ! {CHECK}", [],
+            [(1.0, "start", producer(f"{d}/late", "--count", "30", "--wait-for-consumer"))],
+            "eos", 30),
+        "src-producer-killed-reconnect": (
+            f"cudaipcsrc socket-path={d}/p1 mode=every-frame reconnect=true ! {CHECK}", [],
+            [("before", "listening", producer(f"{d}/p1", "--count", "100000", "--fps", "100")),
+             (1.0, "kill", None),
+             (1.5, "start", producer(f"{d}/p1", "--count", "30", "--first-id", "1000000",
+                                     "--wait-for-consumer"))], "eos", 31),
+        "src-producer-killed": (
+            f"cudaipcsrc socket-path={d}/p2 reconnect=false ! {CHECK}", [],
+            [("before", "listening", producer(f"{d}/p2", "--count", "100000", "--fps", "100")),
+             (1.0, "kill", None)], "error", 1),
+        "src-connect-timeout": (
+            f"cudaipcsrc socket-path={d}/nobody connect-timeout=300000000 ! {CHECK}", [], [],
+            "error", 0),
+        "src-regular-file": (
+            f"cudaipcsrc socket-path={d}/regular-file ! {CHECK}", [], [], "error", 0),
+        "src-path-too-long": (
+            f"cudaipcsrc socket-path={d}/{long_name} ! {CHECK}", [], [], "error", 0),
+        "src-missing-directory": (
+            f"cudaipcsrc socket-path={d}/missing/s connect-timeout=300000000 ! {CHECK}", [], [], "error", 0),
+        "sink-consumer-killed-and-back": (
+            f"{APPSRC} ! cudaipcsink socket-path={d}/s1 ipc-mode=host wait-for-consumer=true",
+            ["--count", "250"],
+            [(0.0, "start", consumer(f"{d}/s1")), (0.8, "kill", None),
+             (1.2, "start", consumer(f"{d}/s1"))], "eos", 0),
+        "sink-busy": (
+            f"{APPSRC} ! cudaipcsink socket-path={d}/busy ipc-mode=host", [],
+            [("before", "listening", producer(f"{d}/busy", "--count", "100000", "--fps", "50"))],
+            "error", 0),
+        "sink-path-too-long": (
+            f"{APPSRC} ! cudaipcsink socket-path={d}/{long_name} ipc-mode=host", [], [], "error", 0),
+        "sink-missing-directory": (
+            f"{APPSRC} ! cudaipcsink socket-path={d}/missing/s ipc-mode=host", [], [], "error", 0),
+    }
+
+
+def run_case(app_argv, name, spec, d):
+    pipeline, app_args, plan, expect, least = spec
+    peers = []
+    try:
+        for when, what, argv in plan:
+            if when == "before":
+                p = Peer(argv)
+                peers.append(p)
+                if not p.wait_for(what):
+                    return f"peer {argv[0]} never said '{what}': {p.lines[-5:]}"
+        app = subprocess.Popen(app_argv + ["--pipeline", pipeline, "--timeout-s", "20"] + app_args,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start = time.monotonic()
+        for when, what, argv in plan:
+            if when == "before":
+                continue
+            time.sleep(max(0.0, start + when - time.monotonic()))
+            if what == "kill":
+                peers[-1].kill()
+            else:
+                peers.append(Peer(argv))
+        try:
+            out, err = app.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            out, err = app.communicate()
+            return f"the application hung (killed after 40 s); stderr: {err[-800:]}"
+        # A consumer peer checks the frames it got itself and ends at EOS with a summary.
+        for p in peers:
+            if p.argv[1] == "consume" and not p.killed:
+                if not p.wait_for("summary ", 10):
+                    return f"the consumer never ended: {p.lines[-3:]}"
+                summary = next(line for line in p.lines if line.startswith("summary "))
+                if '"bad":0,' not in summary or '"frames":0,' in summary:
+                    return f"the consumer's frames: {summary}"
+    finally:
+        for p in peers:
+            p.kill()
+    lines = out.splitlines()
+    tail = "\n    ".join((lines[-4:] if lines else []) + err.splitlines()[-6:])
+    if app.returncode != 0:
+        how = (f"killed by signal {-app.returncode}" if app.returncode < 0
+               else f"exit {app.returncode}")
+        return f"the application {how}:\n    {tail}"
+    outcome = next((l[len("outcome "):] for l in lines if l.startswith("outcome ")), "")
+    if not outcome.startswith(expect):
+        return f"outcome '{outcome}', expected {expect}:\n    {tail}"
+    frames = [l for l in lines if l.startswith("frame ")]
+    broken = [l for l in frames if " ok=1" not in l]
+    if broken:
+        return f"{len(broken)} frames not intact, first: {broken[0]}"
+    if len(frames) < least:
+        return f"{len(frames)} frames checked, expected at least {least}"
+    wrong = [l for l in frames if " result=" in l and
+             l.split(" result=")[1] != l.split("id=")[1].split(" ")[0]]
+    if wrong:
+        return f"{len(wrong)} frames carry another frame's result, first: {wrong[0]}"
+    results = sum(" result=" in l for l in frames)
+    print(f"ok   {name}: {outcome[:110]}; {len(frames)} frames intact"
+          + (f", {results} with their own result" if results else ""))
+    return None
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("c", "python"):
+        print(__doc__)
+        return 2
+    for var in ("CUDAIPC_GST_MP_PEER", "CUDAIPC_GST_FILTER_MODEL"):
+        if not os.path.exists(os.environ.get(var, "")):
+            skip(f"{var} does not name a built program")
+    if sys.argv[1] == "c":
+        app_argv = [os.environ.get("CUDAIPC_EMBED_APP", "")]
+        if not os.path.exists(app_argv[0]):
+            skip("CUDAIPC_EMBED_APP does not name the built C application")
+    else:
+        module = sys.argv[2] if len(sys.argv) > 2 else "numpy"
+        py = os.environ.get("CUDAIPC_GI_PYTHON", "")
+        if not py:
+            skip("CUDAIPC_GI_PYTHON is not set (scripts/dev.sh test makes build/gi-venv: "
+                 "the system's PyGObject with NumPy from pip)")
+        probe = subprocess.run([py, "-c", f"import {module}, gi; gi.require_version('Gst', '1.0')"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            skip(f"{py} cannot import {module} and PyGObject's Gst: "
+                 f"{probe.stderr.strip().splitlines()[-1:]}")
+        app_argv = [py, os.path.join(HERE, "embed_app.py"), "--first", module]
+    failed = 0
+    only = sys.argv[3:] if sys.argv[1] == "python" else sys.argv[2:]
+    with tempfile.TemporaryDirectory(prefix="cudaipc-embedded-") as d:
+        open(os.path.join(d, "regular-file"), "w").close()
+        for name, spec in cases(d).items():
+            if only and name not in only:
+                continue
+            why = run_case(app_argv, name, spec, d)
+            if why:
+                failed += 1
+                print(f"FAIL {name}: {why}")
+    print(f"{'FAILED' if failed else 'passed'}: {failed} of the cases failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
