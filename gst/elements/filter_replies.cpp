@@ -5,6 +5,7 @@
 // and results that came in time were given up on.
 #include <gst/gst.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -94,6 +95,56 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
   }
 }
 
+// What a frame becomes while no model serves, in the words of on-missing's nicks.
+const char* missing_fate(GstCudaIpcFilterMissing m) {
+  switch (m) {
+    case GST_CUDA_IPC_FILTER_MISSING_DROP:
+      return "are dropped (on-missing=drop)";
+    case GST_CUDA_IPC_FILTER_MISSING_WAIT:
+      return "wait up to timeout once, then go on without results (on-missing=wait)";
+    default:
+      return "go on without results (on-missing=pass)";
+  }
+}
+
+// A pipeline whose model never came (a typo in either path is the usual cause) is told so once,
+// after the frames' own timeout or 2 s, whichever is longer; until then a model starting up is
+// not a problem worth a warning.
+struct NoModelWarning {
+  std::chrono::steady_clock::time_point due;
+  std::string path;
+  GstCudaIpcFilterMissing policy;
+  bool done = false;
+
+  explicit NoModelWarning(GstCudaIpcFilter* self) {
+    GST_OBJECT_LOCK(self);
+    const Settings& s = self->st->settings;
+    const auto patience = std::max<std::chrono::nanoseconds>(std::chrono::nanoseconds(s.timeout),
+                                                             std::chrono::seconds(2));
+    policy = s.on_missing;
+    GST_OBJECT_UNLOCK(self);
+    path = self->st->producer ? self->st->producer->path() : std::string();
+    due = std::chrono::steady_clock::now() + patience;
+  }
+
+  void check(GstCudaIpcFilter* self) {
+    if (done) return;
+    if (self->st->model_replying.load(std::memory_order_relaxed)) {
+      done = true;  // a model came: its leaving is said by model_left
+      return;
+    }
+    if (std::chrono::steady_clock::now() < due) return;
+    done = true;
+    GST_ELEMENT_WARNING(self, RESOURCE, NOT_FOUND,
+                        ("No model process serves %s: frames %s. Start the model on this same "
+                         "path (cudaipc.Server in Python, or cudaipc::Server in C++; "
+                         "docs/python.md), or check both paths for a typo.",
+                         path.c_str(), missing_fate(policy)),
+                        ("the model answers on %s; none has since this element went to READY",
+                         self->st->reply_path.c_str()));
+  }
+};
+
 void model_left(GstCudaIpcFilter* self, const std::string& why) {
   FilterState* st = self->st;
   const bool was = st->model_replying.exchange(false);
@@ -104,18 +155,17 @@ void model_left(GstCudaIpcFilter* self, const std::string& why) {
     st->cv.notify_all();
   }
   st->counts.model_lost.fetch_add(lost, std::memory_order_relaxed);
-  if (was || lost)
-    GST_ELEMENT_INFO(self, RESOURCE, READ,
-                     ("The model process left (%s); %u frame(s) in flight go on without "
-                      "results, and a new model process is used as soon as it serves %s.",
-                      why.c_str(), lost, st->reply_path.c_str()),
-                     (nullptr));
+  if (was || lost) {
+    const std::string text = "The model process left (" + why + "); " + std::to_string(lost) +
+                             " frame(s) in flight go on without results, and a new model " +
+                             "process is used as soon as it serves " + st->reply_path + ".";
+    GST_ELEMENT_INFO(self, RESOURCE, READ, ("%s", text.c_str()), ("%s", text.c_str()));
+  }
 }
 
 void model_serves(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
-  if (!st->model_replying.exchange(true))
-    GST_INFO_OBJECT(self, "a model process answers on %s", st->reply_path.c_str());
+  if (!st->model_replying.exchange(true)) announce_model(self);
   std::lock_guard<std::mutex> lock(st->mu);
   st->model_wait_spent = false;  // the next absence gets its one timeout
   st->model_looked_for = false;
@@ -124,7 +174,9 @@ void model_serves(GstCudaIpcFilter* self) {
 
 void reply_loop(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
+  NoModelWarning no_model(self);
   while (!st->reader_stop.load(std::memory_order_acquire)) {
+    no_model.check(self);
     Event e;
     try {
       e = st->replies->next(std::chrono::nanoseconds(kIdlePollNs));
@@ -154,6 +206,13 @@ void reply_loop(GstCudaIpcFilter* self) {
 }
 
 }  // namespace
+
+void announce_model(GstCudaIpcFilter* self) {
+  // gst-launch-1.0 prints an info message's details alone: the sentence goes in both.
+  const std::string text = "A model process serves this pipeline (it answers on " +
+                           self->st->reply_path + "): frames get its results.";
+  GST_ELEMENT_INFO(self, RESOURCE, OPEN_READ, ("%s", text.c_str()), ("%s", text.c_str()));
+}
 
 void start_reply_reader(GstCudaIpcFilter* self) {
   FilterState* st = self->st;

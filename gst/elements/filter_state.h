@@ -86,6 +86,9 @@ struct FilterState {
 // wait for its reply until its deadline.
 void task_loop(GstCudaIpcFilter* self);
 
+// Says on the bus, once per arrival, that a model process serves this pipeline.
+void announce_model(GstCudaIpcFilter* self);
+
 // The reply reader's thread, from opening the channels (READY) to closing them.
 void start_reply_reader(GstCudaIpcFilter* self);
 void stop_reply_reader(GstCudaIpcFilter* self);

@@ -412,8 +412,7 @@ static bool open_channel(GstCudaIpcFilter* self) {
     // Connected at once: a model process serves this path already (its reply reader says so
     // when it reads the channel's format; the first frame must know now).
     st->model_replying.store(st->replies->connected());
-    if (st->model_replying.load())
-      GST_INFO_OBJECT(self, "a model process serves %s", st->reply_path.c_str());
+    if (st->model_replying.load()) announce_model(self);
   } catch (const Error& e) {
     post_core_error(GST_ELEMENT(self), e, st->reply_path.c_str());
     return false;

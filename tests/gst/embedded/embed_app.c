@@ -11,9 +11,10 @@
  * id I+i in its first 8 bytes and tests/common's pattern for that id after them; an element named
  * "check" (fakesink signal-handoffs=true) has every frame checked against its id. Prints one
  * "frame id=ID ok=0|1" per checked frame, then "outcome eos" or "outcome error: TEXT" (or
- * "outcome timeout"), then "frames N bad B". Exit 0 when the pipeline ended (EOS or an error: what
- * a real application sees and handles), 3 on timeout, 1 on a bad argument or a missing library.
- * The driver (embedded.py) judges the outcome; a crash of the process is what it exists to see. */
+ * "outcome timeout"), then "frames N bad B"; warnings and infos on the bus as "message KIND: TEXT".
+ * Exit 0 when the pipeline ended (EOS or an error: what a real application sees and handles), 3 on
+ * timeout, 1 on a bad argument or a missing library. The driver (embedded.py) judges the outcome; a
+ * crash of the process is what it exists to see. */
 #include <dlfcn.h>
 #include <gst/gst.h>
 #include <inttypes.h>
@@ -29,6 +30,8 @@ static struct {
   GstBus* (*get_bus)(GstElement*);
   GstMessage* (*timed_pop_filtered)(GstBus*, GstClockTime, GstMessageType);
   void (*parse_error)(GstMessage*, GError**, gchar**);
+  void (*parse_warning)(GstMessage*, GError**, gchar**);
+  void (*parse_info)(GstMessage*, GError**, gchar**);
   void (*mini_object_unref)(GstMiniObject*);
   void (*object_unref)(gpointer);
   GstElement* (*bin_get_by_name)(GstBin*, const gchar*);
@@ -76,6 +79,8 @@ static int load_like_python(void) {
          resolve(g, "gst_element_get_bus", &gst.get_bus) &&
          resolve(g, "gst_bus_timed_pop_filtered", &gst.timed_pop_filtered) &&
          resolve(g, "gst_message_parse_error", &gst.parse_error) &&
+         resolve(g, "gst_message_parse_warning", &gst.parse_warning) &&
+         resolve(g, "gst_message_parse_info", &gst.parse_info) &&
          resolve(g, "gst_mini_object_unref", &gst.mini_object_unref) &&
          resolve(g, "gst_object_unref", &gst.object_unref) &&
          resolve(g, "gst_bin_get_by_name", &gst.bin_get_by_name) &&
@@ -214,8 +219,21 @@ int main(int argc, char** argv) {
       ++pushed;
     }
     GstClockTime wait = src && pushed <= count ? GST_SECOND / (GstClockTime)fps : 50 * GST_MSECOND;
-    GstMessage* m = gst.timed_pop_filtered(bus, wait, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+    GstMessage* m = gst.timed_pop_filtered(
+        bus, wait, GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
     if (!m) continue;
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING || GST_MESSAGE_TYPE(m) == GST_MESSAGE_INFO) {
+      const int warning = GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING;
+      GError* e = NULL;
+      gchar* dbg = NULL;
+      (warning ? gst.parse_warning : gst.parse_info)(m, &e, &dbg);
+      printf("message %s: %s\n", warning ? "warning" : "info", e ? e->message : "?");
+      fflush(stdout);
+      if (e) gst.error_free(e);
+      gst.g_free(dbg);
+      gst.mini_object_unref(GST_MINI_OBJECT_CAST(m));
+      continue;
+    }
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) {
       outcome = "eos";
     } else {

@@ -7,7 +7,7 @@ An element named "src" (appsrc) gets N frames, each carrying its id in its first
 tests/common's pattern after them; an element named "check" (fakesink signal-handoffs=true) has
 every frame checked with NumPy, and the result the filter's model attached (custom meta
 "filter-result", field "index") must be the frame's own id. Exit 0 once the pipeline ended (EOS
-or an error), 3 on timeout.
+or an error), 3 on timeout. Warnings and infos on the bus are printed as "message KIND: TEXT".
 """
 import argparse
 import importlib
@@ -101,8 +101,14 @@ while time.monotonic() < deadline:
             src.emit("push-buffer", b)
         pushed += 1
     wait = Gst.SECOND // args.fps if src is not None and pushed <= args.count else 50 * Gst.MSECOND
-    m = bus.timed_pop_filtered(wait, Gst.MessageType.EOS | Gst.MessageType.ERROR)
+    m = bus.timed_pop_filtered(wait, Gst.MessageType.EOS | Gst.MessageType.ERROR |
+                               Gst.MessageType.WARNING | Gst.MessageType.INFO)
     if m is None:
+        continue
+    if m.type in (Gst.MessageType.WARNING, Gst.MessageType.INFO):
+        err, _dbg = m.parse_warning() if m.type == Gst.MessageType.WARNING else m.parse_info()
+        kind = "warning" if m.type == Gst.MessageType.WARNING else "info"
+        print(f"message {kind}: {err.message}", flush=True)
         continue
     if m.type == Gst.MessageType.EOS:
         outcome = "eos"

@@ -81,7 +81,8 @@ def model(path):
     return [os.environ["CUDAIPC_GST_FILTER_MODEL"], "--socket", path, "--timeout-s", "30"]
 
 
-# name: (pipeline, app arguments, plan, expected outcome prefix, least frames checked)
+# name: (pipeline, app arguments, plan, expected outcome prefix, least frames checked[, what the
+# bus says: message prefixes in order])
 # A plan is a list of (seconds after the application started, action, argv-maker or None);
 # "before" peers start (and say they are ready) before the application does.
 def cases(d):
@@ -97,7 +98,14 @@ def cases(d):
             f"{APPSRC} ! cudaipcfilter socket-path={d}/m2 ipc-mode=host ! {CHECK}",
             ["--count", "250"],
             [("before", "serving", model(f"{d}/m2")), (0.8, "kill", None),
-             (1.3, "start", model(f"{d}/m2"))], "eos", 250),
+             (1.3, "start", model(f"{d}/m2"))], "eos", 250,
+            ["message info: A model process serves this pipeline",
+             "message info: The model process left (", "message info: A model process serves"]),
+        "filter-typo": (
+            f"{APPSRC} ! cudaipcfilter socket-path={d}/detector ipc-mode=host ! {CHECK}",
+            ["--count", "300"], [("before", "serving", model(f"{d}/detectr"))], "eos", 300,
+            [f"message warning: No model process serves {d}/detector: frames go on without "
+             "results (on-missing=pass)"]),
         "filter-path-too-long": (
             f"{APPSRC} ! cudaipcfilter socket-path={d}/{long_name} ipc-mode=host ! {CHECK}",
             [], [], "error", 0),
@@ -144,7 +152,8 @@ def cases(d):
 
 
 def run_case(app_argv, name, spec, d):
-    pipeline, app_args, plan, expect, least = spec
+    pipeline, app_args, plan, expect, least = spec[:5]
+    says = spec[5] if len(spec) > 5 else []
     peers = []
     try:
         for when, what, argv in plan:
@@ -190,6 +199,13 @@ def run_case(app_argv, name, spec, d):
     outcome = next((l[len("outcome "):] for l in lines if l.startswith("outcome ")), "")
     if not outcome.startswith(expect):
         return f"outcome '{outcome}', expected {expect}:\n    {tail}"
+    # What the bus must have said, in this order.
+    messages = [l for l in lines if l.startswith("message ")]
+    at = 0
+    for want in says:
+        at = next((i + 1 for i in range(at, len(messages)) if messages[i].startswith(want)), -1)
+        if at < 0:
+            return f"the bus never said '{want}' (in order); it said: {messages}"
     frames = [l for l in lines if l.startswith("frame ")]
     broken = [l for l in frames if " ok=1" not in l]
     if broken:
