@@ -27,6 +27,7 @@
  *     objectdetectionoverlay ! autovideosink
  * ]|
  */
+#include "elements/property_checks.h"
 #include "elements/gstcudaipcfilter.h"
 
 #include <algorithm>
@@ -509,6 +510,7 @@ static void gst_cuda_ipc_filter_set_context(GstElement* element, GstContext* con
 static void gst_cuda_ipc_filter_set_property(GObject* object, guint prop_id, const GValue* value,
                                              GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_FILTER(object);
+  if (!property_write_allowed(GST_ELEMENT(object), pspec, value)) return;
   GST_OBJECT_LOCK(self);
   const bool known = set_filter_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);

@@ -17,6 +17,7 @@
  *     socket-path=/tmp/cam0
  * ]|
  */
+#include "elements/property_checks.h"
 #include "elements/gstcudaipcsink.h"
 
 #include <grp.h>
@@ -107,6 +108,7 @@ static bool uses_cuda(const Settings& s) {
 static void gst_cuda_ipc_ring_sink_set_property(GObject* object, guint prop_id, const GValue* value,
                                                 GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SINK(object);
+  if (!property_write_allowed(GST_ELEMENT(object), pspec, value)) return;
   GST_OBJECT_LOCK(self);
   const bool known = set_sink_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);

@@ -18,12 +18,14 @@
  * ]|
  */
 #include "elements/gstcudaipcsrc.h"
+#include "elements/property_checks.h"
 
 #include <gst/video/video.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -115,6 +117,7 @@ static void gst_cuda_ipc_ring_src_set_property(GObject* object, guint prop_id, c
                                                GParamSpec* pspec) {
   auto* self = GST_CUDA_IPC_RING_SRC(object);
   Settings& s = self->st->settings;
+  if (!property_write_allowed(GST_ELEMENT(object), pspec, value)) return;
   GST_OBJECT_LOCK(self);
   const bool known = set_src_setting(s, prop_id, value);
   const bool live = s.is_live;
@@ -635,15 +638,26 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
         if (!st->consumer->connected() && !st->told_waiting &&
             monotonic_now_ns() - st->connect_started >= kTellWaitingAfterNs) {
           st->told_waiting = true;
-          gchar* text = s.connect_timeout > 0
-                            ? g_strdup_printf(
-                                  "Waiting for a cudaipc producer on %s (up to connect-timeout, "
-                                  "%" GST_TIME_FORMAT ").",
-                                  s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout))
-                            : g_strdup_printf(
-                                  "Waiting for a cudaipc producer on %s (connect-timeout=0: "
-                                  "until one starts there).",
-                                  s.socket_path.c_str());
+          // A path whose directory is missing is most often a variable that was not set
+          // ($XDG_RUNTIME_DIR/cudaipc/...): the producer's directory is named so the user sees it.
+          const std::string dir = std::filesystem::path(s.socket_path).parent_path().string();
+          std::error_code ec;
+          const std::string missing =
+              !dir.empty() && !std::filesystem::is_directory(dir, ec)
+                  ? " Its directory " + dir +
+                        " does not exist: a producer there would make it (check the path, and "
+                        "that the variables it was made from were set)."
+                  : std::string();
+          gchar* text =
+              s.connect_timeout > 0
+                  ? g_strdup_printf(
+                        "Waiting for a cudaipc producer on %s (up to connect-timeout, "
+                        "%" GST_TIME_FORMAT ").%s",
+                        s.socket_path.c_str(), GST_TIME_ARGS(s.connect_timeout), missing.c_str())
+                  : g_strdup_printf(
+                        "Waiting for a cudaipc producer on %s (connect-timeout=0: "
+                        "until one starts there).%s",
+                        s.socket_path.c_str(), missing.c_str());
           GST_ELEMENT_INFO(self, RESOURCE, OPEN_READ, ("%s", text), ("%s", text));
           g_free(text);
         }

@@ -5,6 +5,9 @@ namespace cudaipc::gst::src {
 void install_src_properties(GObjectClass* klass) {
   const auto rw = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                            GST_PARAM_MUTABLE_READY);
+  // Read by each create(), under the object lock: they apply from the next wait on.
+  const auto live = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                             GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_property(
       klass, PROP_SOCKET_PATH,
       g_param_spec_string("socket-path", "Socket path",
@@ -31,13 +34,13 @@ void install_src_properties(GObjectClass* klass) {
       g_param_spec_uint64("connect-timeout", "Connect timeout",
                           "How long to wait for a producer before posting an error (ns, 0: wait "
                           "for ever)",
-                          0, G_MAXUINT64, kDefaultConnectTimeout, rw));
+                          0, G_MAXUINT64, kDefaultConnectTimeout, live));
   g_object_class_install_property(
       klass, PROP_RECONNECT,
       g_param_spec_boolean("reconnect", "Reconnect",
                            "When the producer goes away, wait for a new one on the same path "
                            "(else post an error)",
-                           TRUE, rw));
+                           TRUE, live));
   g_object_class_install_property(
       klass, PROP_IS_LIVE,
       g_param_spec_boolean("is-live", "Is live",

@@ -15,6 +15,9 @@ class MetaFilter {
   MetaFilter() = default;
   // Comma-separated names, spaces around them ignored.
   explicit MetaFilter(const std::string& spec);
+  // Why `spec` is not such a list (an entry that is no meta name, an empty one between commas), or
+  // empty when it is one.
+  static std::string invalid(const std::string& spec);
   bool none() const noexcept { return !all_ && names_.empty(); }
   // `alt` is a second name the meta answers to (a custom meta's registered name beside its API's).
   bool allows(std::string_view name, std::string_view alt = {}) const noexcept;

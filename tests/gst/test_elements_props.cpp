@@ -373,3 +373,88 @@ TEST_F(ElementTest, StatsRestartWithANewProducer) {
 
 }  // namespace
 }  // namespace cudaipc::testing::gst
+
+namespace cudaipc::testing::gst {
+namespace {
+
+std::string string_prop(GstElement* e, const char* name) {
+  Ptr<gchar> v;
+  gchar* raw = nullptr;
+  g_object_get(e, name, &raw, nullptr);
+  v.reset(raw);
+  return raw ? raw : "";
+}
+
+// Issue #38: a property the docs call NULL/READY-only is refused while PLAYING (a GLib warning,
+// the value unchanged: the sink used to read back the new socket-path and serve the old one),
+// and one marked mutable in PLAYING is taken and applies.
+TEST_F(ElementTest, ReadyOnlyPropertiesAreRefusedWhilePlaying) {
+  const TensorFrame frame{all_dtypes()[4], {10, 10}};
+  Ptr<GstCaps> caps = frame.caps();
+  Producer producer(socket());
+  Consumer consumer(socket(), "mode=every-frame");
+  producer.set_caps(caps.get());
+  ASSERT_TRUE(producer.start());
+  ASSERT_TRUE(consumer.start());
+  ASSERT_TRUE(producer.wait_consumers(1, kWait));
+  ASSERT_EQ(producer.push(frame.buffer(1), 0), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(1, kWait));
+
+  const std::string other = dir_.file("other");
+  for (GstElement* e : {producer.sink(), consumer.src()}) {
+    SCOPED_TRACE(GST_ELEMENT_NAME(e));
+    const int before = glib_complaints().load();
+    g_object_set(e, "socket-path", other.c_str(), nullptr);
+    EXPECT_EQ(glib_complaints().load(), before + 1) << "the refusal is said";
+    EXPECT_EQ(string_prop(e, "socket-path"), socket()) << "the value is unchanged";
+  }
+  // Mutable while PLAYING: taken without a word.
+  const int before = glib_complaints().load();
+  g_object_set(consumer.src(), "connect-timeout", G_GUINT64_CONSTANT(5000000000), "reconnect",
+               FALSE, nullptr);
+  EXPECT_EQ(glib_complaints().load(), before);
+  guint64 timeout = 0;
+  gboolean reconnect = TRUE;
+  g_object_get(consumer.src(), "connect-timeout", &timeout, "reconnect", &reconnect, nullptr);
+  EXPECT_EQ(timeout, G_GUINT64_CONSTANT(5000000000));
+  EXPECT_FALSE(reconnect);
+
+  // The stream goes on where it was: the next frame arrives whole through the old path.
+  ASSERT_EQ(producer.push(frame.buffer(2), 1), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(2, kWait));
+  EXPECT_EQ(frame.check(consumer.collector().frames()[1], 2), "");
+  complaints_ = glib_complaints().load();  // the two refusals above were this test's to cause
+}
+
+// Issue #38: a meta list that cannot parse is refused with its reason, the value unchanged; the
+// forms the docs give are taken.
+TEST_F(ElementTest, MetaListsThatCannotParseAreRefused) {
+  Ptr<GstElement> sink = make(sink_factory()), src = make(src_factory()),
+                  filter = make("cudaipcfilter");
+  ASSERT_TRUE(sink && src && filter);
+  struct Case {
+    GstElement* e;
+    const char* prop;
+  };
+  for (const Case& c : {Case{sink.get(), "forward-metas"}, Case{src.get(), "forward-metas"},
+                        Case{filter.get(), "forward-metas"}, Case{filter.get(), "reply-metas"}}) {
+    SCOPED_TRACE(std::string(GST_ELEMENT_NAME(c.e)) + " " + c.prop);
+    const std::string was = string_prop(c.e, c.prop);
+    for (const char* bad : {"!!,, ,*x", "GstAnalyticsRelationMetaAPI,,", "9lives", "a b"}) {
+      const int before = glib_complaints().load();
+      g_object_set(c.e, c.prop, bad, nullptr);
+      EXPECT_EQ(glib_complaints().load(), before + 1) << bad;
+      EXPECT_EQ(string_prop(c.e, c.prop), was) << bad;
+    }
+    for (const char* good : {"GstAnalyticsRelationMetaAPI, filter-result", "*", "", " "}) {
+      const int before = glib_complaints().load();
+      g_object_set(c.e, c.prop, good, nullptr);
+      EXPECT_EQ(glib_complaints().load(), before) << good;
+      EXPECT_EQ(string_prop(c.e, c.prop), good);
+    }
+  }
+  complaints_ = glib_complaints().load();
+}
+
+}  // namespace
+}  // namespace cudaipc::testing::gst

@@ -151,7 +151,8 @@ static double now_s(void) {
 
 int main(int argc, char** argv) {
   const char* desc = NULL;
-  long count = 30, fps = 100, timeout_s = 20;
+  long count = 30, fps = 100;
+  double timeout_s = 20;
   uint64_t first_id = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--pipeline"))
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--fps"))
       fps = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--timeout-s"))
-      timeout_s = atol(argv[i + 1]);
+      timeout_s = atof(argv[i + 1]);
     else {
       fprintf(stderr, "embed-app: unknown argument %s\n", argv[i]);
       return 1;
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   GstBus* bus = gst.get_bus(pipeline);
   gst.set_state(pipeline, GST_STATE_PLAYING);
 
-  const double deadline = now_s() + (double)timeout_s;
+  const double deadline = now_s() + timeout_s;
   long pushed = 0;
   const char* outcome = "timeout";
   char error_text[512] = "";

@@ -135,6 +135,11 @@ def cases(d):
             f"cudaipcsrc socket-path={d}/{long_name} ! {CHECK}", [], [], "error", 0),
         "src-missing-directory": (
             f"cudaipcsrc socket-path={d}/missing/s connect-timeout=300000000 ! {CHECK}", [], [], "error", 0),
+        "src-missing-directory-says-why": (
+            f"cudaipcsrc socket-path={d}/missing/s2 ! {CHECK}", ["--timeout-s", "2.5"], [],
+            "timeout", 0,
+            [f"message info: Waiting for a cudaipc producer on {d}/missing/s2 (connect-timeout=0: "
+             f"until one starts there). Its directory {d}/missing does not exist"]),
         "sink-consumer-killed-and-back": (
             f"{APPSRC} ! cudaipcsink socket-path={d}/s1 ipc-mode=host wait-for-consumer=true",
             ["--count", "250"],
@@ -192,7 +197,8 @@ def run_case(app_argv, name, spec, d):
             p.kill()
     lines = out.splitlines()
     tail = "\n    ".join((lines[-4:] if lines else []) + err.splitlines()[-6:])
-    if app.returncode != 0:
+    # A case that expects the pipeline still to be waiting when the application gives up (3).
+    if app.returncode != (3 if expect == "timeout" else 0):
         how = (f"killed by signal {-app.returncode}" if app.returncode < 0
                else f"exit {app.returncode}")
         return f"the application {how}:\n    {tail}"
