@@ -15,6 +15,7 @@
 #include "consumer_connection.hpp"
 #include "futex.hpp"
 #include "protocol.hpp"
+#include "unix_socket.hpp"
 
 namespace cudaipc {
 namespace {
@@ -30,6 +31,13 @@ bool transient(Errc code) {
          code == Errc::system;
 }
 
+// What a reconnecting consumer tries again: the transient codes, and with connect_later a
+// producer that does not answer (a stopped process looks the same as a listener that will never
+// speak cudaipc, which a plain reconnecting consumer is told at once).
+bool retried(const Error& e, const ConsumerOptions& o) {
+  return transient(e.code()) || (o.connect_later && dynamic_cast<const Unanswered*>(&e));
+}
+
 }  // namespace
 
 class ConsumerImpl {
@@ -37,18 +45,26 @@ class ConsumerImpl {
   explicit ConsumerImpl(const ConsumerOptions& opts) : opts_(opts) {
     wake_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_fd_) throw_errno("eventfd");
+    if (opts_.connect_later && opts_.reconnect) {
+      // next() connects; what no producer can ever serve is still refused here, at once.
+      if (!opts_.path.empty()) check_channel_path(opts_.path);
+      return;
+    }
     try {
       connect();
     } catch (const Error& e) {
-      if (!opts_.reconnect || !transient(e.code())) throw;
+      if (!opts_.reconnect || !retried(e, opts_)) throw;
       note_failed_connect(e);
     }
   }
-
-  // Frames still held keep the connection and their leases alive, but a Consumer that is gone
-  // reads no more frames: stop holding the producer back as an every-frame reader.
+  // Frames still held keep the connection's memory and their leases, but a Consumer that is gone
+  // reads no more frames: it stops holding the producer back as an every-frame reader, and leaves
+  // (the producer frees its place and keeps only the slots those frames lease until each is
+  // released; a cudaipcsrc at NULL whose buffers are still downstream is no consumer any more).
   ~ConsumerImpl() {
-    if (conn_) conn_->page().cursor.store(~std::uint64_t{0}, std::memory_order_release);
+    if (!conn_) return;
+    conn_->page().cursor.store(~std::uint64_t{0}, std::memory_order_release);
+    conn_->hang_up();
   }
 
   Event next(std::chrono::nanoseconds timeout);
@@ -137,11 +153,13 @@ void ConsumerImpl::connect() {
   refusal_reported_ = true;
 }
 
-// A producer that is there but turns us away for now (out of descriptors, every place taken) is
-// news while we keep trying: the user would otherwise wait in silence. Each new reason is told
-// once; no producer listening yet is the ordinary wait for one, not news.
+// A producer that is there but turns us away for now (out of descriptors, every place taken) or
+// does not answer (its process stopped) is news while we keep trying: the user would otherwise wait
+// in silence. Each new reason is told once; no producer listening yet is the ordinary wait for one,
+// not news.
 void ConsumerImpl::note_failed_connect(const Error& e) {
-  const std::string why = dynamic_cast<const Refused*>(&e) ? e.what() : std::string();
+  const bool news = dynamic_cast<const Refused*>(&e) || dynamic_cast<const Unanswered*>(&e);
+  const std::string why = news ? e.what() : std::string();
   if (why == refusal_) return;
   refusal_ = why;
   refusal_reported_ = why.empty();
@@ -343,15 +361,19 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
         } catch (const Error& e) {
           if (e.code() == Errc::interrupted) continue;
           // Refusals of who we are (credentials, version) are final; the rest may pass.
-          if (!transient(e.code())) throw;
+          if (!retried(e, opts_)) throw;
           note_failed_connect(e);
           if (!refusal_reported_) continue;
         }
       }
-      if (now >= deadline) return ev;  // timeout
+      // A connect attempt can take long (a handshake nobody answers): the clock is read again,
+      // so the caller hears of its deadline instead of the next attempt starting first.
+      const std::uint64_t after = monotonic_ns();
+      if (after >= deadline) return ev;  // timeout
       std::uint32_t seen = local_wake_.load(std::memory_order_seq_cst);
       futex_wait(local_wake_, seen,
-                 std::chrono::nanoseconds(std::min(deadline, next_connect_ns_) - now));
+                 std::chrono::nanoseconds(std::min(deadline, std::max(next_connect_ns_, after)) -
+                                          after));
       continue;
     }
 

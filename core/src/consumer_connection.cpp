@@ -1,6 +1,11 @@
 #include "consumer_connection.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "channel_role.hpp"
@@ -138,6 +143,12 @@ ConsumerConnection::ConsumerConnection(const ConsumerOptions& opts, int wake_fd)
   }
 }
 
+void ConsumerConnection::hang_up() noexcept {
+  if (sock_ && ::shutdown(sock_.get(), SHUT_RDWR) != 0 && errno != ENOTCONN)
+    log(LogLevel::debug,
+        (std::string("shutdown of a consumer's socket: ") + std::strerror(errno)).c_str());
+}
+
 ConsumerConnection::~ConsumerConnection() {
   watch_.reset();  // before the memory it would release
   // Queued GPU reads finish before the memory they read is unmapped. Where they did not, the
@@ -177,10 +188,11 @@ Received ConsumerConnection::receive_welcome(const std::string& path) {
     // A cudaipc producer answers a hello at once, or refuses saying why: silence is a listener
     // that does not speak cudaipc, which retrying would wait on for ever.
     if (e.code() != Errc::timeout) throw;
-    throw Error(Errc::protocol, "nothing on '" + path + "' answered the cudaipc handshake within " +
-                                    std::to_string(kHandshakeTimeout.count()) +
-                                    " ms: what listens there is not a cudaipc producer (or the "
-                                    "producer's process is stopped)");
+    throw Unanswered(Errc::protocol,
+                     "nothing on '" + path + "' answered the cudaipc handshake within " +
+                         std::to_string(kHandshakeTimeout.count()) +
+                         " ms: what listens there is not a cudaipc producer (or the "
+                         "producer's process is stopped)");
   }
 }
 

@@ -66,6 +66,10 @@ class ConsumerConnection {
   std::uint32_t meta_size() const noexcept { return meta_size_; }
   ConsumerMemory& memory() const noexcept { return *memory_; }
   int socket() const noexcept { return sock_.get(); }
+  // Leaves the producer while frames of this connection may still be held: it frees our place
+  // and keeps the slots our page still leases until they are released. The descriptor stays open
+  // (shut down) for whatever still holds the connection.
+  void hang_up() noexcept;
 
  private:
   Received receive(std::chrono::milliseconds timeout, const char* waiting_for);

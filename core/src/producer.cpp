@@ -59,6 +59,11 @@ ProducerImpl::ProducerImpl(const ProducerOptions& opts) : opts_(opts) {
 }
 
 ProducerImpl::~ProducerImpl() {
+  close();
+}
+
+void ProducerImpl::close() {
+  if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   stopping_.store(true, std::memory_order_seq_cst);
   post_to_server();
   if (server_.joinable()) server_.join();
@@ -76,6 +81,7 @@ ProducerImpl::~ProducerImpl() {
   // Only remove the socket file if it is still ours: a new producer may have replaced it.
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && st.st_ino == socket_inode_) ::unlink(path_.c_str());
+  listen_fd_.reset();  // a connect now is refused at once, and the path is free for another
 }
 
 void ProducerImpl::create_control_block() {
@@ -501,6 +507,9 @@ SlotHold::~SlotHold() {
 Producer::Producer(const ProducerOptions& options)
     : impl_(std::make_unique<ProducerImpl>(options)) {}
 Producer::~Producer() = default;
+void Producer::close() {
+  impl_->close();
+}
 void Producer::set_format(const Format& format) {
   impl_->set_format(format);
 }

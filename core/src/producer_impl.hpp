@@ -37,6 +37,7 @@ class ProducerImpl {
  public:
   explicit ProducerImpl(const ProducerOptions& opts);
   ~ProducerImpl();
+  void close();
 
   void set_format(const Format& f);
   WriteSlot begin_frame(PublishStatus* status);
@@ -203,6 +204,7 @@ class ProducerImpl {
   // connection in, to be told why it cannot be served (producer_server.cpp).
   UniqueFd spare_fd_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> closed_{false};  // close() ran: the channel is gone, the memory stays
   std::uint64_t accept_paused_until_ = 0;
   // Connections turned away for want of a descriptor (spare or handshake), for monitors.
   std::uint64_t descriptor_refusals_ = 0;

@@ -115,6 +115,12 @@ class Refused : public Error {
  public:
   using Error::Error;
 };
+// A listener that accepted and never answered the handshake (Errc::protocol): not a cudaipc
+// producer, or one whose process is stopped; a reconnecting consumer waits on it.
+class Unanswered : public Error {
+ public:
+  using Error::Error;
+};
 // Throws the refusal as Refused, with the producer's code and reason.
 [[noreturn]] void throw_refused(Received& r);
 

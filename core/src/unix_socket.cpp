@@ -71,6 +71,16 @@ void refuse_non_channel(const std::string& path, int err) {
 
 }  // namespace
 
+void check_channel_path(const std::string& path) {
+  make_address(path);  // too long
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) refuse_non_channel(path, ECONNREFUSED);
+  } else if (errno == ENOTDIR) {
+    refuse_non_channel(path, ENOTDIR);
+  }
+}
+
 UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid) {
   sockaddr_un addr = make_address(path);
   struct stat st {};

@@ -31,6 +31,11 @@ struct PeerCredentials {
 // Binds and listens on `path` with file mode `mode` (and group `gid` when given). A socket file
 // left by a dead producer is replaced; a live one is Errc::busy; a non-socket file, or a socket
 // another program listens on with another socket type, is refused (Errc::invalid_argument).
+// Throws Errc::invalid_argument for a path no producer can ever listen on (too long, a regular
+// file or directory there, a parent that is not a directory), without connecting; a path with
+// nothing there yet passes.
+void check_channel_path(const std::string& path);
+
 UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<gid_t> gid);
 // Errc::disconnected when nothing listens at `path` yet (missing, or a stale socket file),
 // Errc::busy when the producer's backlog is full. A path no producer can ever listen on (a regular

@@ -1,23 +1,29 @@
 #include "elements/element_stats.h"
 
+#include <algorithm>
+
 namespace cudaipc::gst {
 
 GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
+  // A consumer that left or was evicted while frames it leased are still held is listed (with
+  // connected=false) until it lets them go, but it is no consumer of the stream any more.
+  const auto connected = static_cast<guint>(std::count_if(
+      ps.consumers.begin(), ps.consumers.end(), [](const ConsumerStats& c) { return !c.evicted; }));
   GstStructure* s = gst_structure_new(
       "cudaipcsink-stats", "published", G_TYPE_UINT64, static_cast<guint64>(ps.published),
       "dropped", G_TYPE_UINT64, static_cast<guint64>(ps.dropped), "consumers", G_TYPE_UINT,
-      static_cast<guint>(ps.consumers.size()), "in-place", G_TYPE_UINT64, counts.in_place, "copied",
-      G_TYPE_UINT64, counts.copied, "metas-sent", G_TYPE_UINT64, counts.metas_sent,
-      "metas-oversized", G_TYPE_UINT64, counts.metas_oversized, "metas-unsupported", G_TYPE_UINT64,
-      counts.metas_unsupported, nullptr);
+      connected, "in-place", G_TYPE_UINT64, counts.in_place, "copied", G_TYPE_UINT64, counts.copied,
+      "metas-sent", G_TYPE_UINT64, counts.metas_sent, "metas-oversized", G_TYPE_UINT64,
+      counts.metas_oversized, "metas-unsupported", G_TYPE_UINT64, counts.metas_unsupported,
+      nullptr);
   GValue list = G_VALUE_INIT;
   g_value_init(&list, GST_TYPE_ARRAY);
   for (const auto& c : ps.consumers) {
-    GstStructure* cs =
-        gst_structure_new("consumer", "pid", G_TYPE_INT, static_cast<gint>(c.pid), "mode",
-                          G_TYPE_STRING, c.mode == ConsumeMode::latest ? "latest" : "every-frame",
-                          "delivered", G_TYPE_UINT64, static_cast<guint64>(c.delivered), "skipped",
-                          G_TYPE_UINT64, static_cast<guint64>(c.skipped), nullptr);
+    GstStructure* cs = gst_structure_new(
+        "consumer", "pid", G_TYPE_INT, static_cast<gint>(c.pid), "mode", G_TYPE_STRING,
+        c.mode == ConsumeMode::latest ? "latest" : "every-frame", "delivered", G_TYPE_UINT64,
+        static_cast<guint64>(c.delivered), "skipped", G_TYPE_UINT64,
+        static_cast<guint64>(c.skipped), "connected", G_TYPE_BOOLEAN, !c.evicted, nullptr);
     GValue v = G_VALUE_INIT;
     g_value_init(&v, GST_TYPE_STRUCTURE);
     gst_value_set_structure(&v, cs);

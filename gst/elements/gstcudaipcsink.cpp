@@ -17,8 +17,8 @@
  *     socket-path=/tmp/cam0
  * ]|
  */
-#include "elements/property_checks.h"
 #include "elements/gstcudaipcsink.h"
+#include "elements/property_checks.h"
 
 #include <grp.h>
 #include <gst/video/video.h>
@@ -269,7 +269,11 @@ static gboolean gst_cuda_ipc_ring_sink_stop(GstBaseSink* sink) {
   GST_OBJECT_UNLOCK(self);
   {
     ContextScope scope(st->context);
-    producer.reset();  // consumers see the channel close; the socket file goes
+    // The channel ends here, whoever else holds the producer (a slot lent upstream, whose buffer
+    // keeps the slot's memory until its last reference): consumers see it close, the socket file
+    // goes, and a new sink may take the path at once.
+    if (producer) producer->close();
+    producer.reset();
   }
   st->stream.reset();  // after the producer, which drained its work on it
   gst_clear_object(&st->context);

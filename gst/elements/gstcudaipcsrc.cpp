@@ -221,8 +221,11 @@ static bool open_consumer(GstCudaIpcRingSrc* self) {
   co.path = s.socket_path;
   co.mode = s.mode == GST_CUDA_IPC_RING_CONSUME_EVERY_FRAME ? ConsumeMode::every_frame
                                                             : ConsumeMode::latest;
-  // The core keeps retrying; reconnect=false is enforced here, when a connection is lost.
+  // The core keeps retrying; reconnect=false is enforced here, when a connection is lost. The
+  // first connect waits for the streaming thread: a state change never waits on a producer (one
+  // whose process is stopped held the application's set_state for the handshake's 3 s).
   co.reconnect = true;
+  co.connect_later = true;
   if (st->context) {
     co.cuda.device = context_device_id(st->context);
     co.cuda.context = gst_cuda_context_get_handle(st->context);
@@ -610,7 +613,7 @@ static GstFlowReturn gst_cuda_ipc_ring_src_create(GstPushSrc* psrc, GstBuffer** 
           // A producer is there but turns us away for now (it has no file descriptors left,
           // every place is taken): the core keeps trying, and the application hears why.
           GST_ELEMENT_WARNING(self, RESOURCE, BUSY,
-                              ("The producer on %s turned this source away; retrying: %s",
+                              ("The producer on %s does not serve this source yet; retrying: %s",
                                s.socket_path.c_str(), ev.message.c_str()),
                               (nullptr));
           st->refusal = ev.message;

@@ -75,6 +75,12 @@ struct ConsumerOptions {
   // After the producer goes away, keep trying to connect to a new one on the same path.
   bool reconnect = true;
   std::chrono::milliseconds reconnect_interval{100};
+  // With reconnect: the constructor does not connect (it never waits on a producer, for a
+  // GStreamer state change on an application's thread); next() makes the first connect. A path no
+  // producer can ever serve (too long, a file, a directory) is still thrown by the constructor.
+  // A producer that accepts but does not answer the handshake (its process stopped) is waited
+  // for and said once as a refusal (Event::refused), rather than thrown.
+  bool connect_later = false;
   CudaOptions cuda;
   // Read only a channel of this role: another is turned away at connect, before the consumer
   // takes a place there (Errc::invalid_argument naming both roles). Empty: any channel.

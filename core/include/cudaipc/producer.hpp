@@ -94,6 +94,11 @@ class Producer {
   // Errc::busy when a live producer holds the path) and starts accepting consumers.
   explicit Producer(const ProducerOptions& options);
   ~Producer();
+  // Ends the channel now while this object lives on: consumers see it close, the socket file goes
+  // (another producer may take the path) and nobody new is admitted. The slots' memory stays until
+  // the object is destroyed, for whatever this process still holds of it (a lent slot's buffer);
+  // publishing on a closed producer reaches no one. Idempotent; the destructor closes too.
+  void close();
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
 

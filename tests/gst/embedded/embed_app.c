@@ -192,7 +192,11 @@ int main(int argc, char** argv) {
   if (check)
     gst.signal_connect_data(check, "handoff", G_CALLBACK(on_handoff), NULL, NULL, (GConnectFlags)0);
   GstBus* bus = gst.get_bus(pipeline);
+  const double asked = now_s();
   gst.set_state(pipeline, GST_STATE_PLAYING);
+  /* How long the application's own thread was held: never on a peer. */
+  printf("set-state ms=%.0f\n", (now_s() - asked) * 1000.0);
+  fflush(stdout);
 
   const double deadline = now_s() + timeout_s;
   long pushed = 0;

@@ -85,7 +85,10 @@ check = pipeline.get_by_name("check")
 if check is not None:
     check.connect("handoff", on_handoff)
 bus = pipeline.get_bus()
+asked = time.monotonic()
 pipeline.set_state(Gst.State.PLAYING)
+# How long the application's own thread was held: never on a peer.
+print(f"set-state ms={(time.monotonic() - asked) * 1000:.0f}", flush=True)
 
 deadline = time.monotonic() + args.timeout_s
 pushed = 0

@@ -126,6 +126,12 @@ def cases(d):
             f"cudaipcsrc socket-path={d}/p2 reconnect=false ! {CHECK}", [],
             [("before", "listening", producer(f"{d}/p2", "--count", "100000", "--fps", "100")),
              (1.0, "kill", None)], "error", 1),
+        "src-producer-stopped-then-continued": (
+            f"cudaipcsrc socket-path={d}/p3 mode=every-frame ! {CHECK}", [],
+            [("before", "listening", producer(f"{d}/p3", "--count", "30", "--wait-for-consumer")),
+             ("before", "stop", None), (4.0, "cont", None)], "eos", 30,
+            [f"message warning: The producer on {d}/p3 does not serve this source yet; retrying: "
+             f"nothing on '{d}/p3' answered the cudaipc handshake"]),
         "src-connect-timeout": (
             f"cudaipcsrc socket-path={d}/nobody connect-timeout=300000000 ! {CHECK}", [], [],
             "error", 0),
@@ -162,7 +168,9 @@ def run_case(app_argv, name, spec, d):
     peers = []
     try:
         for when, what, argv in plan:
-            if when == "before":
+            if when == "before" and what == "stop":
+                peers[-1].proc.send_signal(signal.SIGSTOP)
+            elif when == "before":
                 p = Peer(argv)
                 peers.append(p)
                 if not p.wait_for(what):
@@ -176,6 +184,8 @@ def run_case(app_argv, name, spec, d):
             time.sleep(max(0.0, start + when - time.monotonic()))
             if what == "kill":
                 peers[-1].kill()
+            elif what == "cont":
+                peers[-1].proc.send_signal(signal.SIGCONT)
             else:
                 peers.append(Peer(argv))
         try:
@@ -202,6 +212,9 @@ def run_case(app_argv, name, spec, d):
         how = (f"killed by signal {-app.returncode}" if app.returncode < 0
                else f"exit {app.returncode}")
         return f"the application {how}:\n    {tail}"
+    held = next((float(l.split("=")[1]) for l in lines if l.startswith("set-state ms=")), -1)
+    if not 0 <= held < 1000:
+        return f"set_state(PLAYING) held the application's thread {held:.0f} ms"
     outcome = next((l[len("outcome "):] for l in lines if l.startswith("outcome ")), "")
     if not outcome.startswith(expect):
         return f"outcome '{outcome}', expected {expect}:\n    {tail}"
