@@ -242,6 +242,12 @@ TABLE: Dict[str, Entry] = {
     "build-fuzz/tests/fuzz/fuzz-protocol -max_len=70000 -jobs=2 build-fuzz/fuzz-corpus/protocol":
         E("skip", "libFuzzer (build-fuzz, clang), until stopped", "docs/fuzzing.md"),
     # docs/python.md
+    "python3 examples/python/appsink_detections.py \"videotestsrc pattern=ball ! video/x-raw,"
+    "format=RGBA,width=640,height=480 ! cudaipcfilter ipc-mode=host "
+    "socket-path=$XDG_RUNTIME_DIR/cudaipc/detector\"":
+        E("covered", "python/tests/test_gst_detections.py runs this application under "
+          "serve_detector.py and checks every frame's box (the docs' python3 has no PyGObject)",
+          "docs/python.md"),
     "python/tests/build-device-bundle.sh": E("skip", "downloads pytest's wheels (a package "
                                              "registry) and rebuilds bench programs in build/: "
                                              "by hand, before a GPU run", "docs/python.md"),
