@@ -119,16 +119,9 @@ class Api:
         return True
 
     def buffer_address(self, buffer: object) -> int:
-        """The GstBuffer a PyGObject Gst.Buffer wraps. PyGObject hashes a boxed wrapper to the
-        address it wraps (pygboxed.c, gboxed_hash), as DeepStream's bindings rely on too; the
-        buffer's GType in its first word is checked before anything else is read."""
-        gtype = getattr(type(buffer), "__gtype__", None)
-        if getattr(gtype, "name", None) != "GstBuffer":
-            hint = " (a sample's is sample.get_buffer())" if \
-                getattr(gtype, "name", None) == "GstSample" else ""
-            raise InvalidArgumentError(
-                f"gst_detections takes a Gst.Buffer of PyGObject, not {type(buffer).__name__}"
-                f"{hint}")
+        """The GstBuffer a PyGObject Gst.Buffer (check_buffer) wraps. PyGObject hashes a boxed
+        wrapper to the address it wraps (pygboxed.c, gboxed_hash), as DeepStream's bindings rely
+        on too; the buffer's GType in its first word is checked before anything else is read."""
         address = hash(buffer)
         if address <= 0 or GType.from_address(address).value != self.buffer_type:
             raise InvalidArgumentError("this PyGObject's Gst.Buffer does not lead to its GstBuffer "
@@ -138,6 +131,15 @@ class Api:
     def value_type(self, value: int) -> int:
         """A GValue's GType: its first word."""
         return GType.from_address(value).value
+
+
+def check_buffer(buffer: object) -> None:
+    """Refuses anything but a PyGObject Gst.Buffer, by its GType's name (gi is not imported)."""
+    name = getattr(getattr(type(buffer), "__gtype__", None), "name", None)
+    if name != "GstBuffer":
+        hint = " (a sample's is sample.get_buffer())" if name == "GstSample" else ""
+        raise InvalidArgumentError(
+            f"gst_detections takes a Gst.Buffer of PyGObject, not {type(buffer).__name__}{hint}")
 
 
 _api: Optional[Api] = None

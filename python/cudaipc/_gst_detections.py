@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ._gst_capi import (G_TYPE_DOUBLE, G_TYPE_FLOAT, G_TYPE_INT, G_TYPE_INT64, G_TYPE_STRING,
-                        G_TYPE_UINT, G_TYPE_UINT64, Api, Mtd, api)
+                        G_TYPE_UINT, G_TYPE_UINT64, Api, Mtd, api, check_buffer)
 from ._metas_analytics import _empty_detections
 
 CUSTOM_META = b"CudaipcAnalyticsMeta"
@@ -28,6 +28,7 @@ def gst_detections(buffer: Any) -> Optional[Dict[str, Any]]:
     Reads a GstAnalyticsRelationMeta (GStreamer 1.24+) or else the CudaipcAnalyticsMeta custom
     meta (1.22) through GStreamer's C API; needs neither gst-python nor the analytics typelib.
     Copies everything: the arrays outlive the buffer."""
+    check_buffer(buffer)
     gst = api()
     buf = gst.buffer_address(buffer)
     if gst.find_analytics():
