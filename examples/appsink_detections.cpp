@@ -1,9 +1,10 @@
-// Reads a model's detections in a GStreamer 1.22 application: the pipeline given (ending in a
-// cudaipcfilter, or a cudaipcsrc) goes into an appsink, and every frame's CudaipcAnalyticsMeta
-// is printed, object by object, with its classifications and track. GStreamer 1.22 has no
-// analytics metas, so cudaipc attaches a model's results as this custom meta (docs/metas.md,
-// "GStreamer 1.22: analytics as a custom meta"); it is read here with GStreamer's public API only,
-// no cudaipc header. On 1.24+ the results are a GstAnalyticsRelationMeta instead.
+// Reads a model's detections in a GStreamer application: the pipeline given (ending in a
+// cudaipcfilter, or a cudaipcsrc) goes into an appsink, and every frame's results are printed,
+// object by object, with its classifications and track. Built against GStreamer 1.24+ it reads
+// the GstAnalyticsRelationMeta the results are there; on 1.22, which has no analytics metas, it
+// reads the CudaipcAnalyticsMeta custom meta cudaipc attaches instead (docs/metas.md, "GStreamer
+// 1.22: analytics as a custom meta"); either way with GStreamer's public API only, no cudaipc
+// header (detections_*.cpp).
 //   cudaipc-appsink-detections [--frames N] 'videotestsrc pattern=ball ! ... ! cudaipcfilter ...'
 // prints, per frame:
 //   frame 0 pts 0:00:00.000000000: 1 object(s)
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+
+#include "detections.h"
 
 namespace {
 
@@ -45,73 +48,52 @@ struct StopOnExit {
   ~StopOnExit() { gst_element_set_state(pipeline, GST_STATE_NULL); }
 };
 
-// Member `i` of the array field `name` of `s`, when it is a structure; nullptr otherwise.
-const GstStructure* member(const GstStructure* s, const char* name, guint i) {
-  const GValue* array = gst_structure_get_value(s, name);
-  if (!array || !GST_VALUE_HOLDS_ARRAY(array) || i >= gst_value_array_get_size(array))
-    return nullptr;
-  const GValue* v = gst_value_array_get_value(array, i);
-  return GST_VALUE_HOLDS_STRUCTURE(v) ? gst_value_get_structure(v) : nullptr;
-}
-
-guint count(const GstStructure* s, const char* name) {
-  const GValue* array = gst_structure_get_value(s, name);
-  return array && GST_VALUE_HOLDS_ARRAY(array) ? gst_value_array_get_size(array) : 0;
-}
-
-// A classification's classes: its `labels` (strings) and `scores` (floats), side by side.
-std::string classes(const GstStructure* c) {
-  const GValue* labels = gst_structure_get_value(c, "labels");
-  const GValue* scores = gst_structure_get_value(c, "scores");
+// A classification's classes as printed: [label score, ...].
+std::string classes_text(const detections::Classes& c) {
   std::string out = "[";
-  const guint n = labels && scores ? gst_value_array_get_size(labels) : 0;
-  for (guint j = 0; j < n && j < gst_value_array_get_size(scores); ++j) {
+  for (std::size_t j = 0; j < c.size(); ++j) {
     char score[32];
-    std::snprintf(score, sizeof score, " %.3f",
-                  g_value_get_float(gst_value_array_get_value(scores, j)));
-    out += (j ? ", " : "") + std::string(g_value_get_string(gst_value_array_get_value(labels, j))) +
-           score;
+    std::snprintf(score, sizeof score, " %.3f", c[j].second);
+    out += (j ? ", " : "") + c[j].first + score;
   }
   return out + "]";
 }
 
-void print_track(const GstStructure* t) {
-  guint64 id = 0;
-  gboolean lost = FALSE;
-  gst_structure_get(t, "id", G_TYPE_UINT64, &id, "lost", G_TYPE_BOOLEAN, &lost, nullptr);
-  std::printf(" track=%" G_GUINT64_FORMAT "%s", id, lost ? " (lost)" : "");
+void print_track(const detections::Track& t) {
+  std::printf(" track=%" G_GUINT64_FORMAT "%s", t.id, t.lost ? " (lost)" : "");
+}
+
+// The buffer's results in either form: a relation meta first (1.24+), else 1.22's custom meta.
+bool read_results(GstBuffer* buf, detections::Frame* f) {
+#ifdef CUDAIPC_HAVE_ANALYTICS
+  if (detections::read_relation_meta(buf, f)) return true;
+#endif
+  return detections::read_custom_meta(buf, f);
 }
 
 void print_frame(GstSample* sample, guint64 n) {
   GstBuffer* buf = gst_sample_get_buffer(sample);
   std::printf("frame %" G_GUINT64_FORMAT " pts %" GST_TIME_FORMAT ": ", n,
               GST_TIME_ARGS(buf ? GST_BUFFER_PTS(buf) : GST_CLOCK_TIME_NONE));
-  GstCustomMeta* meta = buf ? gst_buffer_get_custom_meta(buf, "CudaipcAnalyticsMeta") : nullptr;
-  if (!meta) {
+  detections::Frame f;
+  if (!buf || !read_results(buf, &f)) {
     // The model did not answer this frame in time (cudaipcfilter's on-missing and timeout).
     std::printf("no results\n");
     return;
   }
-  const GstStructure* s = gst_custom_meta_get_structure(meta);
-  std::printf("%u object(s)\n", count(s, "objects"));
-  for (guint i = 0; const GstStructure* o = member(s, "objects", i); ++i) {
-    gint x = 0, y = 0, w = 0, h = 0;
-    gfloat score = 0;
-    gst_structure_get(o, "x", G_TYPE_INT, &x, "y", G_TYPE_INT, &y, "w", G_TYPE_INT, &w, "h",
-                      G_TYPE_INT, &h, "score", G_TYPE_FLOAT, &score, nullptr);
-    const gchar* label = gst_structure_get_string(o, "label");
-    std::printf("  %s x=%d y=%d w=%d h=%d score=%.3f", label && *label ? label : "(no label)", x, y,
-                w, h, score);
-    const GValue* track = gst_structure_get_value(o, "track");
-    if (track && GST_VALUE_HOLDS_STRUCTURE(track)) print_track(gst_value_get_structure(track));
-    for (guint k = 0; const GstStructure* c = member(o, "classifications", k); ++k)
-      std::printf(" classes=%s", classes(c).c_str());
+  std::printf("%zu object(s)\n", f.objects.size());
+  for (const detections::Object& o : f.objects) {
+    std::printf("  %s x=%d y=%d w=%d h=%d score=%.3f",
+                o.label.empty() ? "(no label)" : o.label.c_str(), o.x, o.y, o.w, o.h, o.score);
+    if (o.has_track) print_track(o.track);
+    for (const detections::Classes& c : o.classifications)
+      std::printf(" classes=%s", classes_text(c).c_str());
     std::printf("\n");
   }
   // Classifications of the whole frame, and tracks of no object.
-  for (guint k = 0; const GstStructure* c = member(s, "classifications", k); ++k)
-    std::printf("  frame classes=%s\n", classes(c).c_str());
-  for (guint k = 0; const GstStructure* t = member(s, "tracks", k); ++k) {
+  for (const detections::Classes& c : f.classifications)
+    std::printf("  frame classes=%s\n", classes_text(c).c_str());
+  for (const detections::Track& t : f.tracks) {
     std::printf("  ");
     print_track(t);
     std::printf("\n");
@@ -164,13 +146,17 @@ int main(int argc, char** argv) {
     if (parse_error) g_error_free(parse_error);
     return 2;
   }
+#ifndef CUDAIPC_HAVE_ANALYTICS
+  // Built against 1.22, run on 1.24+: the results are relation metas this build cannot read.
   guint major = 0, minor = 0, micro = 0, nano = 0;
   gst_version(&major, &minor, &micro, &nano);
   if (major > 1 || minor >= 24)
     std::fprintf(stderr,
                  "note: GStreamer %u.%u attaches a model's results as GstAnalyticsRelationMeta "
-                 "(docs/metas.md); this program reads 1.22's CudaipcAnalyticsMeta\n",
-                 major, minor);
+                 "(docs/metas.md); this build (against 1.22) reads only 1.22's "
+                 "CudaipcAnalyticsMeta: build it against %u.%u to read them\n",
+                 major, minor, major, minor);
+#endif
 
   const std::string description = std::string(argv[1]) + " ! appsink name=detections sync=false";
   GError* launch_error = nullptr;

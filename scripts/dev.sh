@@ -141,7 +141,8 @@ python_tests() {
   PATH="$PWD/$venv/bin:$PATH" "$py" -m pip install -q --disable-pip-version-check \
     --no-build-isolation --no-deps --force-reinstall -Cbuild-dir="$PWD/$mbuild" .
   local rc=0
-  (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" \
+  # CUDAIPC_GI_PYTHON: the PyGObject applications of test_gst_detections.py (gi_venv, run first).
+  (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" CUDAIPC_GI_PYTHON="$PWD/gi-venv/bin/python" \
     CUDAIPC_GST_SYSTEM_PLUGINS="$PWD/tests/gst/system-plugins" "../$py" -m pytest ../python/tests -ra \
     --junitxml=meson-logs/pytest.xml) || rc=$?
   # 5: nothing collected (every suite skipped at import): not a failure.
@@ -304,8 +305,8 @@ case "$cmd" in
       status=0
       meson test -C build --print-errorlogs --num-processes 2 --no-suite docs \
         --no-suite python-examples || status=1
-      python_tests || status=1
       gi_venv || status=1
+      python_tests || status=1
       # Examples whose model is Python (a detector and a GStreamer application reading its boxes),
       # with the package as pip installed it above, and the PyGObject applications that import
       # NumPy before GStreamer (build/gi-venv). Their own log, beside testlog.json.

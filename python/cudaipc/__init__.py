@@ -8,7 +8,8 @@
 ...             y = model(t)
 
 A :class:`Producer` publishes torch/cupy/NumPy arrays (``publish``) or lends slots to render into
-(``frame``). See docs/python.md.
+(``frame``). In a PyGObject application, :func:`gst_detections` reads a Gst.Buffer's
+detections (a cudaipcfilter's results). See docs/python.md.
 """
 
 from ._consumer import Consumer, Format, Frame
@@ -17,6 +18,7 @@ from ._errors import (BusyError, ClosedError, ConnectionError, CudaError, EndOfS
                       FrameDropped, InterruptedError, InvalidArgumentError, NoCudaError,
                       PermissionError, ProtocolError, SystemCallError, TimeoutError,
                       UnsupportedError, VersionMismatchError)
+from ._gst_detections import gst_detections
 from ._producer import Producer, WritableFrame
 from ._server import Request, Server
 from . import metas  # noqa: E402  (the record classes: cudaipc.metas.RawRecord, ...)
@@ -28,5 +30,5 @@ __all__ = [
     "Error", "InvalidArgumentError", "SystemCallError", "ProtocolError", "VersionMismatchError",
     "PermissionError", "TimeoutError", "InterruptedError", "ConnectionError", "BusyError",
     "NoCudaError", "CudaError", "UnsupportedError", "ClosedError", "EndOfStream", "FrameDropped",
-    "metas",
+    "metas", "gst_detections",
 ]

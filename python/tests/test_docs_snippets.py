@@ -42,3 +42,15 @@ def test_numpy_reading_snippet(path):
     assert proc.returncode == 0, err
     # One line a frame: seq, the view's shape, its first byte (the frame's fill), shared memory.
     assert out.splitlines() == [f"{seq} {shape} {seq} True" for seq in range(1, frames + 1)], err
+
+
+def test_pygobject_application_is_the_example():
+    """docs/python.md's PyGObject application is examples/python/appsink_detections.py's code (its
+    docstring aside), which python/tests/test_gst_detections.py runs: the two cannot drift."""
+    text = open(os.path.join(REPO, "docs", "python.md"), encoding="utf-8").read()
+    found = [b for b in re.findall(r"```python\n(.*?)```", text, re.S)
+             if "cudaipc.gst_detections(buf)" in b]
+    assert len(found) == 1, "docs/python.md has no (or more than one) PyGObject application"
+    example = open(os.path.join(REPO, "examples", "python", "appsink_detections.py"),
+                   encoding="utf-8").read()
+    assert found[0] == example[example.index("import sys\n"):]
