@@ -168,7 +168,7 @@ void ConsumerImpl::note_failed_connect(const Error& e) {
 void ConsumerImpl::disconnect(const std::string& fallback) {
   std::string why = conn_ ? conn_->parting_words() : std::string();
   // The producer's own words (an eviction's reason) when they arrived already.
-  lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "producer went away";
+  lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "the producer hung up";
   std::lock_guard<std::mutex> lock(conn_mu_);
   if (conn_) {
     past_gpu_waits_ += conn_->memory().gpu_waits();
@@ -317,7 +317,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
 Event ConsumerImpl::disconnected_event() {
   Event ev;
   ev.type = EventType::disconnected;
-  ev.message = lost_reason_.empty() ? "producer went away" : lost_reason_;
+  ev.message = lost_reason_.empty() ? "the producer hung up" : lost_reason_;
   return ev;
 }
 
@@ -371,9 +371,9 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       const std::uint64_t after = monotonic_ns();
       if (after >= deadline) return ev;  // timeout
       std::uint32_t seen = local_wake_.load(std::memory_order_seq_cst);
-      futex_wait(local_wake_, seen,
-                 std::chrono::nanoseconds(std::min(deadline, std::max(next_connect_ns_, after)) -
-                                          after));
+      futex_wait(
+          local_wake_, seen,
+          std::chrono::nanoseconds(std::min(deadline, std::max(next_connect_ns_, after)) - after));
       continue;
     }
 

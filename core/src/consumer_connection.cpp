@@ -1,11 +1,14 @@
 #include "consumer_connection.hpp"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "channel_role.hpp"
@@ -310,10 +313,32 @@ void ConsumerConnection::throw_parting_refusal() {
 std::string ConsumerConnection::parting_words() noexcept {
   try {
     throw_parting_refusal();
+  } catch (const Refused& r) {
+    constexpr std::string_view kEvicted = "evicted: ";
+    if (r.reason().compare(0, kEvicted.size(), kEvicted) == 0)
+      return "the producer evicted this consumer: " + r.reason().substr(kEvicted.size());
+    return r.what();
   } catch (const Error& e) {
     return e.what();
   }
+  if (cb_ && cb_->closed.load(std::memory_order_acquire))
+    return "the producer closed the channel: its pipeline stopped";
+  if (producer_exited()) return "the producer's process ended without closing the channel";
   return {};
+}
+
+// A hang-up comes as the dying process's descriptors close, a moment before the kernel says it
+// exited: its pidfd is given a short while to say so.
+bool ConsumerConnection::producer_exited() const noexcept {
+  if (producer_pidfd_) {
+    pollfd p{producer_pidfd_.get(), POLLIN, 0};
+    int rc;
+    do {
+      rc = ::poll(&p, 1, 200);
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
+  }
+  return producer_pid_ > 0 && ::kill(producer_pid_, 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace cudaipc

@@ -51,7 +51,8 @@ class ConsumerConnection {
   ConnPage& page() const noexcept { return *page_; }
   std::uint32_t slot_count() const noexcept { return slot_count_; }
   std::uint32_t max_leases() const noexcept { return max_leases_; }
-  // Reads what the producer left on the socket after hanging up on us (an eviction's reason).
+  // Why the producer hung up on us, in words: its refusal (an eviction's reason), a channel it
+  // closed, a process that ended; empty when none of these shows.
   std::string parting_words() noexcept;
   std::uint64_t start_cursor() const noexcept { return start_cursor_; }
   std::uint64_t newest_generation() const noexcept {
@@ -78,6 +79,7 @@ class ConsumerConnection {
   Received receive_welcome(const std::string& path);
   // Reads what the producer left on the socket before hanging up; throws its refusal, if any.
   void throw_parting_refusal();
+  bool producer_exited() const noexcept;
   void apply_format(FormatMsg&& m);
 
   UniqueFd sock_;

@@ -150,6 +150,8 @@ class ProducerImpl {
   void send_formats();
   void send_format_to(Conn& c, const FormatState& f);
   void act_on_records();
+  // Hands a consumer's arrival or departure to opts_.on_consumer (socket thread).
+  void tell_consumer(ConsumerChange::Kind kind, const Conn& c, std::string reason);
   void drop(Conn& c, const std::string& why);
   void retire_record(int id);
   bool peer_allowed(uid_t uid, gid_t gid, std::string& why) const;

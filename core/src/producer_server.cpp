@@ -420,6 +420,24 @@ void ProducerImpl::on_ready(Conn& c, Received& r) {
   std::string msg =
       "consumer " + std::to_string(c.record) + " (" + describe_pid(c.pid) + ") joined " + path_;
   log(LogLevel::info, msg.c_str());
+  tell_consumer(ConsumerChange::Kind::joined, c, {});
+}
+
+void ProducerImpl::tell_consumer(ConsumerChange::Kind kind, const Conn& c, std::string reason) {
+  if (!opts_.on_consumer) return;
+  ConsumerChange change;
+  change.kind = kind;
+  change.pid = c.pid;
+  change.mode = c.mode;
+  change.reason = std::move(reason);
+  change.consumers = consumer_count();
+  try {
+    opts_.on_consumer(change);
+  } catch (const std::exception& e) {
+    log(LogLevel::warning, (std::string("on_consumer threw: ") + e.what()).c_str());
+  } catch (...) {
+    log(LogLevel::warning, "on_consumer threw");
+  }
 }
 
 void ProducerImpl::send_formats() {
@@ -521,6 +539,19 @@ void ProducerImpl::drop(Conn& c, const std::string& why) {
   c.fd.reset();
   const int id = std::exchange(c.record, -1);
   if (id < 0) return;
+  // Told after its record stops counting (below), so `consumers` is the number left.
+  struct Tell {
+    ProducerImpl* self;
+    const Conn& c;
+    const std::string& why;
+    bool active;
+    ~Tell() {
+      if (!active) return;
+      const bool evicted = why.rfind("evicted", 0) == 0;
+      self->tell_consumer(evicted ? ConsumerChange::Kind::evicted : ConsumerChange::Kind::left, c,
+                          why.empty() ? "consumer hung up" : why);
+    }
+  } tell{this, c, why, c.state == ConnState::active};
   bool retire = true;
   std::size_t held = 0;
   {

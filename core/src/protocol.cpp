@@ -487,7 +487,7 @@ void throw_refused(Received& r) {
   Errc code = Errc::protocol;
   if (b.code >= 1 && b.code <= static_cast<std::uint32_t>(Errc::unsupported))
     code = static_cast<Errc>(b.code);
-  throw Refused(code, "producer refused the connection: " + reason);
+  throw Refused(code, std::move(reason));
 }
 
 void validate_format(Format& f, Errc code) {

@@ -113,7 +113,13 @@ ChannelStatus decode_status(Received& r);
 // A producer's refusal: what it said, as opposed to what we concluded (a hang-up, a timeout).
 class Refused : public Error {
  public:
-  using Error::Error;
+  Refused(Errc code, std::string reason)
+      : Error(code, "producer refused the connection: " + reason), reason_(std::move(reason)) {}
+  // The producer's own words (an eviction's start with "evicted: ").
+  const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::string reason_;
 };
 // A listener that accepted and never answered the handshake (Errc::protocol): not a cudaipc
 // producer, or one whose process is stopped; a reconnecting consumer waits on it.

@@ -1,5 +1,6 @@
 #include "elements/element_errors.h"
 
+#include <gst/base/gstbasesink.h>
 #include <gst/base/gstbasesrc.h>
 
 namespace cudaipc::gst {
@@ -15,10 +16,17 @@ void post_core_error(GstElement* element, const Error& e, const char* path) {
             ("%s", what));
         break;
       }
+      if (GST_IS_BASE_SINK(element)) {
+        GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
+                          ("Another cudaipc producer is live on %s. Stop it or choose another "
+                           "socket-path.",
+                           path),
+                          ("%s", what));
+        break;
+      }
+      // A filter's reply channel: the model process's producer is full of readers.
       GST_ELEMENT_ERROR(element, RESOURCE, BUSY,
-                        ("Another cudaipc producer is live on %s (or it admits no more consumers). "
-                         "Stop it or choose another socket-path.",
-                         path),
+                        ("The model process on %s admits no more readers of its replies.", path),
                         ("%s", what));
       break;
     case Errc::no_cuda:

@@ -30,7 +30,12 @@ GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
     gst_structure_free(cs);
     gst_value_array_append_and_take_value(&list, &v);
   }
-  gst_structure_take_value(s, "consumer-stats", &list);
+  // Absent while there is none: an empty array has no member type, and GStreamer prints one as
+  // "(int)< >".
+  if (ps.consumers.empty())
+    g_value_unset(&list);
+  else
+    gst_structure_take_value(s, "consumer-stats", &list);
   return s;
 }
 

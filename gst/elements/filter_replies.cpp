@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cudaipc/error.hpp"
+#include "elements/element_messages.h"
 #include "elements/filter_state.h"
 #include "metas/meta_decoder.h"
 
@@ -160,6 +161,7 @@ void model_left(GstCudaIpcFilter* self, const std::string& why) {
                              " frame(s) in flight go on without results, and a new model " +
                              "process is used as soon as it serves " + st->reply_path + ".";
     GST_ELEMENT_INFO(self, RESOURCE, READ, ("%s", text.c_str()), ("%s", text.c_str()));
+    post_model_change(GST_ELEMENT(self), false, st->reply_path, why);
   }
 }
 
@@ -212,6 +214,7 @@ void announce_model(GstCudaIpcFilter* self) {
   const std::string text = "A model process serves this pipeline (it answers on " +
                            self->st->reply_path + "): frames get its results.";
   GST_ELEMENT_INFO(self, RESOURCE, OPEN_READ, ("%s", text.c_str()), ("%s", text.c_str()));
+  post_model_change(GST_ELEMENT(self), true, self->st->reply_path, {});
 }
 
 void start_reply_reader(GstCudaIpcFilter* self) {

@@ -27,8 +27,8 @@
  *     objectdetectionoverlay ! autovideosink
  * ]|
  */
-#include "elements/property_checks.h"
 #include "elements/gstcudaipcfilter.h"
+#include "elements/property_checks.h"
 
 #include <algorithm>
 #include <atomic>
@@ -365,17 +365,52 @@ static gboolean gst_cuda_ipc_filter_src_activate_mode(GstPad*, GstObject* parent
 
 // ---- The inner sink and the reply channel ----
 
-// The inner sink's messages are ours: errors, warnings and context requests reach the application
-// as if the filter had posted them (their source names the filter's child).
+// The inner sink's messages are ours: errors, warnings, infos and element messages reach the
+// application posted by the filter itself (an application matches them against the element it
+// made, and knows no child named "channel"); context requests go on as they are.
+static GstMessage* as_own(GstCudaIpcFilter* self, GstMessage* msg) {
+  GstObject* me = GST_OBJECT(self);
+  const GstMessageType type = GST_MESSAGE_TYPE(msg);
+  if (type == GST_MESSAGE_ELEMENT) {
+    const GstStructure* s = gst_message_get_structure(msg);
+    return s ? gst_message_new_element(me, gst_structure_copy(s)) : gst_message_ref(msg);
+  }
+  GError* err = nullptr;
+  gchar* debug = nullptr;
+  const GstStructure* details = nullptr;
+  GstMessage* own = nullptr;
+  if (type == GST_MESSAGE_ERROR) {
+    gst_message_parse_error(msg, &err, &debug);
+    gst_message_parse_error_details(msg, &details);
+    own = gst_message_new_error_with_details(me, err, debug,
+                                             details ? gst_structure_copy(details) : nullptr);
+  } else if (type == GST_MESSAGE_WARNING) {
+    gst_message_parse_warning(msg, &err, &debug);
+    gst_message_parse_warning_details(msg, &details);
+    own = gst_message_new_warning_with_details(me, err, debug,
+                                               details ? gst_structure_copy(details) : nullptr);
+  } else {
+    gst_message_parse_info(msg, &err, &debug);
+    gst_message_parse_info_details(msg, &details);
+    own = gst_message_new_info_with_details(me, err, debug,
+                                            details ? gst_structure_copy(details) : nullptr);
+  }
+  if (err) g_error_free(err);
+  g_free(debug);
+  return own;
+}
+
 static GstBusSyncReply forward_message(GstBus*, GstMessage* msg, gpointer data) {
   auto* self = static_cast<GstCudaIpcFilter*>(data);
   switch (GST_MESSAGE_TYPE(msg)) {
     case GST_MESSAGE_ERROR:
     case GST_MESSAGE_WARNING:
     case GST_MESSAGE_INFO:
+    case GST_MESSAGE_ELEMENT:
+      gst_element_post_message(GST_ELEMENT(self), as_own(self, msg));
+      break;
     case GST_MESSAGE_NEED_CONTEXT:
     case GST_MESSAGE_HAVE_CONTEXT:
-    case GST_MESSAGE_ELEMENT:
       gst_element_post_message(GST_ELEMENT(self), gst_message_ref(msg));
       break;
     default:

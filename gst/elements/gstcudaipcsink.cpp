@@ -36,6 +36,7 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 #include "elements/element_errors.h"
+#include "elements/element_messages.h"
 #include "elements/element_stats.h"
 #include "elements/enums.h"
 #include "elements/sink_frames.h"
@@ -180,6 +181,8 @@ static bool open_producer(GstCudaIpcRingSink* self) {
   po.socket_mode = s.socket_mode;
   po.max_consumers = s.max_consumers;
   po.meta_size = s.meta_size;
+  // The producer is closed in stop(), before this element can go: no call outlives it.
+  po.on_consumer = [self](const ConsumerChange& c) { post_consumer_change(GST_ELEMENT(self), c); };
   po.role = s.role;
   st->meta_filter = MetaFilter(s.forward_metas);
   if (!s.allowed_group.empty()) {

@@ -78,6 +78,7 @@ struct SrcState {
   GstBufferPool* system_pool = nullptr;  // host copies and downloads
   std::uint64_t system_span = 0;         // the size system_pool's buffers have
   bool discont = true;
+  TimelineFollower timeline;          // non-live: a new segment when the producer's time goes back
   std::atomic<bool> flushing{false};  // between unlock() and unlock_stop()
   std::uint64_t connect_started = 0;
   std::string refusal;        // the producer's latest refusal while we wait to connect
@@ -257,6 +258,7 @@ static gboolean gst_cuda_ipc_ring_src_start(GstBaseSrc* src) {
   st->format = StreamFormat{};
   st->need_negotiate = false;
   st->discont = true;
+  st->timeline.reset();
   st->connect_started = monotonic_now_ns();
   st->told_waiting = false;
   st->meta_filter = MetaFilter(s.forward_metas);
@@ -457,6 +459,18 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   GST_BUFFER_PTS(buf) = pts;
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION(buf) = d.duration != kNoTime ? d.duration : GST_CLOCK_TIME_NONE;
+  if (!gst_base_src_is_live(GST_BASE_SRC(self))) {
+    GST_OBJECT_LOCK(self);
+    const GstSegment current = GST_BASE_SRC(self)->segment;
+    GST_OBJECT_UNLOCK(self);
+    GstSegment next;
+    if (st->timeline.went_back(pts, GST_BUFFER_DURATION(buf), current, &next)) {
+      GST_DEBUG_OBJECT(self, "the producer's time went back to %" GST_TIME_FORMAT ": a new segment",
+                       GST_TIME_ARGS(pts));
+      gst_base_src_new_segment(GST_BASE_SRC(self), &next);
+      st->discont = true;
+    }
+  }
   GST_BUFFER_OFFSET(buf) = d.seq;
   set_reference_times(
       buf, FrameStamps{d.pts, d.publish_time_ns, has ? t.chain_mono_ns : 0, acquired_ns});

@@ -31,6 +31,23 @@ std::int64_t clock_to_monotonic_offset(GstClock* clock);
 // untrusted clock), never before the base time. NONE without a clock.
 GstClockTime live_running_time(GstElement* element, std::uint64_t render_mono_ns);
 
+// A non-live source's timestamps are the producer's running time, which starts again at 0 after
+// a flushing seek there: the frame then comes back in time (with DISCONT) while the source's
+// segment still runs on. The source starts a new segment for it whose running time goes on from
+// where the last frame ended, so downstream sees a segment that matches its buffers and time that
+// never goes back. Streaming thread only.
+class TimelineFollower {
+ public:
+  void reset() { end_ = GST_CLOCK_TIME_NONE; }
+  // Whether the frame at `pts` (its `duration`, NONE if unknown) went back in time under
+  // `current`; *next is then the segment to start before it.
+  bool went_back(GstClockTime pts, GstClockTime duration, const GstSegment& current,
+                 GstSegment* next);
+
+ private:
+  GstClockTime end_ = GST_CLOCK_TIME_NONE;  // the last frame's end (its PTS when no duration)
+};
+
 // Untrusted bytes from shared memory: true only for a whole record of our version.
 bool read_timing(const void* data, std::uint32_t size, TimingRecord* out);
 

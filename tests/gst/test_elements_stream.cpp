@@ -2,6 +2,7 @@
 // mid-stream, EOS, a flushing seek at the producer, the sink's unlock while blocked on a full
 // ring, two consumers in different modes, and tags.
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,6 +193,71 @@ TEST_F(ElementTest, FlushingSeekAtTheProducer) {
               got.size(), last, last - got.size());
   EXPECT_EQ(producer.pipeline().errors(), "");
   EXPECT_EQ(consumer.pipeline().errors(), "");
+}
+
+// What reached the consumer's appsink in time: each buffer's PTS and running time under the
+// segment in force, and where new segments came.
+struct Timeline {
+  std::mutex mu;
+  GstSegment segment;
+  std::vector<GstClockTime> pts, running;
+  std::vector<std::size_t> segments_before;  // buffers seen when each segment came
+
+  Timeline() { gst_segment_init(&segment, GST_FORMAT_TIME); }
+  static GstPadProbeReturn probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+    auto* t = static_cast<Timeline*>(data);
+    std::lock_guard<std::mutex> lock(t->mu);
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+      const GstClockTime pts = GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info));
+      t->pts.push_back(pts);
+      t->running.push_back(gst_segment_to_running_time(&t->segment, GST_FORMAT_TIME, pts));
+    } else if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_SEGMENT) {
+      const GstSegment* seg = nullptr;
+      gst_event_parse_segment(GST_PAD_PROBE_INFO_EVENT(info), &seg);
+      gst_segment_copy_into(seg, &t->segment);
+      t->segments_before.push_back(t->pts.size());
+    }
+    return GST_PAD_PROBE_OK;
+  }
+};
+
+// Issue #38: after a flushing seek the producer's time starts again (here: its frames come back to
+// PTS 0 without a new segment at the sink, which is what a non-live consumer sees of it). The
+// consumer used to push those frames with DISCONT under its old segment, so downstream saw time go
+// back; it now starts a new segment before them whose running time goes on, every frame whole.
+TEST_F(ElementTest, ProducerTimeGoingBackStartsANewSegment) {
+  const TensorFrame frame{all_dtypes()[4], {10, 10}};
+  Ptr<GstCaps> caps = frame.caps();
+  Producer producer(socket());
+  // Non-live: its timestamps are the producer's running time (a live one stamps its own).
+  Consumer consumer(socket(), "mode=every-frame is-live=false");
+  Timeline timeline;
+  Ptr<GstPad> pad(gst_element_get_static_pad(consumer.pipeline().element("out"), "sink"));
+  gst_pad_add_probe(
+      pad.get(),
+      static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+      Timeline::probe, &timeline, nullptr);
+  producer.set_caps(caps.get());
+  ASSERT_TRUE(producer.start());
+  ASSERT_TRUE(consumer.start());
+  ASSERT_TRUE(producer.wait_consumers(1, kWait));
+  for (guint64 i = 0; i < 10; ++i) ASSERT_EQ(producer.push(frame.buffer(i + 1), i), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(10, kWait));
+  for (guint64 i = 0; i < 10; ++i)  // the same times again, as after a seek to 0
+    ASSERT_EQ(producer.push(frame.buffer(i + 11), i), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(20, kWait));
+
+  const std::vector<Received> got = consumer.collector().frames();
+  for (guint64 i = 0; i < 20; ++i) EXPECT_EQ(frame.check(got[i], i + 1), "") << "frame " << i;
+  EXPECT_TRUE(got[10].discont()) << "the frame after the jump is DISCONT";
+  std::lock_guard<std::mutex> lock(timeline.mu);
+  ASSERT_EQ(timeline.pts.size(), 20u);
+  EXPECT_EQ(timeline.pts[10], 0u) << "the frame keeps the producer's time";
+  ASSERT_FALSE(timeline.segments_before.empty());
+  EXPECT_EQ(timeline.segments_before.back(), 10u) << "a new segment right before the jump";
+  for (std::size_t i = 1; i < timeline.running.size(); ++i)
+    EXPECT_GE(timeline.running[i], timeline.running[i - 1] + Producer::kFrame)
+        << "running time went back at frame " << i;
 }
 
 // policy=block, 2 slots, an every-frame consumer that does not pull: the sink blocks on a full

@@ -4,7 +4,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -44,6 +46,15 @@ struct CudaOptions {
   bool cpu_wait = false;
 };
 
+// A consumer that joined or left a producer (ProducerOptions::on_consumer).
+struct ConsumerChange {
+  enum class Kind { joined, left, evicted } kind = Kind::joined;
+  pid_t pid = 0;  // 0 where its PID namespace is not ours
+  ConsumeMode mode = ConsumeMode::every_frame;
+  std::string reason;         // why it left or was evicted; empty for joined
+  std::size_t consumers = 0;  // connected once this change is counted
+};
+
 struct ProducerOptions {
   std::string path;  // empty: default_channel_path("cudaipc")
   std::uint32_t slots = 4;
@@ -67,6 +78,11 @@ struct ProducerOptions {
   // 0 .. kMaxMetaSize (frame.hpp). Consumers map it read-only.
   std::uint32_t meta_size = 64 * 1024;
   ChannelRole role = ChannelRole::frames;
+  // Told on the producer's socket thread each time a consumer joins or leaves (monitors are not
+  // consumers): an application hears of its readers without polling stats. It holds that thread
+  // up, so it should only hand the news on; what it throws is logged and dropped. Never called
+  // once close() or the destructor has begun.
+  std::function<void(const ConsumerChange&)> on_consumer;
 };
 
 struct ConsumerOptions {

@@ -11,7 +11,8 @@
  * id I+i in its first 8 bytes and tests/common's pattern for that id after them; an element named
  * "check" (fakesink signal-handoffs=true) has every frame checked against its id. Prints one
  * "frame id=ID ok=0|1" per checked frame, then "outcome eos" or "outcome error: TEXT" (or
- * "outcome timeout"), then "frames N bad B"; warnings and infos on the bus as "message KIND: TEXT".
+ * "outcome timeout"), then "frames N bad B"; warnings and infos on the bus as "message KIND: TEXT",
+ * cudaipc's element messages as "message element: SOURCE: STRUCTURE".
  * Exit 0 when the pipeline ended (EOS or an error: what a real application sees and handles), 3 on
  * timeout, 1 on a bad argument or a missing library. The driver (embedded.py) judges the outcome; a
  * crash of the process is what it exists to see. */
@@ -42,6 +43,9 @@ static struct {
   gboolean (*buffer_map)(GstBuffer*, GstMapInfo*, GstMapFlags);
   void (*buffer_unmap)(GstBuffer*, GstMapInfo*);
   void (*error_free)(GError*);
+  const GstStructure* (*get_structure)(GstMessage*);
+  gchar* (*structure_to_string)(const GstStructure*);
+  gchar* (*object_get_name)(GstObject*);
   void (*g_free)(gpointer);
 } gst;
 
@@ -89,7 +93,11 @@ static int load_like_python(void) {
          resolve(g, "gst_buffer_new_allocate", &gst.buffer_new_allocate) &&
          resolve(g, "gst_buffer_map", &gst.buffer_map) &&
          resolve(g, "gst_buffer_unmap", &gst.buffer_unmap) &&
-         resolve(glib, "g_error_free", &gst.error_free) && resolve(glib, "g_free", &gst.g_free);
+         resolve(glib, "g_error_free", &gst.error_free) &&
+         resolve(g, "gst_message_get_structure", &gst.get_structure) &&
+         resolve(g, "gst_structure_to_string", &gst.structure_to_string) &&
+         resolve(g, "gst_object_get_name", &gst.object_get_name) &&
+         resolve(glib, "g_free", &gst.g_free);
 }
 
 /* tests/common/pattern.hpp, in C: the word at `index` of frame `seq`. */
@@ -224,9 +232,22 @@ int main(int argc, char** argv) {
       ++pushed;
     }
     GstClockTime wait = src && pushed <= count ? GST_SECOND / (GstClockTime)fps : 50 * GST_MSECOND;
-    GstMessage* m = gst.timed_pop_filtered(
-        bus, wait, GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING | GST_MESSAGE_INFO);
+    GstMessage* m =
+        gst.timed_pop_filtered(bus, wait,
+                               GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING |
+                                   GST_MESSAGE_INFO | GST_MESSAGE_ELEMENT);
     if (!m) continue;
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ELEMENT) {
+      const GstStructure* st = gst.get_structure(m);
+      gchar* text = st ? gst.structure_to_string(st) : NULL;
+      gchar* name = gst.object_get_name(GST_MESSAGE_SRC(m));
+      if (text && strncmp(text, "cudaipc", 7) == 0) printf("message element: %s: %s\n", name, text);
+      fflush(stdout);
+      gst.g_free(text);
+      gst.g_free(name);
+      gst.mini_object_unref(GST_MINI_OBJECT_CAST(m));
+      continue;
+    }
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING || GST_MESSAGE_TYPE(m) == GST_MESSAGE_INFO) {
       const int warning = GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING;
       GError* e = NULL;

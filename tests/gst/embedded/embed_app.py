@@ -105,8 +105,14 @@ while time.monotonic() < deadline:
         pushed += 1
     wait = Gst.SECOND // args.fps if src is not None and pushed <= args.count else 50 * Gst.MSECOND
     m = bus.timed_pop_filtered(wait, Gst.MessageType.EOS | Gst.MessageType.ERROR |
-                               Gst.MessageType.WARNING | Gst.MessageType.INFO)
+                               Gst.MessageType.WARNING | Gst.MessageType.INFO |
+                               Gst.MessageType.ELEMENT)
     if m is None:
+        continue
+    if m.type == Gst.MessageType.ELEMENT:
+        s = m.get_structure()
+        if s is not None and s.get_name().startswith("cudaipc"):
+            print(f"message element: {m.src.get_name()}: {s.to_string()}", flush=True)
         continue
     if m.type in (Gst.MessageType.WARNING, Gst.MessageType.INFO):
         err, _dbg = m.parse_warning() if m.type == Gst.MessageType.WARNING else m.parse_info()

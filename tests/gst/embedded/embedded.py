@@ -77,6 +77,10 @@ def consumer(path, *extra):
             *extra]
 
 
+def launch(description):
+    return [os.environ.get("CUDAIPC_GST_LAUNCH", "gst-launch-1.0"), *description.split()]
+
+
 def model(path):
     return [os.environ["CUDAIPC_GST_FILTER_MODEL"], "--socket", path, "--timeout-s", "30"]
 
@@ -100,7 +104,12 @@ def cases(d):
             [("before", "serving", model(f"{d}/m2")), (0.8, "kill", None),
              (1.3, "start", model(f"{d}/m2"))], "eos", 250,
             ["message info: A model process serves this pipeline",
-             "message info: The model process left (", "message info: A model process serves"]),
+             "message element: cudaipcfilter0: cudaipcfilter-model, event=(string)serving",
+             "message info: The model process left (the producer's process ended without "
+             "closing the channel)",
+             "message element: cudaipcfilter0: cudaipcfilter-model, event=(string)left",
+             "message info: A model process serves",
+             "message element: cudaipcfilter0: cudaipcfilter-model, event=(string)serving"]),
         "filter-typo": (
             f"{APPSRC} ! cudaipcfilter socket-path={d}/detector ipc-mode=host ! {CHECK}",
             ["--count", "300"], [("before", "serving", model(f"{d}/detectr"))], "eos", 300,
@@ -125,7 +134,17 @@ def cases(d):
         "src-producer-killed": (
             f"cudaipcsrc socket-path={d}/p2 reconnect=false ! {CHECK}", [],
             [("before", "listening", producer(f"{d}/p2", "--count", "100000", "--fps", "100")),
-             (1.0, "kill", None)], "error", 1),
+             (1.0, "kill", None)],
+            f"error: The producer on {d}/p2 went away (the producer's process ended without "
+            "closing the channel) and reconnect is off.", 1),
+        "src-producer-stopped-cleanly": (
+            # videotestsrc's frames carry no id: this case is about the reason alone.
+            f"cudaipcsrc socket-path={d}/p4 reconnect=false ! fakesink", [],
+            [("before", "Setting pipeline to PLAYING", launch(
+                f"videotestsrc is-live=true ! {CAPS} ! cudaipcsink ipc-mode=host "
+                f"socket-path={d}/p4")), (1.0, "int", None)],
+            f"error: The producer on {d}/p4 went away (the producer closed the channel: its "
+            "pipeline stopped) and reconnect is off.", 0),
         "src-producer-stopped-then-continued": (
             f"cudaipcsrc socket-path={d}/p3 mode=every-frame ! {CHECK}", [],
             [("before", "listening", producer(f"{d}/p3", "--count", "30", "--wait-for-consumer")),
@@ -147,10 +166,14 @@ def cases(d):
             [f"message info: Waiting for a cudaipc producer on {d}/missing/s2 (connect-timeout=0: "
              f"until one starts there). Its directory {d}/missing does not exist"]),
         "sink-consumer-killed-and-back": (
-            f"{APPSRC} ! cudaipcsink socket-path={d}/s1 ipc-mode=host wait-for-consumer=true",
+            f"{APPSRC} ! cudaipcsink name=sink socket-path={d}/s1 ipc-mode=host "
+            "wait-for-consumer=true",
             ["--count", "250"],
             [(0.0, "start", consumer(f"{d}/s1")), (0.8, "kill", None),
-             (1.2, "start", consumer(f"{d}/s1"))], "eos", 0),
+             (1.2, "start", consumer(f"{d}/s1"))], "eos", 0,
+            ["message element: sink: cudaipcsink-consumer, event=(string)joined",
+             "message element: sink: cudaipcsink-consumer, event=(string)left",
+             "message element: sink: cudaipcsink-consumer, event=(string)joined"]),
         "sink-busy": (
             f"{APPSRC} ! cudaipcsink socket-path={d}/busy ipc-mode=host", [],
             [("before", "listening", producer(f"{d}/busy", "--count", "100000", "--fps", "50"))],
@@ -186,6 +209,8 @@ def run_case(app_argv, name, spec, d):
                 peers[-1].kill()
             elif what == "cont":
                 peers[-1].proc.send_signal(signal.SIGCONT)
+            elif what == "int":  # gst-launch-1.0 sets its pipeline to NULL, without EOS
+                peers[-1].proc.send_signal(signal.SIGINT)
             else:
                 peers.append(Peer(argv))
         try:
