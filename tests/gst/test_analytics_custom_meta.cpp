@@ -482,6 +482,43 @@ TEST_F(AnalyticsCustomMeta, DecoderAttachesItWhereGStreamerHasNoAnalyticsMetas) 
   EXPECT_EQ(warning.find("tensor"), std::string::npos) << warning;
 }
 
+// Issue #38: every record a model sends is counted once, as received, bad or unknown, on every
+// version: a hostile analytics record (mtd_count 0xFFFFFFFF) is bad, and a serialized meta this
+// GStreamer cannot deserialize (1.22 has no deserialization at all) is unknown.
+TEST_F(AnalyticsCustomMeta, EveryRecordIsCountedOnceWhateverItHolds) {
+  std::vector<std::uint8_t> area(kArea);
+  metas::AreaWriter w(area.data(), area.size());
+  const std::vector<std::uint8_t> good = full_body();
+  ASSERT_TRUE(w.add_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", good.data(),
+                           good.size()));
+  std::vector<std::uint8_t> hostile(good);
+  const std::uint32_t all_ones = 0xFFFFFFFFu;
+  std::memcpy(hostile.data(), &all_ones, 4);  // mtd_count
+  ASSERT_TRUE(w.add_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI",
+                           hostile.data(), hostile.size()));
+  // GStreamer's serialization header for a type no process registered: [total][name_len][name]
+  // [NUL][version], then a payload.
+  const std::string impl = "NoSuchMetaOfAnyProcess";
+  std::vector<std::uint8_t> serialized(8 + impl.size() + 2 + 4, 0);
+  const auto total = static_cast<std::uint32_t>(serialized.size());
+  const auto name_len = static_cast<std::uint32_t>(impl.size());
+  std::memcpy(serialized.data(), &total, 4);
+  std::memcpy(serialized.data() + 4, &name_len, 4);
+  std::memcpy(serialized.data() + 8, impl.data(), impl.size());
+  ASSERT_TRUE(
+      w.add_record(metas::RecordKind::serialized, impl, serialized.data(), serialized.size()));
+  DecodeCounts counts;
+  std::string error;
+  decode_metas(area.data(), static_cast<std::uint32_t>(w.size()), MetaFilter(), buf_, &counts,
+               &error);
+  // The good record's segmentation mtd is its own unknown where no mtd holds it (see above).
+  const std::uint32_t segmentation = has_analytics() && GST_CHECK_VERSION(1, 26, 0) ? 0u : 1u;
+  EXPECT_EQ(counts.received, 1u);
+  EXPECT_EQ(counts.bad, 1u) << "the hostile analytics record";
+  EXPECT_EQ(counts.unknown, segmentation + 1u) << "the serialized meta nobody registered";
+  EXPECT_NE(error.find("mtds overrun"), std::string::npos) << error;
+}
+
 TEST_F(AnalyticsCustomMeta, TensorsWithoutTheirApiAreSkippedAndCounted) {
   std::vector<std::uint8_t> area(kArea);
   metas::AreaWriter w(area.data(), area.size());

@@ -90,6 +90,33 @@ std::vector<std::uint8_t> detection_for(std::uint32_t index) {
   return area;
 }
 
+// A hostile model's result for a frame: "filter-result" as above, then an analytics record whose
+// mtd_count is 0xFFFFFFFF and a serialized meta of a type no process registered.
+std::vector<std::uint8_t> hostile_records_for(std::uint32_t index) {
+  std::vector<std::uint8_t> area(1024);
+  metas::AreaWriter w(area.data(), area.size());
+  if (std::uint8_t* b = w.begin_record(metas::RecordKind::custom, "filter-result", 128)) {
+    metas::CustomWriter cw(b, 128);
+    cw.add_int64("index", index);
+    w.commit_record(cw.finish());
+  }
+  std::uint8_t analytics[64] = {};
+  const std::uint32_t all_ones = 0xFFFFFFFFu;
+  std::memcpy(analytics, &all_ones, 4);
+  w.add_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", analytics,
+               sizeof analytics);
+  const std::string impl = "NoSuchMetaOfAnyProcess";
+  std::vector<std::uint8_t> serialized(8 + impl.size() + 2 + 4, 0);
+  const auto total = static_cast<std::uint32_t>(serialized.size());
+  const auto name_len = static_cast<std::uint32_t>(impl.size());
+  std::memcpy(serialized.data(), &total, 4);
+  std::memcpy(serialized.data() + 4, &name_len, 4);
+  std::memcpy(serialized.data() + 8, impl.data(), impl.size());
+  w.add_record(metas::RecordKind::serialized, impl, serialized.data(), serialized.size());
+  area.resize(w.size());
+  return area;
+}
+
 enum class Behaviour {
   answer,      // each request at once
   swap_pairs,  // requests 2k+1 answered before 2k
@@ -97,6 +124,7 @@ enum class Behaviour {
   later,       // each answered through Server::reply_after (the GPU path's queue; no stream)
   silent,      // never answers
   detect,      // each request at once, with detection_for()
+  hostile,     // each request at once, with hostile_records_for()
 };
 
 // A model process's loop on a thread: cudaipc::Server, answering per `Behaviour`.
@@ -121,8 +149,10 @@ class Model {
     const Frame& f = req.frame;
     std::uint32_t idx;
     std::memcpy(&idx, f.data(), 4);
-    const std::vector<std::uint8_t> r =
-        behaviour_ == Behaviour::detect ? detection_for(idx) : result_for(idx);
+    const std::vector<std::uint8_t> r = behaviour_ == Behaviour::detect ? detection_for(idx)
+                                        : behaviour_ == Behaviour::hostile
+                                            ? hostile_records_for(idx)
+                                            : result_for(idx);
     if (behaviour_ == Behaviour::noisy) {
       // The same answer twice, one naming a frame far ahead, one another run's, one malformed.
       // A server's reply channel drops what its filter has no room for; these wait for room.
@@ -381,6 +411,29 @@ TEST_F(FilterTest, DetectionsWithoutAnalyticsMetasArriveAsACustomMetaWithOneWarn
   for (const char* part :
        {"GStreamer 1.", "has no analytics metas", "\"CudaipcAnalyticsMeta\"", "docs/metas.md"})
     EXPECT_NE(warnings[0].find(part), std::string::npos) << part << " in: " << warnings[0];
+}
+
+// Issue #38: every record a model sends is counted in exactly one of metas-received, -bad and
+// -unknown, on every version: a hostile analytics record is bad, a serialized meta no process
+// registered is unknown, and each frame still gets its own result.
+TEST_F(FilterTest, EveryRecordOfAHostileModelIsCountedOnce) {
+  FilterPipeline p(path_, "max-inflight=4");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::hostile);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  constexpr int kN = 20;
+  for (int i = 0; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  expect_answered(p.out(), kN);
+  EXPECT_EQ(p.stat("metas-received"), static_cast<guint64>(kN));
+  EXPECT_EQ(p.stat("metas-bad"), static_cast<guint64>(kN));
+  EXPECT_EQ(p.stat("metas-unknown"), static_cast<guint64>(kN));
+  EXPECT_EQ(p.stat("metas-filtered"), 0u);
+  // Told once on the bus that a result was malformed (and on 1.22, that analytics come as a custom
+  // meta): the test's warnings are its own.
+  while (p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
+  }
 }
 
 // The queue of replies computed on the GPU (reply_after), here with nothing to wait for: every
