@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cudaipc/metas.hpp"
+#include "hostile_records.hpp"
 #include "metas/analytics_custom_meta.h"
 #include "metas/analytics_records.h"
 #include "metas/meta_decoder.h"
@@ -496,17 +497,10 @@ TEST_F(AnalyticsCustomMeta, EveryRecordIsCountedOnceWhateverItHolds) {
   std::memcpy(hostile.data(), &all_ones, 4);  // mtd_count
   ASSERT_TRUE(w.add_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI",
                            hostile.data(), hostile.size()));
-  // GStreamer's serialization header for a type no process registered: [total][name_len][name]
-  // [NUL][version], then a payload.
-  const std::string impl = "NoSuchMetaOfAnyProcess";
-  std::vector<std::uint8_t> serialized(8 + impl.size() + 2 + 4, 0);
-  const auto total = static_cast<std::uint32_t>(serialized.size());
-  const auto name_len = static_cast<std::uint32_t>(impl.size());
-  std::memcpy(serialized.data(), &total, 4);
-  std::memcpy(serialized.data() + 4, &name_len, 4);
-  std::memcpy(serialized.data() + 8, impl.data(), impl.size());
-  ASSERT_TRUE(
-      w.add_record(metas::RecordKind::serialized, impl, serialized.data(), serialized.size()));
+  const std::vector<std::uint8_t> serialized =
+      cudaipc::testing::gst::unregistered_serialized_meta();
+  ASSERT_TRUE(w.add_record(metas::RecordKind::serialized, "NoSuchMetaOfAnyProcess",
+                           serialized.data(), serialized.size()));
   DecodeCounts counts;
   std::string error;
   decode_metas(area.data(), static_cast<std::uint32_t>(w.size()), MetaFilter(), buf_, &counts,

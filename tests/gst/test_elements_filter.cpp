@@ -21,6 +21,7 @@
 #include "cudaipc/metas.hpp"
 #include "cudaipc/server.hpp"
 #include "element_harness.hpp"
+#include "hostile_records.hpp"
 
 namespace cudaipc::testing::gst {
 namespace {
@@ -105,14 +106,9 @@ std::vector<std::uint8_t> hostile_records_for(std::uint32_t index) {
   std::memcpy(analytics, &all_ones, 4);
   w.add_record(metas::RecordKind::analytics, "GstAnalyticsRelationMetaAPI", analytics,
                sizeof analytics);
-  const std::string impl = "NoSuchMetaOfAnyProcess";
-  std::vector<std::uint8_t> serialized(8 + impl.size() + 2 + 4, 0);
-  const auto total = static_cast<std::uint32_t>(serialized.size());
-  const auto name_len = static_cast<std::uint32_t>(impl.size());
-  std::memcpy(serialized.data(), &total, 4);
-  std::memcpy(serialized.data() + 4, &name_len, 4);
-  std::memcpy(serialized.data() + 8, impl.data(), impl.size());
-  w.add_record(metas::RecordKind::serialized, impl, serialized.data(), serialized.size());
+  const std::vector<std::uint8_t> serialized = unregistered_serialized_meta();
+  w.add_record(metas::RecordKind::serialized, "NoSuchMetaOfAnyProcess", serialized.data(),
+               serialized.size());
   area.resize(w.size());
   return area;
 }
