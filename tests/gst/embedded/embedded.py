@@ -177,7 +177,8 @@ def cases(d):
         "sink-busy": (
             f"{APPSRC} ! cudaipcsink socket-path={d}/busy ipc-mode=host", [],
             [("before", "listening", producer(f"{d}/busy", "--count", "100000", "--fps", "50"))],
-            "error", 0),
+            f"error: Another cudaipc producer is live on {d}/busy. Stop it or choose another "
+            "socket-path.", 0),
         "sink-path-too-long": (
             f"{APPSRC} ! cudaipcsink socket-path={d}/{long_name} ipc-mode=host", [], [], "error", 0),
         "sink-missing-directory": (
