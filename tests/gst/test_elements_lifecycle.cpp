@@ -148,6 +148,9 @@ TEST_F(ElementTest, ConsumerRestarts) {
       ASSERT_EQ(producer.push(frame.buffer(sent + 1), sent), GST_FLOW_OK);
     ASSERT_TRUE(consumer.collector().wait_frames(before + 3, kWait));
     EXPECT_EQ(consumer.pipeline().set_state(GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    // At NULL the source has left; the source connects from its streaming thread, so the next
+    // cycle's "one consumer" must be the new one, not this one still being let go.
+    ASSERT_TRUE(poll_until([&] { return producer.consumers() == 0; }, kWait));
   }
   const std::vector<Received> got = consumer.collector().frames();
   ASSERT_EQ(got.size(), sent);
