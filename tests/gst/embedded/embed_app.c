@@ -97,6 +97,7 @@ static int load_like_python(void) {
          resolve(g, "gst_message_get_structure", &gst.get_structure) &&
          resolve(g, "gst_structure_to_string", &gst.structure_to_string) &&
          resolve(g, "gst_object_get_name", &gst.object_get_name) &&
+
          resolve(glib, "g_free", &gst.g_free);
 }
 
@@ -225,8 +226,10 @@ int main(int argc, char** argv) {
         }
         GST_BUFFER_PTS(b) = (GstClockTime)pushed * GST_SECOND / (GstClockTime)fps;
         GST_BUFFER_DURATION(b) = GST_SECOND / (GstClockTime)fps;
-        GstFlowReturn r;
+        GstFlowReturn r = GST_FLOW_OK;
         gst.signal_emit_by_name(src, "push-buffer", b, &r);
+        if (r != GST_FLOW_OK)
+          printf("push-refused id=%" PRIu64 " flow=%d\n", first_id + (uint64_t)pushed, (int)r);
         gst.mini_object_unref(GST_MINI_OBJECT_CAST(b));
       }
       ++pushed;

@@ -12,6 +12,7 @@ or an error), 3 on timeout. Warnings and infos on the bus are printed as "messag
 import argparse
 import importlib
 import sys
+import threading
 import time
 
 parser = argparse.ArgumentParser()
@@ -51,6 +52,16 @@ def make_frame(frame_id: int) -> bytes:
 
 
 seen = bad = wrong_results = with_results = 0
+# The streaming thread (frames) and this one (bus messages) both report: one write per line, under
+# a lock, or print()'s two writes (text, then newline) interleave and a line is lost to the reader.
+_out = threading.Lock()
+
+
+def say(line: str) -> None:
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
 
 
 def on_handoff(_sink, buf, _pad):
@@ -58,7 +69,7 @@ def on_handoff(_sink, buf, _pad):
     ok, info = buf.map(Gst.MapFlags.READ)
     if not ok:
         bad += 1
-        print("frame id=? ok=0 (unmappable)", flush=True)
+        say("frame id=? ok=0 (unmappable)")
         return
     data = np.frombuffer(info.data, dtype=np.uint8)
     frame_id = int(data[:8].view(np.uint64)[0]) if data.size >= 8 else -1
@@ -76,7 +87,7 @@ def on_handoff(_sink, buf, _pad):
         if not found or index != frame_id:
             wrong_results += 1
         result = f" result={index if found else '?'}"
-    print(f"frame id={frame_id} ok={int(intact)}{result}", flush=True)
+    say(f"frame id={frame_id} ok={int(intact)}{result}")
 
 
 pipeline = Gst.parse_launch(args.pipeline)
@@ -88,7 +99,7 @@ bus = pipeline.get_bus()
 asked = time.monotonic()
 pipeline.set_state(Gst.State.PLAYING)
 # How long the application's own thread was held: never on a peer.
-print(f"set-state ms={(time.monotonic() - asked) * 1000:.0f}", flush=True)
+say(f"set-state ms={(time.monotonic() - asked) * 1000:.0f}")
 
 deadline = time.monotonic() + args.timeout_s
 pushed = 0
@@ -101,7 +112,9 @@ while time.monotonic() < deadline:
             b = Gst.Buffer.new_wrapped(make_frame(args.first_id + pushed))
             b.pts = pushed * Gst.SECOND // args.fps
             b.duration = Gst.SECOND // args.fps
-            src.emit("push-buffer", b)
+            ret = src.emit("push-buffer", b)
+            if ret != Gst.FlowReturn.OK:
+                say(f"push-refused id={args.first_id + pushed} flow={ret.value_nick}")
         pushed += 1
     wait = Gst.SECOND // args.fps if src is not None and pushed <= args.count else 50 * Gst.MSECOND
     m = bus.timed_pop_filtered(wait, Gst.MessageType.EOS | Gst.MessageType.ERROR |
@@ -112,12 +125,12 @@ while time.monotonic() < deadline:
     if m.type == Gst.MessageType.ELEMENT:
         s = m.get_structure()
         if s is not None and s.get_name().startswith("cudaipc"):
-            print(f"message element: {m.src.get_name()}: {s.to_string()}", flush=True)
+            say(f"message element: {m.src.get_name()}: {s.to_string()}")
         continue
     if m.type in (Gst.MessageType.WARNING, Gst.MessageType.INFO):
         err, _dbg = m.parse_warning() if m.type == Gst.MessageType.WARNING else m.parse_info()
         kind = "warning" if m.type == Gst.MessageType.WARNING else "info"
-        print(f"message {kind}: {err.message}", flush=True)
+        say(f"message {kind}: {err.message}")
         continue
     if m.type == Gst.MessageType.EOS:
         outcome = "eos"
@@ -126,6 +139,6 @@ while time.monotonic() < deadline:
         outcome = f"error: {err.message}"
     break
 pipeline.set_state(Gst.State.NULL)
-print(f"outcome {outcome}")
-print(f"frames {seen} bad {bad} results {with_results} wrong-results {wrong_results}")
+say(f"outcome {outcome}")
+say(f"frames {seen} bad {bad} results {with_results} wrong-results {wrong_results}")
 sys.exit(3 if outcome == "timeout" else 0)
