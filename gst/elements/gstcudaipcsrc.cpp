@@ -450,7 +450,8 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   TimingRecord t{};
   const bool has = read_timing(d.user_meta, d.user_meta_size, &t);
   GstClockTime pts = GST_CLOCK_TIME_NONE;
-  if (gst_base_src_is_live(GST_BASE_SRC(self)))
+  const bool live = gst_base_src_is_live(GST_BASE_SRC(self));
+  if (live)
     pts = live_running_time(GST_ELEMENT(self), has ? t.render_mono_ns : 0);
   else if (has && GST_CLOCK_TIME_IS_VALID(t.running_time))
     pts = t.running_time;
@@ -459,12 +460,13 @@ static void set_timestamps(GstCudaIpcRingSrc* self, GstBuffer* buf, const FrameD
   GST_BUFFER_PTS(buf) = pts;
   GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION(buf) = d.duration != kNoTime ? d.duration : GST_CLOCK_TIME_NONE;
-  if (!gst_base_src_is_live(GST_BASE_SRC(self))) {
+  GstClockTime last_end = GST_CLOCK_TIME_NONE;
+  if (!live && st->timeline.went_back(pts, GST_BUFFER_DURATION(buf), &last_end)) {
     GST_OBJECT_LOCK(self);
     const GstSegment current = GST_BASE_SRC(self)->segment;
     GST_OBJECT_UNLOCK(self);
     GstSegment next;
-    if (st->timeline.went_back(pts, GST_BUFFER_DURATION(buf), current, &next)) {
+    if (TimelineFollower::next_segment(current, last_end, pts, &next)) {
       GST_DEBUG_OBJECT(self, "the producer's time went back to %" GST_TIME_FORMAT ": a new segment",
                        GST_TIME_ARGS(pts));
       gst_base_src_new_segment(GST_BASE_SRC(self), &next);

@@ -73,13 +73,15 @@ GstCaps* acquire_reference_caps() {
   return once;
 }
 
-bool TimelineFollower::went_back(GstClockTime pts, GstClockTime duration, const GstSegment& current,
-                                 GstSegment* next) {
+bool TimelineFollower::went_back(GstClockTime pts, GstClockTime duration, GstClockTime* last_end) {
   if (!GST_CLOCK_TIME_IS_VALID(pts)) return false;
-  const GstClockTime last_end = end_;
+  *last_end = end_;
   end_ = GST_CLOCK_TIME_IS_VALID(duration) ? pts + duration : pts;
-  if (!GST_CLOCK_TIME_IS_VALID(last_end) || pts >= last_end) return false;
-  // Running time of where the old timeline ended: the new segment starts there.
+  return GST_CLOCK_TIME_IS_VALID(*last_end) && pts < *last_end;
+}
+
+bool TimelineFollower::next_segment(const GstSegment& current, GstClockTime last_end,
+                                    GstClockTime pts, GstSegment* next) {
   const guint64 base = gst_segment_to_running_time(&current, GST_FORMAT_TIME, last_end);
   if (!GST_CLOCK_TIME_IS_VALID(base)) return false;
   gst_segment_init(next, GST_FORMAT_TIME);
@@ -87,7 +89,6 @@ bool TimelineFollower::went_back(GstClockTime pts, GstClockTime duration, const 
   next->time = pts;
   next->position = pts;
   next->base = base;
-  if (GST_CLOCK_TIME_IS_VALID(duration)) end_ = pts + duration;
   return true;
 }
 

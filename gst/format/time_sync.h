@@ -39,10 +39,13 @@ GstClockTime live_running_time(GstElement* element, std::uint64_t render_mono_ns
 class TimelineFollower {
  public:
   void reset() { end_ = GST_CLOCK_TIME_NONE; }
-  // Whether the frame at `pts` (its `duration`, NONE if unknown) went back in time under
-  // `current`; *next is then the segment to start before it.
-  bool went_back(GstClockTime pts, GstClockTime duration, const GstSegment& current,
-                 GstSegment* next);
+  // Notes the frame at `pts` (its `duration`, NONE if unknown): whether it went back in time, and
+  // then *last_end is where the frame before it ended. Per frame: no lock, no segment read.
+  bool went_back(GstClockTime pts, GstClockTime duration, GstClockTime* last_end);
+  // The segment to start before such a frame: it starts at `pts` and its running time goes on
+  // from `last_end`'s under `current`. False when `last_end` has no running time there.
+  static bool next_segment(const GstSegment& current, GstClockTime last_end, GstClockTime pts,
+                           GstSegment* next);
 
  private:
   GstClockTime end_ = GST_CLOCK_TIME_NONE;  // the last frame's end (its PTS when no duration)

@@ -378,10 +378,9 @@ namespace cudaipc::testing::gst {
 namespace {
 
 std::string string_prop(GstElement* e, const char* name) {
-  Ptr<gchar> v;
   gchar* raw = nullptr;
   g_object_get(e, name, &raw, nullptr);
-  v.reset(raw);
+  const Ptr<gchar> owned(raw);
   return raw ? raw : "";
 }
 
