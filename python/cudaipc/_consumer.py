@@ -1,11 +1,11 @@
 """The consuming end of a channel, and the frames it hands out.
 
-A frame costs three foreign calls from ``next()`` to its release: ``cudaipc_consumer_next_frame``
-(the frame and what it says, in one struct), ``cudaipc_frame_dlpack_capsule`` (the DLPack capsule,
-with the caller's stream ordered after the frame on the GPU) and ``cudaipc_frame_release``. Leases
-are counted in the library: an exported tensor holds its frame's lease until the importer deletes
-it, and that deleter (compiled, like the capsule's destructor) orders the release after the stream
-the export named. No Python runs when a tensor dies."""
+A frame's per-frame steps are the compiled binding's (python/native): ``next()`` is one call that
+reads the frame and makes its object (``cudaipc_consumer_next_frame``), its export one call that
+makes the DLPack capsule with the caller's stream ordered after the frame on the GPU, and its
+release one more. Leases are counted in the library: an exported tensor holds its frame's lease
+until the importer deletes it, and that deleter (compiled, like the capsule's destructor) orders
+the release after the stream the export named. No Python runs when a tensor dies."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def _format_of(t: _lib.Tensor, caps: str, generation: int) -> Format:
                   tuple(t.strides[:rank]), generation)
 
 
-# The per-frame calls, bound once: attribute lookups on `lib` cost more than the calls' own work.
-_next_frame = lib.cudaipc_consumer_next_frame
-_frame_release = lib.cudaipc_frame_release
+# The per-frame calls, bound once: attribute lookups cost more than the calls' own work.
+_native = _lib.native
+_consumer_next = _native.consumer_next
+_frame_from_view = _native.frame_from_view
 _frame_capsule = _lib.frame_capsule
 _unpack_view = _lib.VIEW.unpack_from
 _EVENT_FRAME = _lib.EVENT_FRAME
@@ -131,7 +132,7 @@ class _HostView:
         self.__array_interface__ = interface
 
 
-class Frame:
+class Frame(_native.Frame):
     """A frame leased from the producer: its slot stays untouched until the frame is released
     (``release()``, leaving ``with``, or garbage collection) and every tensor made from it
     (``torch.from_dlpack(frame)``, ``np.from_dlpack(frame)``) is freed.
@@ -146,41 +147,13 @@ class Frame:
     meta area (tensors, masks) keep the frame's lease until they are freed, as ``numpy()``'s
     view does."""
 
-    __slots__ = ("_h", "_v", "_s", "_m", "__weakref__")
-
-    def __init__(self, handle: int, view: tuple, shared: _Shared) -> None:
-        self._h: Optional[int] = handle
-        # (type, tensor_id, frame, seq, data, size, pts, dts, duration, publish_time, flags, dev)
-        self._v = view
-        self._s = shared
-        self._m: Optional[_metas_io.Decoded] = None  # the metas, decoded when first asked
+    # The handle (_h), the description (seq, pts, dts, duration, flags, publish_time_ns, nbytes,
+    # data_ptr, released), release(), the DLPack export (__dlpack__, __dlpack_device__, torch())
+    # and the context manager are the binding's (python/native/frame.cpp); _s is the format's
+    # _Shared, _m the metas once decoded. Frames are made by the binding only.
+    __slots__ = ()
 
     # -- description ---------------------------------------------------------------------------
-    @property
-    def seq(self) -> int:
-        """The producer's frame number (1, 2, ...); a gap means frames were skipped."""
-        return self._v[3]
-
-    @property
-    def pts(self) -> Optional[int]:
-        """Presentation time in ns, or None when the producer set none."""
-        pts = self._v[6]
-        return None if pts == _lib.NO_TIME else pts
-
-    @property
-    def duration(self) -> Optional[int]:
-        d = self._v[8]
-        return None if d == _lib.NO_TIME else d
-
-    @property
-    def flags(self) -> int:
-        return self._v[10]
-
-    @property
-    def publish_time_ns(self) -> int:
-        """The producer's time.monotonic_ns() at publish (same clock in every process)."""
-        return self._v[9]
-
     @property
     def caps(self) -> str:
         """The caps of the format this frame belongs to."""
@@ -215,16 +188,6 @@ class Frame:
         return self._s.strides
 
     @property
-    def nbytes(self) -> int:
-        """Bytes the tensor spans from its first element (all planes, for video)."""
-        return self._v[5]
-
-    @property
-    def data_ptr(self) -> int:
-        """The first element: a host pointer, or a CUdeviceptr for CUDA channels."""
-        return self._v[4]
-
-    @property
     def device(self) -> str:
         """``"cpu"`` or ``"cuda:N"`` (N the device ordinal in this process)."""
         s = self._s
@@ -237,11 +200,6 @@ class Frame:
         results. True otherwise. Ask after your GPU work on the frame has run; raises once the
         frame is released."""
         return bool(lib.cudaipc_frame_written(self._live()))
-
-    @property
-    def released(self) -> bool:
-        """Whether this frame's own hold was given back (tensors made from it keep theirs)."""
-        return self._h is None
 
     def _live(self) -> int:
         h = self._h
@@ -323,105 +281,6 @@ class Frame:
         state = " released" if self._h is None else ""
         name = self._s.dtype.name if self._s.dtype else "?"
         return f"<cudaipc.Frame seq={self.seq} {name}{list(self.shape)} on {self.device}{state}>"
-
-    # -- lifetime ------------------------------------------------------------------------------
-    def release(self, stream: Any = None) -> None:
-        """Gives the frame's own hold on the slot back. With `stream` (CUDA), the producer may
-        reuse the slot only after the work queued on that stream so far (a GPU-side wait, no CPU
-        wait); each tensor exported through ``__dlpack__`` does the same for the stream it was
-        exported to when it is freed. Tensors made from the frame keep their own hold until they
-        are freed. Releasing twice does nothing."""
-        h, self._h = self._h, None
-        if h is None:
-            return
-        self._m = None  # views handed out keep their own hold; the frame no longer does
-        if stream is None or not self._s.cuda:
-            _frame_release(h)
-            return
-        s, flags = _stream_value(stream)
-        if flags & _NO_SYNC:
-            _frame_release(h)
-            return
-        # The frame is released even when the ordering fails; the failure is raised after.
-        _lib.check(lib.cudaipc_frame_release_after(h, s), f"releasing frame {self.seq}")
-
-    def __enter__(self) -> "Frame":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        h, self._h = self._h, None
-        if h is not None:
-            self._m = None
-            _frame_release(h)
-
-    def __del__(self, _release: Callable[[int], None] = _frame_release) -> None:
-        # Default argument: the binding stays reachable while the interpreter shuts down.
-        h = getattr(self, "_h", None)
-        if h is not None:
-            self._h = None
-            _release(h)
-
-    # -- DLPack --------------------------------------------------------------------------------
-    def __dlpack_device__(self) -> Tuple[int, int]:
-        return self._s.dl_device
-
-    def __dlpack__(self, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
-                   dl_device: Optional[Tuple[int, int]] = None,
-                   copy: Optional[bool] = None) -> Any:
-        """A DLPack capsule viewing the slot (versioned DLPack 1.x when ``max_version`` allows
-        it). For CUDA frames, `stream` (the caller's: an int, None for the legacy default
-        stream, -1 for none) waits on the GPU until the frame is readable, and the tensor's
-        release is ordered after the work on it."""
-        h = self._h
-        if h is None:
-            raise ClosedError(f"frame {self.seq} was released")
-        s = self._s
-        if dl_device is not None and tuple(dl_device) != s.dl_device:
-            raise BufferError(f"the frame is on {self.device}; cudaipc exports it only there "
-                              "(copy after importing)")
-        if copy:
-            raise BufferError("cudaipc exports frames without copying (copy=True refused)")
-        flags = _VERSIONED if max_version is not None and max_version[0] >= 1 else 0
-        if s.cuda:
-            stream_value, extra = _stream_value(stream)
-            flags |= extra
-        elif stream is None or stream == -1:
-            stream_value = 0
-        else:
-            raise BufferError(f"stream {stream!r} given for a frame in host memory")
-        try:
-            return _frame_capsule(h, stream_value, flags)
-        except _CapsuleFailed as e:
-            err = _lib.capsule_error(e)
-            if isinstance(err, InvalidArgumentError):
-                raise BufferError(str(err)) from None  # DLPack's error for "cannot export"
-            raise err from None
-
-    def torch(self, stream: Any = None) -> Any:
-        """The frame as a torch tensor, zero-copy: ``torch.from_dlpack(frame)`` without its
-        per-call Python (a device string parsed and a Stream made for every frame). For CUDA
-        frames the reads are ordered on `stream` (default: torch's current stream on the frame's
-        device). The tensor keeps its own hold on the slot, as a DLPack export does."""
-        torch = sys.modules.get("torch")
-        if torch is None:
-            import torch  # noqa: F811 (first use only)
-        h = self._h
-        if h is None:
-            raise ClosedError(f"frame {self.seq} was released")
-        s = self._s
-        flags = 0
-        if not s.cuda:
-            raw = 0
-        elif stream is None:
-            raw = _current_raw_stream(torch)(s.device_id) or _STREAM_LEGACY
-        else:
-            raw, flags = _stream_value(stream)
-        try:
-            capsule = _frame_capsule(h, raw, flags)
-        except _CapsuleFailed as e:
-            raise _lib.capsule_error(e) from None
-        # A capsule (not an object with __dlpack__) goes straight to torch's C importer.
-        return torch.from_dlpack(capsule)
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -525,7 +384,8 @@ class Consumer:
         # The reading thread owns these (one thread calls next(), as in the core).
         self._event = _lib.Event()
         self._view = _lib.FrameView()
-        self._refs = (byref(self._event), byref(self._view))
+        self._event_at = ctypes.addressof(self._event)
+        self._view_at = ctypes.addressof(self._view)
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -601,17 +461,12 @@ class Consumer:
             start = time.monotonic_ns()
             deadline = start + int(timeout * 1e9)
             wait = min(_SLICE_NS, deadline - start)
-        ev_ref, view_ref = self._refs
-        view = self._view
-        rc = _next_frame(h, wait, ev_ref, view_ref)
-        if rc == 0:
-            v = _unpack_view(view)
-            if v[0] == _EVENT_FRAME:
-                shared = self._shared
-                if v[1] != shared.tensor_id or v[11] != shared.device_id:
-                    shared = self._new_shared(v)
-                return Frame(v[2], v, shared)
-        return self._next_slow(rc, timeout, deadline)
+        shared = self._shared
+        got = _consumer_next(h, wait, self._event_at, self._view_at, shared, shared.tensor_id,
+                             shared.device_id)
+        if type(got) is not int:
+            return got
+        return self._next_slow(got, timeout, deadline)
 
     def _next_slow(self, rc: int, timeout: Optional[float], deadline: Optional[int]) -> Frame:
         """Everything but a frame on the first try: formats, timeouts, the end of stream."""
@@ -619,7 +474,6 @@ class Consumer:
         start = time.monotonic_ns()
         collected = warned = False
         ev, view = self._event, self._view
-        ev_ref, view_ref = self._refs
         while True:
             if rc:
                 _lib.check(rc, f"reading {self.path}")
@@ -629,7 +483,7 @@ class Consumer:
                 shared = self._shared
                 if v[1] != shared.tensor_id or v[11] != shared.device_id:
                     shared = self._new_shared(v)
-                return Frame(v[2], v, shared)
+                return _frame_from_view(self._view_at, shared)
             if t == _lib.EVENT_FORMAT:
                 self._new_format(h, ev)
             elif t == _lib.EVENT_EOS:
@@ -659,7 +513,8 @@ class Consumer:
                 wait = _SLICE_NS
             else:
                 wait = max(0, min(_SLICE_NS, deadline - time.monotonic_ns()))
-            rc = _next_frame(h, wait, ev_ref, view_ref)
+            got = _consumer_next(h, wait, self._event_at, self._view_at, None, -1, -2)
+            rc = got if type(got) is int else 0
 
     def _nothing_came(self, how_long: str) -> str:
         msg = f"no frame from {self.path} {how_long}"

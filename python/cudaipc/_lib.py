@@ -1,17 +1,20 @@
-"""ctypes bindings of the core's C API (core/include/cudaipc/cudaipc.h).
+"""The core's C API (core/include/cudaipc/cudaipc.h) as the package reaches it: the compiled binding
+``native`` (python/native: frames, requests, replies, the per-frame calls) and, for what is not in
+it yet, ctypes prototypes over the same shared object.
 
-The per-frame calls are bound so that a frame costs few foreign calls: the DLPack capsule calls
-(``frame_capsule``, ``slot_capsule``, ``publish_capsule``) are PYFUNCTYPE prototypes, which keep the
-GIL (the library creates and reads capsules through the CPython functions handed to it once, below,
-and lets the GIL go itself while a publish waits for a slot); everything that may block is a plain
-CDLL call, which releases it."""
+The DLPack capsule calls (``frame_capsule``, ``slot_capsule``, ``publish_capsule``) are PYFUNCTYPE
+prototypes, which keep the GIL (the binding gave the core CPython's capsule functions when it
+loaded; the core lets the GIL go itself while a publish waits for a slot); everything that may
+block is a plain CDLL call, which releases it."""
 
 from __future__ import annotations
 
 import ctypes
-import glob
+import importlib.util
 import os
 import struct
+import sys
+import types
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint32, c_uint64,
                     c_void_p)
 
@@ -124,35 +127,38 @@ VIEW = struct.Struct("=iIQQQQQQQQIi")
 assert VIEW.size == ctypes.sizeof(FrameView)
 
 
-class CapsuleApi(Structure):
-    _fields_ = [(name, c_void_p) for name in (
-        "capsule_new", "capsule_get_pointer", "capsule_get_name", "capsule_set_name", "set_error",
-        "error_type", "save_thread", "restore_thread")]
+def _load_native() -> types.ModuleType:
+    """The compiled binding: the package's own, or the build CUDAIPC_NATIVE names (a developer's
+    build directory's python/native/_native*.so, for the package run from the source tree)."""
+    path = os.environ.get("CUDAIPC_NATIVE")
+    if not path:
+        try:
+            from . import _native
+        except ImportError as e:
+            raise ImportError(f"cudaipc: its compiled binding cudaipc._native is missing or does "
+                              f"not load ({e}); reinstall the package (pip install builds it for "
+                              f"the Python that runs pip)") from e
+        return _native
+    spec = importlib.util.spec_from_file_location("cudaipc._native", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cudaipc: CUDAIPC_NATIVE={path} is not a Python extension")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["cudaipc._native"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def _candidates() -> list:
-    # CUDAIPC_LIBRARY names another build of the core (a developer's build directory). A wheel
-    # keeps the library in .cudaipc.mesonpy.libs beside the package (meson-python's place for
-    # shared libraries).
-    env = os.environ.get("CUDAIPC_LIBRARY")
-    if env:
-        return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = []
-    for d in (here, os.path.join(os.path.dirname(here), ".cudaipc.mesonpy.libs")):
-        found += sorted(glob.glob(os.path.join(d, "libcudaipc.so*")))
-    return found
+native = _load_native()
 
 
 def _load() -> ctypes.CDLL:
-    paths = _candidates()
-    if not paths:
-        raise ImportError("cudaipc: the core library libcudaipc.so is not installed with the "
-                          "package (reinstall it, or set CUDAIPC_LIBRARY to its path)")
+    # The modules not yet in the binding reach the core's C API with ctypes, in the binding's own
+    # shared object (the same copy of the core: handles pass between both).
+    path = native.__file__
     try:
-        return ctypes.CDLL(paths[0])
+        return ctypes.CDLL(path)
     except OSError as e:
-        raise ImportError(f"cudaipc: cannot load the core library {paths[0]}: {e}") from e
+        raise ImportError(f"cudaipc: cannot load the core in {path}: {e}") from e
 
 
 lib = _load()
@@ -204,7 +210,6 @@ _PROTOS = {
     "cudaipc_producer_last_seq": (c_uint64, [_P]),
     "cudaipc_producer_cuda_device": (_I, [_P]),
     "cudaipc_dlpack_exports_alive": (c_uint64, []),
-    "cudaipc_set_capsule_api": (_I, [POINTER(CapsuleApi)]),
     "cudaipc_frame_metas": (_P, [_P, POINTER(c_uint32)]),
     "cudaipc_producer_slot_metas": (_P, [_P, POINTER(c_uint32)]),
     "cudaipc_producer_meta_size": (c_uint32, [_P]),
@@ -230,30 +235,11 @@ def check(rc: int, context: str = "") -> None:
 # ---- DLPack capsules made and read by the library ------------------------------------------
 
 
-class CapsuleFailed(Exception):
-    """What the library raises (through PyErr_SetString) when a capsule call fails; the callers
-    turn it into the package's exception for cudaipc_last_error_code()."""
+# What the core's capsule calls raise (the binding installs CPython's capsule functions in the core
+# when it loads); callers turn it into the package's exception for cudaipc_last_error_code().
+CapsuleFailed = native.CapsuleFailed
 
 
-def _address(f: object) -> int:
-    return ctypes.cast(f, c_void_p).value  # type: ignore[arg-type,return-value]
-
-
-def _install_capsule_api() -> None:
-    api = ctypes.pythonapi
-    c = CapsuleApi()
-    c.capsule_new = _address(api.PyCapsule_New)
-    c.capsule_get_pointer = _address(api.PyCapsule_GetPointer)
-    c.capsule_get_name = _address(api.PyCapsule_GetName)
-    c.capsule_set_name = _address(api.PyCapsule_SetName)
-    c.set_error = _address(api.PyErr_SetString)
-    c.error_type = id(CapsuleFailed)  # a class of this module: alive as long as the process
-    c.save_thread = _address(api.PyEval_SaveThread)
-    c.restore_thread = _address(api.PyEval_RestoreThread)
-    check(lib.cudaipc_set_capsule_api(ctypes.byref(c)), "installing the capsule functions")
-
-
-_install_capsule_api()
 _PY = ctypes.PYFUNCTYPE
 # New capsule (a DLPack export) or CapsuleFailed: (handle, stream, flags).
 frame_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(("cudaipc_frame_dlpack_capsule", lib))

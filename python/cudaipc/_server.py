@@ -31,7 +31,7 @@ from ctypes import POINTER, Structure, byref, c_char_p, c_int32, c_int64, c_uint
     c_void_p
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
-from . import _lib, _metas_io
+from . import _cuda, _errors, _lib, _metas_io
 from ._server_gpu import GpuReplies
 from ._consumer import Frame, _format_of, _Shared
 from ._device import cuda_ordinal
@@ -61,9 +61,6 @@ class _PipelineInfo(Structure):
                 ("replies_lost", c_uint64), ("path", c_char_p)]
 
 
-# cudaipc_request_view: a cudaipc_frame_view (_lib.VIEW), then the pipeline's number.
-_REQUEST = struct.Struct(_lib.VIEW.format + "II")
-_FRAME_FIELDS = len(_lib.VIEW.unpack(bytes(_lib.VIEW.size)))
 
 _P = c_void_p
 for _name, (_res, _args) in {
@@ -84,7 +81,6 @@ for _name, (_res, _args) in {
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
-_batch = lib.cudaipc_server_batch
 _reply = lib.cudaipc_server_reply
 _ERR_TIMEOUT = 6      # CUDAIPC_ERR_TIMEOUT: the reply was given up (the filter is gone or stuck)
 _ERR_INTERRUPTED = 7  # CUDAIPC_ERR_INTERRUPTED
@@ -95,19 +91,17 @@ _SLICE = 0.1          # seconds a wait lasts in C before Python sees Ctrl-C
 log = logging.getLogger("cudaipc.server")
 
 
-class Request:
+class Request(_lib.native.Request):
     """One frame waiting for its results. Exports the frame like a :class:`Frame` does
     (``torch.from_dlpack(req)``, ``req.numpy()``); its metas are ``req.frame.metas`` and friends;
     ``req.pipeline`` and ``req.path`` say which pipeline sent it. Answer it once with
     :meth:`reply`; a request dropped unanswered is released, and the filter applies its
     ``on-missing`` policy to that frame when its timeout passes."""
 
-    __slots__ = ("frame", "pipeline", "_server")
-
-    def __init__(self, frame: Frame, pipeline: int, server: "Server") -> None:
-        self.frame = frame
-        self.pipeline = pipeline
-        self._server = server
+    # frame, pipeline, the DLPack export (__dlpack__, __dlpack_device__, torch()) and reply()'s
+    # common answers are the binding's (python/native/server.cpp, results.cpp); reply() hands any
+    # other answer to _reply_py below. Requests are made by the binding only.
+    __slots__ = ()
 
     @property
     def seq(self) -> int:
@@ -118,12 +112,6 @@ class Request:
         """The request channel (the filter's socket-path) this request came on."""
         return self._server._paths.get(self.pipeline) or self._server._path_of(self.pipeline)
 
-    def __dlpack__(self, *args: Any, **kw: Any) -> Any:
-        return self.frame.__dlpack__(*args, **kw)
-
-    def __dlpack_device__(self) -> Any:
-        return self.frame.__dlpack_device__()
-
     @property
     def __cuda_array_interface__(self) -> dict:
         return self.frame.__cuda_array_interface__
@@ -131,27 +119,10 @@ class Request:
     def numpy(self) -> Any:
         return self.frame.numpy()
 
-    def torch(self, stream: Any = None) -> Any:
-        """The frame as a torch tensor (:meth:`Frame.torch`): ``torch.from_dlpack(req)`` without
-        torch's per-call Python."""
-        return self.frame.torch(stream)
-
-    def reply(self, *, stream: Any = None, tensors: Any = None, detections: Any = None,
-              classifications: Any = None, tracks: Any = None, relations: Any = None,
-              meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:
-        """Sends the frame's results (the meta keywords of :meth:`Producer.publish`) and releases
-        the frame, after the work queued on `stream` so far when one is given (CUDA: no CPU wait;
-        tensors of a torch stream are ordered on it as they are exported). Detections that are
-        torch tensors on the GPU (boxes, scores, integer labels, rotation) are not waited for:
-        their addresses go to the core in one call (no torch op here), which copies them to
-        page-locked memory on `stream` (default: torch's current stream) and sends the reply once
-        that stream has run the copies, so the model's thread goes on at once; other results on
-        the GPU are copied to the host here. Never waits for the
-        filter: a reply it has no room
-        for is sent later, in order, by the core. Returns False when the reply was given up at
-        once (the filter holds every reply slot and more replies wait for it: it is gone or
-        stuck), or the request's pipeline has left (its reply channel is closed; results left on
-        the GPU are queued first, then counted lost in ``replies_lost``)."""
+    def _reply_py(self, *, stream: Any = None, tensors: Any = None, detections: Any = None,
+                  classifications: Any = None, tracks: Any = None, relations: Any = None,
+                  meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:
+        """reply() for the answers the binding leaves to Python (other forms of results)."""
         server = self._server
         frame = self.frame
         h = frame._h
@@ -199,7 +170,7 @@ class Request:
         return f"<cudaipc.Request pipeline {self.pipeline} {self.frame!r}>"
 
 
-class Server:
+class Server(_lib.native.Server):
     """``Server(paths=None, directory=None, device=None, reply_slots=8, reply_meta_size=65536,
     queue_depth=16, socket_mode=0o600, allowed_gid=None)``: serves the cudaipcfilters whose ``socket-path`` is `paths` (one path or a
     list), and with `directory` every channel that appears there (a pipeline whose channel is
@@ -223,7 +194,7 @@ class Server:
                  reply_slots: int = 8, reply_meta_size: int = 65536,
                  queue_depth: int = 16, socket_mode: int = 0o600,
                  allowed_gid: Optional[int] = None) -> None:
-        self._h: Optional[int] = None
+        self._h = None
         if paths is None:
             plist: List[str] = []
         elif isinstance(paths, str):
@@ -267,15 +238,12 @@ class Server:
         what = ", ".join(plist + ([f"{directory}/*"] if directory else []))
         _lib.check(lib.cudaipc_server_new(byref(o), byref(h)), f"serving {what}")
         self._h = h.value
+        self._reply_meta_size = int(reply_meta_size)  # the binding's reply area
         self._writer = _metas_io.MetaWriter(int(reply_meta_size))
         self._gpu = GpuReplies(_MAX_BATCH)
         self._meta_stats = _metas_io.MetaStats()
         self._shared: Dict[int, _Shared] = {}  # per pipeline: its frames' description
         self._paths: Dict[int, str] = {i + 1: p for i, p in enumerate(plist)}
-        self._views = (ctypes.c_uint8 * (_REQUEST.size * _MAX_BATCH))()
-        self._count = c_uint32()
-        self._events = c_uint32()
-        self._refs = (ctypes.addressof(self._views), byref(self._count), byref(self._events))
         self._say_waiting()
 
     def _say_waiting(self) -> None:
@@ -326,37 +294,13 @@ class Server:
                  "replies": p.replies, "replies_lost": p.replies_lost}
                 for p in arr[:min(count.value, len(arr))]]
 
-    def _take(self, max_batch: int, max_delay_ns: int, timeout_ns: int) -> List[Request]:
-        addr, count_ref, events_ref = self._refs
-        self._count.value = 0
-        rc = _batch(self._handle(), max_batch, max_delay_ns, timeout_ns, addr, count_ref,
-                    events_ref)
-        views = self._views
-        unpack = _REQUEST.unpack_from
-        count = self._count.value
-        out: List[Request] = []
-        try:
-            # Every handle handed out becomes a Request first (each owns its lease from then
-            # on), even when the call failed part-way.
-            for i in range(count):
-                v = unpack(views, i * _REQUEST.size)
-                pipeline = v[_FRAME_FIELDS]
-                fv = v[:_FRAME_FIELDS]
-                shared = self._shared.get(pipeline)
-                if shared is None or fv[1] != shared.tensor_id or fv[11] != shared.device_id:
-                    shared = self._describe(pipeline, fv)
-                out.append(Request(Frame(fv[2], fv, shared), pipeline, self))
-        except BaseException:
-            for i in range(len(out), count):
-                lib.cudaipc_frame_release(unpack(views, i * _REQUEST.size)[2])
-            raise
-        if rc:
-            if rc == _ERR_INTERRUPTED:
-                raise InterruptedError(f"serving {self.path} was interrupted")
-            _lib.check(rc, f"serving {self.path}")
-        if self._events.value:
-            self._say_events()
-        return out
+    # _take(max_batch, max_delay_ns, timeout_ns) is the binding's (python/native/server.cpp): one
+    # cudaipc_server_batch, its requests made Request objects in C; it calls the two below.
+
+    def _batch_failed(self, rc: int) -> None:
+        if rc == _ERR_INTERRUPTED:
+            raise InterruptedError(f"serving {self.path} was interrupted")
+        _lib.check(rc, f"serving {self.path}")
 
     def _say_events(self) -> None:
         """Logs what happened to the pipelines (logger ``cudaipc.server``)."""
@@ -382,9 +326,8 @@ class Server:
                 self._paths.pop(ev.pipeline, None)
                 log.info("%s was removed: no longer served", path)
 
-    def _describe(self, pipeline: int, fv: tuple) -> _Shared:
+    def _describe(self, pipeline: int, h: int, tensor_id: int, device_id: int) -> _Shared:
         # Once per pipeline format and tensor description, never per frame.
-        h = fv[2]
         caps = c_char_p()
         generation = c_uint64()
         stream = c_void_p()
@@ -392,7 +335,7 @@ class Server:
                    "a request's format")
         tensor = lib.cudaipc_frame_tensor(h).contents
         fmt = _format_of(tensor, (caps.value or b"").decode("utf-8", "replace"), generation.value)
-        shared = _Shared(fv[1], fv[11], tensor, fmt, stream.value, self._meta_stats)
+        shared = _Shared(tensor_id, device_id, tensor, fmt, stream.value, self._meta_stats)
         if pipeline not in self._shared:  # its first request, or the first since it went away
             log.info("a pipeline on %s sends requests (%s)", self._paths.get(pipeline) or
                      self._path_of(pipeline), fmt.caps)
@@ -530,9 +473,13 @@ class Server:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_h", None) is not None:
+        if self._h is not None:
             self.close()
 
     def __repr__(self) -> str:
         return f"<cudaipc.Server {self.path}{' closed' if self._h is None else ''}>"
 
+
+
+# The binding makes frames and requests of these classes.
+_lib.native.configure(Frame, Request, _errors.from_code, _cuda.stream_handle, ClosedError)

@@ -1,0 +1,372 @@
+// Frame's base: a leased frame's handle and description in C, its release and its DLPack export.
+// cudaipc.Frame (Python) adds what is read once per frame at most (metas, NumPy copies).
+#include "native.hpp"
+
+#include <structmember.h>
+
+namespace cudaipc_py {
+
+namespace {
+
+FrameObject* as_frame(PyObject* o) { return reinterpret_cast<FrameObject*>(o); }
+
+int frame_traverse(PyObject* o, visitproc visit, void* arg) {
+  FrameObject* f = as_frame(o);
+  Py_VISIT(f->shared);
+  Py_VISIT(f->metas);
+  return 0;
+}
+
+int frame_clear(PyObject* o) {
+  FrameObject* f = as_frame(o);
+  Py_CLEAR(f->shared);
+  Py_CLEAR(f->metas);
+  return 0;
+}
+
+void frame_dealloc(PyObject* o) {
+  FrameObject* f = as_frame(o);
+  PyObject_GC_UnTrack(o);
+  if (f->weakrefs) PyObject_ClearWeakRefs(o);
+  if (f->h) {
+    cudaipc_frame_release(f->h);
+    f->h = nullptr;
+  }
+  frame_clear(o);
+  // A static base: the subclass's deallocator (CPython's subtype_dealloc) drops the type's
+  // reference itself.
+  Py_TYPE(o)->tp_free(o);
+}
+
+PyObject* time_or_none(uint64_t t) {
+  if (t == kNoTime) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(t);
+}
+
+PyObject* get_h(PyObject* o, void*) {
+  FrameObject* f = as_frame(o);
+  if (!f->h) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(f->h);
+}
+
+// `frame._h = None`: the handle was handed to the core (a reply released it); nothing released.
+int set_h(PyObject* o, PyObject* v, void*) {
+  if (v != Py_None) {
+    PyErr_SetString(PyExc_AttributeError, "a frame's handle can only be given up (None)");
+    return -1;
+  }
+  as_frame(o)->h = nullptr;
+  return 0;
+}
+
+PyObject* get_seq(PyObject* o, void*) { return PyLong_FromUnsignedLongLong(as_frame(o)->seq); }
+PyObject* get_pts(PyObject* o, void*) { return time_or_none(as_frame(o)->pts); }
+PyObject* get_dts(PyObject* o, void*) { return time_or_none(as_frame(o)->dts); }
+PyObject* get_duration(PyObject* o, void*) { return time_or_none(as_frame(o)->duration); }
+PyObject* get_flags(PyObject* o, void*) { return PyLong_FromUnsignedLong(as_frame(o)->flags); }
+PyObject* get_publish_time(PyObject* o, void*) {
+  return PyLong_FromUnsignedLongLong(as_frame(o)->publish_time);
+}
+PyObject* get_nbytes(PyObject* o, void*) { return PyLong_FromUnsignedLongLong(as_frame(o)->size); }
+PyObject* get_data_ptr(PyObject* o, void*) { return PyLong_FromSize_t(as_frame(o)->data); }
+PyObject* get_released(PyObject* o, void*) { return PyBool_FromLong(as_frame(o)->h == nullptr); }
+PyObject* get_device_id(PyObject* o, void*) { return PyLong_FromLong(as_frame(o)->device); }
+PyObject* get_tensor_id(PyObject* o, void*) {
+  return PyLong_FromUnsignedLong(as_frame(o)->tensor_id);
+}
+
+PyGetSetDef frame_getset[] = {
+    {"_h", get_h, set_h, "the frame's handle while held, else None", nullptr},
+    {"seq", get_seq, nullptr, "The producer's frame number (1, 2, ...); a gap means frames were skipped.", nullptr},
+    {"pts", get_pts, nullptr, "Presentation time in ns, or None when the producer set none.", nullptr},
+    {"dts", get_dts, nullptr, "Decoding time in ns, or None.", nullptr},
+    {"duration", get_duration, nullptr, "Duration in ns, or None.", nullptr},
+    {"flags", get_flags, nullptr, "The frame's buffer flags as the producer set them.", nullptr},
+    {"publish_time_ns", get_publish_time, nullptr,
+     "The producer's time.monotonic_ns() at publish (same clock in every process).", nullptr},
+    {"nbytes", get_nbytes, nullptr, "Bytes the tensor spans from its first element (all planes, for video).", nullptr},
+    {"data_ptr", get_data_ptr, nullptr, "The first element: a host pointer, or a CUdeviceptr for CUDA channels.", nullptr},
+    {"released", get_released, nullptr, "Whether this frame's own hold was given back (tensors made from it keep theirs).", nullptr},
+    {"_device_id", get_device_id, nullptr, "the CUDA ordinal, -1 for host memory", nullptr},
+    {"_tensor_id", get_tensor_id, nullptr, "the tensor description's id", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef frame_members[] = {
+    {"_s", T_OBJECT_EX, offsetof(FrameObject, shared), 0, "what the frames of its format share"},
+    {"_m", T_OBJECT, offsetof(FrameObject, metas), 0, "its metas, once decoded"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+// Keyword arguments of a FASTCALL method, by name, into `out` (positional first).
+bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+           const char* const* names, PyObject** out, Py_ssize_t count) {
+  for (Py_ssize_t i = 0; i < count; ++i) out[i] = Py_None;
+  if (nargs > count) {
+    PyErr_Format(PyExc_TypeError, "%s takes at most %zd arguments", what, count);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
+  Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nk; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t i = 0;
+    for (; i < count; ++i)
+      if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
+    if (i == count) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", what, key);
+      return false;
+    }
+    if (i < nargs) {
+      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%U'", what, key);
+      return false;
+    }
+    out[i] = args[nargs + k];
+  }
+  return true;
+}
+
+PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream"};
+  PyObject* stream;
+  if (!parse("release", args, nargs, kw, names, &stream, 1)) return nullptr;
+  return frame_release(as_frame(o), stream);
+}
+
+PyObject* m_enter(PyObject* o, PyObject*) {
+  Py_INCREF(o);
+  return o;
+}
+
+PyObject* m_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
+  FrameObject* f = as_frame(o);
+  if (f->h) {
+    Py_CLEAR(f->metas);
+    cudaipc_frame* h = f->h;
+    f->h = nullptr;
+    cudaipc_frame_release(h);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* m_dlpack(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream", "max_version", "dl_device", "copy"};
+  PyObject* a[4];
+  if (!parse("__dlpack__", args, nargs, kw, names, a, 4)) return nullptr;
+  FrameObject* f = as_frame(o);
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+  if (a[2] != Py_None) {
+    Ref mine(frame_dlpack_device(f));
+    Ref theirs(PySequence_Tuple(a[2]));
+    if (!mine || !theirs) return nullptr;
+    int same = PyObject_RichCompareBool(mine.get(), theirs.get(), Py_EQ);
+    if (same < 0) return nullptr;
+    if (!same) {
+      if (f->device >= 0)
+        PyErr_Format(PyExc_BufferError,
+                     "the frame is on cuda:%d; cudaipc exports it only there (copy after "
+                     "importing)",
+                     int(f->device));
+      else
+        PyErr_SetString(PyExc_BufferError,
+                        "the frame is on cpu; cudaipc exports it only there (copy after importing)");
+      return nullptr;
+    }
+  }
+  int copy = a[3] == Py_None ? 0 : PyObject_IsTrue(a[3]);
+  if (copy < 0) return nullptr;
+  if (copy) {
+    PyErr_SetString(PyExc_BufferError, "cudaipc exports frames without copying (copy=True refused)");
+    return nullptr;
+  }
+  uint32_t flags = 0;
+  if (a[1] != Py_None) {
+    Ref major(PySequence_GetItem(a[1], 0));
+    if (!major) return nullptr;
+    long v = PyLong_AsLong(major.get());
+    if (v == -1 && PyErr_Occurred()) return nullptr;
+    if (v >= 1) flags |= CUDAIPC_DLPACK_VERSIONED;
+  }
+  return frame_dlpack(f, a[0], flags, true);
+}
+
+PyObject* m_dlpack_device(PyObject* o, PyObject*) { return frame_dlpack_device(as_frame(o)); }
+
+PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream"};
+  PyObject* stream;
+  if (!parse("torch", args, nargs, kw, names, &stream, 1)) return nullptr;
+  return frame_torch(as_frame(o), stream);
+}
+
+#define FASTCALL_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f))
+
+PyMethodDef frame_methods[] = {
+    {"release", FASTCALL_KW(m_release), METH_FASTCALL | METH_KEYWORDS,
+     "release(stream=None): gives the frame's own hold on the slot back. With `stream` (CUDA), "
+     "the producer may reuse the slot only after the work queued on that stream so far (a "
+     "GPU-side wait, no CPU wait); each tensor exported through __dlpack__ does the same for the "
+     "stream it was exported to when it is freed. Releasing twice does nothing."},
+    {"__enter__", m_enter, METH_NOARGS, nullptr},
+    {"__exit__", FASTCALL_KW(m_exit), METH_FASTCALL, nullptr},
+    {"__dlpack__", FASTCALL_KW(m_dlpack), METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(stream=None, max_version=None, dl_device=None, copy=None): a DLPack capsule "
+     "viewing the slot (versioned DLPack 1.x when max_version allows it). For CUDA frames, "
+     "`stream` (the caller's: an int, None for the legacy default stream, -1 for none) waits on "
+     "the GPU until the frame is readable, and the tensor's release is ordered after the work on "
+     "it."},
+    {"__dlpack_device__", m_dlpack_device, METH_NOARGS, "(device type, device id) of DLPack"},
+    {"torch", FASTCALL_KW(m_torch), METH_FASTCALL | METH_KEYWORDS,
+     "torch(stream=None): the frame as a torch tensor, zero-copy: torch.from_dlpack(frame) "
+     "without its per-call Python. For CUDA frames the reads are ordered on `stream` (default: "
+     "torch's current stream on the frame's device). The tensor keeps its own hold on the slot, "
+     "as a DLPack export does."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
+  PyTypeObject* type = package.frame ? package.frame : &FrameType;
+  PyObject* o = type->tp_alloc(type, 0);
+  if (!o) {
+    cudaipc_frame_release(v.frame);  // never leaked: nobody else holds it
+    return nullptr;
+  }
+  FrameObject* f = as_frame(o);
+  f->h = v.frame;
+  f->seq = v.seq;
+  f->size = v.size;
+  f->pts = v.pts;
+  f->dts = v.dts;
+  f->duration = v.duration;
+  f->publish_time = v.publish_time_ns;
+  f->data = v.data;
+  f->flags = v.flags;
+  f->tensor_id = v.tensor_id;
+  f->device = v.cuda_device;
+  Py_INCREF(shared);
+  f->shared = shared;
+  return o;
+}
+
+PyObject* frame_release(FrameObject* f, PyObject* stream) {
+  cudaipc_frame* h = f->h;
+  if (!h) Py_RETURN_NONE;
+  f->h = nullptr;
+  Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
+  if (stream == Py_None || f->device < 0) {
+    cudaipc_frame_release(h);
+    Py_RETURN_NONE;
+  }
+  uintptr_t s;
+  uint32_t flags;
+  if (!stream_of(stream, &s, &flags)) {
+    cudaipc_frame_release(h);  // released even when the stream is not one
+    return nullptr;
+  }
+  if (flags & CUDAIPC_DLPACK_NO_SYNC) {
+    cudaipc_frame_release(h);
+    Py_RETURN_NONE;
+  }
+  // The frame is released even when the ordering fails; the failure is raised after.
+  if (int rc = cudaipc_frame_release_after(h, reinterpret_cast<void*>(s))) {
+    char context[64];
+    snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
+    return fail(rc, context);
+  }
+  Py_RETURN_NONE;
+}
+
+// The package's exception for a failed capsule call (CapsuleFailed set by the core); as
+// BufferError for an argument DLPack cannot take, when `buffer_errors`.
+static PyObject* capsule_failed(bool buffer_errors) {
+  if (!PyErr_ExceptionMatches(package.capsule_failed)) return nullptr;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  Ref t(type), v(value), b(tb);
+  Ref text(v ? PyObject_Str(v.get()) : PyUnicode_FromString(""));
+  if (!text) return nullptr;
+  int code = cudaipc_last_error_code();
+  if (buffer_errors && code == CUDAIPC_ERR_INVALID_ARGUMENT) {
+    PyErr_SetObject(PyExc_BufferError, text.get());
+    return nullptr;
+  }
+  Ref exc(package.from_code ? PyObject_CallFunction(package.from_code, "iO", code, text.get())
+                            : nullptr);
+  if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+  else if (!PyErr_Occurred()) PyErr_SetObject(PyExc_RuntimeError, text.get());
+  return nullptr;
+}
+
+PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors) {
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+  uintptr_t s = 0;
+  if (f->device >= 0) {
+    uint32_t extra;
+    if (!stream_of(stream, &s, &extra)) return nullptr;
+    flags |= extra;
+  } else if (stream != Py_None) {
+    long v = PyLong_Check(stream) ? PyLong_AsLong(stream) : 0;
+    if (v != -1) {
+      PyErr_Clear();
+      Ref r(PyObject_Repr(stream));
+      PyErr_Format(PyExc_BufferError, "stream %U given for a frame in host memory", r.get());
+      return nullptr;
+    }
+  }
+  auto* capsule = static_cast<PyObject*>(
+      cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags));
+  if (!capsule) return capsule_failed(buffer_errors);
+  return capsule;
+}
+
+PyObject* frame_torch(FrameObject* f, PyObject* stream) {
+  const Torch* t = torch_api(true);
+  if (!t) return nullptr;
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+  uintptr_t s = 0;
+  uint32_t flags = 0;
+  if (f->device >= 0) {
+    if (stream == Py_None && t->raw_stream) {
+      Ref dev(PyLong_FromLong(f->device));
+      Ref raw(dev ? PyObject_CallOneArg(t->raw_stream, dev.get()) : nullptr);
+      if (!raw) return nullptr;
+      s = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(raw.get()));
+      if (PyErr_Occurred()) return nullptr;
+      if (!s) s = kStreamLegacy;
+    } else if (!stream_of(stream, &s, &flags)) {
+      return nullptr;
+    }
+  }
+  Ref capsule(static_cast<PyObject*>(
+      cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags)));
+  if (!capsule) return capsule_failed(false);
+  // A capsule (not an object with __dlpack__) goes straight to torch's C importer.
+  if (t->from_dlpack) return PyObject_CallOneArg(t->from_dlpack, capsule.get());
+  return PyObject_CallMethod(t->module, "from_dlpack", "O", capsule.get());
+}
+
+PyObject* frame_dlpack_device(FrameObject* f) {
+  if (f->device >= 0) return Py_BuildValue("(ii)", 2, f->device);  // kDLCUDA
+  return Py_BuildValue("(ii)", 1, 0);                               // kDLCPU
+}
+
+PyTypeObject FrameType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  // CPython's static type head; every other slot is zero until set below.
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.Frame";
+  t.tp_basicsize = sizeof(FrameObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "A frame's handle and description (cudaipc.Frame's base)";
+  t.tp_traverse = frame_traverse;
+  t.tp_clear = frame_clear;
+  t.tp_dealloc = frame_dealloc;
+  t.tp_weaklistoffset = offsetof(FrameObject, weakrefs);
+  t.tp_methods = frame_methods;
+  t.tp_members = frame_members;
+  t.tp_getset = frame_getset;
+  return t;
+}();
+
+}  // namespace cudaipc_py

@@ -1,0 +1,231 @@
+// The module cudaipc._native: its types, the package's helpers it raises through, and the consumer's
+// per-frame read.
+#include <cstdarg>
+#include <utility>
+
+#include "native.hpp"
+
+namespace cudaipc_py {
+
+Package package;
+
+namespace {
+
+Torch torch_cache;
+
+PyObject* configure(PyObject*, PyObject* args) {
+  PyObject *frame, *request, *from_code, *stream_handle, *closed_error;
+  if (!PyArg_ParseTuple(args, "O!O!OOO", &PyType_Type, &frame, &PyType_Type, &request, &from_code,
+                        &stream_handle, &closed_error))
+    return nullptr;
+  if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(frame), &FrameType) ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(request), &RequestType)) {
+    PyErr_SetString(PyExc_TypeError, "configure: Frame and Request must derive the bases");
+    return nullptr;
+  }
+  PyObject** slots[] = {reinterpret_cast<PyObject**>(&package.frame),
+                        reinterpret_cast<PyObject**>(&package.request), &package.from_code,
+                        &package.stream_handle, &package.closed_error};
+  PyObject* given[] = {frame, request, from_code, stream_handle, closed_error};
+  for (size_t i = 0; i < 5; ++i) {
+    Py_INCREF(given[i]);
+    Py_XSETREF(*slots[i], given[i]);
+  }
+  Py_RETURN_NONE;
+}
+
+// consumer_next(handle, wait_ns, event_address, view_address, shared, tensor_id, device):
+// cudaipc_consumer_next_frame into the consumer's event and view; a Frame when a frame of the
+// description `shared` stands for came, else the call's status (the caller reads the event).
+PyObject* consumer_next(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "consumer_next takes 7 arguments");
+    return nullptr;
+  }
+  auto* c = static_cast<cudaipc_consumer*>(PyLong_AsVoidPtr(args[0]));
+  uint64_t wait = PyLong_AsUnsignedLongLong(args[1]);
+  auto* ev = static_cast<cudaipc_event*>(PyLong_AsVoidPtr(args[2]));
+  auto* view = static_cast<cudaipc_frame_view*>(PyLong_AsVoidPtr(args[3]));
+  long tensor_id = PyLong_AsLong(args[5]);
+  long device = PyLong_AsLong(args[6]);
+  if (PyErr_Occurred()) return nullptr;
+  if (!c || !ev || !view) {
+    PyErr_SetString(PyExc_ValueError, "consumer_next: a NULL handle or buffer");
+    return nullptr;
+  }
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, ev, view);
+  Py_END_ALLOW_THREADS
+  if (rc == 0 && view->type == CUDAIPC_EVENT_FRAME && tensor_id == long(view->tensor_id) &&
+      device == long(view->cuda_device))
+    return frame_new(*view, args[4]);
+  return PyLong_FromLong(rc);
+}
+
+// frame_from_view(view_address, shared): the Frame of a FRAME view the caller read.
+PyObject* frame_from_view(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "frame_from_view takes 2 arguments");
+    return nullptr;
+  }
+  auto* view = static_cast<cudaipc_frame_view*>(PyLong_AsVoidPtr(args[0]));
+  if (!view) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "frame_from_view: no view");
+    return nullptr;
+  }
+  return frame_new(*view, args[1]);
+}
+
+PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(Frame, Request, from_code, stream_handle, ClosedError): the package's classes"},
+    {"consumer_next", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(consumer_next)),
+     METH_FASTCALL, "A consumer's next frame, or the status with the event to read"},
+    {"frame_from_view",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(frame_from_view)), METH_FASTCALL,
+     "The Frame of a view"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native",
+                          "cudaipc's compiled binding of the core (issue #39)", -1, methods,
+                          nullptr, nullptr, nullptr, nullptr};
+
+// The core makes and reads DLPack capsules through these (cudaipc_capsule_api).
+void* capsule_new(void* pointer, const char* name, void (*destructor)(void*)) {
+  return PyCapsule_New(pointer, name, reinterpret_cast<PyCapsule_Destructor>(destructor));
+}
+void* capsule_get_pointer(void* capsule, const char* name) {
+  return PyCapsule_GetPointer(static_cast<PyObject*>(capsule), name);
+}
+const char* capsule_get_name(void* capsule) {
+  return PyCapsule_GetName(static_cast<PyObject*>(capsule));
+}
+int capsule_set_name(void* capsule, const char* name) {
+  return PyCapsule_SetName(static_cast<PyObject*>(capsule), name);
+}
+void set_error(void* type, const char* message) {
+  PyErr_SetString(static_cast<PyObject*>(type), message);
+}
+void* save_thread() { return PyEval_SaveThread(); }
+void restore_thread(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
+
+}  // namespace
+
+PyObject* fail(int status, const char* context) {
+  const char* why = cudaipc_last_error();
+  Ref msg(context && *context ? PyUnicode_FromFormat("%s: %s", context, why ? why : "")
+                              : PyUnicode_FromString(why ? why : ""));
+  if (!msg) return nullptr;
+  if (!package.from_code) {
+    PyErr_SetObject(PyExc_RuntimeError, msg.get());
+    return nullptr;
+  }
+  Ref exc(PyObject_CallFunction(package.from_code, "iO", status, msg.get()));
+  if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+  return nullptr;
+}
+
+PyObject* closed(const char* format, ...) {
+  va_list va;
+  va_start(va, format);
+  Ref msg(PyUnicode_FromFormatV(format, va));
+  va_end(va);
+  if (msg) PyErr_SetObject(package.closed_error ? package.closed_error : PyExc_ValueError, msg.get());
+  return nullptr;
+}
+
+bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
+  *flags = 0;
+  if (stream == Py_None) {
+    *out = kStreamLegacy;
+    return true;
+  }
+  if (PyLong_CheckExact(stream)) {
+    long long v = PyLong_AsLongLong(stream);
+    if (v == -1 && PyErr_Occurred()) return false;
+    if (v == -1) {
+      *out = 0;
+      *flags = CUDAIPC_DLPACK_NO_SYNC;
+      return true;
+    }
+    if (v == 0) {
+      PyErr_SetString(PyExc_ValueError,
+                      "stream 0 is ambiguous: pass 1 (legacy default) or 2 (per-thread)");
+      return false;
+    }
+    *out = static_cast<uintptr_t>(v);
+    return true;
+  }
+  if (!package.stream_handle) {
+    PyErr_SetString(PyExc_TypeError, "a stream object before the package was configured");
+    return false;
+  }
+  Ref v(PyObject_CallOneArg(package.stream_handle, stream));
+  if (!v) return false;
+  *out = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(v.get()));
+  return !PyErr_Occurred();
+}
+
+const Torch* torch_api(bool import_it) {
+  if (torch_cache.module) return &torch_cache;
+  Ref mod;
+  {
+    Ref name(PyUnicode_FromString("torch"));
+    if (!name) return nullptr;
+    mod.reset(PyImport_GetModule(name.get()));
+    if (!mod) {
+      if (PyErr_Occurred()) return nullptr;
+      if (!import_it) return nullptr;
+      mod.reset(PyImport_Import(name.get()));
+      if (!mod) return nullptr;
+    }
+  }
+  Ref c(PyObject_GetAttrString(mod.get(), "_C"));
+  if (!c) return nullptr;
+  Torch t;
+  t.from_dlpack = PyObject_GetAttrString(c.get(), "_from_dlpack");
+  t.to_dlpack = PyObject_GetAttrString(c.get(), "_to_dlpack");
+  t.raw_stream = PyObject_GetAttrString(c.get(), "_cuda_getCurrentRawStream");
+  t.get_device = PyObject_GetAttrString(c.get(), "_cuda_getDevice");
+  t.tensor_type = PyObject_GetAttrString(mod.get(), "Tensor");
+  PyErr_Clear();  // a torch without one of them: the paths that need it fall back to Python
+  t.module = mod.release();
+  torch_cache = t;
+  return &torch_cache;
+}
+
+}  // namespace cudaipc_py
+
+extern "C" PyMODINIT_FUNC PyInit__native(void) {
+  using namespace cudaipc_py;
+  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType})
+    if (PyType_Ready(t) < 0) return nullptr;
+  Ref m(PyModule_Create(&module_def));
+  if (!m) return nullptr;
+  Ref failed(PyErr_NewException("cudaipc._native.CapsuleFailed", nullptr, nullptr));
+  if (!failed) return nullptr;
+  package.capsule_failed = failed.get();
+  Py_INCREF(package.capsule_failed);  // the core raises it for as long as the process lives
+  if (PyModule_AddObject(m.get(), "CapsuleFailed", failed.get()) < 0) return nullptr;
+  failed.release();
+  for (auto [name, type] : {std::pair<const char*, PyTypeObject*>{"Frame", &FrameType},
+                            {"Request", &RequestType},
+                            {"Server", &ServerType}}) {
+    Py_INCREF(type);
+    if (PyModule_AddObject(m.get(), name, reinterpret_cast<PyObject*>(type)) < 0) {
+      Py_DECREF(type);
+      return nullptr;
+    }
+  }
+  cudaipc_capsule_api api{};
+  api.capsule_new = capsule_new;
+  api.capsule_get_pointer = capsule_get_pointer;
+  api.capsule_get_name = capsule_get_name;
+  api.capsule_set_name = capsule_set_name;
+  api.set_error = set_error;
+  api.error_type = package.capsule_failed;
+  api.save_thread = save_thread;
+  api.restore_thread = restore_thread;
+  if (int rc = cudaipc_set_capsule_api(&api)) return fail(rc, "installing the capsule functions");
+  return m.release();
+}

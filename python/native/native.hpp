@@ -1,0 +1,131 @@
+// The package's compiled binding (issue #39): the per-frame calls of cudaipc's Python API in C, over
+// the core's C API (cudaipc.h), in the same shared object as the core itself. Everything a model
+// loop or a reader calls per frame is here; the rest of the package is Python over these types.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstdint>
+
+#include "cudaipc/cudaipc.h"
+
+namespace cudaipc_py {
+
+// An owned reference: the binding's RAII for PyObject*.
+class Ref {
+ public:
+  Ref() = default;
+  explicit Ref(PyObject* p) : p_(p) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  Ref(Ref&& o) noexcept : p_(o.release()) {}
+  Ref& operator=(Ref&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  ~Ref() { Py_XDECREF(p_); }
+  PyObject* get() const { return p_; }
+  PyObject* release() {
+    PyObject* p = p_;
+    p_ = nullptr;
+    return p;
+  }
+  void reset(PyObject* p = nullptr) {
+    PyObject* old = p_;
+    p_ = p;
+    Py_XDECREF(old);
+  }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  PyObject* p_ = nullptr;
+};
+
+// A frame handed out (Frame's base): the handle and what the frame says, in C.
+struct FrameObject {
+  PyObject_HEAD cudaipc_frame* h;  // NULL once released
+  uint64_t seq, size, pts, dts, duration, publish_time;
+  uintptr_t data;
+  uint32_t flags, tensor_id;
+  int32_t device;  // -1: host memory
+  PyObject* shared;  // the Python _Shared of its format
+  PyObject* metas;   // decoded metas, or NULL
+  PyObject* weakrefs;
+};
+
+// A request of a server (Request's base): its frame, its pipeline and the server.
+struct RequestObject {
+  PyObject_HEAD PyObject* frame;  // a FrameObject
+  uint32_t pipeline;
+  PyObject* server;  // a ServerObject
+  PyObject* weakrefs;
+};
+
+struct ReplyScratch;  // results.cpp
+
+// The server's C side (Server's base): the handle, the batch's views and the reply's scratch.
+struct ServerObject {
+  PyObject_HEAD cudaipc_server* h;
+  cudaipc_request_view* views;  // room for kMaxBatch
+  ReplyScratch* scratch;
+  PyObject* shared;  // dict: pipeline -> _Shared
+  PyObject* dict;    // the Python subclass's attributes
+  PyObject* weakrefs;
+};
+
+constexpr uint32_t kMaxBatch = 1024;
+constexpr uint64_t kNoTime = ~uint64_t{0};
+constexpr uintptr_t kStreamLegacy = 1;  // CU_STREAM_LEGACY
+
+extern PyTypeObject FrameType;
+extern PyTypeObject RequestType;
+extern PyTypeObject ServerType;
+
+// Set by configure(): the Python classes made from the bases, and the package's helpers.
+struct Package {
+  PyTypeObject* frame = nullptr;    // cudaipc.Frame
+  PyTypeObject* request = nullptr;  // cudaipc.Request
+  PyObject* from_code = nullptr;    // _errors.from_code(code, message) -> exception
+  PyObject* stream_handle = nullptr;  // _cuda.stream_handle(obj) -> int
+  PyObject* closed_error = nullptr;   // cudaipc.ClosedError
+  PyObject* capsule_failed = nullptr;  // what the core's capsule calls raise
+};
+extern Package package;
+
+// Raises the package's exception for a C API status, with the core's message after `context`.
+// Returns NULL for `return fail(...)`.
+PyObject* fail(int status, const char* context);
+// Raises cudaipc.ClosedError with a message.
+PyObject* closed(const char* format, ...);
+// A CUstream from a DLPack-style argument: None -> legacy, int (not 0; -1 -> no ordering), or an
+// object with cuda_stream/ptr. Returns false with an exception set.
+bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags);
+
+// A frame object of the package's Frame class from a view, sharing `shared`.
+PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
+// frame.release(stream) in C.
+PyObject* frame_release(FrameObject* f, PyObject* stream);
+PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);
+PyObject* frame_torch(FrameObject* f, PyObject* stream);
+PyObject* frame_dlpack_device(FrameObject* f);
+
+// results.cpp: a reply's results in C. Returns 1 when answered (or an exception set: -1), 0 when
+// the results are not of the forms the binding takes (the Python path answers them).
+int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* detections,
+               PyObject* meta, PyObject* label_names, bool* sent);
+void scratch_free(ReplyScratch* s);
+
+// torch's functions the binding calls, looked up once torch is imported.
+struct Torch {
+  PyObject* module = nullptr;
+  PyObject* from_dlpack = nullptr;   // torch._C._from_dlpack
+  PyObject* to_dlpack = nullptr;     // torch._C._to_dlpack
+  PyObject* raw_stream = nullptr;    // torch._C._cuda_getCurrentRawStream
+  PyObject* get_device = nullptr;    // torch._C._cuda_getDevice
+  PyObject* tensor_type = nullptr;   // torch.Tensor
+};
+// torch's functions, or NULL when torch is not imported (import_it: import it then).
+const Torch* torch_api(bool import_it);
+
+}  // namespace cudaipc_py

@@ -1,0 +1,368 @@
+// Server's and Request's bases: a batch of requests taken in one call, and a request's reply.
+#include <cstdio>
+
+#include "native.hpp"
+
+#include <structmember.h>
+
+namespace cudaipc_py {
+
+namespace {
+
+ServerObject* as_server(PyObject* o) { return reinterpret_cast<ServerObject*>(o); }
+RequestObject* as_request(PyObject* o) { return reinterpret_cast<RequestObject*>(o); }
+
+// ---- Server ---------------------------------------------------------------------------------
+
+PyObject* server_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* o = type->tp_alloc(type, 0);
+  if (!o) return nullptr;
+  ServerObject* s = as_server(o);
+  s->views = static_cast<cudaipc_request_view*>(
+      PyMem_Calloc(kMaxBatch, sizeof(cudaipc_request_view)));
+  if (!s->views) {
+    Py_DECREF(o);
+    return PyErr_NoMemory();
+  }
+  return o;
+}
+
+int server_traverse(PyObject* o, visitproc visit, void* arg) {
+  Py_VISIT(as_server(o)->shared);
+  Py_VISIT(as_server(o)->dict);
+  return 0;
+}
+
+int server_clear(PyObject* o) {
+  Py_CLEAR(as_server(o)->shared);
+  Py_CLEAR(as_server(o)->dict);
+  return 0;
+}
+
+void server_dealloc(PyObject* o) {
+  ServerObject* s = as_server(o);
+  PyObject_GC_UnTrack(o);
+  // The Python subclass's __del__ closes the server; a handle left here (its __init__ failed
+  // after opening) is freed so it does not outlive the object.
+  if (s->weakrefs) PyObject_ClearWeakRefs(o);
+  if (s->h) {
+    cudaipc_server_free(s->h);
+    s->h = nullptr;
+  }
+  scratch_free(s->scratch);
+  s->scratch = nullptr;
+  PyMem_Free(s->views);
+  s->views = nullptr;
+  server_clear(o);
+  // A static base: the subclass's deallocator (CPython's subtype_dealloc) drops the type's
+  // reference itself.
+  Py_TYPE(o)->tp_free(o);
+}
+
+PyObject* server_get_h(PyObject* o, void*) {
+  ServerObject* s = as_server(o);
+  if (!s->h) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(s->h);
+}
+
+// `server._h = handle` once opened; `= None` when closing (the caller frees the handle).
+int server_set_h(PyObject* o, PyObject* v, void*) {
+  ServerObject* s = as_server(o);
+  if (!v || v == Py_None) {
+    s->h = nullptr;
+    return 0;
+  }
+  void* p = PyLong_AsVoidPtr(v);
+  if (!p && PyErr_Occurred()) return -1;
+  s->h = static_cast<cudaipc_server*>(p);
+  return 0;
+}
+
+PyGetSetDef server_getset[] = {
+    {"_h", server_get_h, server_set_h, "the core's server while open, else None", nullptr},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef server_members[] = {
+    {"_shared", T_OBJECT, offsetof(ServerObject, shared), 0, "pipeline -> its frames' _Shared"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyObject* request_new(PyObject* frame, uint32_t pipeline, PyObject* server) {
+  PyTypeObject* type = package.request ? package.request : &RequestType;
+  PyObject* o = type->tp_alloc(type, 0);
+  if (!o) return nullptr;
+  RequestObject* r = as_request(o);
+  Py_INCREF(frame);
+  r->frame = frame;
+  r->pipeline = pipeline;
+  Py_INCREF(server);
+  r->server = server;
+  return o;
+}
+
+// The shared description of a pipeline's frames for this view, or made by the Python side
+// (_describe) once per format.
+PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view& v) {
+  Ref key(PyLong_FromUnsignedLong(v.pipeline));
+  if (!key) return nullptr;
+  PyObject* shared = s->shared ? PyDict_GetItemWithError(s->shared, key.get()) : nullptr;
+  if (!shared && PyErr_Occurred()) return nullptr;
+  if (shared) {
+    Ref tid(PyObject_GetAttrString(shared, "tensor_id"));
+    Ref dev(tid ? PyObject_GetAttrString(shared, "device_id") : nullptr);
+    if (!dev) return nullptr;
+    long t = PyLong_AsLong(tid.get()), d = PyLong_AsLong(dev.get());
+    if (PyErr_Occurred()) return nullptr;
+    if (t == long(v.frame.tensor_id) && d == long(v.frame.cuda_device)) {
+      Py_INCREF(shared);
+      return shared;
+    }
+  }
+  return PyObject_CallMethod(self, "_describe", "kNkl", (unsigned long)v.pipeline,
+                             PyLong_FromVoidPtr(v.frame.frame), (unsigned long)v.frame.tensor_id,
+                             (long)v.frame.cuda_device);
+}
+
+// _take(max_batch, max_delay_ns, timeout_ns): cudaipc_server_batch, each request made a Request
+// (each owns its lease from then on, even when the call failed part-way); a failure is raised by
+// _batch_failed(status), the pipelines' events said by _say_events().
+PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  ServerObject* s = as_server(self);
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "_take takes 3 arguments");
+    return nullptr;
+  }
+  unsigned long max_batch = PyLong_AsUnsignedLong(args[0]);
+  uint64_t delay = PyLong_AsUnsignedLongLong(args[1]);
+  uint64_t timeout = PyLong_AsUnsignedLongLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  if (max_batch < 1 || max_batch > kMaxBatch) {
+    PyErr_Format(PyExc_ValueError, "a batch of %lu requests (1..%u)", max_batch, kMaxBatch);
+    return nullptr;
+  }
+  if (!s->h) return PyObject_CallMethod(self, "_handle", nullptr);  // raises ClosedError
+  uint32_t count = 0, events = 0;
+  int rc;
+  cudaipc_server* h = s->h;
+  cudaipc_request_view* views = s->views;
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_server_batch(h, uint32_t(max_batch), delay, timeout, views,
+                                                   &count, &events);
+  Py_END_ALLOW_THREADS
+  if (count > max_batch) count = uint32_t(max_batch);
+  Ref out(PyList_New(count));
+  uint32_t made = 0;
+  if (out) {
+    for (; made < count; ++made) {
+      const cudaipc_request_view& v = views[made];
+      Ref shared(shared_for(s, self, v));
+      if (!shared) break;
+      Ref frame(frame_new(v.frame, shared.get()));
+      if (!frame) {
+        ++made;  // frame_new released it
+        break;
+      }
+      PyObject* req = request_new(frame.get(), v.pipeline, self);
+      if (!req) {
+        ++made;  // the frame object releases it
+        break;
+      }
+      PyList_SET_ITEM(out.get(), made, req);
+    }
+  }
+  if (made < count || !out) {
+    for (uint32_t i = made; i < count; ++i) cudaipc_frame_release(views[i].frame.frame);
+    return nullptr;
+  }
+  if (rc) {
+    Ref r(PyObject_CallMethod(self, "_batch_failed", "i", rc));
+    if (!r) return nullptr;
+  }
+  if (events) {
+    Ref r(PyObject_CallMethod(self, "_say_events", nullptr));
+    if (!r) return nullptr;
+  }
+  return out.release();
+}
+
+PyMethodDef server_methods[] = {
+    {"_take", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_take)), METH_FASTCALL,
+     "_take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch"},
+    {nullptr, nullptr, 0, nullptr}};
+
+// ---- Request --------------------------------------------------------------------------------
+
+int request_traverse(PyObject* o, visitproc visit, void* arg) {
+  Py_VISIT(as_request(o)->frame);
+  Py_VISIT(as_request(o)->server);
+  return 0;
+}
+
+int request_clear(PyObject* o) {
+  Py_CLEAR(as_request(o)->frame);
+  Py_CLEAR(as_request(o)->server);
+  return 0;
+}
+
+void request_dealloc(PyObject* o) {
+  PyObject_GC_UnTrack(o);
+  if (as_request(o)->weakrefs) PyObject_ClearWeakRefs(o);
+  request_clear(o);
+  // A static base: the subclass's deallocator (CPython's subtype_dealloc) drops the type's
+  // reference itself.
+  Py_TYPE(o)->tp_free(o);
+}
+
+PyMemberDef request_members[] = {
+    {"frame", T_OBJECT_EX, offsetof(RequestObject, frame), READONLY,
+     "The request's cudaipc.Frame (its metas, pts, ...)"},
+    {"pipeline", T_UINT, offsetof(RequestObject, pipeline), READONLY,
+     "The number of the pipeline that sent it, in this server"},
+    {"_server", T_OBJECT_EX, offsetof(RequestObject, server), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+FrameObject* frame_of(PyObject* self) {
+  return reinterpret_cast<FrameObject*>(as_request(self)->frame);
+}
+
+PyObject* r_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  PyObject* f = as_request(self)->frame;
+  Ref name(PyUnicode_FromString("__dlpack__"));
+  if (!name) return nullptr;
+  // The frame's own method (C): the request's export is its frame's.
+  PyObject* stack[8];
+  Py_ssize_t total = nargs + (kw ? PyTuple_GET_SIZE(kw) : 0);
+  if (total > 7) {
+    PyErr_SetString(PyExc_TypeError, "__dlpack__ takes at most 4 arguments");
+    return nullptr;
+  }
+  stack[0] = f;
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+  return PyObject_VectorcallMethod(name.get(), stack, size_t(nargs + 1), kw);
+}
+
+PyObject* r_dlpack_device(PyObject* self, PyObject*) { return frame_dlpack_device(frame_of(self)); }
+
+PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  PyObject* stream = nargs > 0 ? args[0] : Py_None;
+  if (nargs > 1 || (kw && (PyTuple_GET_SIZE(kw) != 1 || nargs ||
+                           PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, 0), "stream")))) {
+    PyErr_SetString(PyExc_TypeError, "torch() takes one argument, stream");
+    return nullptr;
+  }
+  if (kw) stream = args[0];
+  return frame_torch(frame_of(self), stream);
+}
+
+// reply(*, stream, tensors, detections, classifications, tracks, relations, meta, metas,
+// label_names): the common answers (detections as NumPy arrays or torch CUDA tensors, a dict of
+// plain fields) in C; any other goes to the Python path, _reply_py, with the same arguments.
+PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream",    "tensors", "detections", "classifications",
+                                      "tracks",    "relations", "meta",     "metas",
+                                      "label_names"};
+  PyObject* a[9];
+  for (auto& x : a) x = Py_None;
+  bool simple = nargs == 0;
+  if (simple && kw) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kw); ++k) {
+      PyObject* key = PyTuple_GET_ITEM(kw, k);
+      size_t i = 0;
+      for (; i < 9; ++i)
+        if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
+      if (i == 9) {
+        simple = false;
+        break;
+      }
+      a[i] = args[k];
+    }
+  }
+  RequestObject* r = as_request(self);
+  if (simple && a[1] == Py_None && a[3] == Py_None && a[4] == Py_None && a[5] == Py_None &&
+      a[7] == Py_None && PyObject_TypeCheck(r->server, &ServerType) && frame_of(self)->h) {
+    bool sent = true;
+    int done = reply_fast(as_server(r->server), r, a[0], a[2], a[6], a[8], &sent);
+    if (done < 0) return nullptr;
+    if (done > 0) return PyBool_FromLong(sent);
+  }
+  Ref name(PyUnicode_FromString("_reply_py"));
+  if (!name) return nullptr;
+  PyObject* stack[16];
+  Py_ssize_t total = nargs + (kw ? PyTuple_GET_SIZE(kw) : 0);
+  if (total > 15) {
+    PyErr_SetString(PyExc_TypeError, "reply() takes 9 keyword arguments at most");
+    return nullptr;
+  }
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+  return PyObject_VectorcallMethod(name.get(), stack, size_t(nargs + 1), kw);
+}
+
+#define FASTCALL_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f))
+
+PyMethodDef request_methods[] = {
+    {"__dlpack__", FASTCALL_KW(r_dlpack), METH_FASTCALL | METH_KEYWORDS,
+     "The frame's DLPack export (Frame.__dlpack__)"},
+    {"__dlpack_device__", r_dlpack_device, METH_NOARGS, "(device type, device id) of DLPack"},
+    {"torch", FASTCALL_KW(r_torch), METH_FASTCALL | METH_KEYWORDS,
+     "torch(stream=None): the frame as a torch tensor (Frame.torch)"},
+    {"reply", FASTCALL_KW(r_reply), METH_FASTCALL | METH_KEYWORDS,
+     "reply(*, stream=None, tensors=None, detections=None, classifications=None, tracks=None, "
+     "relations=None, meta=None, metas=None, label_names=None) -> bool: Sends the frame's "
+     "results (the meta keywords of :meth:`Producer.publish`) and releases the frame, after the "
+     "work queued on `stream` so far when one is given (CUDA: no CPU wait; tensors of a torch "
+     "stream are ordered on it as they are exported). Detections that are torch tensors on the "
+     "GPU (boxes, scores, integer labels, rotation) are not waited for: their addresses go to "
+     "the core in one call (no torch op here), which copies them to page-locked memory on "
+     "`stream` (default: torch's current stream) and sends the reply once that stream has run "
+     "the copies, so the model's thread goes on at once; other results on the GPU are copied to "
+     "the host here. Never waits for the filter: a reply it has no room for is sent later, in "
+     "order, by the core. Returns False when the reply was given up at once (the filter holds "
+     "every reply slot and more replies wait for it: it is gone or stuck), or the request's "
+     "pipeline has left (its reply channel is closed; results left on the GPU are queued first, "
+     "then counted lost in ``replies_lost``)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PyTypeObject ServerType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  // CPython's static type head; every other slot is zero until set below.
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.Server";
+  t.tp_basicsize = sizeof(ServerObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "A server's handle and batch (cudaipc.Server's base)";
+  t.tp_new = server_new;
+  t.tp_traverse = server_traverse;
+  t.tp_clear = server_clear;
+  t.tp_dealloc = server_dealloc;
+  t.tp_dictoffset = offsetof(ServerObject, dict);
+  t.tp_weaklistoffset = offsetof(ServerObject, weakrefs);
+  t.tp_methods = server_methods;
+  t.tp_members = server_members;
+  t.tp_getset = server_getset;
+  return t;
+}();
+
+PyTypeObject RequestType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  // CPython's static type head; every other slot is zero until set below.
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.Request";
+  t.tp_basicsize = sizeof(RequestObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "A request's frame, pipeline and server (cudaipc.Request's base)";
+  t.tp_traverse = request_traverse;
+  t.tp_clear = request_clear;
+  t.tp_dealloc = request_dealloc;
+  t.tp_weaklistoffset = offsetof(RequestObject, weakrefs);
+  t.tp_methods = request_methods;
+  t.tp_members = request_members;
+  return t;
+}();
+
+}  // namespace cudaipc_py
