@@ -23,8 +23,8 @@ packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev
   # the GStreamer plugin, its tests and the demo (Debian 12: 1.22, Ubuntu 24.04: 1.24)
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libgstreamer-plugins-bad1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad
-  # the Python package's virtualenv (the rest comes from PyPI into it)
-  python3-venv
+  # the Python package's virtualenv and its compiled binding's headers (the rest comes from PyPI)
+  python3-venv python3-dev
   # PyGObject applications that embed the elements (tests/gst/embedded, docs/python.md)
   python3-gi python3-gst-1.0 gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0)
 

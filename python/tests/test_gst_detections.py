@@ -57,7 +57,6 @@ def app_env(tmp_path) -> Tuple[str, Dict[str, str], Tuple[int, int]]:
     site.mkdir()
     (site / "cudaipc").symlink_to(os.path.dirname(cudaipc.__file__))
     env["PYTHONPATH"] = str(site)
-    env["CUDAIPC_LIBRARY"] = _lib.lib._name
     r = subprocess.run([python, "-c", PROBE], env=env, capture_output=True, text=True)
     if r.returncode != 0:
         why = (r.stderr.strip().splitlines() or ["?"])[-1]

@@ -345,12 +345,14 @@ class Env:
                                "kmssink", "waylandsink", "fbdevsink", "vulkansink"))
         env["TMPDIR"] = self.tmp
         # The package as pip installed it where python3 has it, else this checkout's sources
-        # with the build's library.
+        # with the build's compiled binding.
         if subprocess.run(["python3", "-c", "import cudaipc"], env=env, capture_output=True,
                           cwd=self.tmp).returncode != 0:
             env["PYTHONPATH"] = os.path.join(root, "python") + (
                 ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            env["CUDAIPC_LIBRARY"] = os.path.join(build, "core", "libcudaipc.so")
+            native = glob.glob(os.path.join(build, "python", "native", "_native*.so"))
+            if native:
+                env["CUDAIPC_NATIVE"] = native[0]
         self.env = env
         self.procs: List[subprocess.Popen] = []
 

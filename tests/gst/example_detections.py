@@ -16,6 +16,7 @@ is used. Exit 77 (skipped, with the reason) without numpy."""
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 import re
@@ -43,7 +44,11 @@ def model_env(python: str, src: str, build: str):
         return env
     env["PYTHONPATH"] = os.path.join(src, "python") + (
         ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["CUDAIPC_LIBRARY"] = os.path.join(build, "core", "libcudaipc.so")
+    # The build's compiled binding (made where Python's headers are: python/native/meson.build).
+    native = glob.glob(os.path.join(build, "python", "native", "_native*.so"))
+    if not native:
+        return None
+    env["CUDAIPC_NATIVE"] = native[0]
     if subprocess.run(probe, env=env, capture_output=True).returncode == 0:
         return env
     return None
