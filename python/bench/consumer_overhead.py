@@ -168,6 +168,30 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 _lib.lib.cudaipc_frame_release(ev.frame)
 
             rows.append(("C API via ctypes (next, release)", timed(args.frames, bare)))
+
+            def plain() -> None:
+                c.next().release()
+
+            rows.append(("package next -> release (the binding)", timed(args.frames, plain)))
+            if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
+                import torch
+
+                def own() -> None:
+                    f = c.next()
+                    t = f.torch()
+                    del t
+                    f.release()
+
+                rows.append(("next -> frame.torch() -> release", timed(args.frames, own)))
+                resident = torch.zeros(1080 * 1920 * 4, dtype=torch.uint8, device="cuda")
+                to_dlpack = torch.utils.dlpack.to_dlpack
+
+                def torch_alone() -> None:
+                    t = torch.from_dlpack(to_dlpack(resident))
+                    del t
+
+                rows.append(("torch's own: from_dlpack(to_dlpack(resident)), no channel",
+                             timed(args.frames, torch_alone)))
             for name, to_tensor in importers:
                 def one(to_tensor=to_tensor) -> None:
                     f = c.next()
@@ -187,7 +211,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     print(f"consumer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row")
     show("C++ consumer next -> release", native)
     for label, row in rows:
-        show(label, row, None if label.startswith("C API") else native)
+        show(label, row, None if label.startswith(("C API", "torch's own")) else native)
 
 
 def producer_rows(args, ctx, cxx_producer) -> None:

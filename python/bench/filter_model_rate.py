@@ -61,21 +61,34 @@ def make_model(width: int, gpu_results: bool = False):
     one = torch.ones(1, dtype=torch.float32, device="cuda")
 
     @torch.inference_mode()
-    def detect(frame):
-        """frame: a CUDA uint8 tensor whose first rows are the luma plane (a request's NV12 frame
-        exports its luma plane)."""
+    def launch(frame):
+        """Queues the network on `frame` (a CUDA uint8 tensor whose first rows are the luma plane:
+        a request's NV12 frame exports its luma plane) and returns its answer still on the GPU:
+        the hottest cell's index, or with `gpu_results` the detections as tensors."""
         luma = frame[:HEIGHT].reshape(1, 1, HEIGHT, WIDTH)
         heat = net(luma.to(torch.float16).mul_(1 / 255))[0, 0]
+        cell = heat.flatten().argmax()
         if gpu_results:
-            cell = heat.flatten().argmax()
             y = torch.div(cell, heat.shape[1], rounding_mode="floor")
             x = cell - y * heat.shape[1]
             box = torch.stack([x, y, x + 1, y + 1]).to(torch.float32).mul_(scale).reshape(1, 4)
             return {"boxes": box, "labels": zero, "scores": one}
-        cell = int(heat.argmax())  # the CPU waits for the answer here
-        y, x = divmod(cell, heat.shape[1])
+        return cell, heat.shape[1]
+
+    def finish(answer):
+        """The answer as the CPU reads it: a box (the CPU waits for the GPU here), or the GPU
+        results as they are."""
+        if gpu_results:
+            return answer
+        cell, cols = answer
+        y, x = divmod(int(cell), cols)
         return [x * scale, y * scale, (x + 1) * scale, (y + 1) * scale]
 
+    def detect(frame):
+        return finish(launch(frame))
+
+    detect.launch = launch
+    detect.finish = finish
     return detect
 
 
@@ -142,14 +155,23 @@ class Tracer:
         print(f"trace: {self.path}", flush=True)
 
 
-def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "") -> float:
+def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "",
+          overlap: bool = False) -> float:
     import torch
 
     detect = make_model(width, gpu_results)
     frame = torch.randint(0, 256, (HEIGHT * 3 // 2, WIDTH), dtype=torch.uint8, device="cuda")
     host = torch.empty((1, 4), dtype=torch.float32, pin_memory=True)
+    pending = []
 
     def step():
+        if overlap and not gpu_results:
+            # The loop the docs teach for an answer the CPU reads: the next frame's network is
+            # queued before the CPU waits for the previous frame's answer.
+            pending.append(detect.launch(frame))
+            if len(pending) > 1:
+                answer(detect.finish(pending.pop(0)))
+            return
         r = answer(detect(frame))
         if gpu_results:  # the results reach the host as a reply's do, without a CPU wait
             host.copy_(r["boxes"], non_blocking=True)
@@ -178,7 +200,7 @@ def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "") -
 
 
 def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
-          trace: str = "") -> None:
+          trace: str = "", overlap: bool = False) -> None:
     """Serves the filter; every 500 requests it writes where a request's time went (p50 us per
     step) to `steps_file`, when given."""
     import cudaipc
@@ -202,16 +224,31 @@ def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
     with cudaipc.Server(path) as server:
         print("serving", flush=True)
         try:
-            serve_loop(server, detect, tracer, steps, steps_file)
+            if overlap and not gpu_results:
+                serve_overlapped(server, detect, steps, steps_file)
+            else:
+                serve_loop(server, detect, tracer, steps, steps_file)
         except Ended:
             pass
     tracer.stop()
 
 
-def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
+def write_steps(steps: list, steps_file: str, names: str) -> None:
     import numpy as np
+
+    if steps_file and len(steps) % 500 == 0:
+        p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
+        with open(steps_file, "w") as f:
+            f.write(f"| model process, p50 us | {names} |\n|---|---|---|---|---|---|\n")
+            f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50) + " |\n")
+
+
+def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
+    """next -> tensor -> model -> reply, one request at a time (the model's answer read on the
+    CPU, or left on the GPU for reply())."""
     import torch
 
+    stream = torch.cuda.current_stream()  # the model's stream: the replies go after its work
     while True:
         tracer.frame()
         t0 = time.perf_counter()
@@ -221,8 +258,8 @@ def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
             break
         t1 = time.perf_counter()
         with tracer.step("frame"):
-            with tracer.step("from_dlpack"):
-                frame = torch.from_dlpack(req)
+            with tracer.step("tensor"):
+                frame = req.torch()
             t2 = time.perf_counter()
             with tracer.step("model"):
                 box = detect(frame)
@@ -230,16 +267,53 @@ def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
                 result = answer(box)
             t4 = time.perf_counter()
             with tracer.step("reply"):
-                req.reply(stream=torch.cuda.current_stream(), meta={"pts": req.frame.pts},
-                          detections=result, label_names=["object"])
+                req.reply(stream=stream, meta={"pts": req.frame.pts}, detections=result,
+                          label_names=["object"])
         steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
-        if steps_file and len(steps) % 500 == 0:
-            p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
-            with open(steps_file, "w") as f:
-                f.write("| model process, p50 us | next() | from_dlpack | model | its result "
-                        "arrays | reply |\n|---|---|---|---|---|---|\n")
-                f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50)
-                        + " |\n")
+        write_steps(steps, steps_file, "next() | tensor | model | its result arrays | reply")
+
+
+def serve_overlapped(server, detect, steps: list, steps_file: str) -> None:
+    """The loop docs/python.md teaches for a model whose answer the CPU reads: request N+1 is taken
+    and its network queued before the CPU waits for request N's answer, so the GPU always has the
+    next frame's work while the CPU replies."""
+    import torch
+
+    stream = torch.cuda.current_stream()
+    prev = None
+
+    def answer_prev():
+        preq, pqueued = prev
+        result = answer(detect.finish(pqueued))
+        preq.reply(stream=stream, meta={"pts": preq.frame.pts}, detections=result,
+                   label_names=["object"])
+
+    while True:
+        t0 = time.perf_counter()
+        req = server.next(0)
+        if req is None and prev is not None:
+            answer_prev()  # nothing waits: the answer is not held back for the next request
+            prev = None
+        if req is None:
+            req = server.next()
+        if req is None:
+            break
+        t1 = time.perf_counter()
+        frame = req.torch()
+        t2 = time.perf_counter()
+        queued = detect.launch(frame)
+        t3 = time.perf_counter()
+        t4 = t3
+        if prev is not None:
+            preq, pqueued = prev
+            result = answer(detect.finish(pqueued))
+            t4 = time.perf_counter()
+            preq.reply(stream=stream, meta={"pts": preq.frame.pts}, detections=result,
+                       label_names=["object"])
+        prev = (req, queued)
+        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
+        write_steps(steps, steps_file,
+                    "next() | tensor | model queued | the previous answer (CPU waits) | reply")
 
 
 def main() -> None:
@@ -257,6 +331,9 @@ def main() -> None:
                     help="frames made in the pipeline, into the filter's slots: cudaupload "
                          "(videotestsrc ! cudaupload) or a gst-launch fragment (the bench's "
                          "--upstream; it must make --frames frames)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="answers read on the CPU: the next request's network is queued before "
+                         "the CPU waits for the previous answer (both sides of the ratio)")
     ap.add_argument("--trace", metavar="DIR", default="",
                     help="record both sides with torch.profiler into DIR (timeline.py reads them)")
     ap.add_argument("--python", default=sys.executable,
@@ -267,7 +344,8 @@ def main() -> None:
         serve(args.serve, int(os.environ.get("CUDAIPC_FILTER_MODEL_WIDTH", args.width)),
               os.environ.get("CUDAIPC_FILTER_MODEL_STEPS", ""),
               os.environ.get("CUDAIPC_FILTER_MODEL_GPU") == "1",
-              os.environ.get("CUDAIPC_FILTER_MODEL_TRACE", ""))
+              os.environ.get("CUDAIPC_FILTER_MODEL_TRACE", ""),
+              os.environ.get("CUDAIPC_FILTER_MODEL_OVERLAP") == "1")
         return
     if not args.filter_bench:
         ap.error("--filter-bench is needed")
@@ -278,14 +356,15 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("SKIP: torch sees no CUDA GPU")
 
-    tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + ("-up" if args.upstream else "") + \
+    tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + \
+        ("-overlap" if args.overlap else "") + ("-up" if args.upstream else "") + \
         (f"-{re.sub('[^A-Za-z0-9]+', '-', args.label)}" if args.label else "")
     traces = {}
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
         traces = {k: os.path.join(os.path.abspath(args.trace), f"{k}-{tag}.json.gz")
                   for k in ("alone", "served")}
-    own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""))
+    own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""), args.overlap)
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
     upstream = args.upstream
     if upstream == "cudaupload":
@@ -300,6 +379,7 @@ def main() -> None:
         env=dict(os.environ, CUDAIPC_FILTER_MODEL_STEPS=steps.name,
                  CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
                  CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0",
+                 CUDAIPC_FILTER_MODEL_OVERLAP="1" if args.overlap else "0",
                  CUDAIPC_FILTER_MODEL_TRACE=traces.get("served", "")))
     sys.stdout.write(out.stdout)
     with open(steps.name) as f:
@@ -311,12 +391,13 @@ def main() -> None:
         sys.exit("no Python model row in the filter bench's output")
     through = float(m.group(1))
     # The machine may have changed meanwhile: the better of both sides of the run.
-    again = alone(args.frames, args.width, args.gpu_results)
+    again = alone(args.frames, args.width, args.gpu_results, overlap=args.overlap)
     own = max(own, again)
     print(f"\n| model | frames/s alone (best of 2) | frames/s through cudaipcfilter "
           f"(max-inflight={args.inflight}) | ratio |")
     print("|---|---|---|---|")
     label = (", results on the GPU" if args.gpu_results else "") + \
+        (", overlapped loop" if args.overlap else "") + \
         (f", from {args.upstream.split(' ')[0]} into the filter's slots" if args.upstream else "") + \
         (f", {args.label}" if args.label else "")
     print(f"| conv heat-map detector x{args.width}, 1080p fp16{label} | {own:.0f} | "

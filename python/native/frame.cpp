@@ -8,7 +8,9 @@ namespace cudaipc_py {
 
 namespace {
 
-FrameObject* as_frame(PyObject* o) { return reinterpret_cast<FrameObject*>(o); }
+FrameObject* as_frame(PyObject* o) {
+  return reinterpret_cast<FrameObject*>(o);
+}
 
 int frame_traverse(PyObject* o, visitproc visit, void* arg) {
   FrameObject* f = as_frame(o);
@@ -59,34 +61,57 @@ int set_h(PyObject* o, PyObject* v, void*) {
   return 0;
 }
 
-PyObject* get_seq(PyObject* o, void*) { return PyLong_FromUnsignedLongLong(as_frame(o)->seq); }
-PyObject* get_pts(PyObject* o, void*) { return time_or_none(as_frame(o)->pts); }
-PyObject* get_dts(PyObject* o, void*) { return time_or_none(as_frame(o)->dts); }
-PyObject* get_duration(PyObject* o, void*) { return time_or_none(as_frame(o)->duration); }
-PyObject* get_flags(PyObject* o, void*) { return PyLong_FromUnsignedLong(as_frame(o)->flags); }
+PyObject* get_seq(PyObject* o, void*) {
+  return PyLong_FromUnsignedLongLong(as_frame(o)->seq);
+}
+PyObject* get_pts(PyObject* o, void*) {
+  return time_or_none(as_frame(o)->pts);
+}
+PyObject* get_dts(PyObject* o, void*) {
+  return time_or_none(as_frame(o)->dts);
+}
+PyObject* get_duration(PyObject* o, void*) {
+  return time_or_none(as_frame(o)->duration);
+}
+PyObject* get_flags(PyObject* o, void*) {
+  return PyLong_FromUnsignedLong(as_frame(o)->flags);
+}
 PyObject* get_publish_time(PyObject* o, void*) {
   return PyLong_FromUnsignedLongLong(as_frame(o)->publish_time);
 }
-PyObject* get_nbytes(PyObject* o, void*) { return PyLong_FromUnsignedLongLong(as_frame(o)->size); }
-PyObject* get_data_ptr(PyObject* o, void*) { return PyLong_FromSize_t(as_frame(o)->data); }
-PyObject* get_released(PyObject* o, void*) { return PyBool_FromLong(as_frame(o)->h == nullptr); }
-PyObject* get_device_id(PyObject* o, void*) { return PyLong_FromLong(as_frame(o)->device); }
+PyObject* get_nbytes(PyObject* o, void*) {
+  return PyLong_FromUnsignedLongLong(as_frame(o)->size);
+}
+PyObject* get_data_ptr(PyObject* o, void*) {
+  return PyLong_FromSize_t(as_frame(o)->data);
+}
+PyObject* get_released(PyObject* o, void*) {
+  return PyBool_FromLong(as_frame(o)->h == nullptr);
+}
+PyObject* get_device_id(PyObject* o, void*) {
+  return PyLong_FromLong(as_frame(o)->device);
+}
 PyObject* get_tensor_id(PyObject* o, void*) {
   return PyLong_FromUnsignedLong(as_frame(o)->tensor_id);
 }
 
 PyGetSetDef frame_getset[] = {
     {"_h", get_h, set_h, "the frame's handle while held, else None", nullptr},
-    {"seq", get_seq, nullptr, "The producer's frame number (1, 2, ...); a gap means frames were skipped.", nullptr},
-    {"pts", get_pts, nullptr, "Presentation time in ns, or None when the producer set none.", nullptr},
+    {"seq", get_seq, nullptr,
+     "The producer's frame number (1, 2, ...); a gap means frames were skipped.", nullptr},
+    {"pts", get_pts, nullptr, "Presentation time in ns, or None when the producer set none.",
+     nullptr},
     {"dts", get_dts, nullptr, "Decoding time in ns, or None.", nullptr},
     {"duration", get_duration, nullptr, "Duration in ns, or None.", nullptr},
     {"flags", get_flags, nullptr, "The frame's buffer flags as the producer set them.", nullptr},
     {"publish_time_ns", get_publish_time, nullptr,
      "The producer's time.monotonic_ns() at publish (same clock in every process).", nullptr},
-    {"nbytes", get_nbytes, nullptr, "Bytes the tensor spans from its first element (all planes, for video).", nullptr},
-    {"data_ptr", get_data_ptr, nullptr, "The first element: a host pointer, or a CUdeviceptr for CUDA channels.", nullptr},
-    {"released", get_released, nullptr, "Whether this frame's own hold was given back (tensors made from it keep theirs).", nullptr},
+    {"nbytes", get_nbytes, nullptr,
+     "Bytes the tensor spans from its first element (all planes, for video).", nullptr},
+    {"data_ptr", get_data_ptr, nullptr,
+     "The first element: a host pointer, or a CUdeviceptr for CUDA channels.", nullptr},
+    {"released", get_released, nullptr,
+     "Whether this frame's own hold was given back (tensors made from it keep theirs).", nullptr},
     {"_device_id", get_device_id, nullptr, "the CUDA ordinal, -1 for host memory", nullptr},
     {"_tensor_id", get_tensor_id, nullptr, "the tensor description's id", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
@@ -166,15 +191,17 @@ PyObject* m_dlpack(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObjec
                      "importing)",
                      int(f->device));
       else
-        PyErr_SetString(PyExc_BufferError,
-                        "the frame is on cpu; cudaipc exports it only there (copy after importing)");
+        PyErr_SetString(
+            PyExc_BufferError,
+            "the frame is on cpu; cudaipc exports it only there (copy after importing)");
       return nullptr;
     }
   }
   int copy = a[3] == Py_None ? 0 : PyObject_IsTrue(a[3]);
   if (copy < 0) return nullptr;
   if (copy) {
-    PyErr_SetString(PyExc_BufferError, "cudaipc exports frames without copying (copy=True refused)");
+    PyErr_SetString(PyExc_BufferError,
+                    "cudaipc exports frames without copying (copy=True refused)");
     return nullptr;
   }
   uint32_t flags = 0;
@@ -188,7 +215,9 @@ PyObject* m_dlpack(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObjec
   return frame_dlpack(f, a[0], flags, true);
 }
 
-PyObject* m_dlpack_device(PyObject* o, PyObject*) { return frame_dlpack_device(as_frame(o)); }
+PyObject* m_dlpack_device(PyObject* o, PyObject*) {
+  return frame_dlpack_device(as_frame(o));
+}
 
 PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   static const char* const names[] = {"stream"};
@@ -291,8 +320,10 @@ static PyObject* capsule_failed(bool buffer_errors) {
   }
   Ref exc(package.from_code ? PyObject_CallFunction(package.from_code, "iO", code, text.get())
                             : nullptr);
-  if (exc) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
-  else if (!PyErr_Occurred()) PyErr_SetObject(PyExc_RuntimeError, text.get());
+  if (exc)
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
+  else if (!PyErr_Occurred())
+    PyErr_SetObject(PyExc_RuntimeError, text.get());
   return nullptr;
 }
 
@@ -312,8 +343,8 @@ PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool bu
       return nullptr;
     }
   }
-  auto* capsule = static_cast<PyObject*>(
-      cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags));
+  auto* capsule =
+      static_cast<PyObject*>(cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags));
   if (!capsule) return capsule_failed(buffer_errors);
   return capsule;
 }
@@ -346,7 +377,7 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
 
 PyObject* frame_dlpack_device(FrameObject* f) {
   if (f->device >= 0) return Py_BuildValue("(ii)", 2, f->device);  // kDLCUDA
-  return Py_BuildValue("(ii)", 1, 0);                               // kDLCPU
+  return Py_BuildValue("(ii)", 1, 0);                              // kDLCPU
 }
 
 PyTypeObject FrameType = [] {

@@ -1,5 +1,5 @@
-// The module cudaipc._native: its types, the package's helpers it raises through, and the consumer's
-// per-frame read.
+// The module cudaipc._native: its types, the package's helpers it raises through, and the
+// consumer's per-frame read.
 #include <cstdarg>
 #include <utility>
 
@@ -55,10 +55,9 @@ PyObject* consumer_next(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, ev, view);
-  Py_END_ALLOW_THREADS
-  if (rc == 0 && view->type == CUDAIPC_EVENT_FRAME && tensor_id == long(view->tensor_id) &&
-      device == long(view->cuda_device))
-    return frame_new(*view, args[4]);
+  Py_END_ALLOW_THREADS if (rc == 0 && view->type == CUDAIPC_EVENT_FRAME &&
+                           tensor_id == long(view->tensor_id) &&
+                           device == long(view->cuda_device)) return frame_new(*view, args[4]);
   return PyLong_FromLong(rc);
 }
 
@@ -86,9 +85,15 @@ PyMethodDef methods[] = {
      "The Frame of a view"},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native",
-                          "cudaipc's compiled binding of the core (issue #39)", -1, methods,
-                          nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                          "_native",
+                          "cudaipc's compiled binding of the core (issue #39)",
+                          -1,
+                          methods,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr};
 
 // The core makes and reads DLPack capsules through these (cudaipc_capsule_api).
 void* capsule_new(void* pointer, const char* name, void (*destructor)(void*)) {
@@ -106,8 +111,12 @@ int capsule_set_name(void* capsule, const char* name) {
 void set_error(void* type, const char* message) {
   PyErr_SetString(static_cast<PyObject*>(type), message);
 }
-void* save_thread() { return PyEval_SaveThread(); }
-void restore_thread(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
+void* save_thread() {
+  return PyEval_SaveThread();
+}
+void restore_thread(void* state) {
+  PyEval_RestoreThread(static_cast<PyThreadState*>(state));
+}
 
 }  // namespace
 
@@ -130,7 +139,8 @@ PyObject* closed(const char* format, ...) {
   va_start(va, format);
   Ref msg(PyUnicode_FromFormatV(format, va));
   va_end(va);
-  if (msg) PyErr_SetObject(package.closed_error ? package.closed_error : PyExc_ValueError, msg.get());
+  if (msg)
+    PyErr_SetObject(package.closed_error ? package.closed_error : PyExc_ValueError, msg.get());
   return nullptr;
 }
 

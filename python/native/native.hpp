@@ -1,6 +1,7 @@
-// The package's compiled binding (issue #39): the per-frame calls of cudaipc's Python API in C, over
-// the core's C API (cudaipc.h), in the same shared object as the core itself. Everything a model
-// loop or a reader calls per frame is here; the rest of the package is Python over these types.
+// The package's compiled binding (issue #39): the per-frame calls of cudaipc's Python API in C,
+// over the core's C API (cudaipc.h), in the same shared object as the core itself. Everything a
+// model loop or a reader calls per frame is here; the rest of the package is Python over these
+// types.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -48,7 +49,7 @@ struct FrameObject {
   uint64_t seq, size, pts, dts, duration, publish_time;
   uintptr_t data;
   uint32_t flags, tensor_id;
-  int32_t device;  // -1: host memory
+  int32_t device;    // -1: host memory
   PyObject* shared;  // the Python _Shared of its format
   PyObject* metas;   // decoded metas, or NULL
   PyObject* weakrefs;
@@ -84,11 +85,11 @@ extern PyTypeObject ServerType;
 
 // Set by configure(): the Python classes made from the bases, and the package's helpers.
 struct Package {
-  PyTypeObject* frame = nullptr;    // cudaipc.Frame
-  PyTypeObject* request = nullptr;  // cudaipc.Request
-  PyObject* from_code = nullptr;    // _errors.from_code(code, message) -> exception
-  PyObject* stream_handle = nullptr;  // _cuda.stream_handle(obj) -> int
-  PyObject* closed_error = nullptr;   // cudaipc.ClosedError
+  PyTypeObject* frame = nullptr;       // cudaipc.Frame
+  PyTypeObject* request = nullptr;     // cudaipc.Request
+  PyObject* from_code = nullptr;       // _errors.from_code(code, message) -> exception
+  PyObject* stream_handle = nullptr;   // _cuda.stream_handle(obj) -> int
+  PyObject* closed_error = nullptr;    // cudaipc.ClosedError
   PyObject* capsule_failed = nullptr;  // what the core's capsule calls raise
 };
 extern Package package;
@@ -119,11 +120,11 @@ void scratch_free(ReplyScratch* s);
 // torch's functions the binding calls, looked up once torch is imported.
 struct Torch {
   PyObject* module = nullptr;
-  PyObject* from_dlpack = nullptr;   // torch._C._from_dlpack
-  PyObject* to_dlpack = nullptr;     // torch._C._to_dlpack
-  PyObject* raw_stream = nullptr;    // torch._C._cuda_getCurrentRawStream
-  PyObject* get_device = nullptr;    // torch._C._cuda_getDevice
-  PyObject* tensor_type = nullptr;   // torch.Tensor
+  PyObject* from_dlpack = nullptr;  // torch._C._from_dlpack
+  PyObject* to_dlpack = nullptr;    // torch._C._to_dlpack
+  PyObject* raw_stream = nullptr;   // torch._C._cuda_getCurrentRawStream
+  PyObject* get_device = nullptr;   // torch._C._cuda_getDevice
+  PyObject* tensor_type = nullptr;  // torch.Tensor
 };
 // torch's functions, or NULL when torch is not imported (import_it: import it then).
 const Torch* torch_api(bool import_it);

@@ -41,8 +41,7 @@ struct NameTable {
       bool same = true;
       for (Py_ssize_t i = 0; i < n && same; ++i) {
         if (src[i] == items[size_t(i)]) continue;
-        same = PyUnicode_CheckExact(src[i]) &&
-               PyUnicode_Compare(src[i], items[size_t(i)]) == 0;
+        same = PyUnicode_CheckExact(src[i]) && PyUnicode_Compare(src[i], items[size_t(i)]) == 0;
       }
       if (PyErr_Occurred()) PyErr_Clear();
       if (same) return true;
@@ -50,8 +49,8 @@ struct NameTable {
     clear();
     for (Py_ssize_t i = 0; i < n; ++i) {
       Py_ssize_t size;
-      const char* utf8 = PyUnicode_CheckExact(src[i]) ? PyUnicode_AsUTF8AndSize(src[i], &size)
-                                                      : nullptr;
+      const char* utf8 =
+          PyUnicode_CheckExact(src[i]) ? PyUnicode_AsUTF8AndSize(src[i], &size) : nullptr;
       if (!utf8) {
         PyErr_Clear();
         clear();
@@ -303,7 +302,8 @@ struct DeviceArray {
       PyErr_Clear();
       return false;
     }
-    auto* m = static_cast<cudaipc_dl_managed_tensor*>(PyCapsule_GetPointer(capsule.get(), "dltensor"));
+    auto* m =
+        static_cast<cudaipc_dl_managed_tensor*>(PyCapsule_GetPointer(capsule.get(), "dltensor"));
     if (!m) {
       PyErr_Clear();
       return false;
@@ -366,10 +366,10 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
     const void** data;
     int64_t* stride;
     uint32_t* dtype;
-  } items[] = {{"scores", &scores, false, &res.scores, &res.scores_stride, &res.scores_dtype},
-               {"labels", &labels, true, &res.labels, &res.labels_stride, &res.labels_dtype},
-               {"rotation", &rotation, false, &res.rotation, &res.rotation_stride,
-                &res.rotation_dtype}};
+  } items[] = {
+      {"scores", &scores, false, &res.scores, &res.scores_stride, &res.scores_dtype},
+      {"labels", &labels, true, &res.labels, &res.labels_stride, &res.labels_dtype},
+      {"rotation", &rotation, false, &res.rotation, &res.rotation_stride, &res.rotation_dtype}};
   for (Item& it : items) {
     *it.stride = 1;
     PyObject* o = PyDict_GetItemString(det, it.key);
@@ -434,8 +434,8 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
   }
   uint32_t sent = 0;
   uint64_t ticket = 0;
-  int rc = cudaipc_server_reply_results(s->h, reinterpret_cast<void*>(raw), &res, 1, 1, &sent,
-                                        &ticket);
+  int rc =
+      cudaipc_server_reply_results(s->h, reinterpret_cast<void*>(raw), &res, 1, 1, &sent, &ticket);
   if (sent) {
     f->h = nullptr;  // released by the core after the stream
     Py_CLEAR(f->metas);
@@ -480,8 +480,7 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* de
   if (size == -2) return 0;
   int rc = 0;
   if (size >= 0) {
-    rc = cudaipc_server_reply(s->h, f->h, size ? s->scratch->area.data() : nullptr,
-                              uint32_t(size));
+    rc = cudaipc_server_reply(s->h, f->h, size ? s->scratch->area.data() : nullptr, uint32_t(size));
   }
   // Released whatever happened, as the Python path's `finally`.
   PyObject *type, *value, *tb;

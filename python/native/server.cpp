@@ -9,8 +9,12 @@ namespace cudaipc_py {
 
 namespace {
 
-ServerObject* as_server(PyObject* o) { return reinterpret_cast<ServerObject*>(o); }
-RequestObject* as_request(PyObject* o) { return reinterpret_cast<RequestObject*>(o); }
+ServerObject* as_server(PyObject* o) {
+  return reinterpret_cast<ServerObject*>(o);
+}
+RequestObject* as_request(PyObject* o) {
+  return reinterpret_cast<RequestObject*>(o);
+}
 
 // ---- Server ---------------------------------------------------------------------------------
 
@@ -18,8 +22,8 @@ PyObject* server_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* o = type->tp_alloc(type, 0);
   if (!o) return nullptr;
   ServerObject* s = as_server(o);
-  s->views = static_cast<cudaipc_request_view*>(
-      PyMem_Calloc(kMaxBatch, sizeof(cudaipc_request_view)));
+  s->views =
+      static_cast<cudaipc_request_view*>(PyMem_Calloc(kMaxBatch, sizeof(cudaipc_request_view)));
   if (!s->views) {
     Py_DECREF(o);
     return PyErr_NoMemory();
@@ -145,10 +149,9 @@ PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   int rc;
   cudaipc_server* h = s->h;
   cudaipc_request_view* views = s->views;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_server_batch(h, uint32_t(max_batch), delay, timeout, views,
-                                                   &count, &events);
-  Py_END_ALLOW_THREADS
-  if (count > max_batch) count = uint32_t(max_batch);
+  Py_BEGIN_ALLOW_THREADS rc =
+      cudaipc_server_batch(h, uint32_t(max_batch), delay, timeout, views, &count, &events);
+  Py_END_ALLOW_THREADS if (count > max_batch) count = uint32_t(max_batch);
   Ref out(PyList_New(count));
   uint32_t made = 0;
   if (out) {
@@ -240,7 +243,9 @@ PyObject* r_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyOb
   return PyObject_VectorcallMethod(name.get(), stack, size_t(nargs + 1), kw);
 }
 
-PyObject* r_dlpack_device(PyObject* self, PyObject*) { return frame_dlpack_device(frame_of(self)); }
+PyObject* r_dlpack_device(PyObject* self, PyObject*) {
+  return frame_dlpack_device(frame_of(self));
+}
 
 PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   PyObject* stream = nargs > 0 ? args[0] : Py_None;
@@ -257,8 +262,8 @@ PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
 // label_names): the common answers (detections as NumPy arrays or torch CUDA tensors, a dict of
 // plain fields) in C; any other goes to the Python path, _reply_py, with the same arguments.
 PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  static const char* const names[] = {"stream",    "tensors", "detections", "classifications",
-                                      "tracks",    "relations", "meta",     "metas",
+  static const char* const names[] = {"stream",     "tensors",   "detections", "classifications",
+                                      "tracks",     "relations", "meta",       "metas",
                                       "label_names"};
   PyObject* a[9];
   for (auto& x : a) x = Py_None;

