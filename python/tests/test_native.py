@@ -1,0 +1,120 @@
+"""The compiled binding (cudaipc._native, issue #39) on host channels, against a consumer of the
+reply channel: frames and requests are its objects; reply() answers NumPy detections and a dict of
+plain fields in C, and hands every other form to the Python path, each reply carrying exactly what
+was given for its own frame (boxes, scores, labels by name, rotation, fields); a released frame
+keeps its description and refuses exports; a request is answered once."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import cudaipc
+from cudaipc import _lib
+
+
+def serve(tmp_path):
+    path = str(tmp_path / "m")
+    req = cudaipc.Producer(path, memory="host", num_slots=16, role="requests")
+    srv = cudaipc.Server(path)
+    req.wait_for_consumers(1, timeout=10)
+    replies = cudaipc.Consumer(path + ".reply", timeout=10)
+    return req, srv, replies
+
+
+def request(req, srv, i):
+    req.publish(np.full(16, i, np.uint8), pts=1000 + i)
+    r = srv.next(5)
+    assert r is not None
+    assert int(r.numpy()[0]) == i and r.frame.pts == 1000 + i
+    return r
+
+
+def test_frames_and_requests_are_the_bindings(tmp_path):
+    req, srv, replies = serve(tmp_path)
+    with req, srv, replies:
+        r = request(req, srv, 3)
+        assert isinstance(r, _lib.native.Request) and isinstance(r.frame, _lib.native.Frame)
+        assert isinstance(r.frame, cudaipc.Frame) and isinstance(r, cudaipc.Request)
+        assert r.__dlpack_device__() == (1, 0)
+        assert np.from_dlpack(r)[0] == 3
+        seq = r.frame.seq
+        assert r.reply()
+        # Released: the description stays, the exports and a second answer are refused.
+        assert r.frame.released and r.frame.seq == seq and r.frame.pts == 1003
+        with pytest.raises(cudaipc.ClosedError, match="released"):
+            r.frame.__dlpack__()
+        with pytest.raises(cudaipc.ClosedError):
+            r.reply()
+        with replies.next(5) as f:
+            assert f.metas == []
+
+
+@pytest.mark.parametrize("labels_dtype", [np.int64, np.int32])
+def test_numpy_detections_and_fields_cross_for_each_frame(tmp_path, labels_dtype):
+    req, srv, replies = serve(tmp_path)
+    names = ["person", "car", "dog"]
+    with req, srv, replies:
+        for i in range(12):
+            r = request(req, srv, i)
+            n = i % 4  # 0 to 3 boxes
+            boxes = np.array([[i, 2 * k, i + 10 + k, 30 + k] for k in range(n)],
+                             np.float32).reshape(n, 4)
+            det = {"boxes": boxes, "scores": np.linspace(0.1, 0.9, n).astype(np.float32),
+                   "labels": np.array([(i + k) % 3 for k in range(n)], labels_dtype)}
+            if i % 2:
+                det["rotation"] = np.full(n, 0.25, np.float32)
+            meta = None if i % 3 == 0 else {"frame": i, "big": 2 ** 63 + i, "ok": bool(i % 2),
+                                            "t": i / 4, "who": f"cam{i}", "raw": bytes([i, 0])}
+            assert r.reply(detections=det, meta=meta, label_names=list(names))
+            with replies.next(5) as f:
+                d = f.detections
+                np.testing.assert_array_equal(d["boxes"].reshape(-1, 4), boxes)
+                np.testing.assert_allclose(d["scores"], det["scores"], rtol=1e-6)
+                assert d["labels"] == [names[(i + k) % 3] for k in range(n)]
+                if i % 2 and n:
+                    np.testing.assert_allclose(d["rotation"], 0.25)
+                if meta is None:
+                    assert f.meta == {}
+                else:
+                    assert f.meta == meta
+
+
+def test_other_forms_take_the_python_path_with_the_same_result(tmp_path):
+    """A Fraction and a list in meta=, labels past label_names (named in decimal), labels as
+    strings, classifications: the Python path answers them, each reply its own frame's."""
+    req, srv, replies = serve(tmp_path)
+    with req, srv, replies:
+        r = request(req, srv, 1)
+        assert r.reply(meta={"rate": Fraction(30000, 1001), "xs": [1, 2, 3]})
+        with replies.next(5) as f:
+            assert f.meta == {"rate": Fraction(30000, 1001), "xs": [1, 2, 3]}
+        r = request(req, srv, 2)
+        assert r.reply(detections={"boxes": np.array([[1, 2, 3, 4]], np.float32),
+                                   "labels": np.array([5])}, label_names=["a"])
+        with replies.next(5) as f:
+            assert f.detections["labels"] == ["5"]
+        r = request(req, srv, 3)
+        assert r.reply(detections={"boxes": np.array([[1, 2, 3, 4], [5, 6, 7, 8]], np.float64),
+                                   "labels": ["cat", "dog"]})
+        with replies.next(5) as f:
+            np.testing.assert_array_equal(f.detections["boxes"], [[1, 2, 3, 4], [5, 6, 7, 8]])
+            assert f.detections["labels"] == ["cat", "dog"]
+        r = request(req, srv, 4)
+        with pytest.raises(cudaipc.InvalidArgumentError):
+            r.reply(meta={"bad": object()})
+        assert r.frame.released  # refused results still release the frame
+
+
+def test_a_reply_too_big_for_the_area_says_so_and_releases(tmp_path):
+    path = str(tmp_path / "m")
+    with cudaipc.Producer(path, memory="host", num_slots=8, role="requests") as req, \
+            cudaipc.Server(path, reply_meta_size=256) as srv:
+        req.wait_for_consumers(1, timeout=10)
+        r = request(req, srv, 7)
+        boxes = np.zeros((64, 4), np.float32)
+        with pytest.raises(cudaipc.Error, match="256"):
+            r.reply(detections={"boxes": boxes})
+        assert r.frame.released
