@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import sys
 import time
 import warnings
 from ctypes import byref, c_int, c_uint32, c_uint64
@@ -62,9 +61,8 @@ _frame_from_view = _native.frame_from_view
 _frame_capsule = _lib.frame_capsule
 _unpack_view = _lib.VIEW.unpack_from
 _EVENT_FRAME = _lib.EVENT_FRAME
-_VERSIONED, _NO_SYNC = _lib.DLPACK_VERSIONED, _lib.DLPACK_NO_SYNC
+_VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
-_STREAM_LEGACY = _cuda.STREAM_LEGACY
 
 
 class _Shared:
@@ -93,32 +91,6 @@ class _Shared:
             self.strides: Tuple[int, ...] = tuple(tensor.strides[:rank])
         else:
             self.dtype, self.shape, self.strides = None, (), ()
-
-
-def _stream_value(stream: Any) -> Tuple[int, int]:
-    """A DLPack ``stream`` argument as (CUstream, extra flags): None and 1 the legacy default
-    stream, 2 the per-thread one, -1 no ordering, or an object with ``cuda_stream``/``ptr``."""
-    if stream is None:
-        return _STREAM_LEGACY, 0
-    if type(stream) is int:
-        if stream == -1:
-            return 0, _NO_SYNC
-        if stream == 0:
-            raise ValueError("stream 0 is ambiguous: pass 1 (legacy default) or 2 (per-thread)")
-        return stream, 0
-    return _cuda.stream_handle(stream), 0
-
-
-_RAW_STREAM: list = []
-
-
-def _current_raw_stream(torch: Any) -> Any:
-    """torch's current CUstream of a device, as an int (its private getter when it has one)."""
-    if not _RAW_STREAM:
-        f = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        _RAW_STREAM.append(f if f is not None else
-                           (lambda dev: torch.cuda.current_stream(dev).cuda_stream))
-    return _RAW_STREAM[0]
 
 
 class _HostView:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import struct
 import time
 from ctypes import POINTER, Structure, byref, c_char_p, c_int32, c_int64, c_uint32, c_uint64, \
     c_void_p

@@ -335,9 +335,10 @@ PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool bu
     if (!stream_of(stream, &s, &extra)) return nullptr;
     flags |= extra;
   } else if (stream != Py_None) {
-    long v = PyLong_Check(stream) ? PyLong_AsLong(stream) : 0;
-    if (v != -1) {
-      PyErr_Clear();
+    // Only DLPack's -1 (no ordering) goes with a host frame.
+    int overflow = 0;
+    long v = PyLong_Check(stream) ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
+    if (v != -1 || overflow) {
       Ref r(PyObject_Repr(stream));
       PyErr_Format(PyExc_BufferError, "stream %U given for a frame in host memory", r.get());
       return nullptr;

@@ -166,6 +166,16 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
     *out = static_cast<uintptr_t>(v);
     return true;
   }
+  // torch's and cupy's stream objects, read here: a Python call per frame saved.
+  for (const char* attr : {"cuda_stream", "ptr"}) {
+    Ref v(PyObject_GetAttrString(stream, attr));
+    if (v && PyLong_Check(v.get())) {
+      *out = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(v.get()));
+      return !PyErr_Occurred();
+    }
+    PyErr_Clear();
+  }
+  // Anything else: the package's rules and messages (_cuda.stream_handle).
   if (!package.stream_handle) {
     PyErr_SetString(PyExc_TypeError, "a stream object before the package was configured");
     return false;

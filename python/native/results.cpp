@@ -415,14 +415,8 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
     if (!v) return -1;
     raw = uintptr_t(PyLong_AsUnsignedLongLongMask(v.get()));
   } else {
-    Ref cs(PyObject_GetAttrString(stream, "cuda_stream"));
-    if (cs) {
-      raw = uintptr_t(PyLong_AsUnsignedLongLongMask(cs.get()));
-    } else {
-      PyErr_Clear();
-      uint32_t flags;
-      if (!stream_of(stream, &raw, &flags)) return -1;
-    }
+    uint32_t flags;  // DLPack's -1 (no ordering) is no stream to order a GPU reply after
+    if (!stream_of(stream, &raw, &flags)) return -1;
   }
   if (PyErr_Occurred()) return -1;
   if (!raw) {

@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 
 import cudaipc
-from cudaipc import _lib
 from conftest import REPO, gst_env, gst_plugin_dir, gst_tool, require_gst_elements
 from test_filter_gst import start_server
 from test_metas_gst import ball_centre
