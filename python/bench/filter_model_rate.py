@@ -103,6 +103,32 @@ def answer(box) -> dict:
             "scores": np.ones(1, np.float32)}
 
 
+def cpu_halves():
+    """This process's CPUs as two sets on different physical cores (hyperthread siblings kept
+    together): the model's and the pipeline's, for --pin."""
+    cpus = sorted(os.sched_getaffinity(0))
+    cores: dict = {}
+    for c in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list") as f:
+                key = f.read().strip()
+        except OSError:
+            key = str(c)
+        cores.setdefault(key, []).append(c)
+    groups = list(cores.values())
+    half = max(1, len(groups) // 2)
+    model = {c for g in groups[:half] for c in g}
+    pipeline = {c for g in groups[half:] for c in g} or model
+    return model, pipeline
+
+
+def pin_from_env() -> None:
+    """The served model's CPUs, when the bench was run with --pin."""
+    cpus = os.environ.get("CUDAIPC_FILTER_MODEL_CPUS", "")
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 TRACE_FRAMES = 300
 
 
@@ -205,6 +231,7 @@ def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
     step) to `steps_file`, when given."""
     import cudaipc
 
+    pin_from_env()
     detect = make_model(width, gpu_results)
     steps: list = []
     # Starting and stopping the profiler take the model thread away for seconds, which the filter
@@ -237,10 +264,16 @@ def write_steps(steps: list, steps_file: str, names: str) -> None:
     import numpy as np
 
     if steps_file and len(steps) % 500 == 0:
-        p50 = np.median(np.array(steps[50:]) * 1e6, axis=0)
+        a = np.array(steps[50:]) * 1e6
+        # Means beside the medians: a rate is a mean, and a step that waits now and then (next()
+        # for a request the pipeline has not sent yet) shows there and not in its p50.
+        rows = [("p50", np.median(a, axis=0)), ("mean", a.mean(axis=0)),
+                ("p99", np.percentile(a, 99, axis=0))]
         with open(steps_file, "w") as f:
-            f.write(f"| model process, p50 us | {names} |\n|---|---|---|---|---|---|\n")
-            f.write(f"| {len(steps)} requests | " + " | ".join(f"{v:.1f}" for v in p50) + " |\n")
+            f.write(f"| model process, us | {names} | all |\n|---|---|---|---|---|---|---|\n")
+            for name, v in rows:
+                f.write(f"| {name}, {len(steps)} requests | " +
+                        " | ".join(f"{x:.1f}" for x in v) + f" | {v.sum():.1f} |\n")
 
 
 def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
@@ -336,6 +369,9 @@ def main() -> None:
                          "the CPU waits for the previous answer (both sides of the ratio)")
     ap.add_argument("--trace", metavar="DIR", default="",
                     help="record both sides with torch.profiler into DIR (timeline.py reads them)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the model (alone and served) and the pipeline on disjoint physical "
+                         "cores, to tell CPU interference from the package's own cost")
     ap.add_argument("--python", default=sys.executable,
                     help="the interpreter the bench starts this script's server with")
     args = ap.parse_args()
@@ -359,6 +395,10 @@ def main() -> None:
     tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + \
         ("-overlap" if args.overlap else "") + ("-up" if args.upstream else "") + \
         (f"-{re.sub('[^A-Za-z0-9]+', '-', args.label)}" if args.label else "")
+    model_cpus, pipeline_cpus = cpu_halves() if args.pin else (set(), set())
+    if model_cpus:
+        os.sched_setaffinity(0, model_cpus)  # alone: this process; served: pin_from_env()
+        print(f"pinned: model on CPUs {sorted(model_cpus)}, pipeline on {sorted(pipeline_cpus)}")
     traces = {}
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
@@ -376,7 +416,9 @@ def main() -> None:
          f"--python-model={os.path.abspath(__file__)}", "--only-python"] +
         ([f"--upstream={upstream}"] if upstream else []),
         capture_output=True, text=True, timeout=600,
+        preexec_fn=(lambda: os.sched_setaffinity(0, pipeline_cpus)) if pipeline_cpus else None,
         env=dict(os.environ, CUDAIPC_FILTER_MODEL_STEPS=steps.name,
+                 CUDAIPC_FILTER_MODEL_CPUS=",".join(map(str, sorted(model_cpus))),
                  CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
                  CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0",
                  CUDAIPC_FILTER_MODEL_OVERLAP="1" if args.overlap else "0",
@@ -399,7 +441,7 @@ def main() -> None:
     label = (", results on the GPU" if args.gpu_results else "") + \
         (", overlapped loop" if args.overlap else "") + \
         (f", from {args.upstream.split(' ')[0]} into the filter's slots" if args.upstream else "") + \
-        (f", {args.label}" if args.label else "")
+        (", pinned" if args.pin else "") + (f", {args.label}" if args.label else "")
     print(f"| conv heat-map detector x{args.width}, 1080p fp16{label} | {own:.0f} | "
           f"{through:.0f} | {through / own:.3f} (target >= 0.95) |")
 

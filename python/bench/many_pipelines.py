@@ -59,6 +59,7 @@ def make_batched_model(width: int, height: int):
             return [{"boxes": np.array([[0, 0, 1, 1]], np.float32),
                      "scores": np.array([float(f.numpy()[:height].mean())], np.float32)}
                     for f in frames]
+        host.inputs = lambda frames: frames
         return host, None
     # filter_model_rate.py's network (x1), taking a batch.
     torch.manual_seed(0)
@@ -69,11 +70,15 @@ def make_batched_model(width: int, height: int):
         c(256, 256, 3, 1, 1), torch.nn.ReLU(), c(256, 1, 1)).to("cuda", torch.float16).eval()
     label = torch.zeros(1, dtype=torch.int64, device="cuda")
 
+    def inputs(frames: List[Any]) -> List[Any]:
+        """The frames as torch tensors: the package's per-frame step (zero-copy for CUDA frames,
+        their reads queued after each frame's landing)."""
+        return [f if isinstance(f, torch.Tensor) else f.torch() if f.device != "cpu" else
+                torch.from_numpy(f.numpy()).cuda() for f in frames]
+
     @torch.inference_mode()
     def gpu(frames: List[Any]) -> List[Dict[str, Any]]:
-        luma = torch.stack([f[:height] if isinstance(f, torch.Tensor) else
-                            torch.from_dlpack(f)[:height] if f.device != "cpu" else
-                            torch.from_numpy(f.numpy()[:height]).cuda() for f in frames])
+        luma = torch.stack([f[:height] for f in frames])
         heat = net(luma.unsqueeze(1).to(torch.float16).mul_(1 / 255))[:, 0]
         cells = heat.flatten(1).argmax(1)
         w = heat.shape[2]
@@ -82,6 +87,7 @@ def make_batched_model(width: int, height: int):
         boxes = torch.stack([x, y, x + 1, y + 1], 1).to(torch.float32).mul_(16)
         return [{"boxes": boxes[i:i + 1], "labels": label} for i in range(len(frames))]
 
+    gpu.inputs = inputs
     return gpu, torch
 
 
@@ -110,11 +116,16 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                                  device="cuda")
         for b in range(1, max_batch + 1):
             for _ in range(3):
-                model([resident] * b)
+                model(model.inputs([resident] * b))
         torch.cuda.synchronize()
     stop: List[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    # Per batch size: the model's time (the frames' import, then the network once they have
+    # landed), the wait for them to land (the pipelines' upload and copy, latency rather than the
+    # model's cost), and the whole batch on the wall clock.
     sizes: Dict[int, List[float]] = {}
+    landing: Dict[int, List[float]] = {}
+    walls: Dict[int, List[float]] = {}
     served_trace, alone_trace = tracers(trace if torch is not None else "", trace_batch)
     served_trace.frame()  # starts recording: the profiler's start stalls, so before serving
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
@@ -127,22 +138,32 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             # timeline.py compares the batches of the traced size ("frame") with that size alone.
             with served_trace.step("frame" if len(reqs) == trace_batch else "batch"):
                 with served_trace.step("model"):
-                    answers = model([r.frame for r in reqs])
+                    tensors = model.inputs([r.frame for r in reqs])
+                    t1 = time.perf_counter()
+                    if torch is not None:
+                        torch.cuda.current_stream().synchronize()  # the frames have landed
+                    t2 = time.perf_counter()
+                    answers = model(tensors)
                     if torch is not None:
                         torch.cuda.synchronize()  # the batch's own time, for the comparison alone
-                sizes.setdefault(len(reqs), []).append(time.perf_counter() - t0)
+                t3 = time.perf_counter()
+                b = len(reqs)
+                sizes.setdefault(b, []).append((t1 - t0) + (t3 - t2))
+                landing.setdefault(b, []).append(t2 - t1)
+                walls.setdefault(b, []).append(t3 - t0)
                 with served_trace.step("reply"):
                     for r, a in zip(reqs, answers):
                         r.reply(detections=a, label_names=["object"],
                                 meta={"pts": r.frame.pts, "path": r.path,
-                                      "sent": r.frame.publish_time_ns})
+                                      "sent": r.frame.publish_time_ns,
+                                      "replied": time.monotonic_ns()})
     served_trace.stop()
     if torch is not None and trace:
         batch = [resident] * trace_batch
         for _ in range(TRACE_ALONE + 1):
             alone_trace.frame()
             with alone_trace.step("frame"), alone_trace.step("model"):
-                model(batch)
+                model(model.inputs(batch))
                 torch.cuda.synchronize()
         alone_trace.stop()
     alone: Dict[int, float] = {}
@@ -152,12 +173,14 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             t = []
             for _ in range(50):
                 t0 = time.perf_counter()
-                model(batch)
+                model(model.inputs(batch))
                 torch.cuda.synchronize()
                 t.append(time.perf_counter() - t0)
             alone[b] = float(np.median(t))
     with open(report, "w") as f:
         json.dump({"served": {b: [len(v), float(np.median(v))] for b, v in sizes.items()},
+                   "landing": {b: float(np.median(v)) for b, v in landing.items()},
+                   "wall": {b: float(np.median(v)) for b, v in walls.items()},
                    "alone": alone}, f)
 
 
@@ -172,6 +195,8 @@ class Reader:
         self.answered = self.missing = 0
         self.errors: List[str] = []
         self.latency: List[float] = []
+        self.published: List[int] = []  # each answered frame's publish time (ns)
+        self.model_side: List[float] = []  # request published -> its reply made (us)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -189,6 +214,8 @@ class Reader:
                             continue
                         self.answered += 1
                         self.latency.append((f.publish_time_ns - m["sent"]) / 1e3)
+                        self.published.append(f.publish_time_ns)
+                        self.model_side.append((m["replied"] - m["sent"]) / 1e3)
         except cudaipc.Error as e:
             self.errors.append(str(e))
 
@@ -208,12 +235,23 @@ def main() -> None:
     ap.add_argument("--trace", default="", help="record the model process into DIR (timeline.py)")
     ap.add_argument("--trace-batch", type=int, default=8,
                     help="the batch size the trace compares served and alone")
+    ap.add_argument("--pin", action="store_true",
+                    help="the model process on its own physical cores, the pipelines and this "
+                         "process's readers on the others")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
               args.trace, args.trace_batch)
         return
+    model_cpus: set = set()
+    if args.pin:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from filter_model_rate import cpu_halves
+
+        model_cpus, others = cpu_halves()
+        os.sched_setaffinity(0, others)  # the readers, and the pipelines started from here
+        print(f"pinned: model on CPUs {sorted(model_cpus)}, pipelines on {sorted(others)}")
     work = tempfile.mkdtemp(prefix="cudaipc-many-")
     models, outs = os.path.join(work, "models"), os.path.join(work, "out")
     os.mkdir(models, 0o700)
@@ -223,7 +261,8 @@ def main() -> None:
         [sys.executable, os.path.abspath(__file__), "--serve", models, "--report", report,
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
-         else "", "--trace-batch", str(args.trace_batch)], stdout=subprocess.PIPE, text=True)
+         else "", "--trace-batch", str(args.trace_batch)], stdout=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
     n = int(args.seconds * args.fps)
@@ -265,24 +304,47 @@ def main() -> None:
     batches = sum(v[0] for v in served.values())
     frames = sum(b * v[0] for b, v in served.items())
     mean_b = frames / batches if batches else 0
-    worst = max((v[1] for v in served.values()), default=0.0)
+    wall = {int(b): v for b, v in rep.get("wall", {}).items()}
+    landed = {int(b): v for b, v in rep.get("landing", {}).items()}
+    # The bound counts each batch as the model process lived it (landing wait included).
+    worst = max(wall.values(), default=max((v[1] for v in served.values()), default=0.0))
+    # Once every pipeline has joined and run a second: the steady state, beside the whole run
+    # (whose p99 carries the joins of sixteen pipelines at once).
+    joined = max((min(r.published) for r in readers if r.published), default=0)
+    steady = np.array([lt for r in readers for t, lt in zip(r.published, r.latency)
+                       if t > joined + 1_000_000_000] or [0.0])
+    model_side = np.array(sum((r.model_side for r in readers), []) or [0.0])
     print(f"\n{args.pipelines} pipelines of {args.width}x{args.height}@{args.fps} "
           f"({args.memory} memory), {n} frames each, batch <= {args.batch}, "
           f"max_delay {args.max_delay * 1e3:.1f} ms\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
-          "mean / max batch | latency p50 / p99 ms | bound: max_delay + 2 batch times ms |")
-    print("|---|---|---|---|---|---|---|---|")
+          "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
+          "bound: max_delay + 2 batch times ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    bound = (args.max_delay + 2 * worst) * 1e3
+    p99 = np.percentile(lat, 99) / 1e3
     print(f"| {args.pipelines * n} | {answered} | {missing} | {len(errors)} | {batches} | "
           f"{mean_b:.1f} / {max(served, default=0)} | {np.percentile(lat, 50) / 1e3:.2f} / "
-          f"{np.percentile(lat, 99) / 1e3:.2f} | {(args.max_delay + 2 * worst) * 1e3:.2f} |")
+          f"{p99:.2f} [{'within' if p99 <= bound else 'over'}] | "
+          f"{np.percentile(steady, 50) / 1e3:.2f} / {np.percentile(steady, 99) / 1e3:.2f} | "
+          f"{bound:.2f} |")
+    print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
+          f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
+          f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")
     if alone:
-        print("\n| batch size | batches | model ms serving (p50) | model ms alone (p50) | "
-              "rate ratio |\n|---|---|---|---|---|")
+        print("\nThe model's time: its frames imported, then its network once they have landed "
+              "(the wait for them is the pipelines' upload, counted in the latency above).\n")
+        print("| batch size | batches | model ms serving (p50) | model ms alone (p50) | "
+              "rate ratio | frames landing ms (p50) | whole batch ms (p50) |\n"
+              "|---|---|---|---|---|---|---|")
         for b in sorted(served):
             count, t = served[b]
             a = alone.get(b, 0.0)
             print(f"| {b} | {count} | {t * 1e3:.2f} | {a * 1e3:.2f} | "
-                  f"{a / t if t else 0:.3f} |")
+                  f"{a / t if t else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
+                  f"{wall.get(b, 0.0) * 1e3:.2f} |")
+    firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
+    print(f"first three frames' latency per pipeline, ms: {firsts}")
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:

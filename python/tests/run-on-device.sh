@@ -122,37 +122,46 @@ EOF
     # A real model (torch, fp16 convolutions) alone and serving the filter: the rate ratio.
     # The base network (~0.9 ms a frame on the H100) and one twice as wide (~4x the work).
     : >"$out/bench-filter-model.txt"
+    : >"$out/bench-many-pipelines.txt"
     # Each with the answer taken to the CPU per frame, and with it left on the GPU for the core
     # to send (--gpu-results: reply() does not wait).
     # FILTER_WIDTHS (default "1 2") and FILTER_MODEL_ARGS (e.g. --inflight=16) narrow or vary
     # the runs.
     # FILTER_VARIANTS: the loops (default: serial with the answer on the CPU, the overlapped loop
-    # docs/python.md teaches for it, and the answer left on the GPU).
-    for width in ${FILTER_WIDTHS:-1 2}; do
-      for results in ${FILTER_VARIANTS:-- --overlap --gpu-results}; do
-        [ "$results" = - ] && results=
-        # shellcheck disable=SC2086
-        timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench "$site/filter-bench" \
-          --python "$site/python" --width "$width" $results ${FILTER_MODEL_ARGS:-} 2>&1 |
-          tee -a "$out/bench-filter-model.txt"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    # docs/python.md teaches for it, and the answer left on the GPU); "-" is the plain loop, and
+    # "+" joins a variant's options ("--gpu-results+--pin").
+    # MANY_PIPELINES: the pipelines of many_pipelines.py (default 16; empty skips it), each
+    # `videotestsrc ! cudaupload ! cudaipcfilter ! cudaipcringsink` in a gst-launch-1.0 of the
+    # bundle, into one batching model process; MANY_ARGS adds to its options (e.g. --pin).
+    printf '#!/usr/bin/env bash\nsource "%s/gst/env.sh"\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64\nexec "%s/gst/bin/gst-launch-1.0" "$@"\n' \
+      "$dist" "$dist" >"$site/gst-launch"
+    chmod +x "$site/gst-launch"
+    model_rows() {  # WIDTHS VARIANTS [--label TEXT]
+      local width results
+      for width in $1; do
+        for results in $2; do
+          [ "$results" = - ] && results=
+          # shellcheck disable=SC2086
+          timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench \
+            "$site/filter-bench" --python "$site/python" --width "$width" "${@:3}" \
+            ${results//+/ } ${FILTER_MODEL_ARGS:-} 2>&1 | tee -a "$out/bench-filter-model.txt"
+          [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        done
       done
-    done
+      if [ -n "${MANY_PIPELINES-16}" ]; then
+        echo "== many_pipelines.py ${*:3}" | tee -a "$out/bench-many-pipelines.txt"
+        timeout 240 "$py" -u python/bench/many_pipelines.py --pipelines "${MANY_PIPELINES-16}" \
+          --gst-launch "$site/gst-launch" ${MANY_ARGS:-} 2>&1 | tee -a "$out/bench-many-pipelines.txt"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+      fi
+    }
+    model_rows "${FILTER_WIDTHS:-1 2}" "${FILTER_VARIANTS:-- --overlap --gpu-results}"
     # The same under MPS: the pipeline's copies and the model's kernels share the GPU instead of
     # taking turns between two contexts.
     # shellcheck disable=SC1091
     source tests/bench/gpu/mps.sh
     if [ -n "${MPS_WIDTHS-1 2}" ] && mps_start "$out/mps-control.log"; then
-      for width in ${MPS_WIDTHS-1 2}; do
-        for results in ${MPS_VARIANTS:-- --overlap --gpu-results}; do
-          [ "$results" = - ] && results=
-          # shellcheck disable=SC2086
-          timeout 300 "$py" -u python/bench/filter_model_rate.py --filter-bench \
-            "$site/filter-bench" --python "$site/python" --width "$width" --label "MPS on" \
-            $results ${FILTER_MODEL_ARGS:-} 2>&1 | tee -a "$out/bench-filter-model.txt"
-          [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-        done
-      done
+      model_rows "${MPS_WIDTHS-1 2}" "${MPS_VARIANTS:-- --overlap --gpu-results}" --label "MPS on"
       mps_servers | tee -a "$out/bench-filter-model.txt"
       mps_stop
     else
