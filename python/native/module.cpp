@@ -195,7 +195,8 @@ const Torch* torch_api(bool import_it) {
 
 extern "C" PyMODINIT_FUNC PyInit__native(void) {
   using namespace cudaipc_py;
-  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType, &EventsType})
+  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType, &EventsType, &MetasWriterType,
+                          &DetectionsArgsType, &AnalyticsArgsType, &ReplyBatchType})
     if (PyType_Ready(t) < 0) return nullptr;
   Ref m(PyModule_Create(&module_def));
   if (!m) return nullptr;
@@ -208,7 +209,11 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
   for (auto [name, type] : {std::pair<const char*, PyTypeObject*>{"Frame", &FrameType},
                             {"Request", &RequestType},
                             {"Server", &ServerType},
-                            {"Events", &EventsType}}) {
+                            {"Events", &EventsType},
+                            {"MetasWriter", &MetasWriterType},
+                            {"DetectionsArgs", &DetectionsArgsType},
+                            {"AnalyticsArgs", &AnalyticsArgsType},
+                            {"ReplyBatch", &ReplyBatchType}}) {
     Py_INCREF(type);
     if (PyModule_AddObject(m.get(), name, reinterpret_cast<PyObject*>(type)) < 0) {
       Py_DECREF(type);
@@ -216,7 +221,7 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
     }
   }
   for (PyMethodDef* table : {producer_functions, channel_setup_functions, consumer_functions,
-                             server_admin_functions, metas_functions})
+                             server_admin_functions, metas_functions, metas_args_functions})
     if (PyModule_AddFunctions(m.get(), table) < 0) return nullptr;
   cudaipc_capsule_api api{};
   api.capsule_new = capsule_new;

@@ -150,7 +150,16 @@ extern PyMethodDef channel_setup_functions[];
 extern PyMethodDef consumer_functions[];
 extern PyMethodDef server_admin_functions[];
 extern PyMethodDef metas_functions[];
+extern PyMethodDef metas_args_functions[];
 extern PyTypeObject EventsType;
+extern PyTypeObject MetasWriterType;
+extern PyTypeObject DetectionsArgsType;
+extern PyTypeObject AnalyticsArgsType;
+extern PyTypeObject ReplyBatchType;
+// metas.cpp: a MetasWriter's writer, NULL for another object.
+cudaipc_metas_writer* writer_of(PyObject* o);
+// metas_args.cpp: MetasWriter.analytics(name, args), the status of the add.
+PyObject* writer_analytics(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 
 #define CUDAIPC_FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f))
 
