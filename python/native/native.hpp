@@ -1,7 +1,7 @@
-// The package's compiled binding (issue #39): the per-frame calls of cudaipc's Python API in C,
-// over the core's C API (cudaipc.h), in the same shared object as the core itself. Everything a
-// model loop or a reader calls per frame is here; the rest of the package is Python over these
-// types.
+// The package's compiled binding (issue #39): cudaipc's Python API in C over the core's C API
+// (cudaipc.h), in the same shared object as the core itself, and the package's only way into the
+// core. The per-frame calls are C objects and METH_FASTCALL functions; the rest (setup, formats,
+// metas) are functions that check their arguments and build the core's structs in C.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
