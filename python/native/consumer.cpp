@@ -88,16 +88,14 @@ PyMethodDef events_methods[] = {
 // `events`; a Frame when a frame of the description `shared` stands for came, else the call's
 // status (the caller reads the event).
 PyObject* consumer_next(PyObject*, PyObject* const* a, Py_ssize_t n) {
-  if (n != 6) return arity("consumer_next", n, 6), nullptr;
-  auto* c = static_cast<cudaipc_consumer*>(PyLong_AsVoidPtr(a[0]));
-  uint64_t wait = PyLong_AsUnsignedLongLong(a[1]);
-  long tensor_id = PyLong_AsLong(a[4]);
-  long device = PyLong_AsLong(a[5]);
-  if (PyErr_Occurred()) return nullptr;
-  if (!c) {
-    PyErr_SetString(PyExc_ValueError, "consumer_next: a NULL handle");
+  const char* fn = "consumer_next";
+  cudaipc_consumer* c;
+  uint64_t wait;
+  long long tensor_id, device;
+  if (!arity(fn, n, 6) || !arg_handle(fn, a[0], &c) || !arg_u64(fn, "wait_ns", a[1], &wait) ||
+      !arg_int(fn, "tensor_id", a[4], -1, UINT32_MAX, &tensor_id) ||
+      !arg_int(fn, "device", a[5], -2, INT32_MAX, &device))
     return nullptr;
-  }
   if (Py_TYPE(a[2]) != &EventsType) {
     PyErr_SetString(PyExc_TypeError, "consumer_next: events must be an Events buffer");
     return nullptr;
@@ -106,8 +104,8 @@ PyObject* consumer_next(PyObject*, PyObject* const* a, Py_ssize_t n) {
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, &e->ev, &e->view);
   Py_END_ALLOW_THREADS if (rc == 0 && e->view.type == CUDAIPC_EVENT_FRAME &&
-                           tensor_id == long(e->view.tensor_id) &&
-                           device == long(e->view.cuda_device)) {
+                           tensor_id == static_cast<long long>(e->view.tensor_id) &&
+                           device == static_cast<long long>(e->view.cuda_device)) {
     cudaipc_frame_view taken = e->view;
     e->view.frame = nullptr;
     e->ev.frame = nullptr;
