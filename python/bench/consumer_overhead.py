@@ -157,15 +157,14 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     try:
         with cudaipc.Consumer(path, mode="latest", timeout=60) as c:
             c.next().release()  # connected, format known
-            ev, view = _lib.Event(), _lib.FrameView()
-            refs = (ctypes.byref(ev), ctypes.byref(view))
+            next_frame, release, ev, refs = _ctypes_reader()
 
             def bare() -> None:
                 while True:
-                    _lib.check(_lib.lib.cudaipc_consumer_next_frame(c._h, 10**9, *refs))
+                    _lib.check(next_frame(c._h, 10**9, *refs))
                     if ev.type == _lib.EVENT_FRAME:
                         break
-                _lib.lib.cudaipc_frame_release(ev.frame)
+                release(ev.frame)
 
             rows.append(("C API via ctypes (next, release)", timed(args.frames, bare)))
 
@@ -304,6 +303,29 @@ def producer_rows(args, ctx, cxx_producer) -> None:
         show(f"C++ producer {mode}", row)
     for mode, label, row in rows:
         show(label, row, native_of.get(mode))
+
+
+class _EventHead(ctypes.Structure):
+    """The head of cudaipc_event (type, frame): all the ctypes row reads."""
+    _fields_ = [("type", ctypes.c_int), ("frame", ctypes.c_void_p)]
+
+
+def _ctypes_reader() -> Tuple[Callable, Callable, "_EventHead", tuple]:
+    """The "C API via ctypes" row's own binding: the package has only its compiled one, so this
+    row loads the same shared object with ctypes (the core's C API is exported from it) to measure
+    what a foreign-function call costs beside it. Buffers larger than cudaipc_event and
+    cudaipc_frame_view, of which only the event's head is read."""
+    from cudaipc import _lib
+    lib = ctypes.CDLL(_lib.native.__file__)
+    next_frame = lib.cudaipc_consumer_next_frame
+    next_frame.restype = ctypes.c_int
+    next_frame.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
+    release = lib.cudaipc_frame_release
+    release.restype = None
+    release.argtypes = [ctypes.c_void_p]
+    event, view = ctypes.create_string_buffer(1024), ctypes.create_string_buffer(1024)
+    ev = _EventHead.from_buffer(event)
+    return next_frame, release, ev, (ctypes.addressof(event), ctypes.addressof(view))
 
 
 def main() -> None:

@@ -9,11 +9,9 @@ the release after the stream the export named. No Python runs when a tensor dies
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import time
 import warnings
-from ctypes import byref, c_int, c_uint32, c_uint64
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -22,7 +20,6 @@ from . import _cuda, _dtypes, _lib, _metas_io
 from ._device import cuda_ordinal
 from ._errors import (ClosedError, ConnectionError, EndOfStream, InterruptedError,
                       InvalidArgumentError, TimeoutError)
-from ._lib import lib
 
 # next() waits in slices this long, so Ctrl-C (handled between slices) stops a consumer.
 _SLICE_NS = 200_000_000
@@ -47,19 +44,20 @@ class Format(NamedTuple):
         return _dtypes.numpy_dtype(_dtypes.BY_NAME[self.dtype])
 
 
-def _format_of(t: _lib.Tensor, caps: str, generation: int) -> Format:
-    d = _dtypes.BY_CODE.get(t.dtype)
-    rank = min(t.rank, _lib.MAX_RANK)
-    return Format(caps, d.name if d else f"code {t.dtype}", tuple(t.shape[:rank]),
-                  tuple(t.strides[:rank]), generation)
+# A tensor description as the binding gives it: (dtype code, shape, byte strides).
+TensorTuple = Tuple[int, Tuple[int, ...], Tuple[int, ...]]
+
+
+def _format_of(t: TensorTuple, caps: str, generation: int) -> Format:
+    code, shape, strides = t
+    d = _dtypes.BY_CODE.get(code)
+    return Format(caps, d.name if d else f"code {code}", shape, strides, generation)
 
 
 # The per-frame calls, bound once: attribute lookups cost more than the calls' own work.
 _native = _lib.native
 _consumer_next = _native.consumer_next
-_frame_from_view = _native.frame_from_view
-_frame_capsule = _lib.frame_capsule
-_unpack_view = _lib.VIEW.unpack_from
+_frame_capsule = _native.frame_capsule
 _EVENT_FRAME = _lib.EVENT_FRAME
 _VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
@@ -73,7 +71,7 @@ class _Shared:
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
                  "shape", "strides", "stream", "meta_stats")
 
-    def __init__(self, tensor_id: int, device_id: int, tensor: Optional[_lib.Tensor],
+    def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], stream: Optional[int],
                  meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
         self.meta_stats = meta_stats or _metas_io.MetaStats()
@@ -85,10 +83,10 @@ class _Shared:
         self.generation = fmt.generation if fmt else 0
         self.stream = stream
         if tensor is not None:
-            rank = min(tensor.rank, _lib.MAX_RANK)
-            self.dtype: Optional[_dtypes.DType] = _dtypes.from_code(tensor.dtype)
-            self.shape: Tuple[int, ...] = tuple(tensor.shape[:rank])
-            self.strides: Tuple[int, ...] = tuple(tensor.strides[:rank])
+            code, shape, strides = tensor
+            self.dtype: Optional[_dtypes.DType] = _dtypes.from_code(code)
+            self.shape: Tuple[int, ...] = shape
+            self.strides: Tuple[int, ...] = strides
         else:
             self.dtype, self.shape, self.strides = None, (), ()
 
@@ -171,7 +169,7 @@ class Frame(_native.Frame):
         after it run anyway (so nothing hangs), and that work read an unwritten slot; drop its
         results. True otherwise. Ask after your GPU work on the frame has run; raises once the
         frame is released."""
-        return bool(lib.cudaipc_frame_written(self._live()))
+        return _native.frame_written(self._live())
 
     def _live(self) -> int:
         h = self._h
@@ -341,23 +339,15 @@ class Consumer:
         self._stream: Optional[int] = None  # the consumer's CUstream (CUDA channels)
         self._meta_stats = _metas_io.MetaStats()
         self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
-        opts = _lib.ConsumerOptions()
-        lib.cudaipc_consumer_options_init(byref(opts))
-        opts.path = path.encode()
-        opts.mode = modes[mode]
-        opts.reconnect = 1 if reconnect else 0
-        opts.cuda_device = -1 if device is None else cuda_ordinal(device)
-        h = ctypes.c_void_p()
-        _lib.check(lib.cudaipc_consumer_new(byref(opts), byref(h)), f"consumer of {path}")
+        h = _native.consumer_new(path, modes[mode], bool(reconnect),
+                                 -1 if device is None else cuda_ordinal(device),
+                                 f"consumer of {path}")
         # _h: while open; _handle_kept: until this object dies (held frames are counted there,
         # and frames outlive close()).
-        self._h: Optional[int] = h.value
-        self._handle_kept: Optional[int] = h.value
-        # The reading thread owns these (one thread calls next(), as in the core).
-        self._event = _lib.Event()
-        self._view = _lib.FrameView()
-        self._event_at = ctypes.addressof(self._event)
-        self._view_at = ctypes.addressof(self._view)
+        self._h: Optional[int] = h
+        self._handle_kept: Optional[int] = h
+        # The reading thread owns it (one thread calls next(), as in the core).
+        self._events = _native.Events()
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -398,11 +388,8 @@ class Consumer:
         h = self._handle_kept
         if h is None:
             return []
-        count = c_uint32()
-        seqs = (c_uint64 * max(capacity, 1))()
-        _lib.check(lib.cudaipc_consumer_held(h, byref(count), seqs, capacity), "held frames")
-        return [seqs[i] for i in range(min(count.value, capacity))] if capacity else \
-            [0] * count.value
+        count, seqs = _native.consumer_held(h, capacity, "held frames")
+        return seqs if capacity else [0] * count
 
     def _handle(self) -> int:
         if self._h is None:
@@ -434,8 +421,7 @@ class Consumer:
             deadline = start + int(timeout * 1e9)
             wait = min(_SLICE_NS, deadline - start)
         shared = self._shared
-        got = _consumer_next(h, wait, self._event_at, self._view_at, shared, shared.tensor_id,
-                             shared.device_id)
+        got = _consumer_next(h, wait, self._events, shared, shared.tensor_id, shared.device_id)
         if type(got) is not int:
             return got
         return self._next_slow(got, timeout, deadline)
@@ -445,17 +431,17 @@ class Consumer:
         h = self._handle()
         start = time.monotonic_ns()
         collected = warned = False
-        ev, view = self._event, self._view
+        ev = self._events
         while True:
             if rc:
                 _lib.check(rc, f"reading {self.path}")
             t = ev.type
             if t == _EVENT_FRAME:
-                v = _unpack_view(view)
+                tensor_id, frame, device_id = ev.view
                 shared = self._shared
-                if v[1] != shared.tensor_id or v[11] != shared.device_id:
-                    shared = self._new_shared(v)
-                return _frame_from_view(self._view_at, shared)
+                if tensor_id != shared.tensor_id or device_id != shared.device_id:
+                    shared = self._new_shared(tensor_id, frame, device_id)
+                return ev.frame(shared)
             if t == _lib.EVENT_FORMAT:
                 self._new_format(h, ev)
             elif t == _lib.EVENT_EOS:
@@ -485,7 +471,7 @@ class Consumer:
                 wait = _SLICE_NS
             else:
                 wait = max(0, min(_SLICE_NS, deadline - time.monotonic_ns()))
-            got = _consumer_next(h, wait, self._event_at, self._view_at, None, -1, -2)
+            got = _consumer_next(h, wait, ev, None, -1, -2)
             rc = got if type(got) is int else 0
 
     def _nothing_came(self, how_long: str) -> str:
@@ -500,23 +486,19 @@ class Consumer:
                     "every tensor or array made from it)")
         return msg
 
-    def _new_format(self, h: int, ev: _lib.Event) -> None:
-        caps = (ev.caps or b"").decode("utf-8", "replace")
-        self._format = _format_of(ev.tensor, caps, ev.generation)
-        mem = c_int()
-        _lib.check(lib.cudaipc_consumer_memory(h, byref(mem)), f"reading {self.path}")
-        self._memory = mem.value
-        self._stream = lib.cudaipc_consumer_cuda_stream(h) if mem.value == _lib.MEMORY_CUDA \
-            else None
+    def _new_format(self, h: int, ev: Any) -> None:
+        caps, tensor, generation = ev.format
+        self._format = _format_of(tensor, caps, generation)
+        self._memory, self._stream = _native.consumer_memory(h, f"reading {self.path}")
         # Frames of the new format get a new _Shared (caps, generation) at their first frame.
         self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
         if self.on_format is not None:
             self.on_format(self._format)
 
-    def _new_shared(self, v: tuple) -> _Shared:
+    def _new_shared(self, tensor_id: int, frame: int, device_id: int) -> _Shared:
         # Read once per tensor description: the frame's own, which may differ from the format's.
-        tensor = lib.cudaipc_frame_tensor(v[2]).contents
-        self._shared = _Shared(v[1], v[11], tensor, self._format, self._stream,
+        tensor = _native.frame_tensor(frame)
+        self._shared = _Shared(tensor_id, device_id, tensor, self._format, self._stream,
                                self._meta_stats)
         return self._shared
 
@@ -531,13 +513,13 @@ class Consumer:
     def interrupt(self) -> None:
         """Wakes a ``next()`` blocked in another thread: it raises InterruptedError."""
         if self._h is not None:
-            lib.cudaipc_consumer_interrupt(self._h)
+            _native.consumer_interrupt(self._h)
 
     def close(self) -> None:
         """Disconnects. Frames still held stay readable until they are released."""
         h, self._h = self._h, None
         if h is not None:
-            lib.cudaipc_consumer_close(h)
+            _native.consumer_close(h)
 
     def __enter__(self) -> "Consumer":
         return self
@@ -545,7 +527,7 @@ class Consumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self, _free: Callable[[int], None] = lib.cudaipc_consumer_free) -> None:
+    def __del__(self, _free: Callable[[int], None] = _native.consumer_free) -> None:
         h = getattr(self, "_handle_kept", None)
         if h is not None:
             self._h = self._handle_kept = None

@@ -1,22 +1,16 @@
 """The core's C API (core/include/cudaipc/cudaipc.h) as the package reaches it: the compiled binding
-``native`` (python/native: frames, requests, replies, the per-frame calls) and, for what is not in
-it yet, ctypes prototypes over the same shared object.
-
-The DLPack capsule calls (``frame_capsule``, ``slot_capsule``, ``publish_capsule``) are PYFUNCTYPE
-prototypes, which keep the GIL (the binding gave the core CPython's capsule functions when it
-loaded; the core lets the GIL go itself while a publish waits for a slot); everything that may
-block is a plain CDLL call, which releases it."""
+``native`` (python/native), the one binding of the core. Its calls check their arguments, raise the
+package's exceptions for the core's statuses, and let the GIL go where the core may wait; the
+DLPack capsule calls keep it (the binding gave the core CPython's capsule functions when it loaded,
+and the core lets the GIL go itself while a publish waits for a slot). Here: the core's constants
+and the binding's loading."""
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
-import struct
 import sys
 import types
-from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_uint32, c_uint64,
-                    c_void_p)
 
 from . import _errors
 
@@ -35,96 +29,6 @@ DLPACK_VERSIONED, DLPACK_NO_SYNC = 1, 2
 DL_CPU, DL_CUDA, DL_CUDA_HOST = 1, 2, 3
 (EVENT_FRAME, EVENT_FORMAT, EVENT_EOS, EVENT_TIMEOUT, EVENT_INTERRUPTED,
  EVENT_DISCONNECTED) = range(6)
-
-
-class Plane(Structure):
-    _fields_ = [("offset", c_uint64), ("pitch", c_uint64)]
-
-
-class Tensor(Structure):
-    _fields_ = [
-        ("dtype", c_uint32),
-        ("rank", c_uint32),
-        ("shape", c_int64 * MAX_RANK),
-        ("strides", c_int64 * MAX_RANK),
-        ("byte_offset", c_uint64),
-        ("size", c_uint64),
-        ("num_planes", c_uint32),
-        ("reserved", c_uint32),
-        ("planes", Plane * MAX_PLANES),
-    ]
-
-
-class ProducerOptions(Structure):
-    _fields_ = [
-        ("path", c_char_p),
-        ("slots", c_uint32),
-        ("memory", c_int),
-        ("on_full", c_int),
-        ("block_timeout_ns", c_uint64),
-        ("cuda_device", c_int),
-        ("meta_size", c_uint32),
-        ("role", c_int),
-    ]
-
-
-class ConsumerOptions(Structure):
-    _fields_ = [
-        ("path", c_char_p),
-        ("mode", c_int),
-        ("reconnect", c_int),
-        ("cuda_device", c_int),
-        ("cuda_cpu_wait", c_int),
-    ]
-
-
-class FrameInfo(Structure):
-    _fields_ = [
-        ("pts", c_uint64),
-        ("dts", c_uint64),
-        ("duration", c_uint64),
-        ("flags", c_uint32),
-        ("tensor", POINTER(Tensor)),
-        ("user_meta", c_void_p),
-        ("user_meta_size", c_uint32),
-        ("metas", c_void_p),
-        ("metas_size", c_uint32),
-    ]
-
-
-class Event(Structure):
-    _fields_ = [
-        ("type", c_int),
-        ("frame", c_void_p),
-        ("caps", c_char_p),
-        ("tensor", Tensor),
-        ("generation", c_uint64),
-    ]
-
-
-class FrameView(Structure):
-    """cudaipc_frame_view: what a frame says, filled by cudaipc_consumer_next_frame."""
-
-    _fields_ = [
-        ("type", c_int),
-        ("tensor_id", c_uint32),
-        ("frame", c_void_p),
-        ("seq", c_uint64),
-        ("data", ctypes.c_size_t),
-        ("size", c_uint64),
-        ("pts", c_uint64),
-        ("dts", c_uint64),
-        ("duration", c_uint64),
-        ("publish_time_ns", c_uint64),
-        ("flags", c_uint32),
-        ("cuda_device", c_int32),
-    ]
-
-
-# One unpack of the view instead of a ctypes attribute read per field:
-# (type, tensor_id, frame, seq, data, size, pts, dts, duration, publish_time_ns, flags, device).
-VIEW = struct.Struct("=iIQQQQQQQQIi")
-assert VIEW.size == ctypes.sizeof(FrameView)
 
 
 def _load_native() -> types.ModuleType:
@@ -151,88 +55,9 @@ def _load_native() -> types.ModuleType:
 native = _load_native()
 
 
-def _load() -> ctypes.CDLL:
-    # The modules not yet in the binding reach the core's C API with ctypes, in the binding's own
-    # shared object (the same copy of the core: handles pass between both).
-    path = native.__file__
-    try:
-        return ctypes.CDLL(path)
-    except OSError as e:
-        raise ImportError(f"cudaipc: cannot load the core in {path}: {e}") from e
-
-
-lib = _load()
-
-_P, _I = c_void_p, c_int
-_PROTOS = {
-    "cudaipc_last_error": (c_char_p, []),
-    "cudaipc_producer_options_init": (None, [POINTER(ProducerOptions)]),
-    "cudaipc_consumer_options_init": (None, [POINTER(ConsumerOptions)]),
-    "cudaipc_producer_new": (_I, [POINTER(ProducerOptions), POINTER(c_void_p)]),
-    "cudaipc_producer_free": (None, [_P]),
-    "cudaipc_producer_set_format": (_I, [_P, c_char_p, POINTER(Tensor), c_uint64]),
-    "cudaipc_producer_publish": (_I, [_P, _P, c_uint64, POINTER(FrameInfo), _I, POINTER(c_int)]),
-    "cudaipc_producer_begin": (_I, [_P, POINTER(ctypes.c_size_t), POINTER(c_uint64),
-                                    POINTER(c_int)]),
-    "cudaipc_producer_commit": (_I, [_P, POINTER(FrameInfo)]),
-    "cudaipc_producer_abort": (_I, [_P]),
-    "cudaipc_producer_end_of_stream": (_I, [_P]),
-    "cudaipc_producer_interrupt": (None, [_P]),
-    "cudaipc_producer_clear_interrupt": (None, [_P]),
-    "cudaipc_producer_counters": (_I, [_P, POINTER(c_uint64), POINTER(c_uint64),
-                                       POINTER(c_uint32)]),
-    "cudaipc_producer_cuda_stream": (_P, [_P]),
-    "cudaipc_consumer_new": (_I, [POINTER(ConsumerOptions), POINTER(c_void_p)]),
-    "cudaipc_consumer_free": (None, [_P]),
-    "cudaipc_consumer_next": (_I, [_P, c_uint64, POINTER(Event)]),
-    "cudaipc_consumer_interrupt": (None, [_P]),
-    "cudaipc_consumer_cuda_stream": (_P, [_P]),
-    "cudaipc_consumer_memory": (_I, [_P, POINTER(c_int)]),
-    "cudaipc_frame_seq": (c_uint64, [_P]),
-    "cudaipc_frame_data": (ctypes.c_size_t, [_P]),
-    "cudaipc_frame_size": (c_uint64, [_P]),
-    "cudaipc_frame_times": (None, [_P, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64),
-                                   POINTER(c_uint32)]),
-    "cudaipc_frame_tensor": (POINTER(Tensor), [_P]),
-    "cudaipc_frame_publish_time": (c_uint64, [_P]),
-    "cudaipc_frame_written": (c_int, [_P]),
-    "cudaipc_frame_release": (None, [_P]),
-    "cudaipc_last_error_code": (_I, []),
-    "cudaipc_consumer_close": (None, [_P]),
-    "cudaipc_consumer_next_frame": (_I, [_P, c_uint64, POINTER(Event), POINTER(FrameView)]),
-    "cudaipc_consumer_held": (_I, [_P, POINTER(c_uint32), POINTER(c_uint64), c_uint32]),
-    "cudaipc_consumer_cuda_device": (_I, [_P]),
-    "cudaipc_frame_release_after": (_I, [_P, _P]),
-    "cudaipc_frame_order_reads": (_I, [_P, _P]),
-    "cudaipc_producer_write_after": (_I, [_P, _P]),
-    "cudaipc_producer_order_after_writes": (_I, [_P, _P]),
-    "cudaipc_producer_written": (_I, [_P, c_uint64]),
-    "cudaipc_producer_last_seq": (c_uint64, [_P]),
-    "cudaipc_producer_cuda_device": (_I, [_P]),
-    "cudaipc_dlpack_exports_alive": (c_uint64, []),
-    "cudaipc_frame_metas": (_P, [_P, POINTER(c_uint32)]),
-    "cudaipc_producer_slot_metas": (_P, [_P, POINTER(c_uint32)]),
-    "cudaipc_producer_meta_size": (c_uint32, [_P]),
-}
-for _name, (_res, _args) in _PROTOS.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
-
-
-def last_error() -> str:
-    return (lib.cudaipc_last_error() or b"").decode("utf-8", "replace")
-
-
-def check(rc: int, context: str = "") -> None:
-    """Raises the exception for a C API status, with the core's message."""
-    if rc == 0:
-        return
-    msg = last_error()
-    raise _errors.from_code(rc, f"{context}: {msg}" if context else msg)
-
-
-# ---- DLPack capsules made and read by the library ------------------------------------------
+# Raises the package's exception for a C API status (nonzero), with the core's message after the
+# context: check(status, context="").
+check = native.check
 
 
 # What the core's capsule calls raise (the binding installs CPython's capsule functions in the core
@@ -240,83 +65,9 @@ def check(rc: int, context: str = "") -> None:
 CapsuleFailed = native.CapsuleFailed
 
 
-_PY = ctypes.PYFUNCTYPE
-# New capsule (a DLPack export) or CapsuleFailed: (handle, stream, flags).
-frame_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(("cudaipc_frame_dlpack_capsule", lib))
-slot_capsule = _PY(ctypes.py_object, _P, _P, c_uint32)(
-    ("cudaipc_producer_slot_dlpack_capsule", lib))
-# (producer, capsule, stream, flags, pts, duration, metas, metas_size) -> publish result, or
-# -status.
-publish_capsule = _PY(_I, _P, ctypes.py_object, _P, c_uint32, c_uint64, c_uint64, _P, c_uint32)(
-    ("cudaipc_producer_publish_capsule", lib))
-capsule_describe = _PY(_I, ctypes.py_object, POINTER(Tensor), POINTER(c_int32), POINTER(c_int32))(
-    ("cudaipc_capsule_describe", lib))
+frame_capsule = native.frame_capsule
 
 
 def capsule_error(e: CapsuleFailed) -> _errors.Error:
     """The package's exception for a failed capsule call."""
-    return _errors.from_code(lib.cudaipc_last_error_code(), str(e))
-
-
-class Detections(Structure):
-    """cudaipc_detections (cudaipc.h)."""
-    _fields_ = [("area", c_void_p), ("capacity", c_uint32), ("n", c_uint32),
-                ("boxes", c_void_p), ("scores", c_void_p), ("rotation", c_void_p),
-                ("labels", c_void_p), ("names", c_void_p), ("name_offsets", c_void_p),
-                ("name_count", c_uint32), ("reserved", c_uint32)]
-
-
-# A whole meta area of detections alone, in one call (the common publish(detections=...)):
-# (cudaipc_detections*) -> the area's size, or -status.
-detections_area = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
-    ("cudaipc_metas_detections_area", lib))
-
-
-class Analytics(Structure):
-    """cudaipc_metas_analytics (cudaipc.h)."""
-    _fields_ = [("n", c_uint32), ("boxes_f64", c_uint32), ("boxes", c_void_p),
-                ("scores", c_void_p), ("rotation", c_void_p), ("labels", c_void_p),
-                ("classifications", c_uint32), ("tracks", c_uint32),
-                ("class_detection", c_void_p), ("class_first", c_void_p),
-                ("class_scores", c_void_p), ("class_labels", c_void_p),
-                ("track_detection", c_void_p), ("track_ids", c_void_p),
-                ("first_seen", c_void_p), ("last_seen", c_void_p), ("lost", c_void_p),
-                ("relations", c_void_p), ("relation_count", c_uint32),
-                ("name_count", c_uint32), ("names", c_void_p), ("name_offsets", c_void_p)]
-
-
-# cudaipc_metas_tensor_in: id and dtype as (offset, size) in the call's text, dims, order, data
-# pointer and size, dims[16].
-TENSOR_IN = struct.Struct("=6IQQ16Q")
-
-# The meta codec (cudaipc.h, "Meta areas"): decode into a buffer, and a writer's calls. Names and
-# values go as bytes with their sizes.
-_W, _B, _U = c_void_p, ctypes.c_char_p, c_uint32
-_METAS = {
-    "cudaipc_metas_decode": (ctypes.c_int64, [_P, _U, _P, c_uint64]),
-    "cudaipc_metas_writer_new": (_I, [POINTER(c_void_p)]),
-    "cudaipc_metas_writer_free": (None, [_W]),
-    "cudaipc_metas_writer_begin": (_I, [_W, _P, _U]),
-    "cudaipc_metas_writer_finish": (ctypes.c_int64, [_W]),
-    "cudaipc_metas_add_raw": (_I, [_W, _U, _B, _U, _P, _U]),
-    "cudaipc_metas_add_timestamp": (_I, [_W, _B, _U, c_uint64, c_uint64, _B, _U]),
-    "cudaipc_metas_add_tensors": (_I, [_W, _B, _U, _P, _U, _B, _U]),
-    "cudaipc_metas_add_analytics": (_I, [_W, _B, _U, _P]),
-    "cudaipc_metas_custom_begin": (_I, [_W, _B, _U]),
-    "cudaipc_metas_custom_int64": (_I, [_W, _B, _U, c_int64]),
-    "cudaipc_metas_custom_uint64": (_I, [_W, _B, _U, c_uint64]),
-    "cudaipc_metas_custom_double": (_I, [_W, _B, _U, ctypes.c_double]),
-    "cudaipc_metas_custom_boolean": (_I, [_W, _B, _U, _I]),
-    "cudaipc_metas_custom_fraction": (_I, [_W, _B, _U, c_int32, c_int32]),
-    "cudaipc_metas_custom_string": (_I, [_W, _B, _U, _B, _U]),
-    "cudaipc_metas_custom_bytes": (_I, [_W, _B, _U, _B, _U]),
-    "cudaipc_metas_custom_other": (_I, [_W, _B, _U, _B, _U, _B, _U]),
-    "cudaipc_metas_custom_begin_structure": (_I, [_W, _B, _U, _B, _U]),
-    "cudaipc_metas_custom_begin_array": (_I, [_W, _B, _U, _I]),
-    "cudaipc_metas_custom_end_nested": (_I, [_W]),
-    "cudaipc_metas_custom_end": (_I, [_W]),
-}
-for _name, (_res, _args) in _METAS.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
+    return _errors.from_code(native.last_error_code(), str(e))

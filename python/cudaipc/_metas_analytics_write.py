@@ -9,7 +9,6 @@ names a frame uses)."""
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -19,6 +18,8 @@ from ._errors import InvalidArgumentError
 from ._metas_analytics import NAME, REL_NAMES
 from ._metas_detections import Detections, _host, _name_of, _names
 
+_native = _lib.native
+_detections_area = _native.metas_detections_area
 _MAX_LUT = 65536  # integer labels below this index a table of names 0..top
 _UNSIGNED = {np.dtype(f"<i{k}"): np.dtype(f"<u{k}") for k in (1, 2, 4, 8)}
 _MAX = np.maximum.reduce  # without ndarray.max's Python wrapper
@@ -123,10 +124,8 @@ class _Stage:
     def __init__(self) -> None:
         self.n = -1
         self.buf: Any = None
-        self.args = _lib.Detections()
-        self.args_at = ctypes.addressof(self.args)
-        self.analytics = _lib.Analytics()
-        self.analytics_at = ctypes.addressof(self.analytics)
+        self.args = _native.DetectionsArgs()
+        self.analytics = _native.AnalyticsArgs()
 
     def area(self, buf: np.ndarray, capacity: int) -> None:
         if self.buf is not buf:  # the writer's buffer and the slots' areas never move
@@ -157,10 +156,10 @@ def detections_area(buf: np.ndarray, capacity: int, det: Detections, label_names
     st = scratch.stage
     st.area(buf, capacity)
     quick = _stage(st, st.args, det, label_names, scratch)
-    size = _lib.detections_area(st.args_at)
+    size = _detections_area(st.args)
     if size < 0 and quick:
         _restage_labels(st, st.args, det, label_names, scratch)
-        size = _lib.detections_area(st.args_at)
+        size = _detections_area(st.args)
     if size < 0:
         _lib.check(-size)
     return size
@@ -173,10 +172,10 @@ def staged_analytics(writer: Any, det: Detections, label_names: Any, scratch: Sc
         return False
     st = scratch.stage
     quick = _stage(st, st.analytics, det, label_names, scratch)
-    rc = writer.analytics_at(NAME, st.analytics_at)
+    rc = writer.analytics_status(NAME, st.analytics)
     if rc and quick:
         _restage_labels(st, st.analytics, det, label_names, scratch)
-        rc = writer.analytics_at(NAME, st.analytics_at)
+        rc = writer.analytics_status(NAME, st.analytics)
     if rc:
         _lib.check(rc)
     return True
@@ -204,18 +203,18 @@ def _stage(st: "_Stage", a: Any, det: Detections, label_names: Any, scratch: Scr
         st.scores[:n] = det.scores
         a.scores = st.at[1]
     else:
-        a.scores = None
+        a.scores = 0
     if det.rotation is not None:
         st.rotation[:n] = det.rotation
         a.rotation = st.at[2]
     else:
-        a.rotation = None
+        a.rotation = 0
     if table is not None:
         st.labels[:n] = labels
         a.labels, (a.names, a.name_offsets) = st.at[3], table.at
         a.name_count = len(table)
     else:
-        a.labels = a.names = a.name_offsets = None  # no boxes: no label heap either
+        a.labels = a.names = a.name_offsets = 0  # no boxes: no label heap either
         a.name_count = 0
     return quick
 
@@ -235,7 +234,7 @@ class AnalyticsInput:
 
     def __init__(self, det: Optional[Detections], classes: Any, track_input: Any,
                  relations: Any, label_names: Any, scratch: Scratch) -> None:
-        a = self.args = _lib.Analytics()
+        a = self.args = _native.AnalyticsArgs()
         self.keep: List[np.ndarray] = []
         n = 0 if det is None else det.boxes.shape[0]
         a.n = n
@@ -265,12 +264,13 @@ class AnalyticsInput:
             a.names, a.name_offsets = table.at
             self.keep.append(table)  # type: ignore[arg-type]
 
-    def _put(self, x: Any, dtype: Any) -> Optional[int]:
+    def _put(self, x: Any, dtype: Any) -> int:
+        """The address of `x` as a contiguous array of `dtype`, kept; 0 (NULL) for none."""
         if x is None:
-            return None
+            return 0
         arr = np.ascontiguousarray(x, dtype)
         self.keep.append(arr)
-        return _address(arr) if arr.size else None
+        return _address(arr) if arr.size else 0
 
     def _classes(self, classes: Any, names: Any, n: int, table: Optional[_Table]) -> _Table:
         """Classification k's labels and scores, and the detection it classifies (-1: the

@@ -4,7 +4,6 @@ area and lays out every byte written; this module only moves values across."""
 
 from __future__ import annotations
 
-import ctypes
 import struct
 from fractions import Fraction
 from typing import Any, Iterable, List, Mapping, Optional, Tuple
@@ -15,7 +14,7 @@ from . import _lib
 from ._errors import InvalidArgumentError
 from ._metas import GstValue, Structure, ValueList, encode_name
 
-lib = _lib.lib
+_native = _lib.native
 
 # cudaipc_metas_decoded: size, record_count, unknown, bad, the counts of mtds, classes,
 # segmentations, relations, tensors, fields; error_count, errors_size; the tables' offsets.
@@ -67,7 +66,7 @@ class Tables:
             .split("\0")[:nerr] if nerr else []
 
 
-_decode = lib.cudaipc_metas_decode
+_decode = _native.metas_decode
 _guess = [4096]  # the buffer a decode starts with: the last one's need (a stream's frames agree)
 
 
@@ -93,74 +92,47 @@ _I64_MIN, _U64_END, _I32_END = -(1 << 63), 1 << 64, 1 << 31
 
 
 class Writer:
-    """A cudaipc_metas_writer: an area begun on a buffer, records added in order, finished to its
-    size (InvalidArgumentError naming what the records needed when they do not fit)."""
+    """A cudaipc_metas_writer (the binding's MetasWriter): an area begun on a buffer, records
+    added in order, finished to its size (InvalidArgumentError naming what the records needed when
+    they do not fit)."""
 
     def __init__(self) -> None:
-        h = ctypes.c_void_p()
-        _lib.check(lib.cudaipc_metas_writer_new(ctypes.byref(h)), "making a meta writer")
-        self.h = h.value
-        self._free = lib.cudaipc_metas_writer_free
-        self._tensor_rows = bytearray()
-
-    def __del__(self) -> None:
-        h, self.h = getattr(self, "h", None), None
-        if h:
-            self._free(h)
+        self.h = _native.MetasWriter()
 
     def begin(self, address: Optional[int], capacity: int) -> None:
-        _check(lib.cudaipc_metas_writer_begin(self.h, address if capacity else None, capacity))
+        self.h.begin(address if capacity else None, capacity)
 
     def finish(self) -> int:
-        n = lib.cudaipc_metas_writer_finish(self.h)
-        if n < 0:
-            _lib.check(-n)
-        return n
+        return self.h.finish()
 
     def raw(self, kind: int, name: str, body: Any) -> None:
         b = encode_name(name)
         data = body if isinstance(body, (bytes, bytearray)) else \
             np.ascontiguousarray(body).reshape(-1).view(np.uint8)
-        address = data.__array_interface__["data"][0] if isinstance(data, np.ndarray) else \
-            _address_of(data)
-        _check(lib.cudaipc_metas_add_raw(self.h, kind, b, len(b), address, len(data)))
+        self.h.raw(kind, b, data)
 
     def timestamp(self, name: str, caps: str, timestamp: Optional[int],
                   duration: Optional[int]) -> None:
         b, c = encode_name(name), encode_name(caps, "a timestamp's caps")
-        _check(lib.cudaipc_metas_add_timestamp(
-            self.h, b, len(b), _lib.NO_TIME if timestamp is None else int(timestamp),
-            _lib.NO_TIME if duration is None else int(duration), c, len(c)))
+        self.h.timestamp(b, c, None if timestamp is None else int(timestamp),
+                         None if duration is None else int(duration))
 
     def tensors(self, name: str, items: List[Tuple[bytes, bytes, Tuple[int, ...], np.ndarray]]
                 ) -> None:
         """(id, data type name, dims, data as contiguous uint8) of each tensor."""
         b = encode_name(name)
-        n = len(items)
-        size = _lib.TENSOR_IN.size
-        rows = self._tensor_rows
-        if len(rows) < n * size:
-            rows = self._tensor_rows = bytearray(max(n * size, 4 * size))
-        text = b"".join(ident + dt for ident, dt, _, _ in items)
-        pack, at, zeros = _lib.TENSOR_IN.pack_into, 0, (0,) * 16
-        for k, (ident, dt, dims, data) in enumerate(items):
-            nd = len(dims)
-            if nd > 16:
-                raise InvalidArgumentError(f"tensor {ident.decode(errors='replace')!r}: {nd} "
-                                           "dims, at most 16")
-            pack(rows, k * size, at, len(ident), at + len(ident), len(dt), nd, 0,
-                 data.__array_interface__["data"][0], data.nbytes, *dims, *zeros[nd:])
-            at += len(ident) + len(dt)
-        _check(lib.cudaipc_metas_add_tensors(self.h, b, len(b), _address_of(rows), n, text,
-                                             len(text)))
+        for ident, _, dims, _ in items:
+            if len(dims) > 16:
+                raise InvalidArgumentError(f"tensor {ident.decode(errors='replace')!r}: "
+                                           f"{len(dims)} dims, at most 16")
+        self.h.tensors(b, items)
 
-    def analytics(self, name: str, args: "_lib.Analytics") -> None:
-        _check(self.analytics_at(name, ctypes.addressof(args)))
+    def analytics(self, name: str, args: Any) -> None:
+        _check(self.analytics_status(name, args))
 
-    def analytics_at(self, name: str, address: int) -> int:
-        """cudaipc_metas_add_analytics of the cudaipc_metas_analytics at `address`: its status."""
-        b = encode_name(name)
-        return lib.cudaipc_metas_add_analytics(self.h, b, len(b), address)
+    def analytics_status(self, name: str, args: Any) -> int:
+        """cudaipc_metas_add_analytics of an AnalyticsArgs: its status."""
+        return self.h.analytics(encode_name(name), args)
 
     def custom(self, name: str, fields: Mapping[str, Any]) -> None:
         """Kind 4: Python's bool, int, float, str and bytes (and NumPy's scalars of those)
@@ -172,72 +144,52 @@ class Writer:
                                        f"{type(fields).__name__}")
         b = encode_name(name)
         h = self.h
-        _check(lib.cudaipc_metas_custom_begin(h, b, len(b)))
+        h.custom_begin(b)
         _fields(h, fields.items())
-        _check(lib.cudaipc_metas_custom_end(h))
+        h.custom_end()
 
 
-def _fields(h: int, items: Iterable[Tuple[str, Any]]) -> None:
+def _fields(h: Any, items: Iterable[Tuple[str, Any]]) -> None:
+    """Each field added to `h` (a MetasWriter); a failure raises with the core's message."""
     for key, v in items:
         k = encode_name(key, "a meta field's name")
-        n = len(k)
         if isinstance(v, (bool, np.bool_)):
-            rc = _boolean(h, k, n, 1 if v else 0)
+            h.custom_boolean(k, bool(v))
         elif isinstance(v, (int, np.integer)):
             v = int(v)
             if _I64_MIN <= v < -_I64_MIN:
-                rc = _int64(h, k, n, v)
+                h.custom_int64(k, v)
             elif 0 <= v < _U64_END:
-                rc = _uint64(h, k, n, v)
+                h.custom_uint64(k, v)
             else:
                 raise InvalidArgumentError(f"meta field {key!r}: {v} does not fit 64 bits")
         elif isinstance(v, (float, np.floating)):
-            rc = _double(h, k, n, float(v))
+            h.custom_double(k, float(v))
         elif isinstance(v, str):
-            s = v.encode("utf-8")
-            rc = _string(h, k, n, s, len(s))
+            h.custom_string(k, v.encode("utf-8"))
         elif isinstance(v, (bytes, bytearray, memoryview)):
-            s = bytes(v)
-            rc = _bytes(h, k, n, s, len(s))
+            h.custom_bytes(k, bytes(v))
         elif isinstance(v, GstValue):
-            t, s = encode_name(v.type_name, "a GType name"), v.text.encode("utf-8")
-            rc = lib.cudaipc_metas_custom_other(h, k, n, t, len(t), s, len(s))
+            h.custom_other(k, encode_name(v.type_name, "a GType name"), v.text.encode("utf-8"))
         elif isinstance(v, Fraction):
             if not (-_I32_END < v.numerator < _I32_END and v.denominator < _I32_END):
                 raise InvalidArgumentError(f"meta field {key!r}: {v} does not fit 32-bit terms")
-            rc = lib.cudaipc_metas_custom_fraction(h, k, n, v.numerator, v.denominator)
+            h.custom_fraction(k, v.numerator, v.denominator)
         elif isinstance(v, Structure):
-            s = encode_name(v.name, "a structure's name")
-            _check(lib.cudaipc_metas_custom_begin_structure(h, k, n, s, len(s)))
+            h.custom_begin_structure(k, encode_name(v.name, "a structure's name"))
             _fields(h, v.fields.items())
-            rc = lib.cudaipc_metas_custom_end_nested(h)
+            h.custom_end_nested()
         elif isinstance(v, (list, tuple)):
-            _check(lib.cudaipc_metas_custom_begin_array(h, k, n, isinstance(v, ValueList)))
+            h.custom_begin_array(k, isinstance(v, ValueList))
             _fields(h, (("", m) for m in v))
-            rc = lib.cudaipc_metas_custom_end_nested(h)
+            h.custom_end_nested()
         else:
             raise InvalidArgumentError(f"meta field {key!r}: {type(v).__name__} is not carried "
                                        "(int, float, bool, str, bytes, Fraction, Structure, "
                                        "list)")
-        if rc:
-            _check(rc)
-
-
-_boolean = lib.cudaipc_metas_custom_boolean
-_int64 = lib.cudaipc_metas_custom_int64
-_uint64 = lib.cudaipc_metas_custom_uint64
-_double = lib.cudaipc_metas_custom_double
-_string = lib.cudaipc_metas_custom_string
-_bytes = lib.cudaipc_metas_custom_bytes
 
 
 def _check(rc: int) -> None:
     if rc:
         _lib.check(rc)
 
-
-def _address_of(b: Any) -> int:
-    """The first byte of a bytes or bytearray, without a copy."""
-    if isinstance(b, bytearray):
-        return ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b)) if b else 0
-    return ctypes.cast(b, ctypes.c_void_p).value or 0

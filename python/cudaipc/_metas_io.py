@@ -4,8 +4,6 @@ decoded once when first asked, its views keeping the frame's lease)."""
 
 from __future__ import annotations
 
-import ctypes
-from ctypes import byref, c_uint32
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
@@ -39,6 +37,16 @@ def _aligned(nbytes: int) -> np.ndarray:
     return raw[skip:skip + nbytes]
 
 
+class _Area:
+    """A writable uint8 array interface over memory the core owns (a slot's meta area)."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, size: int) -> None:
+        self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False),
+                                    "version": 3}
+
+
 class MetaWriter:
     """A producer's: encodes the metas of a frame, with the core's writer, into its reusable
     buffer (``publish``) or into the borrowed slot's area (``frame()``)."""
@@ -61,7 +69,7 @@ class MetaWriter:
         """A writable view of a slot's meta area (made once per slot: the areas never move)."""
         v = self._slot_views.get(address)
         if v is None or v.shape[0] != capacity:
-            v = np.ctypeslib.as_array((ctypes.c_uint8 * capacity).from_address(address))
+            v = np.asarray(_Area(address, capacity))
             self._slot_views[address] = v
         return v
 
@@ -232,25 +240,24 @@ class _Keeper:
                                     "data": (address, True), "version": 3}
 
 
-_frame_metas = _lib.lib.cudaipc_frame_metas
+_frame_metas = _lib.native.frame_metas
 _EMPTY = np.zeros(0, np.uint8)
 _EMPTY.flags.writeable = False
 
 
 def frame_area(handle: int) -> np.ndarray:
     """A frame's area as a read-only uint8 view that keeps the frame's lease while it lives."""
-    size = c_uint32()
-    address = _frame_metas(handle, byref(size))
-    if not address or not size.value:
+    address, size = _frame_metas(handle)
+    if not address or not size:
         return _EMPTY
     try:
         capsule = _lib.frame_capsule(handle, 0, _lib.DLPACK_VERSIONED | _lib.DLPACK_NO_SYNC)
     except _lib.CapsuleFailed:
         # A layout DLPack cannot express: a copy instead of a view, valid for ever.
-        copy = np.ctypeslib.as_array((ctypes.c_uint8 * size.value).from_address(address)).copy()
+        copy = np.asarray(_Keeper(None, address, size)).copy()
         copy.flags.writeable = False
         return copy
-    return np.asarray(_Keeper(capsule, address, size.value))
+    return np.asarray(_Keeper(capsule, address, size))
 
 
 def read(handle: int, stats: MetaStats) -> Decoded:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-from ctypes import byref, c_int, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,12 +18,10 @@ from . import _caps, _cuda, _dlpack, _dtypes, _lib, _metas_io
 from ._device import cuda_ordinal
 from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgumentError,
                       NoCudaError, TimeoutError)
-from ._lib import lib
-
-_publish_capsule = _lib.publish_capsule
-_slot_capsule = _lib.slot_capsule
-_CapsuleFailed = _lib.CapsuleFailed
-_NO_TIME = _lib.NO_TIME
+_native = _lib.native
+_publish_capsule = _native.producer_publish
+_slot_capsule = _native.slot_capsule
+_check = _native.check
 _NO_SYNC = _lib.DLPACK_NO_SYNC
 _NEEDS_FORMAT = _lib.NEEDS_FORMAT
 _VERSION = (1, 0)
@@ -152,40 +149,27 @@ class Producer:
         self.policy = policy
         self.caps = caps
         self.framerate = _caps.framerate_text(framerate)
-        opts = _lib.ProducerOptions()
-        lib.cudaipc_producer_options_init(byref(opts))
-        opts.path = path.encode()
-        opts.slots = int(num_slots)
-        opts.memory = kinds[memory]
-        opts.on_full = policies[policy]
-        opts.block_timeout_ns = int(block_timeout * 1e9)
-        opts.cuda_device = device_ordinal
-        opts.meta_size = int(meta_size)
-        opts.role = roles[role]
-        h = c_void_p()
         try:
-            _lib.check(lib.cudaipc_producer_new(byref(opts), byref(h)), f"producer on {path}")
+            h = _native.producer_new(path, int(num_slots), kinds[memory], policies[policy],
+                                     int(block_timeout * 1e9), device_ordinal, int(meta_size),
+                                     roles[role], f"producer on {path}")
         except NoCudaError as e:
             # Say what to use instead, as the elements do ("Use ipc-mode=host on the sink").
             raise NoCudaError(f'{e}. Use memory="host" for a channel in host memory '
                               f'(no GPU needed)', e.code) from None
-        self._h: Optional[int] = h.value
+        self._h: Optional[int] = h
         self._cuda = memory == "cuda"
-        self.device: Optional[int] = lib.cudaipc_producer_cuda_device(self._h) if self._cuda \
-            else None
-        self._stream: Optional[int] = lib.cudaipc_producer_cuda_stream(self._h) if self._cuda \
-            else None
+        device_of, stream_of, meta_size_of = _native.producer_describe(h)
+        self.device: Optional[int] = device_of if self._cuda else None
+        self._stream: Optional[int] = stream_of if self._cuda else None
         self._format_key: Any = None
         self._format_caps: Any = ()  # the `caps` the current format was made with (None: derived)
         self._format_nbytes = 0
         self._format: Optional[Tuple[_dtypes.DType, Tuple[int, ...], Tuple[int, ...]]] = None
-        # For frame(): one slot is lent at a time, so one set of out-parameters serves all.
-        self._addr, self._cap, self._result = c_size_t(), c_uint64(), c_int()
-        self._begin_refs = (byref(self._addr), byref(self._cap), byref(self._result))
-        self._info = _lib.FrameInfo()
-        self._info.dts = _NO_TIME
-        self._info_ref = byref(self._info)
-        self.meta_size: int = lib.cudaipc_producer_meta_size(self._h)
+        # The contexts of the per-frame calls' errors, made once.
+        self._publishing = f"publishing on {path}"
+        self._borrowing = f"borrowing a slot on {path}"
+        self.meta_size: int = meta_size_of
         self._metas: Optional[_metas_io.MetaWriter] = None  # made at the first frame with metas
 
     def _handle(self) -> int:
@@ -228,20 +212,9 @@ class Producer:
             planes = []
             text = _caps.tensor_caps(d, shape, self.framerate)
         nbytes = _dense_bytes(shape, d.itemsize)
-        t = _lib.Tensor()
-        t.dtype = d.code
-        t.rank = len(shape)
-        for i, (n, s) in enumerate(zip(shape, strides)):
-            t.shape[i] = n
-            t.strides[i] = s
-        t.byte_offset = 0
-        t.size = nbytes
-        t.num_planes = len(planes)
-        for i, (off, pitch) in enumerate(planes):
-            t.planes[i].offset = off
-            t.planes[i].pitch = pitch
-        _lib.check(lib.cudaipc_producer_set_format(h, text.encode(), byref(t), 0),
-                   f"format of {self.path}")
+        _native.producer_set_format(h, text, d.code, shape, strides, nbytes,
+                                    [(int(off), int(pitch)) for off, pitch in planes],
+                                    f"format of {self.path}")
         self._format_key = key
         self._format_caps = caps
         self._format_nbytes = nbytes
@@ -250,14 +223,8 @@ class Producer:
 
     def _format_for(self, capsule: Any, caps: Optional[str]) -> None:
         """Sets the format a tensor the library found unlike the current one needs."""
-        t = _lib.Tensor()
-        dev_type, dev_id = c_int32(), c_int32()
-        rc = _lib.capsule_describe(capsule, byref(t), byref(dev_type), byref(dev_id))
-        _lib.check(rc, f"publishing on {self.path}")
-        d = _dtypes.from_code(t.dtype)
-        rank = t.rank
-        shape = tuple(t.shape[:rank])
-        self._ensure_format(d, shape, tuple(t.strides[:rank]), caps)
+        code, shape, strides = _native.capsule_describe(capsule, self._publishing)
+        self._ensure_format(_dtypes.from_code(code), shape, strides, caps)
 
     # -- copying in ----------------------------------------------------------------------------
     def _capsule(self, obj: Any, stream: Any) -> Tuple[Any, int, int]:
@@ -371,15 +338,12 @@ class Producer:
         want_caps = caps or self.caps
         if want_caps != self._format_caps:
             self._format_for(capsule, caps)
-        r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                             _NO_TIME if duration is None else duration, metas_at, metas_size)
+        r = _publish_capsule(h, capsule, s, flags, pts, duration, metas_at, metas_size)
         if r == _NEEDS_FORMAT:
             self._format_for(capsule, caps)
-            r = _publish_capsule(h, capsule, s, flags, _NO_TIME if pts is None else pts,
-                                 _NO_TIME if duration is None else duration, metas_at,
-                                 metas_size)
+            r = _publish_capsule(h, capsule, s, flags, pts, duration, metas_at, metas_size)
         if r < 0:
-            _lib.check(-r, f"publishing on {self.path}")
+            _check(-r, self._publishing)
         return r == _lib.PUBLISHED or self._status(r)
 
     def _writer(self) -> _metas_io.MetaWriter:
@@ -421,24 +385,21 @@ class Producer:
     # -- stream control ------------------------------------------------------------------------
     def end_of_stream(self) -> None:
         """Consumers see end of stream after the frames published so far."""
-        _lib.check(lib.cudaipc_producer_end_of_stream(self._handle()), f"EOS on {self.path}")
+        _native.producer_end_of_stream(self._handle(), f"EOS on {self.path}")
 
     def interrupt(self) -> None:
         """Wakes a publish() blocked on a full ring in another thread (it raises
         InterruptedError), and makes later ones raise too until ``clear_interrupt()``."""
         if self._h is not None:
-            lib.cudaipc_producer_interrupt(self._h)
+            _native.producer_interrupt(self._h)
 
     def clear_interrupt(self) -> None:
         if self._h is not None:
-            lib.cudaipc_producer_clear_interrupt(self._h)
+            _native.producer_clear_interrupt(self._h)
 
     def counters(self) -> Tuple[int, int, int]:
         """(frames published, frames dropped, consumers connected)."""
-        pub, drop, cons = c_uint64(), c_uint64(), c_uint32()
-        _lib.check(lib.cudaipc_producer_counters(self._handle(), byref(pub), byref(drop),
-                                                 byref(cons)), f"counters of {self.path}")
-        return pub.value, drop.value, cons.value
+        return _native.producer_counters(self._handle(), f"counters of {self.path}")
 
     @property
     def consumers(self) -> int:
@@ -462,10 +423,10 @@ class Producer:
             return
         try:
             if eos:
-                lib.cudaipc_producer_end_of_stream(h)
+                _native.producer_end_of_stream(h, None)
         finally:
             self._h = None
-            lib.cudaipc_producer_free(h)
+            _native.producer_free(h)
 
     def __enter__(self) -> "Producer":
         return self
@@ -530,17 +491,16 @@ class WritableFrame:
         p = self._p
         h = p._handle()
         nbytes = p._ensure_format(self._dtype, self.shape, self.strides, self._caps)
-        _lib.check(lib.cudaipc_producer_begin(h, *p._begin_refs), f"borrowing a slot on {p.path}")
-        result = p._result.value
+        address, capacity, result = _native.producer_begin(h, p._borrowing)
         if result == _lib.DROPPED:
             raise FrameDropped(f"no free slot on {p.path}; the drop policy dropped the frame")
         if result != _lib.PUBLISHED:
             p._status(result)
-        if p._cap.value < nbytes:
-            lib.cudaipc_producer_abort(h)
-            raise InvalidArgumentError(f"slot of {p._cap.value} bytes is smaller than the frame's "
+        if capacity < nbytes:
+            _native.producer_abort(h, None)
+            raise InvalidArgumentError(f"slot of {capacity} bytes is smaller than the frame's "
                                        f"{nbytes}")
-        self._addr = p._addr.value
+        self._addr = address
         self._open = True
         return self
 
@@ -551,32 +511,29 @@ class WritableFrame:
         p = self._p
         h = p._handle()
         if exc_type is not None:
-            _lib.check(lib.cudaipc_producer_abort(h), f"aborting a frame on {p.path}")
+            _native.producer_abort(h, f"aborting a frame on {p.path}")
             return
-        info = p._info
-        info.pts = _NO_TIME if self._pts is None else self._pts
-        info.duration = _NO_TIME if self._duration is None else self._duration
-        info.metas, info.metas_size = None, 0
+        metas_at, metas_size = None, 0
         if any(v is not None for v in self._metas.values()):
             try:
-                info.metas, info.metas_size = self._encode_in_place(h)
+                metas_at, metas_size = self._encode_in_place(h)
             except BaseException:
-                lib.cudaipc_producer_abort(h)
+                _native.producer_abort(h, None)
                 raise
         # The commit waits on the GPU for every stream __dlpack__ exported the slot to.
-        _lib.check(lib.cudaipc_producer_commit(h, p._info_ref), f"publishing on {p.path}")
+        _native.producer_commit(h, self._pts, self._duration, metas_at, metas_size,
+                                p._publishing)
 
     def _encode_in_place(self, h: int) -> Tuple[Optional[int], int]:
         """Encodes the frame's metas straight into the borrowed slot's meta area: (its address,
         bytes used), nothing copied at the commit."""
-        cap = c_uint32()
-        address = lib.cudaipc_producer_slot_metas(h, byref(cap))
+        address, cap = _native.producer_slot_metas(h)
         w = self._p._writer()
         if not address:
             # No area (meta_size 0): encoding into the writer's empty buffer raises, naming sizes.
             w.encode(w.buffer(), **self._metas)
             return None, 0
-        n = w.encode(w.slot_view(address, cap.value), **self._metas)
+        n = w.encode(w.slot_view(address, cap), **self._metas)
         return (address, n) if n else (None, 0)
 
     def _live(self) -> None:
@@ -604,10 +561,8 @@ class WritableFrame:
                 # The writes come after the consumers still reading the slot's previous frame
                 # (the producer's stream waits for them), and the commit after the writes.
                 s = _cuda.stream_handle(stream)
-        try:
-            return _slot_capsule(self._p._handle(), s, flags)
-        except _CapsuleFailed as e:
-            raise _lib.capsule_error(e) from None
+        # A failure raises the package's exception for the core's status (the binding's).
+        return _slot_capsule(self._p._handle(), s, flags)
 
     @property
     def __cuda_array_interface__(self) -> dict:

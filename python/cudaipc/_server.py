@@ -23,11 +23,8 @@ frame. docs/elements.md, docs/python.md.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import time
-from ctypes import POINTER, Structure, byref, c_char_p, c_int32, c_int64, c_uint32, c_uint64, \
-    c_void_p
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _cuda, _errors, _lib, _metas_io
@@ -36,51 +33,10 @@ from ._consumer import Frame, _format_of, _Shared
 from ._device import cuda_ordinal
 from ._errors import ClosedError, InterruptedError, InvalidArgumentError
 
-lib = _lib.lib
 
 
-class _Options(Structure):
-    """cudaipc_server_options (cudaipc.h)."""
-    _fields_ = [("paths", POINTER(c_char_p)), ("path_count", c_uint32), ("reply_slots", c_uint32),
-                ("directory", c_char_p), ("scan_interval_ns", c_uint64), ("cuda_device", c_int32),
-                ("reply_meta_size", c_uint32), ("queue_depth", c_uint32),
-                ("socket_mode", c_uint32), ("allowed_gid", c_int64)]
-
-
-class _Event(Structure):
-    """cudaipc_server_event (cudaipc.h)."""
-    _fields_ = [("type", ctypes.c_int), ("pipeline", c_uint32), ("path", c_char_p),
-                ("message", c_char_p)]
-
-
-class _PipelineInfo(Structure):
-    """cudaipc_server_pipeline (cudaipc.h)."""
-    _fields_ = [("id", c_uint32), ("connected", c_uint32), ("queued", c_uint32),
-                ("reserved", c_uint32), ("requests", c_uint64), ("replies", c_uint64),
-                ("replies_lost", c_uint64), ("path", c_char_p)]
-
-
-
-_P = c_void_p
-for _name, (_res, _args) in {
-    "cudaipc_server_options_init": (None, [POINTER(_Options)]),
-    "cudaipc_server_new": (ctypes.c_int, [POINTER(_Options), POINTER(c_void_p)]),
-    "cudaipc_server_free": (None, [_P]),
-    "cudaipc_server_add": (ctypes.c_int, [_P, c_char_p, POINTER(c_uint32)]),
-    "cudaipc_server_batch": (ctypes.c_int, [_P, c_uint32, c_uint64, c_uint64, _P,
-                                            POINTER(c_uint32), POINTER(c_uint32)]),
-    "cudaipc_server_next_event": (ctypes.c_int, [_P, POINTER(_Event)]),
-    "cudaipc_server_reply": (ctypes.c_int, [_P, _P, _P, c_uint32]),
-    "cudaipc_request_format": (ctypes.c_int, [_P, POINTER(c_char_p), POINTER(c_uint64),
-                                              POINTER(c_void_p)]),
-    "cudaipc_server_interrupt": (None, [_P]),
-    "cudaipc_server_pipelines": (ctypes.c_int, [_P, POINTER(_PipelineInfo), c_uint32,
-                                                POINTER(c_uint32)]),
-}.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
-_reply = lib.cudaipc_server_reply
+_native = _lib.native
+_reply = _native.server_reply
 _ERR_TIMEOUT = 6      # CUDAIPC_ERR_TIMEOUT: the reply was given up (the filter is gone or stuck)
 _ERR_INTERRUPTED = 7  # CUDAIPC_ERR_INTERRUPTED
 _EV_EOS, _EV_DISCONNECTED, _EV_JOINED, _EV_LEFT = 1, 2, 3, 4  # cudaipc_server_event_type
@@ -220,23 +176,12 @@ class Server(_lib.native.Server):
             raise InvalidArgumentError(f"allowed_gid {allowed_gid} is not a group id")
         self.path = plist[0] if plist else directory
         self.directory = directory
-        o = _Options()
-        lib.cudaipc_server_options_init(byref(o))
-        encoded = [p.encode() for p in plist]
-        arr = (c_char_p * max(1, len(encoded)))(*encoded)
-        o.paths = arr
-        o.path_count = len(encoded)
-        o.directory = directory.encode() if directory is not None else None
-        o.cuda_device = -1 if device is None else cuda_ordinal(device)
-        o.reply_slots = int(reply_slots)
-        o.reply_meta_size = int(reply_meta_size)
-        o.queue_depth = int(queue_depth)
-        o.socket_mode = int(socket_mode)
-        o.allowed_gid = -1 if allowed_gid is None else int(allowed_gid)
-        h = c_void_p()
         what = ", ".join(plist + ([f"{directory}/*"] if directory else []))
-        _lib.check(lib.cudaipc_server_new(byref(o), byref(h)), f"serving {what}")
-        self._h = h.value
+        self._h = _native.server_new(plist, directory,
+                                     -1 if device is None else cuda_ordinal(device),
+                                     int(reply_slots), int(reply_meta_size), int(queue_depth),
+                                     int(socket_mode), -1 if allowed_gid is None else
+                                     int(allowed_gid), f"serving {what}")
         self._reply_meta_size = int(reply_meta_size)  # the binding's reply area
         self._writer = _metas_io.MetaWriter(int(reply_meta_size))
         self._gpu = GpuReplies(_MAX_BATCH)
@@ -271,27 +216,17 @@ class Server(_lib.native.Server):
         """Serves one more filter from now on; its pipeline number."""
         if not isinstance(path, str) or not path:
             raise InvalidArgumentError(f"path must be a non-empty str, not {path!r}")
-        n = c_uint32()
-        _lib.check(lib.cudaipc_server_add(self._handle(), path.encode(), byref(n)),
-                   f"serving {path}")
-        self._paths[n.value] = path
-        return n.value
+        n = _native.server_add(self._handle(), path, f"serving {path}")
+        self._paths[n] = path
+        return n
 
     @property
     def pipelines(self) -> List[Dict[str, Any]]:
         """The pipelines served now: ``id``, ``path``, ``connected`` (a pipeline publishes on the
         channel), ``queued`` (requests read ahead, not yet handed out), ``requests``,
         ``replies`` and ``replies_lost`` (given up: the filter was gone or stuck)."""
-        h = self._handle()
-        count = c_uint32()
-        _lib.check(lib.cudaipc_server_pipelines(h, None, 0, byref(count)), "listing pipelines")
-        arr = (_PipelineInfo * max(1, count.value + 8))()
-        _lib.check(lib.cudaipc_server_pipelines(h, arr, len(arr), byref(count)),
-                   "listing pipelines")
-        return [{"id": p.id, "path": (p.path or b"").decode("utf-8", "replace"),
-                 "connected": bool(p.connected), "queued": p.queued, "requests": p.requests,
-                 "replies": p.replies, "replies_lost": p.replies_lost}
-                for p in arr[:min(count.value, len(arr))]]
+        keys = ("id", "path", "connected", "queued", "requests", "replies", "replies_lost")
+        return [dict(zip(keys, p)) for p in _native.server_pipelines(self._handle())]
 
     # _take(max_batch, max_delay_ns, timeout_ns) is the binding's (python/native/server.cpp): one
     # cudaipc_server_batch, its requests made Request objects in C; it calls the two below.
@@ -303,38 +238,32 @@ class Server(_lib.native.Server):
 
     def _say_events(self) -> None:
         """Logs what happened to the pipelines (logger ``cudaipc.server``)."""
-        ev = _Event()
         while True:
-            _lib.check(lib.cudaipc_server_next_event(self._handle(), byref(ev)), "server events")
-            if not ev.type:
+            ev = _native.server_next_event(self._handle())
+            if ev is None:
                 return
-            path = (ev.path or b"").decode("utf-8", "replace")
-            self._paths.setdefault(ev.pipeline, path)
-            if ev.type == _EV_DISCONNECTED:
-                why = (ev.message or b"").decode("utf-8", "replace")
-                self._shared.pop(ev.pipeline, None)
+            kind, pipeline, path, why = ev
+            self._paths.setdefault(pipeline, path)
+            if kind == _EV_DISCONNECTED:
+                self._shared.pop(pipeline, None)
                 log.info("the pipeline on %s went away%s; waiting for the next", path,
                          f" ({why})" if why else "")
-            elif ev.type == _EV_EOS:
+            elif kind == _EV_EOS:
                 log.debug("the pipeline on %s ended its stream", path)
-            elif ev.type == _EV_JOINED:
-                self._paths[ev.pipeline] = path
+            elif kind == _EV_JOINED:
+                self._paths[pipeline] = path
                 log.info("serving %s (a new channel in %s)", path, self.directory)
-            elif ev.type == _EV_LEFT:
-                self._shared.pop(ev.pipeline, None)
-                self._paths.pop(ev.pipeline, None)
+            elif kind == _EV_LEFT:
+                self._shared.pop(pipeline, None)
+                self._paths.pop(pipeline, None)
                 log.info("%s was removed: no longer served", path)
 
     def _describe(self, pipeline: int, h: int, tensor_id: int, device_id: int) -> _Shared:
         # Once per pipeline format and tensor description, never per frame.
-        caps = c_char_p()
-        generation = c_uint64()
-        stream = c_void_p()
-        _lib.check(lib.cudaipc_request_format(h, byref(caps), byref(generation), byref(stream)),
-                   "a request's format")
-        tensor = lib.cudaipc_frame_tensor(h).contents
-        fmt = _format_of(tensor, (caps.value or b"").decode("utf-8", "replace"), generation.value)
-        shared = _Shared(tensor_id, device_id, tensor, fmt, stream.value, self._meta_stats)
+        caps, generation, stream = _native.request_format(h)
+        tensor = _native.frame_tensor(h)
+        fmt = _format_of(tensor, caps, generation)
+        shared = _Shared(tensor_id, device_id, tensor, fmt, stream, self._meta_stats)
         if pipeline not in self._shared:  # its first request, or the first since it went away
             log.info("a pipeline on %s sends requests (%s)", self._paths.get(pipeline) or
                      self._path_of(pipeline), fmt.caps)
@@ -456,14 +385,14 @@ class Server(_lib.native.Server):
         """Wakes a ``next()`` or ``batch()`` blocked in another thread (it raises
         InterruptedError)."""
         if self._h is not None:
-            lib.cudaipc_server_interrupt(self._h)
+            _native.server_interrupt(self._h)
 
     def close(self) -> None:
         """Stops serving: the reply channels close (the filters pass frames per on-missing).
         Requests still held stay readable until released."""
         h, self._h = self._h, None
         if h is not None:
-            lib.cudaipc_server_free(h)
+            _native.server_free(h)
 
     def __enter__(self) -> "Server":
         return self

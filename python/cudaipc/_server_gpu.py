@@ -6,29 +6,13 @@ makes no torch call per reply beyond reading the tensors' description (issue #35
 
 from __future__ import annotations
 
-import ctypes
-import struct
 import sys
-from ctypes import POINTER, byref, c_int, c_uint32, c_uint64, c_void_p
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _cuda, _lib
 from ._errors import InvalidArgumentError
 from ._metas_analytics_write import Scratch
 
-lib = _lib.lib
-_f = lib.cudaipc_server_reply_results
-_f.restype = c_int
-_f.argtypes = [c_void_p, c_void_p, c_void_p, c_uint32, c_int, POINTER(c_uint32), POINTER(c_uint64)]
-_reply_results = _f
-
-# cudaipc_reply_results: request, metas, metas_size, n, boxes, scores, labels, rotation,
-# boxes_strides[2], scores/labels/rotation strides, four dtypes, names, name_offsets, name_count,
-# flags.
-RESULTS = struct.Struct("@PPIIPPPPqqqqqIIIIPPII")
-assert RESULTS.size == 136
-_METAS = struct.Struct("@PI")  # metas, metas_size
-_METAS_AT = 8
 _DETECTIONS, _HOST = 1, 2
 _KEYS = frozenset(("boxes", "scores", "labels", "rotation"))
 _FLOATS: Dict[Any, int] = {}
@@ -49,16 +33,12 @@ def _raw_stream(torch: Any) -> Any:
 
 class GpuReplies:
     """A server's packing of replies whose detections are torch tensors on the GPU: a buffer of
-    cudaipc_reply_results made once, the label names' table cached."""
+    cudaipc_reply_results made once (the binding's ReplyBatch), the label names' table cached."""
 
     def __init__(self, capacity: int) -> None:
-        self._buf = (ctypes.c_uint8 * (RESULTS.size * capacity))()
-        self._addr = ctypes.addressof(self._buf)
+        self._batch = _lib.native.ReplyBatch(capacity)
         self._capacity = capacity
         self._scratch = Scratch()
-        self._sent = c_uint32()
-        self._ticket = c_uint64()
-        self._refs = (byref(self._sent), byref(self._ticket))
         self._torch: Any = None
         self._current: Any = None
 
@@ -72,7 +52,7 @@ class GpuReplies:
 
     def set_metas(self, i: int, address: int, size: int) -> None:
         """Reply `i`'s records ready on the host (a meta area the core copies)."""
-        _METAS.pack_into(self._buf, i * RESULTS.size + _METAS_AT, address, size)
+        self._batch.set_metas(i, address, size)
 
     def pack(self, i: int, h: int, det: Any, label_names: Any, start: int = 0,
              count: Optional[int] = None) -> int:
@@ -121,7 +101,7 @@ class GpuReplies:
             arrays[k] = v.data_ptr() + (start * st * v.element_size() if start else 0)
             strides[k] = st
             dtypes[k] = dt
-        names = offsets = 0  # none: struct packs addresses as integers
+        names = offsets = 0  # none: NULL
         count = 0
         if arrays[1] and n:
             if not isinstance(label_names, (list, tuple)):
@@ -131,10 +111,9 @@ class GpuReplies:
             names, offsets = table.at
             count = len(table)
         at = boxes.data_ptr() + (start * bs[0] * boxes.element_size() if start else 0)
-        RESULTS.pack_into(self._buf, i * RESULTS.size, h, 0, 0, n, at,
-                          arrays[0], arrays[1], arrays[2], bs[0], bs[1], strides[0], strides[1],
-                          strides[2], bdt, dtypes[0], dtypes[1], dtypes[2], names, offsets, count,
-                          _DETECTIONS)
+        self._batch.pack(i, h, n, at, arrays[0], arrays[1], arrays[2], bs[0], bs[1], strides[0],
+                         strides[1], strides[2], bdt, dtypes[0], dtypes[1], dtypes[2], names,
+                         offsets, count, _DETECTIONS)
         return dev
 
     def stream_of(self, stream: Any, dev: int) -> Tuple[int, Any]:
@@ -154,10 +133,7 @@ class GpuReplies:
 
     def send(self, server: int, count: int, stream: int, device: Optional[int]) -> Tuple[int, int]:
         """Queues the replies packed and releases their requests; (status, replies queued)."""
-        sent_ref, ticket_ref = self._refs
         if device is None:
-            rc = _reply_results(server, stream, self._addr, count, 1, sent_ref, ticket_ref)
-        else:
-            with self._torch.cuda.device(device):
-                rc = _reply_results(server, stream, self._addr, count, 1, sent_ref, ticket_ref)
-        return rc, self._sent.value
+            return self._batch.send(server, count, stream, True)
+        with self._torch.cuda.device(device):
+            return self._batch.send(server, count, stream, True)

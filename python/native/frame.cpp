@@ -306,7 +306,7 @@ PyObject* frame_release(FrameObject* f, PyObject* stream) {
 
 // The package's exception for a failed capsule call (CapsuleFailed set by the core); as
 // BufferError for an argument DLPack cannot take, when `buffer_errors`.
-static PyObject* capsule_failed(bool buffer_errors) {
+PyObject* capsule_error(bool buffer_errors) {
   if (!PyErr_ExceptionMatches(package.capsule_failed)) return nullptr;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -346,7 +346,7 @@ PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool bu
   }
   auto* capsule =
       static_cast<PyObject*>(cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags));
-  if (!capsule) return capsule_failed(buffer_errors);
+  if (!capsule) return capsule_error(buffer_errors);
   return capsule;
 }
 
@@ -370,7 +370,7 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   }
   Ref capsule(static_cast<PyObject*>(
       cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags)));
-  if (!capsule) return capsule_failed(false);
+  if (!capsule) return capsule_error(false);
   // A capsule (not an object with __dlpack__) goes straight to torch's C importer.
   if (t->from_dlpack) return PyObject_CallOneArg(t->from_dlpack, capsule.get());
   return PyObject_CallMethod(t->module, "from_dlpack", "O", capsule.get());

@@ -1,5 +1,5 @@
 // The module cudaipc._native: its types, the package's helpers it raises through, and the
-// consumer's per-frame read.
+// tables of functions the other files define.
 #include <cstdarg>
 #include <utility>
 
@@ -34,55 +34,32 @@ PyObject* configure(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// consumer_next(handle, wait_ns, event_address, view_address, shared, tensor_id, device):
-// cudaipc_consumer_next_frame into the consumer's event and view; a Frame when a frame of the
-// description `shared` stands for came, else the call's status (the caller reads the event).
-PyObject* consumer_next(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError, "consumer_next takes 7 arguments");
-    return nullptr;
-  }
-  auto* c = static_cast<cudaipc_consumer*>(PyLong_AsVoidPtr(args[0]));
-  uint64_t wait = PyLong_AsUnsignedLongLong(args[1]);
-  auto* ev = static_cast<cudaipc_event*>(PyLong_AsVoidPtr(args[2]));
-  auto* view = static_cast<cudaipc_frame_view*>(PyLong_AsVoidPtr(args[3]));
-  long tensor_id = PyLong_AsLong(args[5]);
-  long device = PyLong_AsLong(args[6]);
-  if (PyErr_Occurred()) return nullptr;
-  if (!c || !ev || !view) {
-    PyErr_SetString(PyExc_ValueError, "consumer_next: a NULL handle or buffer");
-    return nullptr;
-  }
-  int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, ev, view);
-  Py_END_ALLOW_THREADS if (rc == 0 && view->type == CUDAIPC_EVENT_FRAME &&
-                           tensor_id == long(view->tensor_id) &&
-                           device == long(view->cuda_device)) return frame_new(*view, args[4]);
-  return PyLong_FromLong(rc);
+// check(status, context): raises the package's exception for a nonzero status (the core's
+// message after context), for the statuses the Python side gets back as ints.
+PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  long long rc;
+  if (n < 1 || n > 2) return arity("check", n, 2), nullptr;
+  if (!arg_int("check", "status", a[0], INT32_MIN, INT32_MAX, &rc)) return nullptr;
+  if (rc) return fail_in(int(rc), n == 2 ? a[1] : Py_None);
+  Py_RETURN_NONE;
 }
 
-// frame_from_view(view_address, shared): the Frame of a FRAME view the caller read.
-PyObject* frame_from_view(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "frame_from_view takes 2 arguments");
-    return nullptr;
-  }
-  auto* view = static_cast<cudaipc_frame_view*>(PyLong_AsVoidPtr(args[0]));
-  if (!view) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "frame_from_view: no view");
-    return nullptr;
-  }
-  return frame_new(*view, args[1]);
+PyObject* last_error_code(PyObject*, PyObject*) {
+  return PyLong_FromLong(cudaipc_last_error_code());
+}
+
+PyObject* dlpack_exports_alive(PyObject*, PyObject*) {
+  return PyLong_FromUnsignedLongLong(cudaipc_dlpack_exports_alive());
 }
 
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Frame, Request, from_code, stream_handle, ClosedError): the package's classes"},
-    {"consumer_next", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(consumer_next)),
-     METH_FASTCALL, "A consumer's next frame, or the status with the event to read"},
-    {"frame_from_view",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(frame_from_view)), METH_FASTCALL,
-     "The Frame of a view"},
+    {"check", CUDAIPC_FASTCALL(check), METH_FASTCALL,
+     "check(status, context=None): raises the package's exception for a nonzero status"},
+    {"last_error_code", last_error_code, METH_NOARGS, "the status of this thread's last failure"},
+    {"dlpack_exports_alive", dlpack_exports_alive, METH_NOARGS,
+     "live DLPack exports (frames and slots) of this process"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
@@ -218,7 +195,8 @@ const Torch* torch_api(bool import_it) {
 
 extern "C" PyMODINIT_FUNC PyInit__native(void) {
   using namespace cudaipc_py;
-  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType})
+  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType, &EventsType, &MetasWriterType,
+                          &DetectionsArgsType, &AnalyticsArgsType, &ReplyBatchType})
     if (PyType_Ready(t) < 0) return nullptr;
   Ref m(PyModule_Create(&module_def));
   if (!m) return nullptr;
@@ -230,13 +208,21 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
   failed.release();
   for (auto [name, type] : {std::pair<const char*, PyTypeObject*>{"Frame", &FrameType},
                             {"Request", &RequestType},
-                            {"Server", &ServerType}}) {
+                            {"Server", &ServerType},
+                            {"Events", &EventsType},
+                            {"MetasWriter", &MetasWriterType},
+                            {"DetectionsArgs", &DetectionsArgsType},
+                            {"AnalyticsArgs", &AnalyticsArgsType},
+                            {"ReplyBatch", &ReplyBatchType}}) {
     Py_INCREF(type);
     if (PyModule_AddObject(m.get(), name, reinterpret_cast<PyObject*>(type)) < 0) {
       Py_DECREF(type);
       return nullptr;
     }
   }
+  for (PyMethodDef* table : {producer_functions, channel_setup_functions, consumer_functions,
+                             server_admin_functions, metas_functions, metas_args_functions})
+    if (PyModule_AddFunctions(m.get(), table) < 0) return nullptr;
   cudaipc_capsule_api api{};
   api.capsule_new = capsule_new;
   api.capsule_get_pointer = capsule_get_pointer;

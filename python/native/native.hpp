@@ -1,7 +1,7 @@
-// The package's compiled binding (issue #39): the per-frame calls of cudaipc's Python API in C,
-// over the core's C API (cudaipc.h), in the same shared object as the core itself. Everything a
-// model loop or a reader calls per frame is here; the rest of the package is Python over these
-// types.
+// The package's compiled binding (issue #39): cudaipc's Python API in C over the core's C API
+// (cudaipc.h), in the same shared object as the core itself, and the package's only way into the
+// core. The per-frame calls are C objects and METH_FASTCALL functions; the rest (setup, formats,
+// metas) are functions that check their arguments and build the core's structs in C.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -116,6 +116,52 @@ PyObject* frame_dlpack_device(FrameObject* f);
 int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* detections,
                PyObject* meta, PyObject* label_names, bool* sent);
 void scratch_free(ReplyScratch* s);
+
+// Arguments of the module's functions, checked before any reaches the core: each returns false
+// with TypeError or ValueError set, naming the function and the argument. A handle is a nonzero
+// int; an address an int or None (NULL); a time an int or None (CUDAIPC_NO_TIME).
+bool arity(const char* fn, Py_ssize_t nargs, Py_ssize_t want);
+bool arg_int(const char* fn, const char* name, PyObject* o, long long lo, long long hi,
+             long long* out);
+bool arg_u64(const char* fn, const char* name, PyObject* o, uint64_t* out);
+bool arg_time(const char* fn, const char* name, PyObject* o, uint64_t* out);
+bool arg_address(const char* fn, const char* name, PyObject* o, void** out);
+bool arg_handle(const char* fn, PyObject* o, void** out);
+template <class T>
+bool arg_handle(const char* fn, PyObject* o, T** out) {
+  void* p;
+  if (!arg_handle(fn, o, &p)) return false;
+  *out = static_cast<T*>(p);
+  return true;
+}
+// UTF-8 of a str argument, valid while `o` lives; NULL with an exception set.
+const char* arg_str(const char* fn, const char* name, PyObject* o);
+// fail() with a context given as a Python str (or None): made into C text only on failure.
+PyObject* fail_in(int status, PyObject* context);
+// The package's exception for a failed capsule call (the core set CapsuleFailed); BufferError for
+// an argument DLPack cannot take when `buffer_errors`. Returns NULL.
+PyObject* capsule_error(bool buffer_errors);
+// A tensor description as Python values: (dtype code, shape tuple, byte strides tuple).
+PyObject* tensor_tuple(const cudaipc_tensor& t);
+
+// The module's functions, one table per file, added to the module at its init.
+extern PyMethodDef producer_functions[];
+extern PyMethodDef channel_setup_functions[];
+extern PyMethodDef consumer_functions[];
+extern PyMethodDef server_admin_functions[];
+extern PyMethodDef metas_functions[];
+extern PyMethodDef metas_args_functions[];
+extern PyTypeObject EventsType;
+extern PyTypeObject MetasWriterType;
+extern PyTypeObject DetectionsArgsType;
+extern PyTypeObject AnalyticsArgsType;
+extern PyTypeObject ReplyBatchType;
+// metas.cpp: a MetasWriter's writer, NULL for another object.
+cudaipc_metas_writer* writer_of(PyObject* o);
+// metas_args.cpp: MetasWriter.analytics(name, args), the status of the add.
+PyObject* writer_analytics(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+
+#define CUDAIPC_FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f))
 
 // torch's functions the binding calls, looked up once torch is imported.
 struct Torch {

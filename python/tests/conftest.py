@@ -222,7 +222,7 @@ def live_exports() -> int:
     """DLPack exports not deleted yet: the library's (frames, slots) and the package's own (sources
     it wraps for publish). A test that frees every tensor it made must find none left."""
     from cudaipc import _dlpack, _lib
-    return int(_lib.lib.cudaipc_dlpack_exports_alive()) + len(_dlpack._exports)
+    return _lib.native.dlpack_exports_alive() + len(_dlpack._exports)
 
 
 def have_ml_dtypes() -> bool:
