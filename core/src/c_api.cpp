@@ -431,4 +431,11 @@ int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream) {
   });
 }
 
+int cudaipc_frame_order_release(cudaipc_frame* f, void* stream) {
+  return guard([&] {
+    require(f, "frame");
+    if (f->cuda_device >= 0) f->f.order_release_after(stream);
+  });
+}
+
 }  // extern "C"

@@ -39,6 +39,7 @@ constexpr const char* kUsedLegacy = "used_dltensor";
 constexpr std::uint64_t kSettleNs = 5'000'000'000;
 
 std::atomic<std::uint64_t> g_exports_alive{0};
+std::atomic<std::uint64_t> g_views_alive{0};
 
 // ---- dtypes ----
 
@@ -160,6 +161,29 @@ static void delete_versioned(cudaipc_dl_managed_tensor_versioned* m) {
 }
 static void delete_legacy(cudaipc_dl_managed_tensor* m) {
   if (m) finish(static_cast<DlExport*>(m->manager_ctx));
+}
+}
+
+// ---- slot views ----
+
+// A view's tensor and what keeps its slot set mapped (no lease): the set goes when the last view
+// or frame of it does.
+struct SlotView {
+  DlExport e;
+  std::shared_ptr<const void> memory;
+};
+
+void drop_view(void* ctx) noexcept {
+  std::unique_ptr<SlotView> owned(static_cast<SlotView*>(ctx));
+  g_views_alive.fetch_sub(1, std::memory_order_relaxed);
+}
+
+extern "C" {
+static void delete_view_versioned(cudaipc_dl_managed_tensor_versioned* m) {
+  if (m) drop_view(m->manager_ctx);
+}
+static void delete_view_legacy(cudaipc_dl_managed_tensor* m) {
+  if (m) drop_view(m->manager_ctx);
 }
 }
 
@@ -313,10 +337,13 @@ void* to_capsule(void* managed, bool versioned) {
   void* capsule =
       api.capsule_new(managed, versioned ? kNameVersioned : kNameLegacy, capsule_destructor);
   if (!capsule) {
+    // Its own deleter: exports and slot views keep different owners.
     if (versioned) {
-      delete_versioned(static_cast<cudaipc_dl_managed_tensor_versioned*>(managed));
+      auto* m = static_cast<cudaipc_dl_managed_tensor_versioned*>(managed);
+      m->deleter(m);
     } else {
-      delete_legacy(static_cast<cudaipc_dl_managed_tensor*>(managed));
+      auto* m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+      m->deleter(m);
     }
   }
   return capsule;
@@ -397,6 +424,48 @@ int cudaipc_frame_dlpack(cudaipc_frame* f, void* stream, uint32_t flags, void** 
       throw;
     }
   });
+}
+
+int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void** set) {
+  return guard([&] {
+    require(f, "frame");
+    require(slot, "slot");
+    require(set, "set");
+    std::shared_ptr<const void> memory = f->f.slot_memory();
+    if (!memory) throw Error(Errc::invalid_argument, "the frame was released");
+    *slot = f->f.slot();
+    *set = memory.get();
+  });
+}
+
+int cudaipc_frame_slot_view(cudaipc_frame* f, uint32_t flags, void** out) {
+  return guard([&] {
+    require(f, "frame");
+    require(out, "out");
+    auto v = std::make_unique<SlotView>();
+    v->memory = f->f.slot_memory();
+    if (!v->memory) throw Error(Errc::invalid_argument, "the frame was released");
+    const bool cuda = f->cuda_device >= 0;
+    const cudaipc_dl_device device = cuda ? cudaipc_dl_device{CUDAIPC_DL_CUDA, f->cuda_device}
+                                          : cudaipc_dl_device{CUDAIPC_DL_CPU, 0};
+    const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
+    void* m = fill_export(v->e, f->f.desc().tensor, reinterpret_cast<std::uintptr_t>(f->f.data()),
+                          device, !cuda, versioned);
+    if (versioned) {
+      v->e.versioned.manager_ctx = v.get();
+      v->e.versioned.deleter = delete_view_versioned;
+    } else {
+      v->e.legacy.manager_ctx = v.get();
+      v->e.legacy.deleter = delete_view_legacy;
+    }
+    g_views_alive.fetch_add(1, std::memory_order_relaxed);
+    v.release();  // the tensor's deleter owns it now
+    *out = m;
+  });
+}
+
+uint64_t cudaipc_dlpack_views_alive(void) {
+  return g_views_alive.load(std::memory_order_relaxed);
 }
 
 int cudaipc_producer_slot_dlpack(cudaipc_producer* p, void* stream, uint32_t flags, void** out) {
@@ -507,6 +576,16 @@ void* cudaipc_frame_dlpack_capsule(cudaipc_frame* f, void* stream, uint32_t flag
   void* managed = nullptr;
   if (guard([] { capsule_api(); }) != CUDAIPC_OK ||
       cudaipc_frame_dlpack(f, stream, flags, &managed) != CUDAIPC_OK) {
+    raise_in_runtime();
+    return nullptr;
+  }
+  return to_capsule(managed, (flags & CUDAIPC_DLPACK_VERSIONED) != 0);
+}
+
+void* cudaipc_frame_slot_view_capsule(cudaipc_frame* f, uint32_t flags) {
+  void* managed = nullptr;
+  if (guard([] { capsule_api(); }) != CUDAIPC_OK ||
+      cudaipc_frame_slot_view(f, flags, &managed) != CUDAIPC_OK) {
     raise_in_runtime();
     return nullptr;
   }

@@ -371,8 +371,8 @@ TEST(CApiDlpack, BorrowedSlotExportsAsAWritableTensor) {
     EXPECT_EQ(v->dl_tensor.shape[1], kCols);
     fill_pattern(v->dl_tensor.data, bytes, 100 + seq);
     delete_tensor<cudaipc_dl_managed_tensor_versioned>(out);
-    cudaipc_frame_info info{seq, CUDAIPC_NO_TIME, CUDAIPC_NO_TIME, 0, nullptr, nullptr, 0,
-                            nullptr, 0};
+    cudaipc_frame_info info{seq, CUDAIPC_NO_TIME, CUDAIPC_NO_TIME, 0, nullptr, nullptr, 0, nullptr,
+                            0};
     ASSERT_EQ(cudaipc_producer_commit(ch.p, &info), CUDAIPC_OK) << cudaipc_last_error();
     cudaipc_frame_view view;
     cudaipc_frame* f = ch.next(&view);
@@ -412,4 +412,73 @@ TEST(CApiDlpack, CapsuleCallsNeedTheCapsuleApi) {
   EXPECT_NE(std::strstr(cudaipc_last_error(), "cudaipc_set_capsule_api"), nullptr);
   cudaipc_capsule_api api{};
   EXPECT_EQ(cudaipc_set_capsule_api(&api), CUDAIPC_ERR_INVALID_ARGUMENT);
+}
+
+// A slot's view is made once and shows every frame that slot carries, holds no lease (the frames
+// come and go around it), keeps its set mapped past the consumer's end, and leaves nothing once
+// deleted.
+TEST(CApiDlpack, SlotViewsShowEachFrameOfTheirSlotAndHoldNoLease) {
+  constexpr std::uint32_t kSlots = 2;
+  const std::uint64_t bytes = kRows * kCols * 4;
+  const std::uint64_t views0 = cudaipc_dlpack_views_alive();
+  const std::uint64_t exports0 = cudaipc_dlpack_exports_alive();
+  void* views[kSlots] = {};
+  const void* set0 = nullptr;
+  {
+    Channel ch(kSlots);
+    ch.format(u32_tensor(kRows, kCols));
+    for (std::uint64_t seq = 1; seq <= 12; ++seq) {
+      ch.publish(seq, bytes);
+      cudaipc_frame_view fv;
+      cudaipc_frame* f = ch.next(&fv);
+      ASSERT_NE(f, nullptr);
+      std::uint32_t slot = 99;
+      const void* set = nullptr;
+      ASSERT_EQ(cudaipc_frame_slot(f, &slot, &set), CUDAIPC_OK) << cudaipc_last_error();
+      ASSERT_LT(slot, kSlots);
+      if (!set0) set0 = set;
+      EXPECT_EQ(set, set0) << "frame " << seq;  // one format, one set
+      if (!views[slot]) {
+        ASSERT_EQ(cudaipc_frame_slot_view(f, CUDAIPC_DLPACK_VERSIONED, &views[slot]), CUDAIPC_OK)
+            << cudaipc_last_error();
+      }
+      auto* v = static_cast<cudaipc_dl_managed_tensor_versioned*>(views[slot]);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v->dl_tensor.data), fv.data) << "frame " << seq;
+      EXPECT_EQ(v->dl_tensor.shape[0], kRows);
+      EXPECT_EQ(v->dl_tensor.strides[0], kCols);  // elements
+      EXPECT_EQ(v->flags & CUDAIPC_DL_FLAG_READ_ONLY, CUDAIPC_DL_FLAG_READ_ONLY);
+      EXPECT_EQ(check_pattern(v->dl_tensor.data, bytes, seq), bytes) << "frame " << seq;
+      EXPECT_EQ(cudaipc_frame_order_release(f, nullptr), CUDAIPC_OK);  // host: nothing to order
+      cudaipc_frame_release(f);
+      EXPECT_EQ(ch.held(), 0u) << "a view holds no lease, frame " << seq;
+    }
+    EXPECT_EQ(cudaipc_dlpack_views_alive(), views0 + kSlots);
+    EXPECT_EQ(cudaipc_dlpack_exports_alive(), exports0);
+    // The last frame (12) was in a slot whose view still reads it after the channel goes.
+  }
+  for (void* view : views) {
+    auto* v = static_cast<cudaipc_dl_managed_tensor_versioned*>(view);
+    const std::uint64_t found = check_pattern(v->dl_tensor.data, bytes, 12);
+    const std::uint64_t older = check_pattern(v->dl_tensor.data, bytes, 11);
+    EXPECT_TRUE(found == bytes || older == bytes) << "the set stays mapped while a view lives";
+    delete_tensor<cudaipc_dl_managed_tensor_versioned>(view);
+  }
+  EXPECT_EQ(cudaipc_dlpack_views_alive(), views0);
+}
+
+TEST(CApiDlpack, SlotViewCallsRefuseNullArguments) {
+  std::uint32_t slot = 0;
+  const void* set = nullptr;
+  void* out = nullptr;
+  EXPECT_EQ(cudaipc_frame_slot(nullptr, &slot, &set), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_frame_slot_view(nullptr, 0, &out), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_frame_order_release(nullptr, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
+  Channel ch;
+  ch.format(u32_tensor(kRows, kCols));
+  ch.publish(1, kRows * kCols * 4);
+  cudaipc_frame* f = ch.next();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(cudaipc_frame_slot(f, nullptr, &set), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_frame_slot_view(f, 0, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
+  cudaipc_frame_release(f);
 }

@@ -697,6 +697,28 @@ int cudaipc_frame_dlpack(cudaipc_frame* f, void* stream, uint32_t flags, void** 
 /* Live DLPack exports (frames and slots) of this process: none should outlive their tensors. */
 uint64_t cudaipc_dlpack_exports_alive(void);
 
+/* ---- Slot views ---------------------------------------------------------------------------
+ * A frame's slot as a DLPack tensor that keeps the slot's set mapped but holds no lease: made once
+ * per slot and handed out again for every frame of the same tensor description that slot carries,
+ * so a binding gives a frame's tensor without an export per frame. What it shows is the frame's
+ * until the frame is released, then whatever the producer writes there next: order each frame's
+ * reads with cudaipc_frame_order_reads and its release after them (cudaipc_frame_release_after,
+ * or cudaipc_frame_order_release for another stream). No CPU wait, no lease, any thread may delete
+ * it (the set is unmapped then if nothing else holds it). */
+/* The frame's slot index (< CUDAIPC_MAX_SLOTS) and its slot set's identity: frames with equal
+ * (slot, set) share their memory, and a view made from one is valid for the others. */
+int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void** set);
+/* The view of the frame's slot (flags: CUDAIPC_DLPACK_VERSIONED or 0), laid out as
+ * cudaipc_frame_dlpack lays out the frame. */
+int cudaipc_frame_slot_view(cudaipc_frame* f, uint32_t flags, void** out);
+/* Slot views alive in this process (they die with their tensors). */
+uint64_t cudaipc_dlpack_views_alive(void);
+/* CUDA frames: the frame's release, whenever it comes, is ordered after the work queued on
+ * `stream` so far too (the consumer's stream waits for it on the GPU; nothing is queued when it is
+ * idle): for reads of a view queued on another stream than the one the release names. Host
+ * frames: nothing to do. */
+int cudaipc_frame_order_release(cudaipc_frame* f, void* stream);
+
 /* Copies a C-contiguous DLPack tensor into a free slot and publishes it (cudaipc_producer_publish
  * without the pointers). It must be of the format's dtype and shape (else *result is
  * CUDAIPC_NEEDS_FORMAT and nothing is taken: cudaipc_dlpack_describe says what to set), on the CPU
@@ -741,6 +763,8 @@ int cudaipc_set_capsule_api(const cudaipc_capsule_api* api);
  * NULL with the runtime's error set. A capsule no importer consumed deletes its tensor when it
  * dies. */
 void* cudaipc_frame_dlpack_capsule(cudaipc_frame* f, void* stream, uint32_t flags);
+/* cudaipc_frame_slot_view in a new capsule. */
+void* cudaipc_frame_slot_view_capsule(cudaipc_frame* f, uint32_t flags);
 /* cudaipc_producer_slot_dlpack, in a new capsule. */
 void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags);
 /* cudaipc_producer_publish_dlpack of the tensor in a DLPack capsule (renamed "used_..." when
