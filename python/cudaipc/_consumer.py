@@ -66,15 +66,17 @@ _CapsuleFailed = _lib.CapsuleFailed
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the consumer
-    stream ``__cuda_array_interface__`` names."""
+    stream ``__cuda_array_interface__`` names, and the torch tensors of its slots (``views``: the
+    binding makes each once, for frame.torch())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream", "meta_stats")
+                 "shape", "strides", "stream", "meta_stats", "views")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], stream: Optional[int],
                  meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
         self.meta_stats = meta_stats or _metas_io.MetaStats()
+        self.views = None
         self.tensor_id = tensor_id
         self.device_id = device_id
         self.cuda = device_id >= 0

@@ -100,6 +100,7 @@ class Request(_lib.native.Request):
                         raise
                     g.set_metas(0, w.address if size else 0, size)
                 raw, device = g.stream_of(stream, dev)
+                frame._order_views(raw)  # its torch() reads on another stream: waited for too
                 rc, sent = g.send(server._handle(), 1, raw, device)
                 if sent:
                     frame._h = None
@@ -362,6 +363,8 @@ class Server(_lib.native.Server):
     def _send_packed(self, packed: List[Request], stream: Any, device: int) -> None:
         g = self._gpu
         raw, guard = g.stream_of(stream, device)
+        for r in packed:
+            r.frame._order_views(raw)  # their torch() reads on another stream: waited for too
         rc, sent = g.send(self._handle(), len(packed), raw, guard)
         for r in packed[:sent]:
             r.frame._h = None

@@ -31,7 +31,12 @@ void frame_dealloc(PyObject* o) {
   PyObject_GC_UnTrack(o);
   if (f->weakrefs) PyObject_ClearWeakRefs(o);
   if (f->h) {
-    cudaipc_frame_release(f->h);
+    // Released after the reads of its slot tensor (the release happens even when ordering fails;
+    // a deallocator cannot raise).
+    if (f->view_stream)
+      cudaipc_frame_release_after(f->h, reinterpret_cast<void*>(f->view_stream));
+    else
+      cudaipc_frame_release(f->h);
     f->h = nullptr;
   }
   frame_clear(o);
@@ -162,13 +167,13 @@ PyObject* m_enter(PyObject* o, PyObject*) {
 }
 
 PyObject* m_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
-  FrameObject* f = as_frame(o);
-  if (f->h) {
-    Py_CLEAR(f->metas);
-    cudaipc_frame* h = f->h;
-    f->h = nullptr;
-    cudaipc_frame_release(h);
-  }
+  return frame_release(as_frame(o), Py_None);
+}
+
+PyObject* m_order_views(PyObject* o, PyObject* stream) {
+  unsigned long long s = PyLong_AsUnsignedLongLong(stream);
+  if (PyErr_Occurred()) return nullptr;
+  if (!frame_order_views(as_frame(o), static_cast<uintptr_t>(s))) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -235,6 +240,9 @@ PyMethodDef frame_methods[] = {
      "GPU-side wait, no CPU wait); each tensor exported through __dlpack__ does the same for the "
      "stream it was exported to when it is freed. Releasing twice does nothing."},
     {"__enter__", m_enter, METH_NOARGS, nullptr},
+    {"_order_views", m_order_views, METH_O,
+     "_order_views(stream): before the handle goes to the core, released after `stream` (an "
+     "int): the slot tensor's reads on another stream are waited for too"},
     {"__exit__", FASTCALL_KW(m_exit), METH_FASTCALL, nullptr},
     {"__dlpack__", FASTCALL_KW(m_dlpack), METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__(stream=None, max_version=None, dl_device=None, copy=None): a DLPack capsule "
@@ -244,10 +252,12 @@ PyMethodDef frame_methods[] = {
      "it."},
     {"__dlpack_device__", m_dlpack_device, METH_NOARGS, "(device type, device id) of DLPack"},
     {"torch", FASTCALL_KW(m_torch), METH_FASTCALL | METH_KEYWORDS,
-     "torch(stream=None): the frame as a torch tensor, zero-copy: torch.from_dlpack(frame) "
-     "without its per-call Python. For CUDA frames the reads are ordered on `stream` (default: "
-     "torch's current stream on the frame's device). The tensor keeps its own hold on the slot, "
-     "as a DLPack export does."},
+     "torch(stream=None): the frame as a torch tensor, zero-copy, valid until the frame is "
+     "released (a request: answered). It views the frame's slot (made once per slot and handed "
+     "out again, an alias per frame); for CUDA frames its reads are ordered on `stream` (default: "
+     "torch's current stream on the frame's device) and the release after the work queued on "
+     "that stream by then. A tensor that must outlive the frame: torch.from_dlpack(frame), "
+     "which holds the frame's slot until it is freed."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -279,29 +289,50 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
 PyObject* frame_release(FrameObject* f, PyObject* stream) {
   cudaipc_frame* h = f->h;
   if (!h) Py_RETURN_NONE;
+  const uintptr_t views = f->view_stream;
   f->h = nullptr;
+  f->view_stream = 0;
   Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
-  if (stream == Py_None || f->device < 0) {
+  if (f->device < 0 || (stream == Py_None && !views)) {
     cudaipc_frame_release(h);
     Py_RETURN_NONE;
   }
-  uintptr_t s;
-  uint32_t flags;
-  if (!stream_of(stream, &s, &flags)) {
-    cudaipc_frame_release(h);  // released even when the stream is not one
+  uintptr_t s = views;
+  uint32_t flags = 0;
+  if (stream != Py_None && !stream_of(stream, &s, &flags)) {
+    // Released even when the stream is not one, after the slot tensor's reads.
+    if (views)
+      cudaipc_frame_release_after(h, reinterpret_cast<void*>(views));
+    else
+      cudaipc_frame_release(h);
     return nullptr;
   }
-  if (flags & CUDAIPC_DLPACK_NO_SYNC) {
-    cudaipc_frame_release(h);
-    Py_RETURN_NONE;
-  }
+  if (flags & CUDAIPC_DLPACK_NO_SYNC) s = views;  // the caller's reads are its own to order
+  int ordered = 0;
+  if (views && views != s) ordered = cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
   // The frame is released even when the ordering fails; the failure is raised after.
-  if (int rc = cudaipc_frame_release_after(h, reinterpret_cast<void*>(s))) {
+  int rc = s ? cudaipc_frame_release_after(h, reinterpret_cast<void*>(s))
+             : (cudaipc_frame_release(h), 0);
+  if (int first = ordered ? ordered : rc) {
     char context[64];
     snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
-    return fail(rc, context);
+    return fail(first, context);
   }
   Py_RETURN_NONE;
+}
+
+bool frame_order_views(FrameObject* f, uintptr_t stream) {
+  const uintptr_t views = f->view_stream;
+  f->view_stream = 0;
+  if (!f->h || !views || views == stream) return true;
+  if (int rc = cudaipc_frame_order_release(f->h, reinterpret_cast<void*>(views))) {
+    char context[80];
+    snprintf(context, sizeof context, "ordering frame %llu's release after its tensor's reads",
+             (unsigned long long)f->seq);
+    fail(rc, context);
+    return false;
+  }
+  return true;
 }
 
 // The package's exception for a failed capsule call (CapsuleFailed set by the core); as
@@ -354,9 +385,9 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   const Torch* t = torch_api(true);
   if (!t) return nullptr;
   if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
-  uintptr_t s = 0;
-  uint32_t flags = 0;
   if (f->device >= 0) {
+    uintptr_t s = 0;
+    uint32_t flags = 0;
     if (stream == Py_None && t->raw_stream) {
       Ref dev(PyLong_FromLong(f->device));
       Ref raw(dev ? PyObject_CallOneArg(t->raw_stream, dev.get()) : nullptr);
@@ -367,13 +398,15 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
     } else if (!stream_of(stream, &s, &flags)) {
       return nullptr;
     }
+    if (!(flags & CUDAIPC_DLPACK_NO_SYNC)) {
+      if (int rc = cudaipc_frame_order_reads(f->h, reinterpret_cast<void*>(s)))
+        return fail(rc, "ordering the frame's reads");
+      // Reads handed out on another stream before: the release waits for those too.
+      if (!frame_order_views(f, s)) return nullptr;
+      f->view_stream = s;
+    }
   }
-  Ref capsule(static_cast<PyObject*>(
-      cudaipc_frame_dlpack_capsule(f->h, reinterpret_cast<void*>(s), flags)));
-  if (!capsule) return capsule_error(false);
-  // A capsule (not an object with __dlpack__) goes straight to torch's C importer.
-  if (t->from_dlpack) return PyObject_CallOneArg(t->from_dlpack, capsule.get());
-  return PyObject_CallMethod(t->module, "from_dlpack", "O", capsule.get());
+  return slot_tensor(f, t);
 }
 
 PyObject* frame_dlpack_device(FrameObject* f) {

@@ -52,6 +52,10 @@ PyObject* dlpack_exports_alive(PyObject*, PyObject*) {
   return PyLong_FromUnsignedLongLong(cudaipc_dlpack_exports_alive());
 }
 
+PyObject* dlpack_views_alive(PyObject*, PyObject*) {
+  return PyLong_FromUnsignedLongLong(cudaipc_dlpack_views_alive());
+}
+
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Frame, Request, from_code, stream_handle, ClosedError): the package's classes"},
@@ -60,6 +64,8 @@ PyMethodDef methods[] = {
     {"last_error_code", last_error_code, METH_NOARGS, "the status of this thread's last failure"},
     {"dlpack_exports_alive", dlpack_exports_alive, METH_NOARGS,
      "live DLPack exports (frames and slots) of this process"},
+    {"dlpack_views_alive", dlpack_views_alive, METH_NOARGS,
+     "live slot views (frame.torch()'s tensors, one per slot) of this process"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
@@ -198,6 +204,7 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
   for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType, &EventsType, &MetasWriterType,
                           &DetectionsArgsType, &AnalyticsArgsType, &ReplyBatchType})
     if (PyType_Ready(t) < 0) return nullptr;
+  if (!slot_views_ready()) return nullptr;
   Ref m(PyModule_Create(&module_def));
   if (!m) return nullptr;
   Ref failed(PyErr_NewException("cudaipc._native.CapsuleFailed", nullptr, nullptr));

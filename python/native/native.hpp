@@ -49,7 +49,10 @@ struct FrameObject {
   uint64_t seq, size, pts, dts, duration, publish_time;
   uintptr_t data;
   uint32_t flags, tensor_id;
-  int32_t device;    // -1: host memory
+  int32_t device;  // -1: host memory
+  // The stream the frame's slot tensor (torch()) was last handed out on: its release is ordered
+  // after that stream's work as well as after the stream it names. 0: none.
+  uintptr_t view_stream;
   PyObject* shared;  // the Python _Shared of its format
   PyObject* metas;   // decoded metas, or NULL
   PyObject* weakrefs;
@@ -110,6 +113,14 @@ PyObject* frame_release(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);
 PyObject* frame_torch(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack_device(FrameObject* f);
+// Before the frame's handle goes to the core to be released after `stream`: the reads of its slot
+// tensor on another stream are waited for too. False with an exception set.
+bool frame_order_views(FrameObject* f, uintptr_t stream);
+
+// slot_views.cpp: the frame's slot tensor for torch (made once per slot, an alias per frame).
+bool slot_views_ready();
+struct Torch;
+PyObject* slot_tensor(FrameObject* f, const Torch* t);
 
 // results.cpp: a reply's results in C. Returns 1 when answered (or an exception set: -1), 0 when
 // the results are not of the forms the binding takes (the Python path answers them).

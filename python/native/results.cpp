@@ -426,6 +426,7 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
     if (PyLong_AsLong(cur.get()) != dev) return 0;  // the Python path makes it current
     raw = kStreamLegacy;
   }
+  if (!frame_order_views(f, raw)) return -1;
   uint32_t sent = 0;
   uint64_t ticket = 0;
   int rc =

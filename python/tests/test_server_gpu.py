@@ -6,6 +6,7 @@ the reason, without torch or a CUDA GPU."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -200,3 +201,74 @@ def test_request_torch_views_the_frame_host_and_cuda(tmp_path):
                 with replies.next(10) as f:
                     assert f.meta == {"i": i}
             replies.close()
+
+
+def test_torch_views_each_slot_once_and_holds_no_lease(tmp_path):
+    """frame.torch() and req.torch() hand out an alias of their slot's tensor, made once per slot:
+    every frame's content is its own, a tensor kept past its frame's release holds no lease (the
+    producer goes round its slots while a dozen are kept), what a caller does in place to one
+    frame's tensor stays with it, and the slots' tensors go with the consumer."""
+    from cudaipc._lib import native
+
+    def run(memory: str, slots: int, kept: list) -> set:
+        path = str(tmp_path / f"views-{memory}")
+        dev = "cuda" if memory == "cuda" else "cpu"
+        addresses = set()
+        with cudaipc.Producer(path, memory=memory, num_slots=slots, block_timeout=30) as p:
+            c = cudaipc.Consumer(path, timeout=10)
+            for i in range(1, 4 * slots + 1):
+                assert p.publish(torch.full((16, 3), i, dtype=torch.uint8, device=dev), pts=i)
+                f = c.next(10)
+                t = f.torch()
+                assert t.device.type == dev and t.shape == (16, 3), (memory, i, t.shape)
+                assert bool((t == i).all()), (memory, i)
+                addresses.add(t.data_ptr())
+                t.unsqueeze_(0)  # this frame's alias only
+                kept.append(t)
+                f.release()
+            assert len(addresses) <= slots, (memory, addresses)
+            assert native.dlpack_views_alive() >= len(addresses)
+            c.close()
+            del c, f
+        return addresses
+
+    views0 = native.dlpack_views_alive()
+    for memory in ("host", "cuda"):
+        kept: list = []
+        run(memory, 3, kept)
+        assert all(t.shape == (1, 16, 3) for t in kept)
+        del kept
+        gc.collect()
+        assert native.dlpack_views_alive() == views0, memory
+
+
+def test_request_torch_on_another_stream_is_waited_for(tmp_path):
+    """A request's tensor read late on a stream of its own, then answered on the default stream:
+    the pipeline's next frame goes into that very slot at once, and the reads still see their own
+    frame (the release waits for the tensor's stream too)."""
+    path = str(tmp_path / "model")
+    side = torch.cuda.Stream()
+
+    def frame(k: int):
+        return torch.full((512, 512), k % 251, dtype=torch.uint8, device="cuda")
+
+    with cudaipc.Producer(path, memory="cuda", num_slots=2, block_timeout=30,
+                          role="requests") as requests, cudaipc.Server(path) as server:
+        requests.wait_for_consumers(1, timeout=10)
+        replies = cudaipc.Consumer(path + ".reply", timeout=10)
+        assert requests.publish(frame(1), pts=1) and requests.publish(frame(2), pts=2)
+        for k in range(1, 31):
+            req = server.next(5)
+            assert req.frame.pts == k
+            with torch.cuda.stream(side):
+                t = req.torch()  # its reads ordered on `side`
+                torch.cuda._sleep(2_000_000)  # ... and landing late there
+                total = t.to(torch.int64).sum()
+            req.reply(meta={"k": k})  # answered on the default stream, not `side`
+            del t
+            assert requests.publish(frame(k + 2), pts=k + 2)  # into k's slot, the only free one
+            side.synchronize()
+            assert int(total) == 512 * 512 * (k % 251), k
+            with replies.next(10) as f:
+                assert f.meta == {"k": k}
+        replies.close()

@@ -1,0 +1,117 @@
+// The torch tensors of a format's slots (issue #39): a slot's memory does not move while its set
+// is mapped, so its tensor is made once (a slot view: no lease, the set kept mapped) and handed out
+// for every frame the slot carries. A frame's tensor is then an alias of its slot's, not an export
+// per frame: no capsule, no tensor made and freed, no release ordered from a deleter.
+#include "native.hpp"
+
+namespace cudaipc_py {
+
+namespace {
+
+// One per _Shared (a format's tensor description), in its `views` attribute: the views of the
+// newest slot set it met. A frame of another set (a reconnection, new slots) drops them, so an
+// old set is not kept mapped by its views.
+struct SlotViewsObject {
+  PyObject_HEAD const void* set;
+  PyObject* tensors[CUDAIPC_MAX_SLOTS];
+};
+
+SlotViewsObject* as_views(PyObject* o) {
+  return reinterpret_cast<SlotViewsObject*>(o);
+}
+
+int views_traverse(PyObject* o, visitproc visit, void* arg) {
+  for (PyObject* t : as_views(o)->tensors) Py_VISIT(t);
+  return 0;
+}
+
+int views_clear(PyObject* o) {
+  for (PyObject*& t : as_views(o)->tensors) Py_CLEAR(t);
+  return 0;
+}
+
+void views_dealloc(PyObject* o) {
+  PyObject_GC_UnTrack(o);
+  views_clear(o);
+  Py_TYPE(o)->tp_free(o);
+}
+
+PyObject* views_count(PyObject* o, void*) {
+  long n = 0;
+  for (PyObject* t : as_views(o)->tensors) n += t != nullptr;
+  return PyLong_FromLong(n);
+}
+
+PyGetSetDef views_getset[] = {
+    {"count", views_count, nullptr, "slots whose tensor is made", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject SlotViewsType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.SlotViews";
+  t.tp_basicsize = sizeof(SlotViewsObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "The torch tensors of a format's slots, made once per slot";
+  t.tp_traverse = views_traverse;
+  t.tp_clear = views_clear;
+  t.tp_dealloc = views_dealloc;
+  t.tp_getset = views_getset;
+  t.tp_alloc = PyType_GenericAlloc;  // zeroed: no set, no tensor
+  return t;
+}();
+
+// The cache of `shared` (its `views` attribute), made on first use.
+SlotViewsObject* views_of(PyObject* shared) {
+  static PyObject* name = PyUnicode_InternFromString("views");
+  if (!name) return nullptr;
+  Ref v(PyObject_GetAttr(shared, name));
+  if (!v) return nullptr;
+  if (Py_TYPE(v.get()) == &SlotViewsType) return as_views(v.get());  // shared keeps it alive
+  if (v.get() != Py_None) {
+    PyErr_SetString(PyExc_TypeError, "a format's `views` is not a SlotViews");
+    return nullptr;
+  }
+  Ref made(PyType_GenericAlloc(&SlotViewsType, 0));
+  if (!made || PyObject_SetAttr(shared, name, made.get()) < 0) return nullptr;
+  return as_views(made.get());
+}
+
+}  // namespace
+
+bool slot_views_ready() {
+  return PyType_Ready(&SlotViewsType) == 0;
+}
+
+PyObject* slot_tensor(FrameObject* f, const Torch* t) {
+  uint32_t slot = 0;
+  const void* set = nullptr;
+  if (int rc = cudaipc_frame_slot(f->h, &slot, &set)) return fail(rc, "the frame's slot");
+  if (slot >= CUDAIPC_MAX_SLOTS) {
+    PyErr_Format(PyExc_ValueError, "slot %u out of range", slot);
+    return nullptr;
+  }
+  SlotViewsObject* views = views_of(f->shared);
+  if (!views) return nullptr;
+  if (views->set != set) {
+    views_clear(reinterpret_cast<PyObject*>(views));
+    views->set = set;
+  }
+  PyObject*& base = views->tensors[slot];
+  if (!base) {
+    Ref capsule(static_cast<PyObject*>(cudaipc_frame_slot_view_capsule(f->h, 0)));
+    if (!capsule) return capsule_error(false);
+    base = t->from_dlpack ? PyObject_CallOneArg(t->from_dlpack, capsule.get())
+                          : PyObject_CallMethod(t->module, "from_dlpack", "O", capsule.get());
+    if (!base) return nullptr;
+  }
+  // An alias, not the cached tensor itself: what a caller does to its tensor's shape or strides in
+  // place (unsqueeze_, as_strided_) stays with that frame.
+  static PyObject* detach = PyUnicode_InternFromString("detach");
+  if (!detach) return nullptr;
+  return PyObject_CallMethodNoArgs(base, detach);
+}
+
+}  // namespace cudaipc_py
