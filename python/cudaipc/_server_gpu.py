@@ -7,7 +7,7 @@ makes no torch call per reply beyond reading the tensors' description (issue #35
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import _cuda, _lib
 from ._errors import InvalidArgumentError
