@@ -30,9 +30,19 @@ PyObject* events_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
   return o;
 }
 
-// A frame read is always handed out (frame()) before the next read; the buffer never owns one
-// past that, and may outlive its consumer's handle, so it releases nothing.
+// A frame read but not handed out (an exception between the read and frame(): a format's
+// description failing, a KeyboardInterrupt) is released here, or its lease would be lost for good.
+// Frames outlive their consumer's handle, so this is safe after close() too.
+void drop_unclaimed(EventsObject* e) {
+  if (cudaipc_frame* f = e->view.frame) {
+    e->view.frame = nullptr;
+    e->ev.frame = nullptr;
+    cudaipc_frame_release(f);
+  }
+}
+
 void events_dealloc(PyObject* o) {
+  drop_unclaimed(as_events(o));
   Py_TYPE(o)->tp_free(o);
 }
 
@@ -101,6 +111,7 @@ PyObject* consumer_next(PyObject*, PyObject* const* a, Py_ssize_t n) {
     return nullptr;
   }
   EventsObject* e = as_events(a[2]);
+  drop_unclaimed(e);
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, &e->ev, &e->view);
   Py_END_ALLOW_THREADS if (rc == 0 && e->view.type == CUDAIPC_EVENT_FRAME &&

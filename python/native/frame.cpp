@@ -323,15 +323,17 @@ PyObject* frame_release(FrameObject* f, PyObject* stream) {
 
 bool frame_order_views(FrameObject* f, uintptr_t stream) {
   const uintptr_t views = f->view_stream;
-  f->view_stream = 0;
-  if (!f->h || !views || views == stream) return true;
-  if (int rc = cudaipc_frame_order_release(f->h, reinterpret_cast<void*>(views))) {
-    char context[80];
-    snprintf(context, sizeof context, "ordering frame %llu's release after its tensor's reads",
-             (unsigned long long)f->seq);
-    fail(rc, context);
-    return false;
+  if (f->h && views && views != stream) {
+    // Kept on failure: the frame's release still waits for those reads then.
+    if (int rc = cudaipc_frame_order_release(f->h, reinterpret_cast<void*>(views))) {
+      char context[80];
+      snprintf(context, sizeof context, "ordering frame %llu's release after its tensor's reads",
+               (unsigned long long)f->seq);
+      fail(rc, context);
+      return false;
+    }
   }
+  f->view_stream = 0;
   return true;
 }
 

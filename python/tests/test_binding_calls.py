@@ -267,3 +267,46 @@ def test_host_round_trip_through_the_raw_calls(path):
         native.consumer_free(c)
         native.producer_end_of_stream(h, None)
         native.producer_free(h)
+
+
+def test_a_frame_read_but_not_handed_out_is_released(path):
+    """A frame left in an Events buffer (read, never claimed with frame(): an exception came
+    between) holds no lease once the buffer reads again or goes: each frame's content checked."""
+    h = open_producer(path)
+    c = native.consumer_new(path, _lib.EVERY_FRAME, False, -1, f"consumer of {path}")
+    nbytes = int(np.prod(SHAPE)) * 2
+    native.producer_set_format(h, f"other/tensors,num_tensors=1,types=int16,dimensions="
+                               f"{SHAPE[1]}:{SHAPE[0]},format=static", 2, SHAPE,
+                               (SHAPE[1] * 2, 2), nbytes, [], "format")
+
+    def read_frame(events):
+        for _ in range(50):
+            got = native.consumer_next(c, 10**9, events, None, -1, -2)
+            native.check(got, "reading")
+            if events.type == _lib.EVENT_FRAME:
+                return events.view[1]
+        raise AssertionError("no frame")
+
+    try:
+        events = native.Events()
+        for seq in range(1, 7):
+            want = pattern(seq, SHAPE, np.int16)
+            assert native.producer_publish(h, want.__dlpack__(), 0, _lib.DLPACK_NO_SYNC,
+                                           1000 * seq, 10, None, 0) == _lib.PUBLISHED
+            frame_h = read_frame(events)
+            assert native.frame_tensor(frame_h)[1] == SHAPE
+            if seq in (2, 4):
+                events = native.Events()  # the old buffer goes with its frame unclaimed
+            # Unclaimed, then the next read: at most the one in the buffer is held.
+            assert native.consumer_held(c, 4, "held")[0] <= 1, seq
+        got = events.frame(None)
+        with got as f:
+            np.testing.assert_array_equal(np.from_dlpack(f).view(np.int16).reshape(SHAPE),
+                                          pattern(6, SHAPE, np.int16))
+        del events
+        assert native.consumer_held(c, 4, "held") == (0, [])
+    finally:
+        native.consumer_close(c)
+        native.consumer_free(c)
+        native.producer_end_of_stream(h, None)
+        native.producer_free(h)
