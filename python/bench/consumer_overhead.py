@@ -325,7 +325,10 @@ def _ctypes_reader() -> Tuple[Callable, Callable, "_EventHead", tuple]:
     release.argtypes = [ctypes.c_void_p]
     event, view = ctypes.create_string_buffer(1024), ctypes.create_string_buffer(1024)
     ev = _EventHead.from_buffer(event)
-    return next_frame, release, ev, (ctypes.addressof(event), ctypes.addressof(view))
+    # The buffers themselves go to the calls (ctypes passes their addresses): passing bare
+    # addresses would let the view's buffer be freed once this returns, and the core would then
+    # write each frame's view into freed memory.
+    return next_frame, release, ev, (event, view)
 
 
 def main() -> None:
