@@ -26,17 +26,21 @@ int frame_clear(PyObject* o) {
   return 0;
 }
 
+// Releases `h`, ordered after `stream` when there is one (0: none); the release happens even when
+// the ordering fails, whose status is returned.
+int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
+  if (stream) return cudaipc_frame_release_after(h, reinterpret_cast<void*>(stream));
+  cudaipc_frame_release(h);
+  return 0;
+}
+
 void frame_dealloc(PyObject* o) {
   FrameObject* f = as_frame(o);
   PyObject_GC_UnTrack(o);
   if (f->weakrefs) PyObject_ClearWeakRefs(o);
   if (f->h) {
-    // Released after the reads of its slot tensor (the release happens even when ordering fails;
-    // a deallocator cannot raise).
-    if (f->view_stream)
-      cudaipc_frame_release_after(f->h, reinterpret_cast<void*>(f->view_stream));
-    else
-      cudaipc_frame_release(f->h);
+    // After the reads of its slot tensor; a deallocator cannot raise a failed ordering.
+    release_after_stream(f->h, f->view_stream);
     f->h = nullptr;
   }
   frame_clear(o);
@@ -300,19 +304,14 @@ PyObject* frame_release(FrameObject* f, PyObject* stream) {
   uintptr_t s = views;
   uint32_t flags = 0;
   if (stream != Py_None && !stream_of(stream, &s, &flags)) {
-    // Released even when the stream is not one, after the slot tensor's reads.
-    if (views)
-      cudaipc_frame_release_after(h, reinterpret_cast<void*>(views));
-    else
-      cudaipc_frame_release(h);
+    release_after_stream(h, views);  // released even when the stream is not one
     return nullptr;
   }
   if (flags & CUDAIPC_DLPACK_NO_SYNC) s = views;  // the caller's reads are its own to order
   int ordered = 0;
   if (views && views != s) ordered = cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
   // The frame is released even when the ordering fails; the failure is raised after.
-  int rc = s ? cudaipc_frame_release_after(h, reinterpret_cast<void*>(s))
-             : (cudaipc_frame_release(h), 0);
+  int rc = release_after_stream(h, s);
   if (int first = ordered ? ordered : rc) {
     char context[64];
     snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
