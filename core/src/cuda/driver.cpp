@@ -117,13 +117,26 @@ void throw_cuda_error(CUresult r, const char* what) {
   throw Error(Errc::cuda, std::string(what) + " failed: " + error_text(r));
 }
 
+// A context already current (the primary one a torch or GStreamer thread works in, the usual case
+// on a frame's path) is not pushed again: a push and a pop are two driver calls of a frame's
+// release, and the scope ends with the same context current either way.
 ScopedContext::ScopedContext(CUcontext ctx) {
-  check(driver().cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  if (d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) return;
+  check(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
   pushed_ = true;
 }
 
 ScopedContext::ScopedContext(CUcontext ctx, std::nothrow_t) noexcept {
-  if (driver_available()) pushed_ = loaded_driver().cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+  if (!driver_available()) return;
+  const Driver& d = loaded_driver();
+  CUcontext current = nullptr;
+  if (d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx) {
+    entered_ = true;
+    return;
+  }
+  pushed_ = entered_ = d.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
 }
 
 ScopedContext::~ScopedContext() {

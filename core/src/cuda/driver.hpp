@@ -121,15 +121,17 @@ inline void check(CUresult r, const char* what) {
 class ScopedContext {
  public:
   explicit ScopedContext(CUcontext ctx);
-  // For destructors: never throws; pushed() says whether the push worked.
+  // For destructors: never throws; pushed() says whether `ctx` is current in the scope (pushed,
+  // or current already).
   ScopedContext(CUcontext ctx, std::nothrow_t) noexcept;
   ~ScopedContext();
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
-  bool pushed() const noexcept { return pushed_; }
+  bool pushed() const noexcept { return entered_; }
 
  private:
-  bool pushed_ = false;
+  bool pushed_ = false;   // popped at the end of the scope
+  bool entered_ = false;  // the nothrow form's answer
 };
 
 }  // namespace cudaipc::cuda
