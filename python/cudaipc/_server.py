@@ -276,8 +276,8 @@ class Server(_lib.native.Server):
             raise InvalidArgumentError(f"a batch of {max_batch} requests (1..{_MAX_BATCH})")
         if max_delay < 0:
             raise InvalidArgumentError(f"max_delay {max_delay} is negative")
-        if timeout is not None and timeout < 0:
-            raise InvalidArgumentError(f"timeout {timeout} is negative")
+        if timeout is not None and not timeout >= 0:
+            raise InvalidArgumentError(f"timeout {timeout} is negative or not a number")
         delay_ns = int(max_delay * 1e9)
         if timeout is not None and timeout <= _SLICE:
             return self._take(max_batch, delay_ns, int(timeout * 1e9))
@@ -289,11 +289,9 @@ class Server(_lib.native.Server):
             if out or (deadline is not None and time.monotonic() >= deadline):
                 return out
 
-    def next(self, timeout: Optional[float] = None) -> Optional[Request]:
-        """The next request of any pipeline, or None when none came within `timeout` seconds
-        (None: wait)."""
-        out = self._wait(1, 0.0, timeout)
-        return out[0] if out else None
+    # next(timeout=None) is the binding's (python/native/server.cpp): the next request of any
+    # pipeline, or None when none came within `timeout` seconds (None: wait); it waits in C, in
+    # slices, and leaves a timeout it cannot take to _wait, which says why.
 
     def batch(self, max_batch: int, timeout: Optional[float] = None,
               max_delay: float = 0.0) -> List[Request]:

@@ -150,8 +150,11 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
     return true;
   }
   // torch's and cupy's stream objects, read here: a Python call per frame saved.
-  for (const char* attr : {"cuda_stream", "ptr"}) {
-    Ref v(PyObject_GetAttrString(stream, attr));
+  static PyObject* const names[] = {PyUnicode_InternFromString("cuda_stream"),
+                                    PyUnicode_InternFromString("ptr")};
+  for (PyObject* attr : names) {
+    if (!attr) return false;
+    Ref v(PyObject_GetAttr(stream, attr));
     if (v && PyLong_Check(v.get())) {
       *out = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(v.get()));
       return !PyErr_Occurred();

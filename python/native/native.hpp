@@ -76,6 +76,12 @@ struct ServerObject {
   PyObject* shared;  // dict: pipeline -> _Shared
   PyObject* dict;    // the Python subclass's attributes
   PyObject* weakrefs;
+  // The _Shared the last request matched, with what it was matched on: the next request of that
+  // pipeline and format is matched without reading the object's attributes.
+  PyObject* last_shared;
+  uint32_t last_pipeline;
+  uint64_t last_tensor;
+  long last_device;
 };
 
 constexpr uint32_t kMaxBatch = 1024;

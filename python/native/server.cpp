@@ -1,5 +1,7 @@
 // Server's and Request's bases: a batch of requests taken in one call, and a request's reply.
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 
 #include "native.hpp"
 
@@ -34,12 +36,14 @@ PyObject* server_new(PyTypeObject* type, PyObject*, PyObject*) {
 int server_traverse(PyObject* o, visitproc visit, void* arg) {
   Py_VISIT(as_server(o)->shared);
   Py_VISIT(as_server(o)->dict);
+  Py_VISIT(as_server(o)->last_shared);
   return 0;
 }
 
 int server_clear(PyObject* o) {
   Py_CLEAR(as_server(o)->shared);
   Py_CLEAR(as_server(o)->dict);
+  Py_CLEAR(as_server(o)->last_shared);
   return 0;
 }
 
@@ -111,14 +115,28 @@ PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view
   if (!key) return nullptr;
   PyObject* shared = s->shared ? PyDict_GetItemWithError(s->shared, key.get()) : nullptr;
   if (!shared && PyErr_Occurred()) return nullptr;
+  // The same object as the last match (held, so not another at its address), for the same
+  // pipeline and description: its attributes were read then.
+  if (shared && shared == s->last_shared && v.pipeline == s->last_pipeline &&
+      v.frame.tensor_id == s->last_tensor && long(v.frame.cuda_device) == s->last_device) {
+    Py_INCREF(shared);
+    return shared;
+  }
   if (shared) {
-    Ref tid(PyObject_GetAttrString(shared, "tensor_id"));
-    Ref dev(tid ? PyObject_GetAttrString(shared, "device_id") : nullptr);
+    static PyObject* tensor_id = PyUnicode_InternFromString("tensor_id");
+    static PyObject* device_id = PyUnicode_InternFromString("device_id");
+    if (!tensor_id || !device_id) return nullptr;
+    Ref tid(PyObject_GetAttr(shared, tensor_id));
+    Ref dev(tid ? PyObject_GetAttr(shared, device_id) : nullptr);
     if (!dev) return nullptr;
     long t = PyLong_AsLong(tid.get()), d = PyLong_AsLong(dev.get());
     if (PyErr_Occurred()) return nullptr;
     if (t == long(v.frame.tensor_id) && d == long(v.frame.cuda_device)) {
       Py_INCREF(shared);
+      Py_XSETREF(s->last_shared, Py_NewRef(shared));
+      s->last_pipeline = v.pipeline;
+      s->last_tensor = v.frame.tensor_id;
+      s->last_device = long(v.frame.cuda_device);
       return shared;
     }
   }
@@ -127,23 +145,11 @@ PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view
                              (long)v.frame.cuda_device);
 }
 
-// _take(max_batch, max_delay_ns, timeout_ns): cudaipc_server_batch, each request made a Request
-// (each owns its lease from then on, even when the call failed part-way); a failure is raised by
-// _batch_failed(status), the pipelines' events said by _say_events().
-PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+// One cudaipc_server_batch, each request made a Request (each owns its lease from then on, even
+// when the call failed part-way); a failure is raised by _batch_failed(status), the pipelines'
+// events said by _say_events().
+PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t timeout) {
   ServerObject* s = as_server(self);
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "_take takes 3 arguments");
-    return nullptr;
-  }
-  unsigned long max_batch = PyLong_AsUnsignedLong(args[0]);
-  uint64_t delay = PyLong_AsUnsignedLongLong(args[1]);
-  uint64_t timeout = PyLong_AsUnsignedLongLong(args[2]);
-  if (PyErr_Occurred()) return nullptr;
-  if (max_batch < 1 || max_batch > kMaxBatch) {
-    PyErr_Format(PyExc_ValueError, "a batch of %lu requests (1..%u)", max_batch, kMaxBatch);
-    return nullptr;
-  }
   if (!s->h) return PyObject_CallMethod(self, "_handle", nullptr);  // raises ClosedError
   uint32_t count = 0, events = 0;
   int rc;
@@ -187,9 +193,77 @@ PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   return out.release();
 }
 
+// _take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch.
+PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "_take takes 3 arguments");
+    return nullptr;
+  }
+  unsigned long max_batch = PyLong_AsUnsignedLong(args[0]);
+  uint64_t delay = PyLong_AsUnsignedLongLong(args[1]);
+  uint64_t timeout = PyLong_AsUnsignedLongLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  if (max_batch < 1 || max_batch > kMaxBatch) {
+    PyErr_Format(PyExc_ValueError, "a batch of %lu requests (1..%u)", max_batch, kMaxBatch);
+    return nullptr;
+  }
+  return take(self, max_batch, delay, timeout);
+}
+
+// A wait of Server.next() lasts this long in C before signals are looked at (Ctrl-C).
+constexpr uint64_t kSliceNs = 100'000'000;
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+// next(timeout=None): the model loop's call, in C (issue #39): a timeout that is None or a
+// non-negative number waits here, in slices; any other is the Python path's to refuse.
+PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  PyObject* timeout = nargs > 0 ? args[0] : Py_None;
+  if (nargs > 1 || (kw && (PyTuple_GET_SIZE(kw) != 1 || nargs ||
+                           PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, 0), "timeout")))) {
+    PyErr_SetString(PyExc_TypeError, "next() takes one argument, timeout");
+    return nullptr;
+  }
+  if (kw) timeout = args[0];
+  bool forever = timeout == Py_None;
+  double seconds = 0;
+  if (!forever) {
+    seconds = PyFloat_Check(timeout) || PyLong_Check(timeout) ? PyFloat_AsDouble(timeout) : -1;
+    if (seconds == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (!(seconds >= 0) || seconds > 1e9) {  // not a number, negative, NaN or beyond a deadline
+      Ref out(PyObject_CallMethod(self, "_wait", "idO", 1, 0.0, timeout));
+      if (!out) return nullptr;
+      if (PyList_GET_SIZE(out.get()) == 0) Py_RETURN_NONE;
+      return Py_NewRef(PyList_GET_ITEM(out.get(), 0));
+    }
+  }
+  const uint64_t wait = forever ? 0 : uint64_t(seconds * 1e9);
+  const uint64_t deadline = forever ? 0 : now_ns() + wait;
+  for (;;) {
+    uint64_t left = kSliceNs;
+    if (!forever) {
+      const uint64_t now = now_ns();
+      left = now >= deadline ? 0 : std::min(kSliceNs, deadline - now);
+    }
+    Ref out(take(self, 1, 0, left));
+    if (!out) return nullptr;
+    if (PyList_GET_SIZE(out.get()) > 0) return Py_NewRef(PyList_GET_ITEM(out.get(), 0));
+    if (!forever && left < kSliceNs) Py_RETURN_NONE;  // the deadline has passed
+    if (PyErr_CheckSignals() < 0) return nullptr;
+  }
+}
+
 PyMethodDef server_methods[] = {
     {"_take", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_take)), METH_FASTCALL,
      "_take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch"},
+    {"next", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_next)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "next(timeout=None): the next request of any pipeline, or None when none came within "
+     "`timeout` seconds (None: wait)"},
     {nullptr, nullptr, 0, nullptr}};
 
 // ---- Request --------------------------------------------------------------------------------

@@ -80,6 +80,35 @@ def test_nothing_comes_and_interrupt_wakes(tmp_path):
             server.batch(4, timeout=10)
 
 
+def test_next_waits_in_slices_hears_ctrl_c_and_refuses_bad_timeouts(tmp_path):
+    a = str(tmp_path / "a")
+    with requester(a) as ra, cudaipc.Server(a) as server:
+        served(ra)
+        for bad in (-1, -0.5, float("nan")):
+            with pytest.raises(cudaipc.InvalidArgumentError):
+                server.next(bad)
+        with pytest.raises(TypeError):
+            server.next("soon")
+        with pytest.raises(TypeError):
+            server.next(1, 2)
+        assert server.next(timeout=0) is None
+        # A request that comes after several of next()'s slices (0.1 s each) is the one returned.
+        threading.Timer(0.25, lambda: ra.publish(np.full(4, 7, np.uint8))).start()
+        t0 = time.monotonic()
+        r = server.next(timeout=5)
+        assert 0.2 < time.monotonic() - t0 < 4
+        assert int(r.numpy()[0]) == 7 and r.reply()
+        # Ctrl-C reaches a next() that waits for ever, within a slice.
+        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            server.next()
+        assert time.monotonic() - t0 < 2
+        threading.Timer(0.1, server.interrupt).start()
+        with pytest.raises(cudaipc.InterruptedError):
+            server.next()
+
+
 def test_a_request_is_answered_once(tmp_path):
     a = str(tmp_path / "a")
     with requester(a) as ra, cudaipc.Server(a) as server:
