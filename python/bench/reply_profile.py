@@ -5,6 +5,14 @@ tensors, sent by the core once computed). Prints p50 µs per reply for each, the
 functions for the GPU path.
 
   python3 python/bench/reply_profile.py [--frames N]
+  python3 python/bench/reply_profile.py --loop [--frames N]
+
+--loop splits a served model's request on the GPU into its calls, as cudaipcfilter would send it:
+another process publishes 1080p NV12 CUDA frames as requests and reads the replies (a thread
+asleep in its wait, woken by each reply, as the filter's reply reader is), and this process runs
+next() -> torch() -> a few kernels on the frame and a CPU wait for their answer -> the reply,
+taking each step's calls apart (--memory host: the same on NumPy frames): the reply with and without its stream, its publish alone, the
+frame's release after the stream and without one. Each row is that call's p50/mean/p99 in µs.
 """
 
 from __future__ import annotations
@@ -90,10 +98,104 @@ def run_batch(rounds: int, size: int) -> float:
     return times[len(times) // 2] * 1e6
 
 
+def _requester(path: str, frames: int, memory: str, failed) -> None:
+    """The filter's side of --loop: requests (each frame's first byte its index), every reply
+    read and matched to its frame."""
+    import cudaipc
+
+    if memory == "cuda":
+        import torch
+        frame = torch.zeros((1620, 1920), dtype=torch.uint8, device="cuda")
+    else:
+        frame = np.zeros((1620, 1920), np.uint8)
+    with cudaipc.Producer(path, memory=memory, num_slots=8, role="requests") as req:
+        req.wait_for_consumers(1, timeout=30)
+        replies = cudaipc.Consumer(path + ".reply", timeout=30)
+        for i in range(frames):
+            frame[0, 0] = i & 0xff
+            req.publish(frame, pts=i)
+            with replies.next(30) as r:
+                if r.pts != i and not failed.is_set():
+                    failed.set()
+        replies.close()
+
+
+def loop(frames: int, memory: str) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "model")
+    det = {"boxes": np.array([[1.0, 2.0, 30.0, 40.0]], np.float32),
+           "labels": np.zeros(1, np.int64), "scores": np.ones(1, np.float32)}
+    names = ["object"]
+    rows: dict = {}
+    kinds = ("reply(stream=s)", "reply()", "publish, then release(s)", "release()")
+
+    def note(name: str, t: float) -> None:
+        rows.setdefault(name, []).append(time.perf_counter() - t)
+
+    with cudaipc.Server(path) as srv:
+        failed = ctx.Event()
+        p = ctx.Process(target=_requester, args=(path, frames, memory, failed))
+        p.start()
+        stream = None
+        if memory == "cuda":
+            import torch
+            stream = torch.cuda.current_stream()
+        native = cudaipc._lib.native
+        for i in range(frames):
+            t = time.perf_counter()
+            r = srv.next(30)
+            note("next()", t)
+            if r is None:
+                break
+            t = time.perf_counter()
+            f = r.torch() if memory == "cuda" else r.numpy()
+            note("req.torch()" if memory == "cuda" else "req.numpy()", t)
+            if int(f[0, 0]) != i & 0xff or r.frame.pts != i:  # the CPU waits for the kernel here
+                raise SystemExit(f"request {i} carries frame {int(f[0, 0])}, pts {r.frame.pts}")
+            if memory == "cuda":
+                t = time.perf_counter()
+                torch.cuda.current_stream()
+                note("torch.cuda.current_stream()", t)
+            kind = kinds[i % len(kinds)]
+            t = time.perf_counter()
+            if kind == "reply(stream=s)":
+                r.reply(stream=stream, meta={"pts": r.frame.pts}, detections=det,
+                        label_names=names)
+                note(kind, t)
+            elif kind == "reply()":
+                r.reply(meta={"pts": r.frame.pts}, detections=det, label_names=names)
+                note(kind, t)
+            else:
+                native.server_reply(srv._handle(), r.frame._h, None, 0)
+                note("publish (server_reply, no metas)", t)
+                t = time.perf_counter()
+                r.frame.release(stream if kind.endswith("(s)") else None)
+                note("release(s) after its publish" if kind.endswith("(s)") else
+                     "release() after its publish", t)
+        p.join(60)
+        if p.exitcode != 0 or failed.is_set():
+            raise SystemExit(f"the requester failed (exit {p.exitcode}, a reply not its "
+                             f"frame's: {failed.is_set()})")
+    print(f"| {frames} {memory} requests, µs | p50 | mean | p99 |\n|---|---|---|---|")
+    for name, v in rows.items():
+        a = np.array(v[len(v) // 10:]) * 1e6
+        print(f"| {name} | {np.median(a):.1f} | {a.mean():.1f} | {np.percentile(a, 99):.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--loop", action="store_true",
+                    help="a served model's request, call by call")
+    ap.add_argument("--memory", choices=("cuda", "host"), default="cuda",
+                    help="--loop's requests (host: no GPU needed)")
     args = ap.parse_args()
+    if args.loop:
+        loop(args.frames, args.memory)
+        return
     host = run(args.frames, False, False)
     gpu = run(args.frames, True, False)
     batch = run_batch(max(1, args.frames // 8), 8)
