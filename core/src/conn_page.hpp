@@ -13,6 +13,9 @@ namespace cudaipc {
 
 inline constexpr std::uint64_t kPageMagic = 0x3250434441495043ull;  // "CIPADCP2"
 
+inline constexpr std::uint32_t kSleeping = 1;
+inline constexpr std::uint32_t kSleepingAtLimit = 2;
+
 struct ConnPage {
   // Written by the producer before the page is sent; the consumer checks them.
   std::uint64_t magic;
@@ -24,7 +27,10 @@ struct ConnPage {
   std::atomic<std::uint64_t> cursor;              // last seq it acquired (~0: reads no more)
   std::atomic<std::uint64_t> delivered;
   std::atomic<std::uint64_t> skipped;
-  // 1 while the consumer sleeps on the producer region's frame_futex: publishing wakes it then.
+  // Non-zero while the consumer sleeps on the producer region's frame_futex: publishing wakes it
+  // then. kSleepingAtLimit when it also sleeps on its own release_futex (at its lease limit): only
+  // then does a release of its own wake it, so a release while it waits for the next frame (a
+  // server's reader, between a model's requests) makes no syscall.
   alignas(64) std::atomic<std::uint32_t> sleeping;
   // Bumped on every release; the producer sleeps on it (with every other page's) for space.
   alignas(64) std::atomic<std::uint32_t> release_futex;

@@ -422,7 +422,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     }
     if (now >= deadline) return ev;  // timeout
     // Announce the sleep, then re-check: the producer bumps frame_futex before it reads the flag.
-    page.sleeping.store(1, std::memory_order_seq_cst);
+    page.sleeping.store(at_limit_ ? kSleepingAtLimit : kSleeping, std::memory_order_seq_cst);
     WaitResult w = WaitResult::woken;
     // interrupt() sets its flag before it bumps local_wake_: read the word before the flag.
     const std::uint32_t local = local_wake_.load(std::memory_order_seq_cst);

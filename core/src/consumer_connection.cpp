@@ -296,9 +296,10 @@ void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept
 void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
   page_->leases.fetch_and(~bit, std::memory_order_seq_cst);
   page_->release_futex.fetch_add(1, std::memory_order_seq_cst);
-  // The producer waiting for space, or our own next() waiting at its lease limit.
+  // The producer waiting for space, or our own next() waiting at its lease limit (one waiting for
+  // a frame does not wait on release_futex: no syscall for it).
   if (cb_->producer_waiting.load(std::memory_order_seq_cst) != 0 ||
-      page_->sleeping.load(std::memory_order_seq_cst) != 0)
+      page_->sleeping.load(std::memory_order_seq_cst) == kSleepingAtLimit)
     futex_wake_all_noexcept(page_->release_futex);
 }
 
