@@ -120,7 +120,7 @@ def _requester(path: str, frames: int, memory: str, failed) -> None:
         replies.close()
 
 
-def loop(frames: int, memory: str) -> None:
+def loop(frames: int, memory: str, busy: int = 0) -> None:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -143,6 +143,7 @@ def loop(frames: int, memory: str) -> None:
         if memory == "cuda":
             import torch
             stream = torch.cuda.current_stream()
+            scratch = torch.ones(4096, device="cuda")
         native = cudaipc._lib.native
         for i in range(frames):
             t = time.perf_counter()
@@ -155,6 +156,12 @@ def loop(frames: int, memory: str) -> None:
             note("req.torch()" if memory == "cuda" else "req.numpy()", t)
             if int(f[0, 0]) != i & 0xff or r.frame.pts != i:  # the CPU waits for the kernel here
                 raise SystemExit(f"request {i} carries frame {int(f[0, 0])}, pts {r.frame.pts}")
+            if busy and memory == "cuda":
+                # A model's launches between the request and its reply (torch's CPU work in the
+                # caches and the driver's queues), then its CPU wait.
+                for _ in range(busy):
+                    scratch.mul_(1.0)
+                torch.cuda.current_stream().synchronize()
             if memory == "cuda":
                 t = time.perf_counter()
                 torch.cuda.current_stream()
@@ -179,6 +186,8 @@ def loop(frames: int, memory: str) -> None:
         if p.exitcode != 0 or failed.is_set():
             raise SystemExit(f"the requester failed (exit {p.exitcode}, a reply not its "
                              f"frame's: {failed.is_set()})")
+    if busy:
+        print(f"(each request after {busy} kernel launches and a CPU wait for them)")
     print(f"| {frames} {memory} requests, µs | p50 | mean | p99 |\n|---|---|---|---|")
     for name, v in rows.items():
         a = np.array(v[len(v) // 10:]) * 1e6
@@ -192,9 +201,12 @@ def main() -> None:
                     help="a served model's request, call by call")
     ap.add_argument("--memory", choices=("cuda", "host"), default="cuda",
                     help="--loop's requests (host: no GPU needed)")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="--loop on CUDA: N kernel launches between a request and its reply, "
+                         "as a model's")
     args = ap.parse_args()
     if args.loop:
-        loop(args.frames, args.memory)
+        loop(args.frames, args.memory, args.busy)
         return
     host = run(args.frames, False, False)
     gpu = run(args.frames, True, False)
