@@ -7,6 +7,33 @@
 
 namespace cudaipc_py {
 
+bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+           const char* const* names, PyObject** out, Py_ssize_t count) {
+  for (Py_ssize_t i = 0; i < count; ++i) out[i] = Py_None;
+  if (nargs > count) {
+    PyErr_Format(PyExc_TypeError, "%s takes at most %zd arguments", what, count);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
+  Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nk; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t i = 0;
+    for (; i < count; ++i)
+      if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
+    if (i == count) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", what, key);
+      return false;
+    }
+    if (i < nargs) {
+      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%U'", what, key);
+      return false;
+    }
+    out[i] = args[nargs + k];
+  }
+  return true;
+}
+
 bool arity(const char* fn, Py_ssize_t nargs, Py_ssize_t want) {
   if (nargs == want) return true;
   PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", fn, want, nargs);

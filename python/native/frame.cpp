@@ -130,34 +130,6 @@ PyMemberDef frame_members[] = {
     {"_m", T_OBJECT, offsetof(FrameObject, metas), 0, "its metas, once decoded"},
     {nullptr, 0, 0, 0, nullptr}};
 
-// Keyword arguments of a FASTCALL method, by name, into `out` (positional first).
-bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-           const char* const* names, PyObject** out, Py_ssize_t count) {
-  for (Py_ssize_t i = 0; i < count; ++i) out[i] = Py_None;
-  if (nargs > count) {
-    PyErr_Format(PyExc_TypeError, "%s takes at most %zd arguments", what, count);
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
-  Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t k = 0; k < nk; ++k) {
-    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-    Py_ssize_t i = 0;
-    for (; i < count; ++i)
-      if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
-    if (i == count) {
-      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", what, key);
-      return false;
-    }
-    if (i < nargs) {
-      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%U'", what, key);
-      return false;
-    }
-    out[i] = args[nargs + k];
-  }
-  return true;
-}
-
 PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   static const char* const names[] = {"stream"};
   PyObject* stream;

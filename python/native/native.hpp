@@ -138,6 +138,9 @@ void scratch_free(ReplyScratch* s);
 // with TypeError or ValueError set, naming the function and the argument. A handle is a nonzero
 // int; an address an int or None (NULL); a time an int or None (CUDAIPC_NO_TIME).
 bool arity(const char* fn, Py_ssize_t nargs, Py_ssize_t want);
+// A FASTCALL method's arguments, positional then by keyword, into `out` (Py_None where absent).
+bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+           const char* const* names, PyObject** out, Py_ssize_t count);
 bool arg_int(const char* fn, const char* name, PyObject* o, long long lo, long long hi,
              long long* out);
 bool arg_u64(const char* fn, const char* name, PyObject* o, uint64_t* out);

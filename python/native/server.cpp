@@ -222,13 +222,9 @@ uint64_t now_ns() {
 // next(timeout=None): the model loop's call, in C (issue #39): a timeout that is None or a
 // non-negative number waits here, in slices; any other is the Python path's to refuse.
 PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  PyObject* timeout = nargs > 0 ? args[0] : Py_None;
-  if (nargs > 1 || (kw && (PyTuple_GET_SIZE(kw) != 1 || nargs ||
-                           PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, 0), "timeout")))) {
-    PyErr_SetString(PyExc_TypeError, "next() takes one argument, timeout");
-    return nullptr;
-  }
-  if (kw) timeout = args[0];
+  static const char* const names[] = {"timeout"};
+  PyObject* timeout;
+  if (!parse("next", args, nargs, kw, names, &timeout, 1)) return nullptr;
   bool forever = timeout == Py_None;
   double seconds = 0;
   if (!forever) {
@@ -322,13 +318,9 @@ PyObject* r_dlpack_device(PyObject* self, PyObject*) {
 }
 
 PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  PyObject* stream = nargs > 0 ? args[0] : Py_None;
-  if (nargs > 1 || (kw && (PyTuple_GET_SIZE(kw) != 1 || nargs ||
-                           PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, 0), "stream")))) {
-    PyErr_SetString(PyExc_TypeError, "torch() takes one argument, stream");
-    return nullptr;
-  }
-  if (kw) stream = args[0];
+  static const char* const names[] = {"stream"};
+  PyObject* stream;
+  if (!parse("torch", args, nargs, kw, names, &stream, 1)) return nullptr;
   return frame_torch(frame_of(self), stream);
 }
 
