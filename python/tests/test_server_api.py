@@ -98,15 +98,47 @@ def test_next_waits_in_slices_hears_ctrl_c_and_refuses_bad_timeouts(tmp_path):
         r = server.next(timeout=5)
         assert 0.2 < time.monotonic() - t0 < 4
         assert int(r.numpy()[0]) == 7 and r.reply()
-        # Ctrl-C reaches a next() that waits for ever, within a slice.
-        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-        t0 = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            server.next()
-        assert time.monotonic() - t0 < 2
+        # Ctrl-C reaches a next() that waits for ever, within a slice. (Python's own handler: a
+        # process started in the background inherits SIGINT ignored.)
+        handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            t0 = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                server.next()
+            assert time.monotonic() - t0 < 2
+        finally:
+            signal.signal(signal.SIGINT, handler)
         threading.Timer(0.1, server.interrupt).start()
         with pytest.raises(cudaipc.InterruptedError):
             server.next()
+
+
+def test_a_pipeline_that_leaves_leaves_no_slot_views_behind(tmp_path):
+    """req.torch() views its slots; once the pipeline has gone the server keeps none of them (its
+    description of the pipeline's frames goes with it), while the server lives on."""
+    import gc
+
+    torch = pytest.importorskip("torch")
+    native = cudaipc._lib.native
+    a = str(tmp_path / "a")
+    before = native.dlpack_views_alive()
+    with cudaipc.Server(a) as server:
+        with requester(a) as ra:
+            served(ra)
+            for i in range(1, 4):
+                ra.publish(np.full(4, i, np.uint8))
+                r = server.next(5)
+                assert torch.equal(r.torch(), torch.full((4,), i, dtype=torch.uint8))
+                assert r.reply()
+            assert native.dlpack_views_alive() > before
+            del r
+        deadline = time.monotonic() + 10
+        while server._shared and time.monotonic() < deadline:
+            server.next(0.05)  # the pipeline's departure is heard here
+        assert not server._shared
+        gc.collect()
+        assert native.dlpack_views_alive() == before
 
 
 def test_a_request_is_answered_once(tmp_path):
