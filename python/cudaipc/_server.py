@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _cuda, _errors, _lib, _metas_io
 from ._server_gpu import GpuReplies
@@ -292,6 +292,8 @@ class Server(_lib.native.Server):
     # next(timeout=None) is the binding's (python/native/server.cpp): the next request of any
     # pipeline, or None when none came within `timeout` seconds (None: wait); it waits in C, in
     # slices, and leaves a timeout it cannot take to _wait, which says why.
+    if TYPE_CHECKING:
+        def next(self, timeout: Optional[float] = None) -> Optional[Request]: ...
 
     def batch(self, max_batch: int, timeout: Optional[float] = None,
               max_delay: float = 0.0) -> List[Request]:

@@ -150,9 +150,10 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
     return true;
   }
   // torch's and cupy's stream objects, read here: a Python call per frame saved.
-  static PyObject* const names[] = {PyUnicode_InternFromString("cuda_stream"),
-                                    PyUnicode_InternFromString("ptr")};
-  for (PyObject* attr : names) {
+  static PyObject* names[2];
+  const char* const texts[] = {"cuda_stream", "ptr"};
+  for (int i = 0; i < 2; ++i) {
+    PyObject* attr = interned(names[i], texts[i]);
     if (!attr) return false;
     Ref v(PyObject_GetAttr(stream, attr));
     if (v && PyLong_Check(v.get())) {

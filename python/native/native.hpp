@@ -138,6 +138,12 @@ void scratch_free(ReplyScratch* s);
 // with TypeError or ValueError set, naming the function and the argument. A handle is a nonzero
 // int; an address an int or None (NULL); a time an int or None (CUDAIPC_NO_TIME).
 bool arity(const char* fn, Py_ssize_t nargs, Py_ssize_t want);
+// An interned name kept in `slot` from its first use; made again on a later call if making it
+// failed (the exception is then set and nullptr returned).
+inline PyObject* interned(PyObject*& slot, const char* text) {
+  if (!slot) slot = PyUnicode_InternFromString(text);
+  return slot;
+}
 // A FASTCALL method's arguments, positional then by keyword, into `out` (Py_None where absent).
 bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
            const char* const* names, PyObject** out, Py_ssize_t count);

@@ -1,7 +1,7 @@
 // Server's and Request's bases: a batch of requests taken in one call, and a request's reply.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <ctime>
 
 #include "native.hpp"
 
@@ -78,6 +78,7 @@ int server_set_h(PyObject* o, PyObject* v, void*) {
   ServerObject* s = as_server(o);
   if (!v || v == Py_None) {
     s->h = nullptr;
+    Py_CLEAR(s->last_shared);
     return 0;
   }
   void* p = PyLong_AsVoidPtr(v);
@@ -108,6 +109,13 @@ PyObject* request_new(PyObject* frame, uint32_t pipeline, PyObject* server) {
   return o;
 }
 
+void remember_shared(ServerObject* s, PyObject* shared, const cudaipc_request_view& v) {
+  Py_XSETREF(s->last_shared, Py_NewRef(shared));
+  s->last_pipeline = v.pipeline;
+  s->last_tensor = v.frame.tensor_id;
+  s->last_device = long(v.frame.cuda_device);
+}
+
 // The shared description of a pipeline's frames for this view, or made by the Python side
 // (_describe) once per format.
 PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view& v) {
@@ -123,26 +131,23 @@ PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view
     return shared;
   }
   if (shared) {
-    static PyObject* tensor_id = PyUnicode_InternFromString("tensor_id");
-    static PyObject* device_id = PyUnicode_InternFromString("device_id");
-    if (!tensor_id || !device_id) return nullptr;
+    static PyObject *tensor_id, *device_id;
+    if (!interned(tensor_id, "tensor_id") || !interned(device_id, "device_id")) return nullptr;
     Ref tid(PyObject_GetAttr(shared, tensor_id));
     Ref dev(tid ? PyObject_GetAttr(shared, device_id) : nullptr);
     if (!dev) return nullptr;
     long t = PyLong_AsLong(tid.get()), d = PyLong_AsLong(dev.get());
     if (PyErr_Occurred()) return nullptr;
     if (t == long(v.frame.tensor_id) && d == long(v.frame.cuda_device)) {
-      Py_INCREF(shared);
-      Py_XSETREF(s->last_shared, Py_NewRef(shared));
-      s->last_pipeline = v.pipeline;
-      s->last_tensor = v.frame.tensor_id;
-      s->last_device = long(v.frame.cuda_device);
-      return shared;
+      remember_shared(s, shared, v);
+      return Py_NewRef(shared);
     }
   }
-  return PyObject_CallMethod(self, "_describe", "kNkl", (unsigned long)v.pipeline,
-                             PyLong_FromVoidPtr(v.frame.frame), (unsigned long)v.frame.tensor_id,
-                             (long)v.frame.cuda_device);
+  PyObject* made = PyObject_CallMethod(self, "_describe", "kNkl", (unsigned long)v.pipeline,
+                                       PyLong_FromVoidPtr(v.frame.frame),
+                                       (unsigned long)v.frame.tensor_id, (long)v.frame.cuda_device);
+  if (made) remember_shared(s, made, v);
+  return made;
 }
 
 // One cudaipc_server_batch, each request made a Request (each owns its lease from then on, even
@@ -187,6 +192,9 @@ PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t
     if (!r) return nullptr;
   }
   if (events) {
+    // A pipeline that left takes its description with it (its slot views keep its slots mapped):
+    // the one remembered is let go, whichever it was.
+    Py_CLEAR(s->last_shared);
     Ref r(PyObject_CallMethod(self, "_say_events", nullptr));
     if (!r) return nullptr;
   }
@@ -214,9 +222,9 @@ PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 constexpr uint64_t kSliceNs = 100'000'000;
 
 uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
 }
 
 // next(timeout=None): the model loop's call, in C (issue #39): a timeout that is None or a
@@ -248,7 +256,7 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
     Ref out(take(self, 1, 0, left));
     if (!out) return nullptr;
     if (PyList_GET_SIZE(out.get()) > 0) return Py_NewRef(PyList_GET_ITEM(out.get(), 0));
-    if (!forever && left < kSliceNs) Py_RETURN_NONE;  // the deadline has passed
+    if (!forever && now_ns() >= deadline) Py_RETURN_NONE;
     if (PyErr_CheckSignals() < 0) return nullptr;
   }
 }

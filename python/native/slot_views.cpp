@@ -65,8 +65,8 @@ PyTypeObject SlotViewsType = [] {
 
 // The cache of `shared` (its `views` attribute), made on first use.
 SlotViewsObject* views_of(PyObject* shared) {
-  static PyObject* name = PyUnicode_InternFromString("views");
-  if (!name) return nullptr;
+  static PyObject* name;
+  if (!interned(name, "views")) return nullptr;
   Ref v(PyObject_GetAttr(shared, name));
   if (!v) return nullptr;
   if (Py_TYPE(v.get()) == &SlotViewsType) return as_views(v.get());  // shared keeps it alive
@@ -109,8 +109,8 @@ PyObject* slot_tensor(FrameObject* f, const Torch* t) {
   }
   // An alias, not the cached tensor itself: what a caller does to its tensor's shape or strides in
   // place (unsqueeze_, as_strided_) stays with that frame.
-  static PyObject* detach = PyUnicode_InternFromString("detach");
-  if (!detach) return nullptr;
+  static PyObject* detach;
+  if (!interned(detach, "detach")) return nullptr;
   return PyObject_CallMethodNoArgs(base, detach);
 }
 

@@ -720,7 +720,13 @@ TEST(CudaCallCosts, PrintPerCallCpuCost) {
     cuda::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
     std::printf("%-44s %8.2f us/call\n", what, ns / kCalls / 1000.0);
   };
-  time("cuCtxPushCurrent+cuCtxPopCurrent", [&] { cuda::ScopedContext again(k.context()->get()); });
+  time("ScopedContext, its context current already",
+       [&] { cuda::ScopedContext again(k.context()->get()); });
+  time("cuCtxPushCurrent+cuCtxPopCurrent", [&] {
+    cuda::check(d.cuCtxPushCurrent(k.context()->get()), "cuCtxPushCurrent");
+    CUcontext popped = nullptr;
+    cuda::check(d.cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+  });
   time("cuEventRecord (IPC event)", [&] { d.cuEventRecord(ipc.get(), s); });
   time("cuEventRecord (plain event)", [&] { d.cuEventRecord(plain.get(), s); });
   cuda::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
