@@ -345,6 +345,11 @@ def main() -> None:
                   f"{wall.get(b, 0.0) * 1e3:.2f} |")
     firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
     print(f"first three frames' latency per pipeline, ms: {firsts}")
+    # Where a slow start went: the model's side (request published -> reply made), and the rest
+    # (the reply's way back through the filter, then the output sink's publish).
+    split = [[f"{m / 1e3:.1f}+{(t - m) / 1e3:.1f}" for t, m in zip(r.latency[:3], r.model_side[:3])]
+             for r in readers]
+    print(f"the same, as model side + reply to output, ms: {split}")
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:

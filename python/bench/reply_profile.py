@@ -11,8 +11,10 @@ functions for the GPU path.
 another process publishes 1080p NV12 CUDA frames as requests and reads the replies (a thread
 asleep in its wait, woken by each reply, as the filter's reply reader is), and this process runs
 next() -> torch() -> a few kernels on the frame and a CPU wait for their answer -> the reply,
-taking each step's calls apart (--memory host: the same on NumPy frames): the reply with and without its stream, its publish alone, the
+taking each step's calls apart: the reply with and without its stream, its publish alone, the
 frame's release after the stream and without one. Each row is that call's p50/mean/p99 in µs.
+--memory host does the same on NumPy frames; --busy N launches N kernels before each reply, as a
+model does (its launches leave the package's code and pages out of the caches).
 """
 
 from __future__ import annotations
