@@ -2,6 +2,7 @@
 // requests are handed out as ordinary frame handles that remember their pipeline.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,8 +29,10 @@ struct Described {
 
 struct cudaipc_server {
   std::unique_ptr<cudaipc::Server> s;
-  std::vector<cudaipc::Request> batch;
   std::shared_ptr<cudaipc::capi::HeldFrames> held = std::make_shared<cudaipc::capi::HeldFrames>();
+  // Several threads may take batches at once (cudaipc_server_batch): the descriptions they hand
+  // out are numbered under this.
+  std::mutex hand_out_mu;
   std::unordered_map<std::uint32_t, Described> described;
   std::uint32_t next_tensor_id = 0;
   std::vector<std::string> paths;  // of the last cudaipc_server_pipelines
@@ -64,6 +67,7 @@ void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) 
   f->f = std::move(r.frame);
   f->route = std::move(r);
   const cudaipc::FrameDesc& d = f->f.desc();
+  std::lock_guard<std::mutex> lock(s->hand_out_mu);
   Described& seen = s->described[f->route.pipeline()];
   std::shared_ptr<const void> format = f->route.format_handle();
   if (seen.format != format || std::memcmp(&d.tensor, &seen.tensor, sizeof d.tensor) != 0) {
@@ -113,7 +117,6 @@ int cudaipc_server_new(const cudaipc_server_options* o, cudaipc_server** out) {
     if (o->allowed_gid >= 0) so.allowed_gid = static_cast<gid_t>(o->allowed_gid);
     auto h = std::make_unique<cudaipc_server>();
     h->s = std::make_unique<cudaipc::Server>(so);
-    h->batch.reserve(cudaipc::kMaxInflight);
     *out = h.release();
   });
 }
@@ -138,14 +141,22 @@ int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_del
     require(count, "count");
     *count = 0;
     cudaipc::Server& server = open_server(s);
-    if (!server.batch(s->batch, max_batch, to_duration(max_delay_ns), to_duration(timeout_ns)))
+    // Each calling thread's own (its room kept from call to call: no allocation once warm), so
+    // threads taking batches at once each get requests of their own.
+    thread_local std::vector<cudaipc::Request> batch;
+    struct Emptied {  // what a failure part-way left in it goes now, not at this thread's next call
+      ~Emptied() { batch.clear(); }
+    } emptied;
+    // Room for a batch up front (bounded: a caller's max_batch may be far more than will come).
+    const std::size_t room = std::min<std::size_t>(std::max<std::uint32_t>(max_batch, 32), 1024);
+    if (batch.capacity() < room) batch.reserve(room);
+    if (!server.batch(batch, max_batch, to_duration(max_delay_ns), to_duration(timeout_ns)))
       throw cudaipc::Error(cudaipc::Errc::interrupted, "the server was interrupted");
     // Counted once handed out: on a failure part-way the caller releases views[0 .. *count).
-    for (cudaipc::Request& r : s->batch) {
+    for (cudaipc::Request& r : batch) {
       hand_out(s, std::move(r), &views[*count]);
       ++*count;
     }
-    s->batch.clear();
     if (events) *events = static_cast<uint32_t>(server.events());
   });
 }
@@ -167,7 +178,10 @@ int cudaipc_server_next_event(cudaipc_server* s, cudaipc_server_event* out) {
         break;
       case cudaipc::ServerEventType::left:
         out->type = CUDAIPC_SERVER_LEFT;
-        s->described.erase(s->event.pipeline);
+        {
+          std::lock_guard<std::mutex> lock(s->hand_out_mu);
+          s->described.erase(s->event.pipeline);
+        }
         break;
       default:
         return;  // requests and formats are never kept

@@ -522,7 +522,8 @@ int cudaipc_server_add(cudaipc_server* s, const char* path, uint32_t* pipeline);
 /* Up to `max_batch` requests into views[0..*count) (room for max_batch): waits up to timeout_ns for
  * the first, then until max_batch wait or the oldest has waited max_delay_ns; pipelines take turns.
  * *count 0: none came. *events (may be NULL): the pipelines' events kept to read
- * (cudaipc_server_next_event). CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. */
+ * (cudaipc_server_next_event). CUDAIPC_ERR_INTERRUPTED after cudaipc_server_interrupt. Several
+ * threads may call it at once: each request goes to one of them. */
 int cudaipc_server_batch(cudaipc_server* s, uint32_t max_batch, uint64_t max_delay_ns,
                          uint64_t timeout_ns, cudaipc_request_view* views, uint32_t* count,
                          uint32_t* events);
