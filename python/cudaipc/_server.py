@@ -393,9 +393,7 @@ class Server(_lib.native.Server):
     def close(self) -> None:
         """Stops serving: the reply channels close (the filters pass frames per on-missing).
         Requests still held stay readable until released."""
-        h, self._h = self._h, None
-        if h is not None:
-            _native.server_free(h)
+        self._close()  # the binding's: a next() or batch() waiting in another thread ends first
 
     def __enter__(self) -> "Server":
         return self

@@ -82,6 +82,10 @@ struct ServerObject {
   uint32_t last_pipeline;
   uint64_t last_tensor;
   long last_device;
+  // Threads inside cudaipc_server_batch (the GIL let go; counted under it): closing waits for
+  // them to leave before the handle goes.
+  int waiting;
+  bool views_taken;  // a call reads into `views` now; another takes a buffer of its own
 };
 
 constexpr uint32_t kMaxBatch = 1024;

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <thread>
 
 #include "native.hpp"
 
@@ -159,10 +161,39 @@ PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t
   uint32_t count = 0, events = 0;
   int rc;
   cudaipc_server* h = s->h;
+  // The server's buffer, unless another thread's call uses it now (a model's threads may each take
+  // requests, and the Python this call runs may let another in): then one of this call's own.
+  cudaipc_request_view one{};
+  std::unique_ptr<cudaipc_request_view, decltype(&PyMem_Free)> own(nullptr, PyMem_Free);
   cudaipc_request_view* views = s->views;
+  if (s->views_taken) {
+    if (max_batch == 1) {
+      views = &one;
+    } else {
+      own.reset(static_cast<cudaipc_request_view*>(
+          PyMem_Calloc(max_batch, sizeof(cudaipc_request_view))));
+      if (!own) return PyErr_NoMemory();
+      views = own.get();
+    }
+  }
+  struct Taken {
+    bool* flag;
+    ~Taken() {
+      if (flag) *flag = false;
+    }
+  } taken{views == s->views ? &s->views_taken : nullptr};
+  if (taken.flag) *taken.flag = true;
+  ++s->waiting;
   Py_BEGIN_ALLOW_THREADS rc =
       cudaipc_server_batch(h, uint32_t(max_batch), delay, timeout, views, &count, &events);
-  Py_END_ALLOW_THREADS if (count > max_batch) count = uint32_t(max_batch);
+  Py_END_ALLOW_THREADS-- s->waiting;
+  if (count > max_batch) count = uint32_t(max_batch);
+  if (!s->h) {
+    // Closed by another thread meanwhile (its close() waited for this call to leave the core):
+    // what was taken goes back, and the caller hears why.
+    for (uint32_t i = 0; i < count; ++i) cudaipc_frame_release(views[i].frame.frame);
+    return PyObject_CallMethod(self, "_handle", nullptr);
+  }
   Ref out(PyList_New(count));
   uint32_t made = 0;
   if (out) {
@@ -261,7 +292,27 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   }
 }
 
+// _close(): the handle goes; a thread waiting for requests in it is woken (its call raises
+// ClosedError) and waited for first, so the core's server never goes from under a call.
+PyObject* m_close(PyObject* self, PyObject*) {
+  ServerObject* s = as_server(self);
+  cudaipc_server* h = s->h;
+  if (!h) Py_RETURN_NONE;
+  s->h = nullptr;
+  Py_CLEAR(s->last_shared);
+  while (s->waiting > 0) {
+    // Each wake ends one waiter's wait; the GIL let go so it can leave.
+    Py_BEGIN_ALLOW_THREADS cudaipc_server_interrupt(h);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Py_END_ALLOW_THREADS
+  }
+  Py_BEGIN_ALLOW_THREADS cudaipc_server_free(h);  // drains the reply channels
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 PyMethodDef server_methods[] = {
+    {"_close", m_close, METH_NOARGS,
+     "_close(): frees the core's server once no thread waits in it (close())"},
     {"_take", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_take)), METH_FASTCALL,
      "_take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch"},
     {"next", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_next)),

@@ -141,6 +141,71 @@ def test_a_pipeline_that_leaves_leaves_no_slot_views_behind(tmp_path):
         assert native.dlpack_views_alive() == before
 
 
+def test_threads_taking_requests_at_once_each_get_their_own(tmp_path):
+    """A model's threads may each call batch()/next() on one server: every request goes to one of
+    them, once, with its own frame (they shared the buffer the requests were read into)."""
+    a, n = str(tmp_path / "a"), 1500
+    seen, errors = [], []
+    lock = threading.Lock()
+    with cudaipc.Producer(a, memory="host", num_slots=32, role="requests") as ra, \
+            cudaipc.Server(a, queue_depth=32) as server:
+        served(ra)
+        stop = threading.Event()
+
+        def take(size):
+            try:
+                while not stop.is_set():
+                    got = server.batch(size, timeout=0.05) if size > 1 else [server.next(0.05)]
+                    for r in got:
+                        if r is None:
+                            continue
+                        v = r.numpy()
+                        with lock:
+                            seen.append(int(v[0]) | int(v[1]) << 8)
+                        assert r.reply()
+            except Exception as e:  # noqa: BLE001 - said by the test below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=take, args=(size,)) for size in (8, 8, 1, 1)]
+        for t in threads:
+            t.start()
+        for i in range(n):
+            ra.publish(np.array([i & 0xff, i >> 8, 0, 0], np.uint8))
+        deadline = time.monotonic() + 30
+        while len(seen) < n and time.monotonic() < deadline and not errors:
+            time.sleep(0.01)
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert not errors, errors[:3]
+    assert sorted(seen) == list(range(n))
+
+
+def test_close_from_another_thread_ends_a_waiting_next(tmp_path):
+    """close() while another thread waits in next(): that call ends with ClosedError, close()
+    returns at once, and the server's handle is never freed under a call still in it."""
+    outcome = []
+    server = cudaipc.Server(str(tmp_path / "a"))
+
+    def wait():
+        try:
+            outcome.append(server.next())
+        except cudaipc.ClosedError as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    server.close()
+    assert time.monotonic() - t0 < 2
+    t.join(5)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], cudaipc.ClosedError), outcome
+    with pytest.raises(cudaipc.ClosedError):
+        server.next(0)
+
+
 def test_a_request_is_answered_once(tmp_path):
     a = str(tmp_path / "a")
     with requester(a) as ra, cudaipc.Server(a) as server:
