@@ -10,6 +10,7 @@ the release after the stream the export named. No Python runs when a tensor dies
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
@@ -348,8 +349,10 @@ class Consumer:
         # and frames outlive close()).
         self._h: Optional[int] = h
         self._handle_kept: Optional[int] = h
-        # The reading thread owns it (one thread calls next(), as in the core).
+        # The reading thread owns it: one thread at a time calls next(), as the core's consumer
+        # requires; threads that call it at once take turns (_reading).
         self._events = _native.Events()
+        self._reading = threading.Lock()
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -422,11 +425,22 @@ class Consumer:
             start = time.monotonic_ns()
             deadline = start + int(timeout * 1e9)
             wait = min(_SLICE_NS, deadline - start)
-        shared = self._shared
-        got = _consumer_next(h, wait, self._events, shared, shared.tensor_id, shared.device_id)
-        if type(got) is not int:
-            return got
-        return self._next_slow(got, timeout, deadline)
+        reading = self._reading
+        if not reading.acquire(False) and not reading.acquire(
+                timeout=-1 if deadline is None else max(0, deadline - time.monotonic_ns()) / 1e9):
+            raise TimeoutError(f"no frame from {self.path} within {timeout} s (another thread "
+                               f"was reading it all that time)")
+        try:
+            if self._h is None:  # closed by another thread while this one waited its turn
+                raise ClosedError(f"the consumer of {self.path} is closed")
+            shared = self._shared
+            got = _consumer_next(h, wait, self._events, shared, shared.tensor_id,
+                                 shared.device_id)
+            if type(got) is not int:
+                return got
+            return self._next_slow(got, timeout, deadline)
+        finally:
+            reading.release()
 
     def _next_slow(self, rc: int, timeout: Optional[float], deadline: Optional[int]) -> Frame:
         """Everything but a frame on the first try: formats, timeouts, the end of stream."""
