@@ -24,6 +24,7 @@ frame. docs/elements.md, docs/python.md.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -83,44 +84,45 @@ class Request(_lib.native.Request):
         h = frame._h
         if h is None:
             raise ClosedError(f"request {frame.seq} was already answered or released")
-        w = server._writer
-        if detections is not None and classifications is None and tracks is None and \
-                relations is None:
-            g = server._gpu
-            dev = g.pack(0, h, detections, label_names)
-            if dev >= 0:
-                # Results still on the GPU: one call queues the copies, the reply and the release;
-                # the core sends the reply once the model's stream has run the copies.
-                if tensors is not None or meta is not None or metas is not None:
-                    try:
-                        size = w.encode(w.buffer(), tensors, None, None, None, None, meta, metas,
-                                        None)
-                    except BaseException:
-                        frame.release(stream)
-                        raise
-                    g.set_metas(0, w.address if size else 0, size)
-                raw, device = g.stream_of(stream, dev)
-                frame._order_views(raw)  # its torch() reads on another stream: waited for too
-                rc, sent = g.send(server._handle(), 1, raw, device)
-                if sent:
-                    frame._h = None
-                    frame._m = None
-                else:
-                    frame.release(raw)
-                if rc:
-                    _lib.check(rc, f"replying to frame {frame.seq} of {self.path}")
-                return True
-        try:
-            size = w.encode(w.buffer(), tensors, detections, classifications, tracks, relations,
-                            meta, metas, label_names)
-            rc = _reply(server._handle(), h, w.address if size else None, size)
-        finally:
-            frame.release(stream)
-        if rc == _ERR_TIMEOUT:
-            return False
-        if rc:
-            _lib.check(rc, f"replying to frame {frame.seq} of {self.path}")
-        return True
+        with server._replying:  # its meta writer and GPU buffer are one per server
+            w = server._writer
+            if detections is not None and classifications is None and tracks is None and \
+                    relations is None:
+                g = server._gpu
+                dev = g.pack(0, h, detections, label_names)
+                if dev >= 0:
+                    # Results still on the GPU: one call queues the copies, the reply and the
+                    # release; the core sends the reply once the model's stream has run them.
+                    if tensors is not None or meta is not None or metas is not None:
+                        try:
+                            size = w.encode(w.buffer(), tensors, None, None, None, None, meta,
+                                            metas, None)
+                        except BaseException:
+                            frame.release(stream)
+                            raise
+                        g.set_metas(0, w.address if size else 0, size)
+                    raw, device = g.stream_of(stream, dev)
+                    frame._order_views(raw)  # its torch() reads on another stream: waited for
+                    rc, sent = g.send(server._handle(), 1, raw, device)
+                    if sent:
+                        frame._h = None
+                        frame._m = None
+                    else:
+                        frame.release(raw)
+                    if rc:
+                        _lib.check(rc, f"replying to frame {frame.seq} of {self.path}")
+                    return True
+            try:
+                size = w.encode(w.buffer(), tensors, detections, classifications, tracks,
+                                relations, meta, metas, label_names)
+                rc = _reply(server._handle(), h, w.address if size else None, size)
+            finally:
+                frame.release(stream)
+            if rc == _ERR_TIMEOUT:
+                return False
+            if rc:
+                _lib.check(rc, f"replying to frame {frame.seq} of {self.path}")
+            return True
 
     def __repr__(self) -> str:
         return f"<cudaipc.Request pipeline {self.pipeline} {self.frame!r}>"
@@ -184,6 +186,8 @@ class Server(_lib.native.Server):
                                      int(socket_mode), -1 if allowed_gid is None else
                                      int(allowed_gid), f"serving {what}")
         self._reply_meta_size = int(reply_meta_size)  # the binding's reply area
+        # The Python path's reply buffers, one per server: threads that reply at once take turns.
+        self._replying = threading.RLock()
         self._writer = _metas_io.MetaWriter(int(reply_meta_size))
         self._gpu = GpuReplies(_MAX_BATCH)
         self._meta_stats = _metas_io.MetaStats()
@@ -324,41 +328,42 @@ class Server(_lib.native.Server):
             per = list(detections)
             if len(per) != len(reqs):
                 raise InvalidArgumentError(f"{len(per)} detections for {len(reqs)} requests")
-        g = self._gpu
-        self._handle()
-        packed: List[Request] = []
-        device = -1
-        start = 0
-        try:
-            for i, r in enumerate(reqs):
-                fh = r.frame._h
-                if fh is None:
-                    raise ClosedError(f"request {r.frame.seq} was already answered or released")
-                c = None if counts is None else counts[i]
-                if len(packed) == _MAX_BATCH:
-                    self._send_packed(packed, stream, device)
-                    packed = []
-                dev = g.pack(len(packed), fh, per[i], label_names, start, c)
-                if dev >= 0 and packed and dev != device:
-                    # One call's replies go after one stream of one device: these go first.
-                    self._send_packed(packed, stream, device)
-                    packed = []
-                    dev = g.pack(0, fh, per[i], label_names, start, c)
-                if dev >= 0:
-                    device = dev
-                    packed.append(r)
-                else:
-                    d = per[i]
-                    if c is not None:
-                        d = {k: v[start:start + c] for k, v in d.items()}
-                    r.reply(detections=d, label_names=label_names, stream=stream)
-                start += c or 0
-        except BaseException:
-            for r in packed:
-                r.frame.release()
-            raise
-        if packed:
-            self._send_packed(packed, stream, device)
+        with self._replying:  # the GPU replies' buffer is one per server
+            g = self._gpu
+            self._handle()
+            packed: List[Request] = []
+            device = -1
+            start = 0
+            try:
+                for i, r in enumerate(reqs):
+                    fh = r.frame._h
+                    if fh is None:
+                        raise ClosedError(f"request {r.frame.seq} was already answered or released")
+                    c = None if counts is None else counts[i]
+                    if len(packed) == _MAX_BATCH:
+                        self._send_packed(packed, stream, device)
+                        packed = []
+                    dev = g.pack(len(packed), fh, per[i], label_names, start, c)
+                    if dev >= 0 and packed and dev != device:
+                        # One call's replies go after one stream of one device: these go first.
+                        self._send_packed(packed, stream, device)
+                        packed = []
+                        dev = g.pack(0, fh, per[i], label_names, start, c)
+                    if dev >= 0:
+                        device = dev
+                        packed.append(r)
+                    else:
+                        d = per[i]
+                        if c is not None:
+                            d = {k: v[start:start + c] for k, v in d.items()}
+                        r.reply(detections=d, label_names=label_names, stream=stream)
+                    start += c or 0
+            except BaseException:
+                for r in packed:
+                    r.frame.release()
+                raise
+            if packed:
+                self._send_packed(packed, stream, device)
 
     def _send_packed(self, packed: List[Request], stream: Any, device: int) -> None:
         g = self._gpu

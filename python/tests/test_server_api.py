@@ -181,6 +181,45 @@ def test_threads_taking_requests_at_once_each_get_their_own(tmp_path):
     assert sorted(seen) == list(range(n))
 
 
+def test_threads_replying_at_once_each_send_their_own_results(tmp_path):
+    """Results the Python path encodes (tensors=) go through one writer per server: threads that
+    reply at once take turns, so every reply carries its own frame's results."""
+    a, n, inflight = str(tmp_path / "a"), 600, 8
+    errors, bad = [], []
+    with requester(a) as ra, cudaipc.Server(a, queue_depth=32) as server:
+        served(ra)
+        replies = cudaipc.Consumer(a + ".reply", timeout=10)
+        stop = threading.Event()
+
+        def answer():
+            try:
+                while not stop.is_set():
+                    for r in server.batch(2, timeout=0.05):
+                        v = int(r.numpy()[0]) | int(r.numpy()[1]) << 8
+                        assert r.reply(tensors={"t": np.full(4096, v, np.int32)})
+            except Exception as e:  # noqa: BLE001 - said by the test below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=answer) for _ in range(3)]
+        for t in threads:
+            t.start()
+        read = 0
+        for i in range(n + inflight):
+            if i < n:
+                ra.publish(np.array([i & 0xff, i >> 8, 0, 0], np.uint8), pts=i)
+            if i >= inflight or i >= n:
+                with replies.next(10) as f:  # the filter's window: a few requests out at once
+                    if not (np.asarray(f.tensors["t"]) == f.pts).all():
+                        bad.append(f.pts)
+                    read += 1
+        stop.set()
+        for t in threads:
+            t.join(10)
+        replies.close()
+    assert not errors, errors[:3]
+    assert read == n and not bad, bad[:5]
+
+
 def test_close_from_another_thread_ends_a_waiting_next(tmp_path):
     """close() while another thread waits in next(): that call ends with ClosedError, close()
     returns at once, and the server's handle is never freed under a call still in it."""
