@@ -82,6 +82,35 @@ def wait_until(cond, timeout=10.0, what="condition"):
         time.sleep(0.005)
 
 
+def threads_at_once(work, args: list, feed, done, timeout: float = 30.0) -> List[str]:
+    """work(stop, *a) on a thread for each `a` in `args`, at once, while this thread calls feed()
+    and then waits (up to `timeout`) until done() or a thread failed; then stops and joins them.
+    The threads' failures, as text."""
+    import threading
+
+    stop, errors = threading.Event(), []
+
+    def run(*a):
+        try:
+            work(stop, *a)
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=a) for a in args]
+    for t in threads:
+        t.start()
+    try:
+        feed()
+        deadline = time.monotonic() + timeout
+        while not done() and not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    return errors
+
+
 @contextlib.contextmanager
 def held_on_timeout(consumer) -> Iterator[None]:
     """A wait that ends in vain names how many frames the consumer still holds: at the producer's

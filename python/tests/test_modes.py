@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import cudaipc
-from conftest import pattern
+from conftest import pattern, threads_at_once
 
 
 def test_every_frame_gets_every_frame_in_order(path):
@@ -107,39 +106,28 @@ def test_interrupt_wakes_a_blocked_next(path):
 def test_threads_reading_one_consumer_take_turns(path):
     """The core's consumer is read by one thread at a time; threads of an application that call
     next() on one Consumer at once take turns: every frame reaches exactly one of them, whole."""
-    n, seen, errors = 1500, [], []
+    n, seen = 1500, []
     lock = threading.Lock()
     with cudaipc.Producer(path, memory="host", num_slots=16, block_timeout=10) as p:
         c = cudaipc.Consumer(path, mode="every-frame", timeout=10)
         p.wait_for_consumers()
-        stop = threading.Event()
 
-        def read():
-            try:
-                while not stop.is_set():
-                    try:
-                        f = c.next(0.05)
-                    except cudaipc.TimeoutError:
-                        continue
-                    with f:
-                        np.testing.assert_array_equal(f.numpy(),
-                                                      pattern(f.seq, (32, 3), np.int16))
-                        with lock:
-                            seen.append(f.seq)
-            except Exception as e:  # noqa: BLE001 - said by the test below
-                errors.append(repr(e))
+        def read(stop):
+            while not stop.is_set():
+                try:
+                    f = c.next(0.05)
+                except cudaipc.TimeoutError:
+                    continue
+                with f:
+                    np.testing.assert_array_equal(f.numpy(), pattern(f.seq, (32, 3), np.int16))
+                    with lock:
+                        seen.append(f.seq)
 
-        readers = [threading.Thread(target=read) for _ in range(3)]
-        for t in readers:
-            t.start()
-        for seq in range(1, n + 1):
-            assert p.publish(pattern(seq, (32, 3), np.int16))
-        deadline = time.monotonic() + 30
-        while len(seen) < n and time.monotonic() < deadline and not errors:
-            time.sleep(0.01)
-        stop.set()
-        for t in readers:
-            t.join(10)
+        def feed():
+            for seq in range(1, n + 1):
+                assert p.publish(pattern(seq, (32, 3), np.int16))
+
+        errors = threads_at_once(read, [()] * 3, feed, lambda: len(seen) >= n)
         c.close()
     assert not errors, errors[:3]
     assert sorted(seen) == list(range(1, n + 1))

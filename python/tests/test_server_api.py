@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import cudaipc
-from conftest import REPO
+from conftest import REPO, threads_at_once
 
 
 def requester(path: str) -> cudaipc.Producer:
@@ -144,39 +144,28 @@ def test_a_pipeline_that_leaves_leaves_no_slot_views_behind(tmp_path):
 def test_threads_taking_requests_at_once_each_get_their_own(tmp_path):
     """A model's threads may each call batch()/next() on one server: every request goes to one of
     them, once, with its own frame (they shared the buffer the requests were read into)."""
-    a, n = str(tmp_path / "a"), 1500
-    seen, errors = [], []
+    a, n, seen = str(tmp_path / "a"), 1500, []
     lock = threading.Lock()
     with cudaipc.Producer(a, memory="host", num_slots=32, role="requests") as ra, \
             cudaipc.Server(a, queue_depth=32) as server:
         served(ra)
-        stop = threading.Event()
 
-        def take(size):
-            try:
-                while not stop.is_set():
-                    got = server.batch(size, timeout=0.05) if size > 1 else [server.next(0.05)]
-                    for r in got:
-                        if r is None:
-                            continue
-                        v = r.numpy()
-                        with lock:
-                            seen.append(int(v[0]) | int(v[1]) << 8)
-                        assert r.reply()
-            except Exception as e:  # noqa: BLE001 - said by the test below
-                errors.append(repr(e))
+        def take(stop, size):
+            while not stop.is_set():
+                got = server.batch(size, timeout=0.05) if size > 1 else [server.next(0.05)]
+                for r in got:
+                    if r is None:
+                        continue
+                    v = r.numpy()
+                    with lock:
+                        seen.append(int(v[0]) | int(v[1]) << 8)
+                    assert r.reply()
 
-        threads = [threading.Thread(target=take, args=(size,)) for size in (8, 8, 1, 1)]
-        for t in threads:
-            t.start()
-        for i in range(n):
-            ra.publish(np.array([i & 0xff, i >> 8, 0, 0], np.uint8))
-        deadline = time.monotonic() + 30
-        while len(seen) < n and time.monotonic() < deadline and not errors:
-            time.sleep(0.01)
-        stop.set()
-        for t in threads:
-            t.join(10)
+        def feed():
+            for i in range(n):
+                ra.publish(np.array([i & 0xff, i >> 8, 0, 0], np.uint8))
+
+        errors = threads_at_once(take, [(8,), (8,), (1,), (1,)], feed, lambda: len(seen) >= n)
     assert not errors, errors[:3]
     assert sorted(seen) == list(range(n))
 
