@@ -352,7 +352,7 @@ class Consumer:
         # The reading thread owns it: one thread at a time calls next(), as the core's consumer
         # requires; threads that call it at once take turns (_reading).
         self._events = _native.Events()
-        self._reading = threading.Lock()
+        self._reading = threading.RLock()  # re-entered by a callback of next() that closes
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -439,6 +439,10 @@ class Consumer:
             if type(got) is not int:
                 return got
             return self._next_slow(got, timeout, deadline)
+        except InterruptedError:
+            if self._h is None:  # close() from another thread woke this wait
+                raise ClosedError(f"the consumer of {self.path} was closed") from None
+            raise
         finally:
             reading.release()
 
@@ -532,10 +536,18 @@ class Consumer:
             _native.consumer_interrupt(self._h)
 
     def close(self) -> None:
-        """Disconnects. Frames still held stay readable until they are released."""
+        """Disconnects. Frames still held stay readable until they are released. A ``next()``
+        waiting in another thread is woken (it raises ClosedError) and waited for first."""
         h, self._h = self._h, None
-        if h is not None:
+        if h is None:
+            return
+        # The core's consumer must not go from under a next() that runs in it.
+        while not self._reading.acquire(timeout=0.005):
+            _native.consumer_interrupt(h)
+        try:
             _native.consumer_close(h)
+        finally:
+            self._reading.release()
 
     def __enter__(self) -> "Consumer":
         return self

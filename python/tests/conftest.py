@@ -111,6 +111,28 @@ def threads_at_once(work, args: list, feed, done, timeout: float = 30.0) -> List
     return errors
 
 
+def closed_while_waiting(call, close, settle: float = 0.02):
+    """call() on another thread, and close() from this one once it waits: what the call returned
+    or raised (it must have ended within 5 s of the close)."""
+    import threading
+
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(call())
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(settle)
+    close()
+    t.join(5)
+    assert not t.is_alive(), "the call still waits after close()"
+    return outcome[0]
+
+
 @contextlib.contextmanager
 def held_on_timeout(consumer) -> Iterator[None]:
     """A wait that ends in vain names how many frames the consumer still holds: at the producer's

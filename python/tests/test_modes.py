@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cudaipc
-from conftest import pattern, threads_at_once
+from conftest import closed_while_waiting, pattern, threads_at_once
 
 
 def test_every_frame_gets_every_frame_in_order(path):
@@ -131,3 +131,16 @@ def test_threads_reading_one_consumer_take_turns(path):
         c.close()
     assert not errors, errors[:3]
     assert sorted(seen) == list(range(1, n + 1))
+
+
+def test_close_from_another_thread_ends_a_waiting_next(path):
+    """close() while another thread waits in next(): the wait ends with ClosedError, and the
+    core's consumer is not taken from under it (it was, now and then: a crash)."""
+    for _ in range(20):
+        with cudaipc.Producer(path, memory="host", num_slots=4) as p:
+            c = cudaipc.Consumer(path, timeout=None)
+            p.wait_for_consumers(1, timeout=10)
+            got = closed_while_waiting(c.next, c.close)
+            assert isinstance(got, cudaipc.ClosedError), got
+            with pytest.raises(cudaipc.ClosedError):
+                c.next(0)

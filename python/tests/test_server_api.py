@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import cudaipc
-from conftest import REPO, threads_at_once
+from conftest import REPO, closed_while_waiting, threads_at_once
 
 
 def requester(path: str) -> cudaipc.Producer:
@@ -212,24 +212,11 @@ def test_threads_replying_at_once_each_send_their_own_results(tmp_path):
 def test_close_from_another_thread_ends_a_waiting_next(tmp_path):
     """close() while another thread waits in next(): that call ends with ClosedError, close()
     returns at once, and the server's handle is never freed under a call still in it."""
-    outcome = []
     server = cudaipc.Server(str(tmp_path / "a"))
-
-    def wait():
-        try:
-            outcome.append(server.next())
-        except cudaipc.ClosedError as e:
-            outcome.append(e)
-
-    t = threading.Thread(target=wait)
-    t.start()
-    time.sleep(0.2)
     t0 = time.monotonic()
-    server.close()
-    assert time.monotonic() - t0 < 2
-    t.join(5)
-    assert not t.is_alive()
-    assert len(outcome) == 1 and isinstance(outcome[0], cudaipc.ClosedError), outcome
+    got = closed_while_waiting(server.next, server.close, settle=0.2)
+    assert time.monotonic() - t0 < 3
+    assert isinstance(got, cudaipc.ClosedError), got
     with pytest.raises(cudaipc.ClosedError):
         server.next(0)
 
