@@ -186,7 +186,8 @@ PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t
   ++s->waiting;
   Py_BEGIN_ALLOW_THREADS rc =
       cudaipc_server_batch(h, uint32_t(max_batch), delay, timeout, views, &count, &events);
-  Py_END_ALLOW_THREADS-- s->waiting;
+  Py_END_ALLOW_THREADS;
+  --s->waiting;
   if (count > max_batch) count = uint32_t(max_batch);
   if (!s->h) {
     // Closed by another thread meanwhile (its close() waited for this call to leave the core):
@@ -234,10 +235,7 @@ PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t
 
 // _take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch.
 PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "_take takes 3 arguments");
-    return nullptr;
-  }
+  if (!arity("_take", nargs, 3)) return nullptr;
   unsigned long max_batch = PyLong_AsUnsignedLong(args[0]);
   uint64_t delay = PyLong_AsUnsignedLongLong(args[1]);
   uint64_t timeout = PyLong_AsUnsignedLongLong(args[2]);
