@@ -390,12 +390,20 @@ class Producer:
     def interrupt(self) -> None:
         """Wakes a publish() blocked on a full ring in another thread (it raises
         InterruptedError), and makes later ones raise too until ``clear_interrupt()``."""
-        if self._h is not None:
-            _native.producer_interrupt(self._h)
+        h = self._h
+        if h is not None:
+            try:
+                _native.producer_interrupt(h)
+            except ClosedError:
+                pass  # closed by another thread since: nothing waits in it any more
 
     def clear_interrupt(self) -> None:
-        if self._h is not None:
-            _native.producer_clear_interrupt(self._h)
+        h = self._h
+        if h is not None:
+            try:
+                _native.producer_clear_interrupt(h)
+            except ClosedError:
+                pass
 
     def counters(self) -> Tuple[int, int, int]:
         """(frames published, frames dropped, consumers connected)."""
@@ -417,16 +425,21 @@ class Producer:
     def close(self, eos: bool = True) -> None:
         """Ends the stream (unless eos=False) and closes the channel once the copies still in
         flight have run (their sources are released then). Consumers read the frames already
-        published, then see the end of stream."""
+        published, then see the end of stream. A ``publish()`` or ``frame()`` waiting for a slot
+        on another thread is woken and raises :class:`cudaipc.ClosedError`; the producer goes
+        once it has left."""
         h = self._h
         if h is None:
             return
+        self._h = None
         try:
             if eos:
                 _native.producer_end_of_stream(h, None)
         finally:
-            self._h = None
-            _native.producer_free(h)
+            try:
+                _native.producer_free(h)
+            except ClosedError:
+                pass  # another thread's close() got there first
 
     def __enter__(self) -> "Producer":
         return self

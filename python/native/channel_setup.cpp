@@ -39,15 +39,17 @@ PyObject* producer_new(PyObject*, PyObject* const* a, Py_ssize_t n) {
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_new(&o, &p);
   Py_END_ALLOW_THREADS if (rc) return fail_in(rc, a[8]);
+  if (!producer_opened(p)) {
+    cudaipc_producer_free(p);
+    return nullptr;
+  }
   return handle(p);
 }
 
-// producer_free(h): waits (GIL released) for the copies still in flight.
+// producer_free(h): once the calls in it have left (woken), waits (GIL released) for the copies
+// still in flight.
 PyObject* producer_free(PyObject*, PyObject* h) {
-  cudaipc_producer* p;
-  if (!arg_handle("producer_free", h, &p)) return nullptr;
-  Py_BEGIN_ALLOW_THREADS cudaipc_producer_free(p);
-  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+  return producer_close("producer_free", h);
 }
 
 // consumer_new(path, mode, reconnect, cuda_device, context): the consumer's handle; cuda_device

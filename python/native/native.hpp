@@ -127,6 +127,32 @@ PyObject* frame_dlpack_device(FrameObject* f);
 // tensor on another stream are waited for too. False with an exception set.
 bool frame_order_views(FrameObject* f, uintptr_t stream);
 
+// open_producers.cpp: the producers open in this process and the calls in each, so a close on
+// one thread neither frees the core's producer under a call on another nor lets a stale handle
+// reach it. Under the GIL.
+bool producer_opened(cudaipc_producer* p);  // after cudaipc_producer_new; false: MemoryError set
+// Frees the producer once the calls in it have left (each waiting one woken); ClosedError when it
+// is not open.
+PyObject* producer_close(const char* fn, PyObject* h);
+// One call in a producer: enter() checks the handle (ValueError for None or NULL, ClosedError
+// when closed) and counts the call in until the object goes.
+struct ProducerCalls;  // open_producers.cpp
+class ProducerCall {
+ public:
+  ProducerCall() = default;
+  ProducerCall(const ProducerCall&) = delete;
+  ProducerCall& operator=(const ProducerCall&) = delete;
+  ~ProducerCall();
+  bool enter(const char* fn, PyObject* h);
+  cudaipc_producer* get() const { return p_; }
+  // After a call that let the GIL go: true with ClosedError set when a close came meanwhile.
+  bool closed_meanwhile(const char* fn) const;
+
+ private:
+  cudaipc_producer* p_ = nullptr;
+  ProducerCalls* calls_ = nullptr;
+};
+
 // slot_views.cpp: the frame's slot tensor for torch (made once per slot, an alias per frame).
 bool slot_views_ready();
 struct Torch;

@@ -19,11 +19,11 @@ PyObject* done(int rc, PyObject* context) {
 // result (>= 0) or minus the status, as cudaipc_producer_publish_capsule returns them.
 PyObject* producer_publish(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_publish";
-  cudaipc_producer* p;
+  ProducerCall p;
   void *stream, *metas;
   long long flags, metas_size;
   uint64_t pts, duration;
-  if (!arity(fn, n, 8) || !arg_handle(fn, a[0], &p) || !arg_address(fn, "stream", a[2], &stream) ||
+  if (!arity(fn, n, 8) || !p.enter(fn, a[0]) || !arg_address(fn, "stream", a[2], &stream) ||
       !arg_int(fn, "flags", a[3], 0, UINT32_MAX, &flags) || !arg_time(fn, "pts", a[4], &pts) ||
       !arg_time(fn, "duration", a[5], &duration) || !arg_address(fn, "metas", a[6], &metas) ||
       !arg_int(fn, "metas_size", a[7], 0, UINT32_MAX, &metas_size))
@@ -37,9 +37,11 @@ PyObject* producer_publish(PyObject*, PyObject* const* a, Py_ssize_t n) {
     return nullptr;
   }
   // The GIL stays: the core lets it go itself while it waits for a slot.
-  int r = cudaipc_producer_publish_capsule(p, a[1], stream, uint32_t(flags), pts, duration, metas,
-                                           uint32_t(metas_size));
+  int r = cudaipc_producer_publish_capsule(p.get(), a[1], stream, uint32_t(flags), pts, duration,
+                                           metas, uint32_t(metas_size));
   if (PyErr_Occurred()) return nullptr;
+  // A wait for a slot that the close woke: the caller hears why.
+  if (r != CUDAIPC_PUBLISHED && r != CUDAIPC_DROPPED && p.closed_meanwhile(fn)) return nullptr;
   return PyLong_FromLong(r);
 }
 
@@ -63,10 +65,10 @@ PyObject* capsule_describe(PyObject*, PyObject* const* a, Py_ssize_t n) {
 // (offset, pitch).
 PyObject* producer_set_format(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_set_format";
-  cudaipc_producer* p;
+  ProducerCall p;
   long long dtype;
   uint64_t size;
-  if (!arity(fn, n, 8) || !arg_handle(fn, a[0], &p)) return nullptr;
+  if (!arity(fn, n, 8) || !p.enter(fn, a[0])) return nullptr;
   const char* caps = arg_str(fn, "caps", a[1]);
   if (!caps || !arg_int(fn, "dtype", a[2], 0, UINT32_MAX, &dtype) ||
       !arg_u64(fn, "size", a[5], &size))
@@ -111,22 +113,24 @@ PyObject* producer_set_format(PyObject*, PyObject* const* a, Py_ssize_t n) {
       return nullptr;
   }
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_set_format(p, caps, &t, 0);
-  Py_END_ALLOW_THREADS if (rc) return fail_in(rc, a[7]);
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_set_format(p.get(), caps, &t, 0);
+  Py_END_ALLOW_THREADS if (rc) return p.closed_meanwhile(fn) ? nullptr : fail_in(rc, a[7]);
   Py_RETURN_NONE;
 }
 
 // producer_begin(h, context): (slot address, capacity, publish result) of a borrowed slot.
 PyObject* producer_begin(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_begin";
-  cudaipc_producer* p;
-  if (!arity(fn, n, 2) || !arg_handle(fn, a[0], &p)) return nullptr;
+  ProducerCall p;
+  if (!arity(fn, n, 2) || !p.enter(fn, a[0])) return nullptr;
   uintptr_t address = 0;
   uint64_t capacity = 0;
   cudaipc_publish result = CUDAIPC_PUBLISHED;
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_begin(p, &address, &capacity, &result);
-  Py_END_ALLOW_THREADS if (rc) return fail_in(rc, a[1]);
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_begin(p.get(), &address, &capacity, &result);
+  // A slot borrowed meanwhile goes with the producer.
+  Py_END_ALLOW_THREADS if (p.closed_meanwhile(fn)) return nullptr;
+  if (rc) return fail_in(rc, a[1]);
   return Py_BuildValue("(KKi)", static_cast<unsigned long long>(address),
                        static_cast<unsigned long long>(capacity), int(result));
 }
@@ -134,11 +138,11 @@ PyObject* producer_begin(PyObject*, PyObject* const* a, Py_ssize_t n) {
 // producer_commit(h, pts, duration, metas, metas_size, context): publishes the borrowed slot.
 PyObject* producer_commit(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_commit";
-  cudaipc_producer* p;
+  ProducerCall p;
   cudaipc_frame_info info{};
   void* metas;
   long long metas_size;
-  if (!arity(fn, n, 6) || !arg_handle(fn, a[0], &p) || !arg_time(fn, "pts", a[1], &info.pts) ||
+  if (!arity(fn, n, 6) || !p.enter(fn, a[0]) || !arg_time(fn, "pts", a[1], &info.pts) ||
       !arg_time(fn, "duration", a[2], &info.duration) || !arg_address(fn, "metas", a[3], &metas) ||
       !arg_int(fn, "metas_size", a[4], 0, UINT32_MAX, &metas_size))
     return nullptr;
@@ -151,52 +155,52 @@ PyObject* producer_commit(PyObject*, PyObject* const* a, Py_ssize_t n) {
   info.metas_size = uint32_t(metas_size);
   int rc;
   // The commit waits on the GPU for the streams the slot was exported to.
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_commit(p, &info);
-  Py_END_ALLOW_THREADS if (rc) return fail_in(rc, a[5]);
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_commit(p.get(), &info);
+  Py_END_ALLOW_THREADS if (rc) return p.closed_meanwhile(fn) ? nullptr : fail_in(rc, a[5]);
   Py_RETURN_NONE;
 }
 
 // producer_abort(h, context) and producer_end_of_stream(h, context): context None ignores the
 // status.
 PyObject* producer_abort(PyObject*, PyObject* const* a, Py_ssize_t n) {
-  cudaipc_producer* p;
-  if (!arity("producer_abort", n, 2) || !arg_handle("producer_abort", a[0], &p)) return nullptr;
+  ProducerCall p;
+  if (!arity("producer_abort", n, 2) || !p.enter("producer_abort", a[0])) return nullptr;
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_abort(p);
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_abort(p.get());
   Py_END_ALLOW_THREADS return done(rc, a[1]);
 }
 
 PyObject* producer_end_of_stream(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_end_of_stream";
-  cudaipc_producer* p;
-  if (!arity(fn, n, 2) || !arg_handle(fn, a[0], &p)) return nullptr;
+  ProducerCall p;
+  if (!arity(fn, n, 2) || !p.enter(fn, a[0])) return nullptr;
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_end_of_stream(p);
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_end_of_stream(p.get());
   Py_END_ALLOW_THREADS return done(rc, a[1]);
 }
 
 PyObject* producer_interrupt(PyObject*, PyObject* h) {
-  cudaipc_producer* p;
-  if (!arg_handle("producer_interrupt", h, &p)) return nullptr;
-  Py_BEGIN_ALLOW_THREADS cudaipc_producer_interrupt(p);
+  ProducerCall p;
+  if (!p.enter("producer_interrupt", h)) return nullptr;
+  Py_BEGIN_ALLOW_THREADS cudaipc_producer_interrupt(p.get());
   Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 PyObject* producer_clear_interrupt(PyObject*, PyObject* h) {
-  cudaipc_producer* p;
-  if (!arg_handle("producer_clear_interrupt", h, &p)) return nullptr;
-  cudaipc_producer_clear_interrupt(p);
+  ProducerCall p;
+  if (!p.enter("producer_clear_interrupt", h)) return nullptr;
+  cudaipc_producer_clear_interrupt(p.get());
   Py_RETURN_NONE;
 }
 
 // producer_counters(h, context): (published, dropped, consumers).
 PyObject* producer_counters(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "producer_counters";
-  cudaipc_producer* p;
-  if (!arity(fn, n, 2) || !arg_handle(fn, a[0], &p)) return nullptr;
+  ProducerCall p;
+  if (!arity(fn, n, 2) || !p.enter(fn, a[0])) return nullptr;
   uint64_t published = 0, dropped = 0;
   uint32_t consumers = 0;
-  if (int rc = cudaipc_producer_counters(p, &published, &dropped, &consumers))
+  if (int rc = cudaipc_producer_counters(p.get(), &published, &dropped, &consumers))
     return fail_in(rc, a[1]);
   return Py_BuildValue("(KKk)", static_cast<unsigned long long>(published),
                        static_cast<unsigned long long>(dropped),
@@ -205,10 +209,10 @@ PyObject* producer_counters(PyObject*, PyObject* const* a, Py_ssize_t n) {
 
 // producer_slot_metas(h): (address or None, capacity) of the borrowed slot's meta area.
 PyObject* producer_slot_metas(PyObject*, PyObject* h) {
-  cudaipc_producer* p;
-  if (!arg_handle("producer_slot_metas", h, &p)) return nullptr;
+  ProducerCall p;
+  if (!p.enter("producer_slot_metas", h)) return nullptr;
   uint32_t capacity = 0;
-  void* at = cudaipc_producer_slot_metas(p, &capacity);
+  void* at = cudaipc_producer_slot_metas(p.get(), &capacity);
   if (!at) return Py_BuildValue("(Ok)", Py_None, static_cast<unsigned long>(capacity));
   return Py_BuildValue("(Nk)", PyLong_FromVoidPtr(at), static_cast<unsigned long>(capacity));
 }
@@ -216,14 +220,14 @@ PyObject* producer_slot_metas(PyObject*, PyObject* h) {
 // slot_capsule(h, stream, flags): the borrowed slot in a new DLPack capsule.
 PyObject* slot_capsule(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "slot_capsule";
-  cudaipc_producer* p;
+  ProducerCall p;
   void* stream;
   long long flags;
-  if (!arity(fn, n, 3) || !arg_handle(fn, a[0], &p) || !arg_address(fn, "stream", a[1], &stream) ||
+  if (!arity(fn, n, 3) || !p.enter(fn, a[0]) || !arg_address(fn, "stream", a[1], &stream) ||
       !arg_int(fn, "flags", a[2], 0, UINT32_MAX, &flags))
     return nullptr;
-  auto* capsule =
-      static_cast<PyObject*>(cudaipc_producer_slot_dlpack_capsule(p, stream, uint32_t(flags)));
+  auto* capsule = static_cast<PyObject*>(
+      cudaipc_producer_slot_dlpack_capsule(p.get(), stream, uint32_t(flags)));
   if (!capsule) return capsule_error(false);
   return capsule;
 }
@@ -231,11 +235,11 @@ PyObject* slot_capsule(PyObject*, PyObject* const* a, Py_ssize_t n) {
 // What a producer says about itself once opened: (CUDA device or -1, its CUstream or None, bytes
 // of meta area per slot).
 PyObject* producer_describe(PyObject*, PyObject* h) {
-  cudaipc_producer* p;
-  if (!arg_handle("producer_describe", h, &p)) return nullptr;
-  int device = cudaipc_producer_cuda_device(p);
-  void* stream = cudaipc_producer_cuda_stream(p);
-  uint32_t meta_size = cudaipc_producer_meta_size(p);
+  ProducerCall p;
+  if (!p.enter("producer_describe", h)) return nullptr;
+  int device = cudaipc_producer_cuda_device(p.get());
+  void* stream = cudaipc_producer_cuda_stream(p.get());
+  uint32_t meta_size = cudaipc_producer_meta_size(p.get());
   return Py_BuildValue("(iNk)", device,
                        stream ? PyLong_FromVoidPtr(stream) : (Py_INCREF(Py_None), Py_None),
                        static_cast<unsigned long>(meta_size));

@@ -107,6 +107,18 @@ def test_per_frame_calls_check_their_arguments(path):
         native.producer_free(h)
 
 
+def test_a_freed_producers_handle_never_reaches_the_core(path):
+    """A handle read just before another thread's close is refused, not used after the free."""
+    h = open_producer(path)
+    native.producer_free(h)
+    for call in (lambda: native.producer_begin(h, ""), lambda: native.producer_describe(h),
+                 lambda: native.producer_publish(h, np.zeros(4, np.uint8).__dlpack__(), 0, 0,
+                                                 None, None, None, 0),
+                 lambda: native.producer_interrupt(h), lambda: native.producer_free(h)):
+        with pytest.raises(_errors.ClosedError, match="the producer is closed"):
+            call()
+
+
 def test_status_failures_raise_the_packages_exceptions(path):
     h = open_producer(path)
     try:

@@ -144,3 +144,27 @@ def test_close_from_another_thread_ends_a_waiting_next(path):
             assert isinstance(got, cudaipc.ClosedError), got
             with pytest.raises(cudaipc.ClosedError):
                 c.next(0)
+
+
+def test_producer_close_from_another_thread_ends_a_waiting_publish(path):
+    """close() while another thread's publish() waits for a slot (a consumer holds the only one it
+    may, the other carries a frame not read yet): the wait ends with ClosedError, and the core's producer is not freed under it (it was,
+    about once in 60 rounds: a crash). A publish after the close raises ClosedError too, and a
+    second close() does nothing."""
+    for i in range(20):
+        p = cudaipc.Producer(path, memory="host", num_slots=2, block_timeout=10)
+        with cudaipc.Consumer(path, timeout=10) as c:
+            p.wait_for_consumers(1, timeout=10)
+            assert p.publish(pattern(i, (16,), np.uint8))
+            held = c.next()
+            np.testing.assert_array_equal(held.numpy(), pattern(i, (16,), np.uint8))
+            assert p.publish(pattern(i + 1, (16,), np.uint8))  # the other slot, not read yet
+            got = closed_while_waiting(lambda: p.publish(pattern(i + 2, (16,), np.uint8)),
+                                       p.close)
+            assert isinstance(got, cudaipc.ClosedError), got
+            assert "closed" in str(got)
+            with pytest.raises(cudaipc.ClosedError):
+                p.publish(pattern(i + 3, (16,), np.uint8))
+            p.close()
+            p.interrupt()  # on a closed producer: nothing to wake, no error
+            held.release()
