@@ -5,7 +5,9 @@ channel in the same run (issue #15's targets: <= 10 us p50 over the C++ rows, p9
 Consumer rows (a producer process publishes as fast as the consumer reads: drop policy, one frame
 per 0.5 ms; this process reads as a latest consumer): the bare C API through ctypes (next and
 release, no Frame, no DLPack), then next -> tensor -> release with NumPy (host), torch and CuPy
-(CUDA), beside cudaipc-bench-consumer-rate (C++ next -> release). Producer rows (a consumer process
+(CUDA: their from_dlpack, and the slot views frame.torch() and frame.cupy()), beside
+cudaipc-bench-consumer-rate (C++ next -> release; for CUDA also with the frame's reads and release
+ordered on a stream, as frame.torch() and frame.cupy() order them). Producer rows (a consumer process
 drains the channel): publish(tensor) and frame() rendering in place (torch copy_ into the slot),
 beside cudaipc-bench-producer-rate (C++ publish() of a device buffer after the caller's stream,
 and begin_frame -> device copy -> commit). Every row's per-frame time is this thread's CPU time,
@@ -33,6 +35,9 @@ import numpy as np
 
 H, W = 1080, 1920
 PACE_S = 0.0005
+TORCH_ROW = "next -> frame.torch() -> release"
+CUPY_ROW = "next -> frame.cupy() -> release"
+TORCH_OWN = "torch's own: from_dlpack(to_dlpack(resident)), no channel"
 
 
 def produce(path: str, memory: str, stop) -> None:
@@ -118,7 +123,7 @@ def run_native(args: List[str], prefix: str) -> Row:
     return float(kv["fps"]), float(kv["p50_us"]), float(kv["p99_us"])
 
 
-def show(label: str, row: Row, native: Optional[Row] = None) -> None:
+def show(label: str, row: Row, native: Optional[Row] = None, ordered: Optional[Row] = None) -> None:
     if isinstance(row, str):
         print(f"  {label:44s} skipped ({row})")
         return
@@ -128,7 +133,36 @@ def show(label: str, row: Row, native: Optional[Row] = None) -> None:
         over = p50 - native[1]
         extra = (f"  over C++ {over:+6.1f} us [{'meets' if over <= 10 else 'misses'} <= 10], "
                  f"p99/p50 {p99 / p50:.1f} [{'meets' if p99 <= 2 * p50 else 'misses'} <= 2]")
+    if ordered is not None and not isinstance(ordered, str):
+        extra += f", over C++ ordered {p50 - ordered[1]:+6.1f} us"
     print(f"  {label:44s} p50 {p50:7.1f} us  p99 {p99:7.1f} us  {fps:8.0f} frames/s{extra}")
+
+
+def p50_of(rows: List[Tuple[str, Row]], label: str) -> Optional[float]:
+    row = dict(rows).get(label)
+    return None if row is None or isinstance(row, str) else row[1]
+
+
+def targets(rows: List[Tuple[str, Row]], native: Row, ordered: Row) -> None:
+    """Issue #39's consumer targets, each against the baseline of this run: frame.torch() within
+    torch's own import + 5 us of the C++ consumer, frame.cupy() within 5 us. The C++ consumer that
+    orders its reads and release on a stream, as frame.torch() and frame.cupy() do, is the
+    like-for-like baseline; the plain one is printed beside."""
+    own = p50_of(rows, TORCH_OWN)
+    for label, budget, what in ((TORCH_ROW, own, "torch's own import + 5"),
+                                (CUPY_ROW, 0.0, "+5")):
+        p50 = p50_of(rows, label)
+        if p50 is None or budget is None:
+            continue
+        cells = []
+        for name, base in (("plain", native), ("ordered", ordered)):
+            if isinstance(base, str):
+                continue
+            over = p50 - base[1]
+            cells.append(f"{over:+.1f} over the {name} C++ consumer "
+                         f"[{'meets' if over <= budget + 5 else 'misses'} {what} = "
+                         f"{budget + 5:.1f}]")
+        print(f"  target, {label}: " + "; ".join(cells))
 
 
 def consumer_rows(args, ctx, cxx_consumer) -> None:
@@ -141,6 +175,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     prod.start()
     rows: List[Tuple[str, Row]] = []
     native: Row = "not run"
+    ordered: Row = "host memory: nothing to order"
     importers: List[Tuple[str, Callable]] = [("NumPy", np.from_dlpack)]
     if args.memory == "cuda":
         importers = []
@@ -177,11 +212,10 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 def own() -> None:
                     f = c.next()
-                    t = f.torch()
-                    del t
+                    f.torch()  # made and dropped, as a reader's tensor is at its frame's end
                     f.release()
 
-                rows.append(("next -> frame.torch() -> release", timed(args.frames, own)))
+                rows.append((TORCH_ROW, timed(args.frames, own)))
 
                 # Where frame.torch()'s time goes: the export alone (a capsule made, ordered on the
                 # legacy stream, then dropped unconsumed: its deleter orders the release), the
@@ -189,8 +223,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 # least on this machine).
                 def capsule(stream: int) -> None:
                     f = c.next()
-                    cap = f.__dlpack__(stream=stream)
-                    del cap
+                    f.__dlpack__(stream=stream)  # dropped unconsumed
                     f.release()
 
                 rows.append(("next -> capsule (legacy stream) -> release",
@@ -204,11 +237,16 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 to_dlpack = torch.utils.dlpack.to_dlpack
 
                 def torch_alone() -> None:
-                    t = torch.from_dlpack(to_dlpack(resident))
-                    del t
+                    torch.from_dlpack(to_dlpack(resident))
 
-                rows.append(("torch's own: from_dlpack(to_dlpack(resident)), no channel",
-                             timed(args.frames, torch_alone)))
+                rows.append((TORCH_OWN, timed(args.frames, torch_alone)))
+            if args.memory == "cuda" and any(n == "CuPy" for n, _ in importers):
+                def cupy_view() -> None:
+                    f = c.next()
+                    f.cupy()
+                    f.release()
+
+                rows.append((CUPY_ROW, timed(args.frames, cupy_view)))
             for name, to_tensor in importers:
                 def one(to_tensor=to_tensor) -> None:
                     f = c.next()
@@ -220,15 +258,23 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
             if cxx_consumer[0] is not None:
                 native = run_native([cxx_consumer[0], f"--path={path}",
                                      f"--frames={args.frames}"], "consumer-rate")
+                if args.memory == "cuda":
+                    ordered = run_native([cxx_consumer[0], f"--path={path}",
+                                          f"--frames={args.frames}", "--ordered"],
+                                         "consumer-rate")
             else:
-                native = cxx_consumer[1]
+                native = ordered = cxx_consumer[1]
     finally:
         stop.set()
         prod.join(10)
     print(f"consumer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row")
     show("C++ consumer next -> release", native)
+    if args.memory == "cuda":
+        show("C++ consumer, reads and release on a stream", ordered)
     for label, row in rows:
-        show(label, row, None if label.startswith(("C API", "torch")) else native)
+        show(label, row, None if label.startswith(("C API", "torch")) else native,
+             ordered if label in (TORCH_ROW, CUPY_ROW) else None)
+    targets(rows, native, ordered)
 
 
 def producer_rows(args, ctx, cxx_producer) -> None:

@@ -67,17 +67,18 @@ _CapsuleFailed = _lib.CapsuleFailed
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the consumer
-    stream ``__cuda_array_interface__`` names, and the torch tensors of its slots (``views``: the
-    binding makes each once, for frame.torch())."""
+    stream ``__cuda_array_interface__`` names, and the torch tensors and cupy arrays of its slots
+    (``views``, ``cupy_views``: the binding makes each once, for frame.torch() and frame.cupy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream", "meta_stats", "views")
+                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], stream: Optional[int],
                  meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
         self.meta_stats = meta_stats or _metas_io.MetaStats()
         self.views = None
+        self.cupy_views = None
         self.tensor_id = tensor_id
         self.device_id = device_id
         self.cuda = device_id >= 0
@@ -103,6 +104,35 @@ class _HostView:
     def __init__(self, capsule: Any, interface: dict) -> None:
         self._capsule = capsule
         self.__array_interface__ = interface
+
+
+class _SlotExport:
+    """A slot view's capsule as ``cupy.from_dlpack`` takes it (it asks an object for one)."""
+
+    __slots__ = ("_capsule", "_device")
+
+    def __init__(self, capsule: Any, device: int) -> None:
+        self._capsule, self._device = capsule, device
+
+    def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        # No stream order here: the view is made once per slot, and each frame.cupy() orders its
+        # frame's reads on the caller's stream.
+        capsule, self._capsule = self._capsule, None
+        if capsule is None:
+            raise BufferError("a slot view is exported once")
+        return capsule
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (CUDA, self._device)
+
+
+def _cupy_slot_view(capsule: Any, device: int) -> Any:
+    """The cupy array of a slot (the binding's frame.cupy(), once per slot)."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return cupy.from_dlpack(_SlotExport(capsule, device))
 
 
 class Frame(_native.Frame):

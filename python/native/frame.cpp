@@ -207,6 +207,13 @@ PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject
   return frame_torch(as_frame(o), stream);
 }
 
+PyObject* m_cupy(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream"};
+  PyObject* stream;
+  if (!parse("cupy", args, nargs, kw, names, &stream, 1)) return nullptr;
+  return frame_cupy(as_frame(o), stream);
+}
+
 #define FASTCALL_KW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f))
 
 PyMethodDef frame_methods[] = {
@@ -234,6 +241,12 @@ PyMethodDef frame_methods[] = {
      "torch's current stream on the frame's device) and the release after the work queued on "
      "that stream by then. A tensor that must outlive the frame: torch.from_dlpack(frame), "
      "which holds the frame's slot until it is freed."},
+    {"cupy", FASTCALL_KW(m_cupy), METH_FASTCALL | METH_KEYWORDS,
+     "cupy(stream=None): the frame as a cupy array, zero-copy, valid until the frame is released "
+     "(a request: answered). As torch(): a view of the frame's slot made once per slot (an alias "
+     "per frame); its reads are ordered on `stream` (default: cupy's current stream on the "
+     "frame's device) and the release after the work queued on that stream by then. An array "
+     "that must outlive the frame: cupy.from_dlpack(frame)."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
@@ -354,32 +367,106 @@ PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool bu
   return capsule;
 }
 
-PyObject* frame_torch(FrameObject* f, PyObject* stream) {
+namespace {
+
+// The frame's reads ordered on the caller's stream `s`, and its release after that stream's work
+// (and after a stream its view went out on before), unless `flags` leave that to the caller.
+bool order_views_on(FrameObject* f, uintptr_t s, uint32_t flags) {
+  if (flags & CUDAIPC_DLPACK_NO_SYNC) return true;
+  if (int rc = cudaipc_frame_order_reads(f->h, reinterpret_cast<void*>(s))) {
+    fail(rc, "ordering the frame's reads");
+    return false;
+  }
+  // Reads handed out on another stream before: the release waits for those too.
+  if (!frame_order_views(f, s)) return false;
+  f->view_stream = s;
+  return true;
+}
+
+// A CUstream from a library's current-stream call's result (an int, or an object whose `attr` is
+// one); 0, the library's default stream, is the legacy one.
+bool raw_stream(PyObject* got, PyObject* attr, uintptr_t* out) {
+  if (!got) return false;
+  Ref value(attr ? PyObject_GetAttr(got, attr) : Py_NewRef(got));
+  if (!value) return false;
+  *out = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(value.get()));
+  if (PyErr_Occurred()) return false;
+  if (!*out) *out = kStreamLegacy;
+  return true;
+}
+
+PyObject* torch_view(PyObject* capsule, int) {
   const Torch* t = torch_api(true);
   if (!t) return nullptr;
+  return t->from_dlpack ? PyObject_CallOneArg(t->from_dlpack, capsule)
+                        : PyObject_CallMethod(t->module, "from_dlpack", "O", capsule);
+}
+
+PyObject* cupy_view(PyObject* capsule, int device) {
+  const CuPy* c = cupy_api();
+  return c ? PyObject_CallFunction(c->slot_view, "Oi", capsule, device) : nullptr;
+}
+
+const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
+                       PyObject* (*make)(PyObject*, int)) {
+  if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
+  m.make = make;
+  return &m;
+}
+
+}  // namespace
+
+PyObject* frame_torch(FrameObject* f, PyObject* stream) {
+  static ViewMaker views;
+  const Torch* t = torch_api(true);
+  const ViewMaker* m = t ? maker(views, "views", "detach", torch_view) : nullptr;
+  if (!m) return nullptr;
   if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
   if (f->device >= 0) {
     uintptr_t s = 0;
     uint32_t flags = 0;
     if (stream == Py_None && t->raw_stream) {
       Ref dev(PyLong_FromLong(f->device));
-      Ref raw(dev ? PyObject_CallOneArg(t->raw_stream, dev.get()) : nullptr);
-      if (!raw) return nullptr;
-      s = static_cast<uintptr_t>(PyLong_AsUnsignedLongLongMask(raw.get()));
-      if (PyErr_Occurred()) return nullptr;
-      if (!s) s = kStreamLegacy;
+      if (!dev ||
+          !raw_stream(Ref(PyObject_CallOneArg(t->raw_stream, dev.get())).get(), nullptr, &s))
+        return nullptr;
     } else if (!stream_of(stream, &s, &flags)) {
       return nullptr;
     }
-    if (!(flags & CUDAIPC_DLPACK_NO_SYNC)) {
-      if (int rc = cudaipc_frame_order_reads(f->h, reinterpret_cast<void*>(s)))
-        return fail(rc, "ordering the frame's reads");
-      // Reads handed out on another stream before: the release waits for those too.
-      if (!frame_order_views(f, s)) return nullptr;
-      f->view_stream = s;
-    }
+    if (!order_views_on(f, s, flags)) return nullptr;
   }
-  return slot_tensor(f, t);
+  return slot_view(f, *m);
+}
+
+PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
+  static ViewMaker views;
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+  if (f->device < 0) {
+    PyErr_SetString(PyExc_BufferError,
+                    "cupy(): the frame is in host memory; read it with numpy() (or "
+                    "cupy.asarray(frame.numpy()) for a copy on the GPU)");
+    return nullptr;
+  }
+  const CuPy* c = cupy_api();
+  const ViewMaker* m = c ? maker(views, "cupy_views", "view", cupy_view) : nullptr;
+  if (!m) return nullptr;
+  uintptr_t s = 0;
+  uint32_t flags = 0;
+  if (stream == Py_None) {
+    static PyObject* ptr;
+    Ref dev(PyLong_FromLong(f->device));
+    if (!dev || !interned(ptr, "ptr")) return nullptr;
+    Ref current(PyObject_CallOneArg(c->current_stream, dev.get()));
+    if (!current && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();  // a cupy whose get_current_stream() takes no device: its current one
+      current.reset(PyObject_CallNoArgs(c->current_stream));
+    }
+    if (!raw_stream(current.get(), ptr, &s)) return nullptr;
+  } else if (!stream_of(stream, &s, &flags)) {
+    return nullptr;
+  }
+  if (!order_views_on(f, s, flags)) return nullptr;
+  return slot_view(f, *m);
 }
 
 PyObject* frame_dlpack_device(FrameObject* f) {

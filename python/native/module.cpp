@@ -201,6 +201,20 @@ const Torch* torch_api(bool import_it) {
   return &torch_cache;
 }
 
+const CuPy* cupy_api() {
+  static CuPy cache;
+  if (cache.slot_view) return &cache;
+  Ref cuda(PyImport_ImportModule("cupy.cuda"));
+  Ref consumer(cuda ? PyImport_ImportModule("cudaipc._consumer") : nullptr);
+  if (!consumer) return nullptr;
+  Ref current(PyObject_GetAttrString(cuda.get(), "get_current_stream"));
+  Ref view(current ? PyObject_GetAttrString(consumer.get(), "_cupy_slot_view") : nullptr);
+  if (!view) return nullptr;
+  cache.current_stream = current.release();
+  cache.slot_view = view.release();
+  return &cache;
+}
+
 }  // namespace cudaipc_py
 
 extern "C" PyMODINIT_FUNC PyInit__native(void) {

@@ -122,6 +122,7 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
 PyObject* frame_release(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);
 PyObject* frame_torch(FrameObject* f, PyObject* stream);
+PyObject* frame_cupy(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack_device(FrameObject* f);
 // Before the frame's handle goes to the core to be released after `stream`: the reads of its slot
 // tensor on another stream are waited for too. False with an exception set.
@@ -153,10 +154,15 @@ class ProducerCall {
   ProducerCalls* calls_ = nullptr;
 };
 
-// slot_views.cpp: the frame's slot tensor for torch (made once per slot, an alias per frame).
+// slot_views.cpp: the frame's slot view for a library (made once per slot, an alias per frame).
 bool slot_views_ready();
-struct Torch;
-PyObject* slot_tensor(FrameObject* f, const Torch* t);
+struct ViewMaker {
+  PyObject* attribute;  // the _Shared's attribute its views live in
+  PyObject* alias;      // the method that makes an alias of a view (torch's detach)
+  // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
+  PyObject* (*make)(PyObject* capsule, int device);
+};
+PyObject* slot_view(FrameObject* f, const ViewMaker& maker);
 
 // results.cpp: a reply's results in C. Returns 1 when answered (or an exception set: -1), 0 when
 // the results are not of the forms the binding takes (the Python path answers them).
@@ -230,5 +236,13 @@ struct Torch {
 };
 // torch's functions, or NULL when torch is not imported (import_it: import it then).
 const Torch* torch_api(bool import_it);
+
+// cupy's, looked up (cupy imported) at the first frame.cupy().
+struct CuPy {
+  PyObject* current_stream = nullptr;  // cupy.cuda.get_current_stream
+  PyObject* slot_view = nullptr;       // cudaipc._consumer._cupy_slot_view(capsule, device)
+};
+// NULL with ImportError set when cupy is not installed.
+const CuPy* cupy_api();
 
 }  // namespace cudaipc_py

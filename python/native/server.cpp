@@ -381,6 +381,13 @@ PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
   return frame_torch(frame_of(self), stream);
 }
 
+PyObject* r_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"stream"};
+  PyObject* stream;
+  if (!parse("cupy", args, nargs, kw, names, &stream, 1)) return nullptr;
+  return frame_cupy(frame_of(self), stream);
+}
+
 // reply(*, stream, tensors, detections, classifications, tracks, relations, meta, metas,
 // label_names): the common answers (detections as NumPy arrays or torch CUDA tensors, a dict of
 // plain fields) in C; any other goes to the Python path, _reply_py, with the same arguments.
@@ -433,6 +440,8 @@ PyMethodDef request_methods[] = {
     {"__dlpack_device__", r_dlpack_device, METH_NOARGS, "(device type, device id) of DLPack"},
     {"torch", FASTCALL_KW(r_torch), METH_FASTCALL | METH_KEYWORDS,
      "torch(stream=None): the frame as a torch tensor (Frame.torch)"},
+    {"cupy", FASTCALL_KW(r_cupy), METH_FASTCALL | METH_KEYWORDS,
+     "cupy(stream=None): the frame as a cupy array (Frame.cupy)"},
     {"reply", FASTCALL_KW(r_reply), METH_FASTCALL | METH_KEYWORDS,
      "reply(*, stream=None, tensors=None, detections=None, classifications=None, tracks=None, "
      "relations=None, meta=None, metas=None, label_names=None) -> bool: Sends the frame's "

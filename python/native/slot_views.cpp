@@ -1,16 +1,16 @@
-// The torch tensors of a format's slots (issue #39): a slot's memory does not move while its set
-// is mapped, so its tensor is made once (a slot view: no lease, the set kept mapped) and handed out
-// for every frame the slot carries. A frame's tensor is then an alias of its slot's, not an export
-// per frame: no capsule, no tensor made and freed, no release ordered from a deleter.
+// The torch tensors and cupy arrays of a format's slots (issue #39): a slot's memory does not move
+// while its set is mapped, so its view is made once (a slot view: no lease, the set kept mapped)
+// and handed out for every frame the slot carries. A frame's tensor is then an alias of its slot's,
+// not an export per frame: no capsule, no tensor made and freed, no release ordered from a deleter.
 #include "native.hpp"
 
 namespace cudaipc_py {
 
 namespace {
 
-// One per _Shared (a format's tensor description), in its `views` attribute: the views of the
-// newest slot set it met. A frame of another set (a reconnection, new slots) drops them, so an
-// old set is not kept mapped by its views.
+// One per _Shared (a format's tensor description) and library, in its `views` (torch) or
+// `cupy_views` attribute: the views of the newest slot set it met. A frame of another set (a
+// reconnection, new slots) drops them, so an old set is not kept mapped by its views.
 struct SlotViewsObject {
   PyObject_HEAD const void* set;
   PyObject* tensors[CUDAIPC_MAX_SLOTS];
@@ -54,7 +54,7 @@ PyTypeObject SlotViewsType = [] {
   t.tp_name = "cudaipc._native.SlotViews";
   t.tp_basicsize = sizeof(SlotViewsObject);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  t.tp_doc = "The torch tensors of a format's slots, made once per slot";
+  t.tp_doc = "The torch tensors or cupy arrays of a format's slots, made once per slot";
   t.tp_traverse = views_traverse;
   t.tp_clear = views_clear;
   t.tp_dealloc = views_dealloc;
@@ -63,15 +63,13 @@ PyTypeObject SlotViewsType = [] {
   return t;
 }();
 
-// The cache of `shared` (its `views` attribute), made on first use.
-SlotViewsObject* views_of(PyObject* shared) {
-  static PyObject* name;
-  if (!interned(name, "views")) return nullptr;
+// The cache of `shared` in its attribute `name` (one per library), made on first use.
+SlotViewsObject* views_of(PyObject* shared, PyObject* name) {
   Ref v(PyObject_GetAttr(shared, name));
   if (!v) return nullptr;
   if (Py_TYPE(v.get()) == &SlotViewsType) return as_views(v.get());  // shared keeps it alive
   if (v.get() != Py_None) {
-    PyErr_SetString(PyExc_TypeError, "a format's `views` is not a SlotViews");
+    PyErr_Format(PyExc_TypeError, "a format's `%U` is not a SlotViews", name);
     return nullptr;
   }
   Ref made(PyType_GenericAlloc(&SlotViewsType, 0));
@@ -85,7 +83,7 @@ bool slot_views_ready() {
   return PyType_Ready(&SlotViewsType) == 0;
 }
 
-PyObject* slot_tensor(FrameObject* f, const Torch* t) {
+PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   uint32_t slot = 0;
   const void* set = nullptr;
   if (int rc = cudaipc_frame_slot(f->h, &slot, &set)) return fail(rc, "the frame's slot");
@@ -93,7 +91,7 @@ PyObject* slot_tensor(FrameObject* f, const Torch* t) {
     PyErr_Format(PyExc_ValueError, "slot %u out of range", slot);
     return nullptr;
   }
-  SlotViewsObject* views = views_of(f->shared);
+  SlotViewsObject* views = views_of(f->shared, maker.attribute);
   if (!views) return nullptr;
   if (views->set != set) {
     views_clear(reinterpret_cast<PyObject*>(views));
@@ -103,15 +101,12 @@ PyObject* slot_tensor(FrameObject* f, const Torch* t) {
   if (!base) {
     Ref capsule(static_cast<PyObject*>(cudaipc_frame_slot_view_capsule(f->h, 0)));
     if (!capsule) return capsule_error(false);
-    base = t->from_dlpack ? PyObject_CallOneArg(t->from_dlpack, capsule.get())
-                          : PyObject_CallMethod(t->module, "from_dlpack", "O", capsule.get());
+    base = maker.make(capsule.get(), f->device);
     if (!base) return nullptr;
   }
-  // An alias, not the cached tensor itself: what a caller does to its tensor's shape or strides in
-  // place (unsqueeze_, as_strided_) stays with that frame.
-  static PyObject* detach;
-  if (!interned(detach, "detach")) return nullptr;
-  return PyObject_CallMethodNoArgs(base, detach);
+  // An alias, not the cached view itself: what a caller does to its view's shape or strides in
+  // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
+  return PyObject_CallMethodNoArgs(base, maker.alias);
 }
 
 }  // namespace cudaipc_py

@@ -203,6 +203,29 @@ def test_cupy_release_waits_for_cupys_stream(path):
     race_reads(path, read_one)
 
 
+@pytest.mark.parametrize("where", ["current", "argument"])
+def test_frame_cupy_release_waits_for_cupys_stream(path, where):
+    """frame.cupy() (a slot view, no export): its reads are ordered on cupy's current stream (or
+    the stream given), and the frame's release after the work queued there."""
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    assert int(cupy.zeros((H, W, 4), dtype=cupy.uint8).sum()) == 0  # kernels compiled first
+    stream = cupy.cuda.Stream(non_blocking=True)
+    sleeper = torch.cuda.ExternalStream(stream.ptr)
+
+    def read_one(f):
+        with stream:
+            a = f.cupy() if where == "current" else f.cupy(stream=stream)
+            assert a.data.ptr == f.data_ptr and a.shape == (H, W, 4)
+            with torch.cuda.stream(sleeper):
+                torch.cuda._sleep(20_000_000)
+            r = a.copy()
+            del a
+        f.release()
+        return r
+
+    race_reads(path, read_one)
+
+
 # A consumer in its own process that reads every frame slowly and lets go of it at once on the
 # CPU: each frame is read on the GPU behind a sleep and released before that read has run, so
 # only the GPU-side ordering keeps the producer's next write into the slot from overtaking it.

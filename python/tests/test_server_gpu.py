@@ -242,6 +242,59 @@ def test_torch_views_each_slot_once_and_holds_no_lease(tmp_path):
         assert native.dlpack_views_alive() == views0, memory
 
 
+def test_cupy_views_each_slot_once_and_holds_no_lease(tmp_path):
+    """frame.cupy() and req.cupy(), as torch(): an alias of the slot's array made once per slot,
+    each frame's own content, no lease held by an array kept past its frame's release, a shape
+    set on one frame's array staying with it, the slots' arrays gone with the consumer; a host
+    frame is refused with the way to read it."""
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    from cudaipc._lib import native
+
+    views0 = native.dlpack_views_alive()
+    path = str(tmp_path / "cupy-views")
+    slots, kept, addresses = 3, [], set()
+    with cudaipc.Producer(path, memory="cuda", num_slots=slots, block_timeout=30) as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        for i in range(1, 4 * slots + 1):
+            assert p.publish(cupy.full((16, 3), i, dtype=cupy.uint8), pts=i)
+            f = c.next(10)
+            a = f.cupy()
+            assert a.shape == (16, 3) and a.dtype == cupy.uint8
+            assert bool((a == i).all()), i
+            assert a.data.ptr == f.data_ptr
+            addresses.add(a.data.ptr)
+            a.shape = (48,)  # this frame's alias only
+            kept.append(a)
+            f.release()
+        assert len(addresses) <= slots, addresses
+        assert native.dlpack_views_alive() >= views0 + len(addresses)
+        c.close()
+        del c, f
+    assert all(a.shape == (48,) for a in kept)
+    del kept, a
+    gc.collect()
+    assert native.dlpack_views_alive() == views0
+
+    with cudaipc.Producer(path + "-host", memory="host", num_slots=2) as p:
+        with cudaipc.Consumer(path + "-host", timeout=10) as c:
+            assert p.publish(np.full((4,), 7, np.uint8))
+            with c.next(10) as f, pytest.raises(BufferError, match="host memory.*numpy"):
+                f.cupy()
+
+    with cudaipc.Producer(path + "-req", memory="cuda", num_slots=2, block_timeout=30,
+                          role="requests") as requests, cudaipc.Server(path + "-req") as server:
+        requests.wait_for_consumers(1, timeout=10)
+        replies = cudaipc.Consumer(path + "-req.reply", timeout=10)
+        for k in range(1, 6):
+            assert requests.publish(cupy.full((8,), k, dtype=cupy.uint8), pts=k)
+            req = server.next(5)
+            assert bool((req.cupy() == k).all()), k
+            req.reply(meta={"k": k})
+            with replies.next(10) as f:
+                assert f.meta == {"k": k}
+        replies.close()
+
+
 def test_request_torch_on_another_stream_is_waited_for(tmp_path):
     """A request's tensor read late on a stream of its own, then answered on the default stream:
     the pipeline's next frame goes into that very slot at once, and the reads still see their own

@@ -3,8 +3,11 @@
 // latest consumer, reads N frames (next -> release) and prints one parseable line:
 //   consumer-rate frames=N fps=F p50_us=A p99_us=B
 // Per-frame times are this thread's CPU time (waiting for the producer is left out), as in the
-// Python bench, so the rows compare.
+// Python bench, so the rows compare. With --ordered each frame's reads are ordered on the CUDA
+// legacy default stream and its release after that stream, as any reader of a CUDA frame on a
+// stream of its own must (what frame.torch() and frame.cupy() do on torch's or cupy's stream).
 //   cudaipc-bench-consumer-rate --path=PATH [--frames=2000] [--warmup=10] [--timeout-s=30]
+//                               [--ordered]
 #include <time.h>
 
 #include <algorithm>
@@ -30,6 +33,9 @@ using cudaipc::bench::parse_count;
 using cudaipc::bench::pct_us;
 using cudaipc::bench::thread_cpu_ns;
 
+// CU_STREAM_LEGACY, without cuda.h: the bench links only the core.
+void* const kLegacyStream = reinterpret_cast<void*>(std::uintptr_t{1});
+
 // The next frame, skipping format and other events; throws when none comes in time.
 cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -54,8 +60,13 @@ cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout
 int run(int argc, char** argv) {
   std::string path;
   std::uint64_t frames = 2000, warmup = 10, timeout_s = 30;
+  bool ordered = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--ordered") {
+      ordered = true;
+      continue;
+    }
     const auto eq = a.find('=');
     const std::string key = a.substr(0, eq);
     if (eq == std::string::npos) throw std::invalid_argument("unknown argument " + a);
@@ -89,6 +100,10 @@ int run(int argc, char** argv) {
     cudaipc::Frame f = next_frame(consumer, timeout);
     volatile const void* data = f.data();  // what a reader touches first; not optimised away
     (void)data;
+    if (ordered) {
+      f.order_reads(kLegacyStream);
+      f.order_release_after(kLegacyStream);
+    }
     f.release();
     cpu.push_back(thread_cpu_ns() - s);
   }
