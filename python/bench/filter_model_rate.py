@@ -21,7 +21,8 @@ CUPTI) over 300 frames after warm-up, into DIR/alone-TAG.json.gz and DIR/served-
 python/bench/timeline.py reads them (docs/design.md, the served frame's budget).
 
   python3 python/bench/filter_model_rate.py --filter-bench PATH [--frames N] [--inflight N]
-      [--python PYTHON] [--gpu-results] [--upstream cudaupload|FRAGMENT] [--trace DIR]
+      [--python PYTHON] [--gpu-results] [--overlap] [--graph] [--pin]
+      [--upstream cudaupload|FRAGMENT] [--trace DIR]
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ from typing import Optional
 WIDTH, HEIGHT = 1920, 1080
 
 
-def make_model(width: int, gpu_results: bool = False):
+def make_model(width: int, gpu_results: bool = False, graph: bool = False):
     """The network, `width` times as wide as the base one (about width**2 times the work); with
-    `gpu_results` its answer stays on the GPU (a dict of tensors)."""
+    `gpu_results` its answer stays on the GPU (a dict of tensors). With `graph` the network and
+    its answer are captured once as a CUDA graph (torch.cuda.graph) and each frame's luma plane is
+    copied into the graph's input: one launch for the whole network instead of one per kernel,
+    for a model whose CPU cannot launch its kernels as fast as its GPU runs them."""
     import torch
 
     torch.manual_seed(0)
@@ -69,25 +73,56 @@ def make_model(width: int, gpu_results: bool = False):
         landing.append((host, host.numpy(), torch.cuda.Event()))
     turn = [0]
 
-    @torch.inference_mode()
-    def launch(frame):
-        """Queues the network on `frame` (a CUDA uint8 tensor whose first rows are the luma plane:
-        a request's NV12 frame exports its luma plane) and returns its answer still on the GPU:
-        the hottest cell's index on its way to the host, or with `gpu_results` the detections as
-        tensors."""
+    def network(frame):
+        """The hottest cell's index and the detections as tensors, from `frame` (a CUDA uint8
+        tensor whose first rows are the luma plane: a request's NV12 frame exports its luma
+        plane)."""
         luma = frame[:HEIGHT].reshape(1, 1, HEIGHT, WIDTH)
         heat = net(luma.to(torch.float16).mul_(1 / 255))[0, 0]
         cell = heat.flatten().argmax()
+        if not gpu_results:
+            return cell, heat.shape[1], None
+        y = torch.div(cell, heat.shape[1], rounding_mode="floor")
+        x = cell - y * heat.shape[1]
+        box = torch.stack([x, y, x + 1, y + 1]).to(torch.float32).mul_(scale).reshape(1, 4)
+        return cell, heat.shape[1], {"boxes": box, "labels": zero, "scores": one}
+
+    run = network
+    if graph:
+        with torch.inference_mode():
+            graph_in = torch.zeros((HEIGHT, WIDTH), dtype=torch.uint8, device="cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # cuDNN's choices and the allocator's pools first
+                for _ in range(3):
+                    network(graph_in)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            # thread_local: the core's threads may call CUDA while this thread captures.
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                captured = network(graph_in)
+            torch.cuda.synchronize()
+
+        def replay(frame):
+            graph_in.copy_(frame[:HEIGHT])
+            g.replay()
+            return captured
+
+        run = replay
+
+    @torch.inference_mode()
+    def launch(frame):
+        """Queues the network on `frame` and returns its answer still on the GPU: the hottest
+        cell's index on its way to the host, or with `gpu_results` the detections as tensors
+        (a graph's own outputs: each reply queues their copies before the next replay)."""
+        cell, cols, detections = run(frame)
         if gpu_results:
-            y = torch.div(cell, heat.shape[1], rounding_mode="floor")
-            x = cell - y * heat.shape[1]
-            box = torch.stack([x, y, x + 1, y + 1]).to(torch.float32).mul_(scale).reshape(1, 4)
-            return {"boxes": box, "labels": zero, "scores": one}
+            return detections
         host, view, landed = landing[turn[0] % len(landing)]
         turn[0] += 1
         host.copy_(cell.reshape(1), non_blocking=True)
         landed.record()
-        return view, landed, heat.shape[1]
+        return view, landed, cols
 
     def finish(answer):
         """The answer as the CPU reads it: a box (the CPU waits for this frame's network here),
@@ -197,10 +232,10 @@ class Tracer:
 
 
 def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "",
-          overlap: bool = False) -> float:
+          overlap: bool = False, graph: bool = False) -> float:
     import torch
 
-    detect = make_model(width, gpu_results)
+    detect = make_model(width, gpu_results, graph)
     frame = torch.randint(0, 256, (HEIGHT * 3 // 2, WIDTH), dtype=torch.uint8, device="cuda")
     host = torch.empty((1, 4), dtype=torch.float32, pin_memory=True)
     pending = []
@@ -251,13 +286,13 @@ def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "",
 
 
 def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
-          trace: str = "", overlap: bool = False) -> None:
+          trace: str = "", overlap: bool = False, graph: bool = False) -> None:
     """Serves the filter; every 500 requests it writes where a request's time went (p50 us per
     step) to `steps_file`, when given."""
     import cudaipc
 
     pin_from_env()
-    detect = make_model(width, gpu_results)
+    detect = make_model(width, gpu_results, graph)
     steps: list = []
     # Starting and stopping the profiler take the model thread away for seconds, which the filter
     # would see as a dead model: served, it records from before the first request until the bench
@@ -392,6 +427,9 @@ def main() -> None:
     ap.add_argument("--overlap", action="store_true",
                     help="answers read on the CPU: the next request's network is queued before "
                          "the CPU waits for the previous answer (both sides of the ratio)")
+    ap.add_argument("--graph", action="store_true",
+                    help="the network captured as one CUDA graph, each frame copied into its "
+                         "input (both sides of the ratio)")
     ap.add_argument("--trace", metavar="DIR", default="",
                     help="record both sides with torch.profiler into DIR (timeline.py reads them)")
     ap.add_argument("--pin", action="store_true",
@@ -406,7 +444,8 @@ def main() -> None:
               os.environ.get("CUDAIPC_FILTER_MODEL_STEPS", ""),
               os.environ.get("CUDAIPC_FILTER_MODEL_GPU") == "1",
               os.environ.get("CUDAIPC_FILTER_MODEL_TRACE", ""),
-              os.environ.get("CUDAIPC_FILTER_MODEL_OVERLAP") == "1")
+              os.environ.get("CUDAIPC_FILTER_MODEL_OVERLAP") == "1",
+              os.environ.get("CUDAIPC_FILTER_MODEL_GRAPH") == "1")
         return
     if not args.filter_bench:
         ap.error("--filter-bench is needed")
@@ -418,7 +457,8 @@ def main() -> None:
         sys.exit("SKIP: torch sees no CUDA GPU")
 
     tag = f"x{args.width}" + ("-gpu" if args.gpu_results else "") + \
-        ("-overlap" if args.overlap else "") + ("-up" if args.upstream else "") + \
+        ("-overlap" if args.overlap else "") + ("-graph" if args.graph else "") + \
+        ("-up" if args.upstream else "") + \
         (f"-{re.sub('[^A-Za-z0-9]+', '-', args.label)}" if args.label else "")
     model_cpus, pipeline_cpus = cpu_halves() if args.pin else (set(), set())
     if model_cpus:
@@ -429,7 +469,8 @@ def main() -> None:
         os.makedirs(args.trace, exist_ok=True)
         traces = {k: os.path.join(os.path.abspath(args.trace), f"{k}-{tag}.json.gz")
                   for k in ("alone", "served")}
-    own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""), args.overlap)
+    own = alone(args.frames, args.width, args.gpu_results, traces.get("alone", ""), args.overlap,
+                args.graph)
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
     upstream = args.upstream
     if upstream == "cudaupload":
@@ -447,6 +488,7 @@ def main() -> None:
                  CUDAIPC_FILTER_MODEL_WIDTH=str(args.width),
                  CUDAIPC_FILTER_MODEL_GPU="1" if args.gpu_results else "0",
                  CUDAIPC_FILTER_MODEL_OVERLAP="1" if args.overlap else "0",
+                 CUDAIPC_FILTER_MODEL_GRAPH="1" if args.graph else "0",
                  CUDAIPC_FILTER_MODEL_TRACE=traces.get("served", "")))
     sys.stdout.write(out.stdout)
     with open(steps.name) as f:
@@ -458,13 +500,14 @@ def main() -> None:
         sys.exit("no Python model row in the filter bench's output")
     through = float(m.group(1))
     # The machine may have changed meanwhile: the better of both sides of the run.
-    again = alone(args.frames, args.width, args.gpu_results, overlap=args.overlap)
+    again = alone(args.frames, args.width, args.gpu_results, overlap=args.overlap,
+                  graph=args.graph)
     own = max(own, again)
     print(f"\n| model | frames/s alone (best of 2) | frames/s through cudaipcfilter "
           f"(max-inflight={args.inflight}) | ratio |")
     print("|---|---|---|---|")
     label = (", results on the GPU" if args.gpu_results else "") + \
-        (", overlapped loop" if args.overlap else "") + \
+        (", overlapped loop" if args.overlap else "") + (", CUDA graph" if args.graph else "") + \
         (f", from {args.upstream.split(' ')[0]} into the filter's slots" if args.upstream else "") + \
         (", pinned" if args.pin else "") + (f", {args.label}" if args.label else "")
     print(f"| conv heat-map detector x{args.width}, 1080p fp16{label} | {own:.0f} | "
