@@ -38,6 +38,8 @@ PACE_S = 0.0005
 TORCH_ROW = "next -> frame.torch() -> release"
 CUPY_ROW = "next -> frame.cupy() -> release"
 TORCH_OWN = "torch's own: from_dlpack(to_dlpack(resident)), no channel"
+TORCH_OWN_PACED = "next -> torch's own import of a resident tensor -> release"
+PLAIN_ROW = "package next -> release (the binding)"
 
 
 def produce(path: str, memory: str, stop) -> None:
@@ -89,6 +91,39 @@ def timed(frames: int, one: Callable[[], None], pace: bool = False) -> Row:
             time.sleep(PACE_S)
     fps = frames / (time.perf_counter() - t0)
     return fps, pct(cpu, .5) / 1e3, pct(cpu, .99) / 1e3
+
+
+def in_rounds(specs: List[Tuple[str, Callable[[], None]]], natives: List[Tuple[str, List[str]]],
+              frames: int, rounds: int) -> Tuple[List[Tuple[str, Row]], dict]:
+    """Every row `frames` times, in `rounds` rounds that take turns (each row and each native run
+    once a round): a lent machine's speed drifts over seconds, more than the few microseconds
+    the rows differ by, and taking turns spreads the drift over all of them. Python rows: p50 and
+    p99 over all their frames; native ones (a program per round): the median of the rounds'."""
+    per = max(1, frames // rounds)
+    cpu: dict = {label: [] for label, _ in specs}
+    wall = {label: 0.0 for label, _ in specs}
+    got: dict = {label: [] for label, _ in natives}
+    for _ in range(rounds):
+        for label, argv in natives:
+            got[label].append(run_native(argv + [f"--frames={per}"], "consumer-rate"))
+        for label, one in specs:
+            for _ in range(10):
+                one()
+            t0 = time.perf_counter()
+            for _ in range(per):
+                s = time.thread_time_ns()
+                one()
+                cpu[label].append(time.thread_time_ns() - s)
+            wall[label] += time.perf_counter() - t0
+    rows: List[Tuple[str, Row]] = [
+        (label, (len(cpu[label]) / wall[label], pct(cpu[label], .5) / 1e3,
+                 pct(cpu[label], .99) / 1e3)) for label, _ in specs]
+    native_rows: dict = {}
+    for label, runs in got.items():
+        failed = [r for r in runs if isinstance(r, str)]
+        native_rows[label] = failed[0] if failed else tuple(
+            float(np.median([r[i] for r in runs])) for i in range(3))
+    return rows, native_rows
 
 
 def find_program(name: str, given: Optional[str]):
@@ -149,8 +184,13 @@ def targets(rows: List[Tuple[str, Row]], native: Row, ordered: Row) -> None:
     orders its reads and release on a stream, as frame.torch() and frame.cupy() do, is the
     like-for-like baseline; the plain one is printed beside."""
     own = p50_of(rows, TORCH_OWN)
-    for label, budget, what in ((TORCH_ROW, own, "torch's own import + 5"),
-                                (CUPY_ROW, 0.0, "+5")):
+    paced, plain = p50_of(rows, TORCH_OWN_PACED), p50_of(rows, PLAIN_ROW)
+    budgets = [(TORCH_ROW, own, "torch's own import back to back + 5")]
+    if paced is not None and plain is not None:
+        budgets.append((TORCH_ROW, paced - plain, "torch's own import between next and release "
+                        "+ 5"))
+    budgets.append((CUPY_ROW, 0.0, "+5"))
+    for label, budget, what in budgets:
         p50 = p50_of(rows, label)
         if p50 is None or budget is None:
             continue
@@ -173,7 +213,8 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     stop = ctx.Event()
     prod = ctx.Process(target=produce, args=(path, args.memory, stop))
     prod.start()
-    rows: List[Tuple[str, Row]] = []
+    rows: List[Tuple[str, Row]] = []  # rows that did not run, with why
+    specs: List[Tuple[str, Callable[[], None]]] = []
     native: Row = "not run"
     ordered: Row = "host memory: nothing to order"
     importers: List[Tuple[str, Callable]] = [("NumPy", np.from_dlpack)]
@@ -201,12 +242,12 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                         break
                 release(ev.frame)
 
-            rows.append(("C API via ctypes (next, release)", timed(args.frames, bare)))
+            specs.append(("C API via ctypes (next, release)", bare))
 
             def plain() -> None:
                 c.next().release()
 
-            rows.append(("package next -> release (the binding)", timed(args.frames, plain)))
+            specs.append((PLAIN_ROW, plain))
             if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
                 import torch
 
@@ -215,7 +256,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     f.torch()  # made and dropped, as a reader's tensor is at its frame's end
                     f.release()
 
-                rows.append((TORCH_ROW, timed(args.frames, own)))
+                specs.append((TORCH_ROW, own))
 
                 # Where frame.torch()'s time goes: the export alone (a capsule made, ordered on the
                 # legacy stream, then dropped unconsumed: its deleter orders the release), the
@@ -226,27 +267,61 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     f.__dlpack__(stream=stream)  # dropped unconsumed
                     f.release()
 
-                rows.append(("next -> capsule (legacy stream) -> release",
-                             timed(args.frames, lambda: capsule(1))))
-                rows.append(("next -> capsule (stream -1, unordered) -> release",
-                             timed(args.frames, lambda: capsule(-1))))
+                specs.append(("next -> capsule (legacy stream) -> release", lambda: capsule(1)))
+                specs.append(("next -> capsule (stream -1, unordered) -> release",
+                              lambda: capsule(-1)))
                 legacy = torch.cuda.default_stream()
-                rows.append(("torch: default_stream().query(), no channel",
-                             timed(args.frames, legacy.query)))
+                specs.append(("torch: default_stream().query(), no channel", legacy.query))
                 resident = torch.zeros(1080 * 1920 * 4, dtype=torch.uint8, device="cuda")
                 to_dlpack = torch.utils.dlpack.to_dlpack
 
                 def torch_alone() -> None:
                     torch.from_dlpack(to_dlpack(resident))
 
-                rows.append((TORCH_OWN, timed(args.frames, torch_alone)))
+                specs.append((TORCH_OWN, torch_alone))
+
+                # torch's own import again, between a frame's next and release as frame.torch()
+                # runs: its caches as cold as theirs after the wait for the frame.
+                def torch_alone_paced() -> None:
+                    f = c.next()
+                    torch_alone()
+                    f.release()
+
+                specs.append((TORCH_OWN_PACED, torch_alone_paced))
             if args.memory == "cuda" and any(n == "CuPy" for n, _ in importers):
                 def cupy_view() -> None:
                     f = c.next()
                     f.cupy()
                     f.release()
 
-                rows.append((CUPY_ROW, timed(args.frames, cupy_view)))
+                specs.append((CUPY_ROW, cupy_view))
+
+                # Where frame.cupy()'s time goes: the same with its stream order left out, and
+                # cupy's own calls that it makes (its current stream, with and without the
+                # device; the stream's pointer; an alias of a resident array).
+                def cupy_unordered() -> None:
+                    f = c.next()
+                    f.cupy(stream=-1)
+                    f.release()
+
+                specs.append(("next -> frame.cupy(stream=-1), unordered -> release",
+                              cupy_unordered))
+                import cupy
+                current = cupy.cuda.get_current_stream
+                stream_now = current()
+                array = cupy.zeros(16, dtype=cupy.uint8)
+                for label, call in (("cupy: get_current_stream(0)", lambda: current(0)),
+                                    ("cupy: get_current_stream()", current),
+                                    ("cupy: stream.ptr", lambda: stream_now.ptr),
+                                    ("cupy: array.view()", array.view)):
+                    specs.append((label + ", no channel", call))
+            if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
+                import torch
+                resident = torch.zeros(16, dtype=torch.uint8, device="cuda")
+                raw = torch._C._cuda_getCurrentRawStream
+                for label, call in (("torch: _cuda_getCurrentRawStream(0)", lambda: raw(0)),
+                                    ("torch: tensor.detach()", resident.detach)):
+                    specs.append((label + ", no channel", call))
             for name, to_tensor in importers:
                 def one(to_tensor=to_tensor) -> None:
                     f = c.next()
@@ -254,25 +329,28 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     del t
                     f.release()
 
-                rows.append((f"next -> {name} from_dlpack -> release", timed(args.frames, one)))
+                specs.append((f"next -> {name} from_dlpack -> release", one))
+            natives: List[Tuple[str, List[str]]] = []
             if cxx_consumer[0] is not None:
-                native = run_native([cxx_consumer[0], f"--path={path}",
-                                     f"--frames={args.frames}"], "consumer-rate")
+                natives.append(("plain", [cxx_consumer[0], f"--path={path}"]))
                 if args.memory == "cuda":
-                    ordered = run_native([cxx_consumer[0], f"--path={path}",
-                                          f"--frames={args.frames}", "--ordered"],
-                                         "consumer-rate")
+                    natives.append(("ordered", [cxx_consumer[0], f"--path={path}", "--ordered"]))
             else:
                 native = ordered = cxx_consumer[1]
+            timed_rows, native_rows = in_rounds(specs, natives, args.frames, args.rounds)
+            rows.extend(timed_rows)
+            native = native_rows.get("plain", native)
+            ordered = native_rows.get("ordered", ordered)
     finally:
         stop.set()
         prod.join(10)
-    print(f"consumer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row")
+    print(f"consumer, {args.memory} memory, 1080p RGBA, {args.frames} frames a row in "
+          f"{args.rounds} rounds")
     show("C++ consumer next -> release", native)
     if args.memory == "cuda":
         show("C++ consumer, reads and release on a stream", ordered)
     for label, row in rows:
-        show(label, row, None if label.startswith(("C API", "torch")) else native,
+        show(label, row, None if label.startswith(("C API", "torch", "cupy")) else native,
              ordered if label in (TORCH_ROW, CUPY_ROW) else None)
     targets(rows, native, ordered)
 
@@ -381,6 +459,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory", default="host", choices=["host", "cuda"])
     ap.add_argument("--frames", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="consumer rows: turns the rows take, each with frames/rounds frames")
     ap.add_argument("--rows", default="consumer,producer")
     ap.add_argument("--cxx-consumer", metavar="PATH",
                     help="cudaipc-bench-consumer-rate (default: the one in build/tests/bench)")

@@ -287,8 +287,10 @@ def alone(frames: int, width: int, gpu_results: bool = False, trace: str = "",
 
 def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
           trace: str = "", overlap: bool = False, graph: bool = False) -> None:
-    """Serves the filter; every 500 requests it writes where a request's time went (p50 us per
-    step) to `steps_file`, when given."""
+    """Serves the filter until the bench ends it (SIGTERM), then writes where a request's time went
+    (p50 us per step) to `steps_file`, when given: at the end, as the process's last act, so the
+    tables' work (numpy's first percentile imports modules: ~50 ms) falls outside the rate the
+    pipeline measures, which it did when they were written every 500 requests."""
     import cudaipc
 
     pin_from_env()
@@ -306,37 +308,52 @@ def serve(path: str, width: int, steps_file: str, gpu_results: bool = False,
     def on_term(*_):
         raise Ended()
 
-    if trace:
-        signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, on_term)
+    overlapped = overlap and not gpu_results
     with cudaipc.Server(path) as server:
         print("serving", flush=True)
         try:
-            if overlap and not gpu_results:
-                serve_overlapped(server, detect, steps, steps_file)
+            if overlapped:
+                serve_overlapped(server, detect, steps)
             else:
-                serve_loop(server, detect, tracer, steps, steps_file)
+                serve_loop(server, detect, tracer, steps)
         except Ended:
             pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     tracer.stop()
+    write_steps(steps, steps_file,
+                "next() | tensor | model queued | the previous answer (CPU waits) | reply"
+                if overlapped else "next() | tensor | model | its result arrays | reply")
 
 
 def write_steps(steps: list, steps_file: str, names: str) -> None:
     import numpy as np
 
-    if steps_file and len(steps) % 500 == 0:
-        a = np.array(steps[50:]) * 1e6
+    if steps_file and len(steps) > 100:
+        # Each entry: the steps' seconds, then when its iteration started.
+        a = np.array([e[:-1] for e in steps[50:]]) * 1e6
         # Means beside the medians: a rate is a mean, and a step that waits now and then (next()
         # for a request the pipeline has not sent yet) shows there and not in its p50.
         rows = [("p50", np.median(a, axis=0)), ("mean", a.mean(axis=0)),
                 ("p99", np.percentile(a, 99, axis=0))]
+        starts = np.array([e[-1] for e in steps[100:]])
         with open(steps_file, "w") as f:
             f.write(f"| model process, us | {names} | all |\n|---|---|---|---|---|---|---|\n")
             for name, v in rows:
                 f.write(f"| {name}, {len(steps)} requests | " +
                         " | ".join(f"{x:.1f}" for x in v) + f" | {v.sum():.1f} |\n")
+            if len(starts) > 1:
+                # The loop's own rate over the pipeline's window (from its 100th frame), and the
+                # time between iterations that no step holds: what the pipeline's rate is
+                # measured against.
+                gaps = np.diff(starts) - np.array([sum(e[:-1]) for e in steps[100:-1]])
+                rate = (len(starts) - 1) / (starts[-1] - starts[0])
+                f.write(f"\nmodel loop from request 100: {rate:.0f} requests/s; "
+                        f"between iterations, outside the steps: "
+                        f"{gaps.sum() * 1e3:.1f} ms in all, longest {gaps.max() * 1e6:.0f} us\n")
 
 
-def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
+def serve_loop(server, detect, tracer, steps: list) -> None:
     """next -> tensor -> model -> reply, one request at a time (the model's answer read on the
     CPU, or left on the GPU for reply())."""
     import torch
@@ -362,11 +379,10 @@ def serve_loop(server, detect, tracer, steps: list, steps_file: str) -> None:
             with tracer.step("reply"):
                 req.reply(stream=stream, meta={"pts": req.frame.pts}, detections=result,
                           label_names=["object"])
-        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
-        write_steps(steps, steps_file, "next() | tensor | model | its result arrays | reply")
+        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4, t0))
 
 
-def serve_overlapped(server, detect, steps: list, steps_file: str) -> None:
+def serve_overlapped(server, detect, steps: list) -> None:
     """The loop docs/python.md teaches for a model whose answer the CPU reads: request N+1 is taken
     and its network queued before the CPU waits for request N's answer, so the GPU always has the
     next frame's work while the CPU replies."""
@@ -404,9 +420,7 @@ def serve_overlapped(server, detect, steps: list, steps_file: str) -> None:
             preq.reply(stream=stream, meta={"pts": preq.frame.pts}, detections=result,
                        label_names=["object"])
         prev = (req, queued)
-        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
-        write_steps(steps, steps_file,
-                    "next() | tensor | model queued | the previous answer (CPU waits) | reply")
+        steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4, t0))
 
 
 def main() -> None:

@@ -126,6 +126,10 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     sizes: Dict[int, List[float]] = {}
     landing: Dict[int, List[float]] = {}
     walls: Dict[int, List[float]] = {}
+    # How long the model's thread had waited for each batch since it answered the one before: a
+    # batch of 1 comes after the longest waits, from which a model's launches start cold.
+    idles: Dict[int, List[float]] = {}
+    answered_at = 0.0
     served_trace, alone_trace = tracers(trace if torch is not None else "", trace_batch)
     served_trace.frame()  # starts recording: the profiler's start stalls, so before serving
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
@@ -135,6 +139,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             if not reqs:
                 continue
             t0 = time.perf_counter()
+            if answered_at:
+                idles.setdefault(len(reqs), []).append(t0 - answered_at)
             # timeline.py compares the batches of the traced size ("frame") with that size alone.
             with served_trace.step("frame" if len(reqs) == trace_batch else "batch"):
                 with served_trace.step("model"):
@@ -157,6 +163,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                                 meta={"pts": r.frame.pts, "path": r.path,
                                       "sent": r.frame.publish_time_ns,
                                       "replied": time.monotonic_ns()})
+            answered_at = time.perf_counter()
     served_trace.stop()
     if torch is not None and trace:
         batch = [resident] * trace_batch
@@ -167,21 +174,25 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                 torch.cuda.synchronize()
         alone_trace.stop()
     alone: Dict[int, float] = {}
+    alone_idle: Dict[int, float] = {}
     if torch is not None:
         for b in sizes:
             batch = [resident] * b
-            t = []
-            for _ in range(50):
-                t0 = time.perf_counter()
-                model(model.inputs(batch))
-                torch.cuda.synchronize()
-                t.append(time.perf_counter() - t0)
-            alone[b] = float(np.median(t))
+            for idle, into in ((0.0, alone), (float(np.median(idles.get(b, [0.0]))), alone_idle)):
+                t = []
+                for _ in range(50):
+                    time.sleep(idle)  # as long as the served batches of this size waited
+                    t0 = time.perf_counter()
+                    model(model.inputs(batch))
+                    torch.cuda.synchronize()
+                    t.append(time.perf_counter() - t0)
+                into[b] = float(np.median(t))
     with open(report, "w") as f:
         json.dump({"served": {b: [len(v), float(np.median(v))] for b, v in sizes.items()},
                    "landing": {b: float(np.median(v)) for b, v in landing.items()},
                    "wall": {b: float(np.median(v)) for b, v in walls.items()},
-                   "alone": alone}, f)
+                   "alone": alone, "alone_idle": alone_idle,
+                   "idle": {b: float(np.median(v)) for b, v in idles.items()}}, f)
 
 
 TRACE_ALONE = 100  # batches traced alone
@@ -197,12 +208,18 @@ class Reader:
         self.latency: List[float] = []
         self.published: List[int] = []  # each answered frame's publish time (ns)
         self.model_side: List[float] = []  # request published -> its reply made (us)
+        self.sent: List[int] = []  # each answered frame's request publish time (ns)
+        self.connected = 0  # when this reader's consumer met its channel's format (ns)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self) -> None:
         try:
-            with cudaipc.Consumer(self.path, timeout=60) as c:
+            def met(_fmt) -> None:
+                if not self.connected:
+                    self.connected = time.monotonic_ns()
+
+            with cudaipc.Consumer(self.path, timeout=60, on_format=met) as c:
                 for f in c:
                     with f:
                         m = f.meta
@@ -216,6 +233,7 @@ class Reader:
                         self.latency.append((f.publish_time_ns - m["sent"]) / 1e3)
                         self.published.append(f.publish_time_ns)
                         self.model_side.append((m["replied"] - m["sent"]) / 1e3)
+                        self.sent.append(m["sent"])
         except cudaipc.Error as e:
             self.errors.append(str(e))
 
@@ -252,6 +270,11 @@ def main() -> None:
         model_cpus, others = cpu_halves()
         os.sched_setaffinity(0, others)  # the readers, and the pipelines started from here
         print(f"pinned: model on CPUs {sorted(model_cpus)}, pipelines on {sorted(others)}")
+    if args.memory == "cuda" and torch_gpu() is not None:
+        # This process's CUDA context made before the pipelines start, as an application reading
+        # their outputs has it: the readers' first connects then import the channels' memory
+        # only, instead of racing sixteen processes to make a context.
+        torch_gpu().zeros(1, device="cuda")
     work = tempfile.mkdtemp(prefix="cudaipc-many-")
     models, outs = os.path.join(work, "models"), os.path.join(work, "out")
     os.mkdir(models, 0o700)
@@ -301,6 +324,8 @@ def main() -> None:
     errors = sum((r.errors for r in readers), [])
     served = {int(b): v for b, v in rep["served"].items()}
     alone = {int(b): v for b, v in rep["alone"].items()}
+    alone_idle = {int(b): v for b, v in rep.get("alone_idle", {}).items()}
+    idle = {int(b): v for b, v in rep.get("idle", {}).items()}
     batches = sum(v[0] for v in served.values())
     frames = sum(b * v[0] for b, v in served.items())
     mean_b = frames / batches if batches else 0
@@ -334,14 +359,19 @@ def main() -> None:
     if alone:
         print("\nThe model's time: its frames imported, then its network once they have landed "
               "(the wait for them is the pipelines' upload, counted in the latency above).\n")
+        print("Alone twice: back to back, and after the same wait as the served batches of its "
+              "size had (the model's thread asleep that long before it: its caches cold, as "
+              "served).\n")
         print("| batch size | batches | model ms serving (p50) | model ms alone (p50) | "
-              "rate ratio | frames landing ms (p50) | whole batch ms (p50) |\n"
-              "|---|---|---|---|---|---|---|")
+              "rate ratio | waited before it, ms (p50) | alone after that wait, ms | "
+              "rate ratio to it | frames landing ms (p50) | whole batch ms (p50) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
         for b in sorted(served):
             count, t = served[b]
-            a = alone.get(b, 0.0)
+            a, ai = alone.get(b, 0.0), alone_idle.get(b, 0.0)
             print(f"| {b} | {count} | {t * 1e3:.2f} | {a * 1e3:.2f} | "
-                  f"{a / t if t else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
+                  f"{a / t if t else 0:.3f} | {idle.get(b, 0.0) * 1e3:.2f} | {ai * 1e3:.2f} | "
+                  f"{ai / t if t else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
                   f"{wall.get(b, 0.0) * 1e3:.2f} |")
     firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
     print(f"first three frames' latency per pipeline, ms: {firsts}")
@@ -350,6 +380,16 @@ def main() -> None:
     split = [[f"{m / 1e3:.1f}+{(t - m) / 1e3:.1f}" for t, m in zip(r.latency[:3], r.model_side[:3])]
              for r in readers]
     print(f"the same, as model side + reply to output, ms: {split}")
+    # The output sink waits for this bench's reader (wait-for-consumer) before its first publish:
+    # how long after its pipeline's first request each reader met its channel.
+    waits = [round((r.connected - r.sent[0]) / 1e6, 1) if r.connected and r.sent else None
+             for r in readers]
+    print(f"each reader met its output channel, ms after its pipeline's first request: {waits}")
+    early = np.array([lt for r in readers for s_, lt in zip(r.sent, r.latency)
+                      if r.connected and s_ >= r.connected] or [0.0])
+    print(f"latency of the requests sent once their reader was there: p50 "
+          f"{np.percentile(early, 50) / 1e3:.2f} / p99 {np.percentile(early, 99) / 1e3:.2f} ms "
+          f"({len(early)} frames)")
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:
