@@ -488,8 +488,11 @@ def main() -> None:
     steps = tempfile.NamedTemporaryFile(prefix="filter-model-steps-", suffix=".md")
     upstream = args.upstream
     if upstream == "cudaupload":
+        # A queue between the CPU's frames and their upload: each on a thread of its own, or the
+        # source alone (~750 frames/s at 1080p, one thread) sets the row's rate, not the model.
         upstream = (f"videotestsrc num-buffers={args.frames} pattern=black ! video/x-raw,"
-                    f"format=NV12,width={WIDTH},height={HEIGHT},framerate=10000/1 ! cudaupload")
+                    f"format=NV12,width={WIDTH},height={HEIGHT},framerate=10000/1 ! "
+                    f"queue max-size-buffers=8 ! cudaupload")
     out = subprocess.run(
         [args.filter_bench, "--cuda", f"--frames={args.frames}", f"--inflight={args.inflight}",
          f"--python={args.python}",

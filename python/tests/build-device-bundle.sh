@@ -9,7 +9,9 @@
 #                    cudaipc plugin, for the GStreamer -> Python -> GStreamer tests and the example;
 #   media/clip.h264  a short H.264 stream (640x360, 300 frames) for the nvh264dec pipeline;
 #   bench/           the native rows of python/bench/consumer_overhead.py (consumer-rate,
-#                    producer-rate) and the libcudaipc they load.
+#                    producer-rate) and the libcudaipc they load;
+#   g128/            with G128_BUILD: GStreamer 1.28 and this checkout's plugin and filter bench
+#                    built against it (run-on-device.sh --gst128).
 # Needs a configured build/ (scripts/dev.sh test makes one) for the plugin and the bench programs.
 #   python/tests/build-device-bundle.sh     then carry build/python-dist to the device and run
 #   python/tests/run-on-device.sh there.
@@ -60,6 +62,22 @@ if [ -n "$enc" ]; then
     2>/dev/null
 else
   echo "no H.264 encoder here (x264enc, openh264enc): the nvh264dec pipeline will skip" >&2
+fi
+# With G128_BUILD (a build configured against GStreamer 1.28, docs/versions.md) and the 1.28 prefix
+# tarball (GST128_TARBALL, default the CI cache beside the checkout): g128/ for run-on-device.sh
+# --gst128, whose pipelines and filter benches then run on 1.28 (filter slots lent upstream).
+if [ -n "${G128_BUILD:-}" ]; then
+  tarball=${GST128_TARBALL:-$PWD/../shared/gst-1.28/gst-1.28-prefix.tar.gz}
+  [ -f "$tarball" ] || { echo "no GStreamer 1.28 prefix tarball at $tarball (GST128_TARBALL)" >&2; exit 2; }
+  ninja -C "$G128_BUILD" gst/libgstcudaipc.so tests/gst/bench/cudaipc-gst-filter-bench \
+    tests/gst/mp/cudaipc-gst-meta-peer >/dev/null
+  mkdir -p "$dist/g128/plugins" "$dist/g128/bin" "$dist/g128/lib"
+  cp -f "$tarball" "$dist/g128/gst-1.28-prefix.tar.gz"
+  cp -f "$G128_BUILD/gst/libgstcudaipc.so" "$dist/g128/plugins/"
+  cp -f "$G128_BUILD/tests/gst/bench/cudaipc-gst-filter-bench" \
+    "$G128_BUILD/tests/gst/mp/cudaipc-gst-meta-peer" "$dist/g128/bin/"
+  soname128=$(readelf -d "$G128_BUILD/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  cp -fL "$G128_BUILD/core/$soname128" "$dist/g128/lib/"
 fi
 du -sh "$dist"
 ls -l "$dist" "$dist/bench" "$dist/media"

@@ -101,14 +101,27 @@ if [ "$bench" -eq 1 ]; then
     timeout 300 "$py" python/bench/metas_overhead.py 2>&1 | tee "$out/bench-metas.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   fi
-  if [ -x "$dist/gst/bin/cudaipc-gst-filter-bench" ]; then
+  # With --gst128 the filter bench and the pipelines are 1.28's (the filter lends its slots to
+  # cudaupload and NVDEC there), else the 1.22 bundle's.
+  if [ -n "$g128" ]; then
+    gst_env="source '$site/gst-1.28/env.sh'
+export GST_PLUGIN_PATH_1_0='$g128/plugins' GST_REGISTRY_1_0='$site/registry-128.bin'
+export LD_LIBRARY_PATH='$g128/lib':\$LD_LIBRARY_PATH"
+    filter_bench=$g128/bin/cudaipc-gst-filter-bench
+    gst_launch=$site/gst-1.28/bin/gst-launch-1.0
+  else
+    gst_env="source '$dist/gst/env.sh'"
+    filter_bench=$dist/gst/bin/cudaipc-gst-filter-bench
+    gst_launch=$dist/gst/bin/gst-launch-1.0
+  fi
+  if [ -x "$filter_bench" ]; then
     # The bench runs in the GStreamer bundle's environment, the model processes it starts in this
     # machine's own (torch needs its libstdc++).
     cat >"$site/filter-bench" <<EOF
 #!/usr/bin/env bash
-source "$dist/gst/env.sh"
+$gst_env
 export LD_LIBRARY_PATH=\$LD_LIBRARY_PATH:/usr/local/nvidia/lib64
-exec "$dist/gst/bin/cudaipc-gst-filter-bench" "\$@"
+exec "$filter_bench" "\$@"
 EOF
     cat >"$site/python" <<EOF
 #!/usr/bin/env bash
@@ -132,9 +145,10 @@ EOF
     # "+" joins a variant's options ("--gpu-results+--pin").
     # MANY_PIPELINES: the pipelines of many_pipelines.py (default 16; empty skips it), each
     # `videotestsrc ! cudaupload ! cudaipcfilter ! cudaipcringsink` in a gst-launch-1.0 of the
-    # bundle, into one batching model process; MANY_ARGS adds to its options (e.g. --pin).
-    printf '#!/usr/bin/env bash\nsource "%s/gst/env.sh"\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64\nexec "%s/gst/bin/gst-launch-1.0" "$@"\n' \
-      "$dist" "$dist" >"$site/gst-launch"
+    # bundle, into one batching model process; MANY_ARGS adds to its options (e.g. --pin);
+    # MANY_MPS_ONLY=1 runs it under MPS only.
+    printf '#!/usr/bin/env bash\n%s\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64\nexec "%s" "$@"\n' \
+      "$gst_env" "$gst_launch" >"$site/gst-launch"
     chmod +x "$site/gst-launch"
     model_rows() {  # WIDTHS VARIANTS [--label TEXT]
       local width results
@@ -148,19 +162,21 @@ EOF
           [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
         done
       done
-      if [ -n "${MANY_PIPELINES-16}" ]; then
+      if [ -n "${MANY_PIPELINES-16}" ] && { [ -z "${MANY_MPS_ONLY:-}" ] || [ -n "$mps_on" ]; }; then
         echo "== many_pipelines.py ${*:3}" | tee -a "$out/bench-many-pipelines.txt"
         timeout 240 "$py" -u python/bench/many_pipelines.py --pipelines "${MANY_PIPELINES-16}" \
           --gst-launch "$site/gst-launch" ${MANY_ARGS:-} 2>&1 | tee -a "$out/bench-many-pipelines.txt"
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
       fi
     }
+    mps_on=
     model_rows "${FILTER_WIDTHS:-1 2}" "${FILTER_VARIANTS:-- --overlap --gpu-results}"
     # The same under MPS: the pipeline's copies and the model's kernels share the GPU instead of
     # taking turns between two contexts.
     # shellcheck disable=SC1091
     source tests/bench/gpu/mps.sh
     if [ -n "${MPS_WIDTHS-1 2}" ] && mps_start "$out/mps-control.log"; then
+      mps_on=1
       model_rows "${MPS_WIDTHS-1 2}" "${MPS_VARIANTS:-- --overlap --gpu-results}" --label "MPS on"
       mps_servers | tee -a "$out/bench-filter-model.txt"
       mps_stop
