@@ -184,37 +184,21 @@ def test_torch_refuses_the_read_only_array_interface_with_a_reason(path):
     finish(p)
 
 
-def test_cupy_release_waits_for_cupys_stream(path):
+@pytest.mark.parametrize("how", ["from_dlpack", "frame.cupy()", "frame.cupy(stream=)"])
+def test_cupy_release_waits_for_cupys_stream(path, how):
+    """cupy.from_dlpack(frame) (an export: its deleter orders the hold) and frame.cupy() (a slot
+    view, no export: its reads ordered on cupy's current stream or the stream given, the frame's
+    release after the work queued there)."""
     cupy = pytest.importorskip("cupy", reason="cupy is not installed")
     assert int(cupy.zeros((H, W, 4), dtype=cupy.uint8).sum()) == 0  # kernels compiled first
     stream = cupy.cuda.Stream(non_blocking=True)
     sleeper = torch.cuda.ExternalStream(stream.ptr)  # torch's sleep kernel on cupy's stream
+    arrays = {"from_dlpack": cupy.from_dlpack, "frame.cupy()": lambda f: f.cupy(),
+              "frame.cupy(stream=)": lambda f: f.cupy(stream=stream)}
 
     def read_one(f):
         with stream:
-            a = cupy.from_dlpack(f)
-            with torch.cuda.stream(sleeper):
-                torch.cuda._sleep(20_000_000)
-            r = a.copy()
-            del a  # cupy's deleter call orders the hold after cupy's stream
-        f.release()
-        return r
-
-    race_reads(path, read_one)
-
-
-@pytest.mark.parametrize("where", ["current", "argument"])
-def test_frame_cupy_release_waits_for_cupys_stream(path, where):
-    """frame.cupy() (a slot view, no export): its reads are ordered on cupy's current stream (or
-    the stream given), and the frame's release after the work queued there."""
-    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
-    assert int(cupy.zeros((H, W, 4), dtype=cupy.uint8).sum()) == 0  # kernels compiled first
-    stream = cupy.cuda.Stream(non_blocking=True)
-    sleeper = torch.cuda.ExternalStream(stream.ptr)
-
-    def read_one(f):
-        with stream:
-            a = f.cupy() if where == "current" else f.cupy(stream=stream)
+            a = arrays[how](f)
             assert a.data.ptr == f.data_ptr and a.shape == (H, W, 4)
             with torch.cuda.stream(sleeper):
                 torch.cuda._sleep(20_000_000)
