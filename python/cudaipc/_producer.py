@@ -426,20 +426,19 @@ class Producer:
         """Ends the stream (unless eos=False) and closes the channel once the copies still in
         flight have run (their sources are released then). Consumers read the frames already
         published, then see the end of stream. A ``publish()`` or ``frame()`` waiting for a slot
-        on another thread is woken and raises :class:`cudaipc.ClosedError`; the producer goes
-        once it has left."""
+        on another thread is woken and raises :class:`cudaipc.ClosedError`; a ``frame()`` being
+        written on another thread is waited for (up to 10 s) and not published (its commit
+        raises ClosedError); the producer goes once they have left."""
         h = self._h
         if h is None:
             return
         self._h = None
         try:
-            if eos:
-                _native.producer_end_of_stream(h, None)
-        finally:
-            try:
-                _native.producer_free(h)
-            except ClosedError:
-                pass  # another thread's close() got there first
+            # The binding wakes and waits for the calls in the producer (a frame() open on another
+            # thread: until it leaves its `with`), then ends the stream and frees it.
+            _native.producer_free(h, eos)
+        except ClosedError:
+            pass  # another thread's close() got there first
 
     def __enter__(self) -> "Producer":
         return self
@@ -476,6 +475,7 @@ class WritableFrame:
         self._pts, self._duration, self._caps = pts, duration, caps
         self._addr = 0
         self._open = False
+        self._h: Optional[int] = None  # the producer's handle while the slot is borrowed
 
     @property
     def dtype(self) -> np.dtype:
@@ -502,7 +502,7 @@ class WritableFrame:
 
     def __enter__(self) -> "WritableFrame":
         p = self._p
-        h = p._handle()
+        h = self._h = p._handle()  # the commit or abort reaches the binding even after a close
         nbytes = p._ensure_format(self._dtype, self.shape, self.strides, self._caps)
         address, capacity, result = _native.producer_begin(h, p._borrowing)
         if result == _lib.DROPPED:
@@ -522,7 +522,7 @@ class WritableFrame:
             return
         self._open = False
         p = self._p
-        h = p._handle()
+        h = self._h
         if exc_type is not None:
             _native.producer_abort(h, f"aborting a frame on {p.path}")
             return

@@ -39,17 +39,19 @@ PyObject* producer_new(PyObject*, PyObject* const* a, Py_ssize_t n) {
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_new(&o, &p);
   Py_END_ALLOW_THREADS if (rc) return fail_in(rc, a[8]);
-  if (!producer_opened(p)) {
-    cudaipc_producer_free(p);
-    return nullptr;
-  }
-  return handle(p);
+  PyObject* h = producer_opened(p);
+  if (!h) cudaipc_producer_free(p);
+  return h;
 }
 
-// producer_free(h): once the calls in it have left (woken), waits (GIL released) for the copies
-// still in flight.
-PyObject* producer_free(PyObject*, PyObject* h) {
-  return producer_close("producer_free", h);
+// producer_free(h, eos=False): once the calls in it have left (woken), ends the stream when `eos`
+// (after every frame that will ever be published) and waits (GIL released) for the copies still
+// in flight.
+PyObject* producer_free(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  if (n < 1 || n > 2) return arity("producer_free", n, 2), nullptr;
+  int eos = n == 2 ? PyObject_IsTrue(a[1]) : 0;
+  if (eos < 0) return nullptr;
+  return producer_close("producer_free", a[0], eos != 0);
 }
 
 // consumer_new(path, mode, reconnect, cuda_device, context): the consumer's handle; cuda_device
@@ -149,7 +151,8 @@ PyMethodDef channel_setup_functions[] = {
     {"producer_new", CUDAIPC_FASTCALL(producer_new), METH_FASTCALL,
      "producer_new(path, slots, memory, on_full, block_timeout_ns, cuda_device, meta_size, role, "
      "context): a producer's handle"},
-    {"producer_free", producer_free, METH_O, "producer_free(h)"},
+    {"producer_free", CUDAIPC_FASTCALL(producer_free), METH_FASTCALL,
+     "producer_free(h, eos=False): closes the producer once the calls in it have left"},
     {"consumer_new", CUDAIPC_FASTCALL(consumer_new), METH_FASTCALL,
      "consumer_new(path, mode, reconnect, cuda_device, context): a consumer's handle"},
     {"consumer_close", consumer_close, METH_O, "consumer_close(h)"},

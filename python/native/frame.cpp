@@ -433,6 +433,7 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
     } else if (!stream_of(stream, &s, &flags)) {
       return nullptr;
     }
+    if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
     if (!order_views_on(f, s, flags)) return nullptr;
   }
   return slot_view(f, *m);
@@ -458,13 +459,17 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
     if (!dev || !interned(ptr, "ptr")) return nullptr;
     Ref current(PyObject_CallOneArg(c->current_stream, dev.get()));
     if (!current && PyErr_ExceptionMatches(PyExc_TypeError)) {
-      PyErr_Clear();  // a cupy whose get_current_stream() takes no device: its current one
+      // A cupy whose get_current_stream() takes no device: the current device's stream, which
+      // the ordering refuses, naming the context, when it is not the frame's.
+      PyErr_Clear();
       current.reset(PyObject_CallNoArgs(c->current_stream));
     }
     if (!raw_stream(current.get(), ptr, &s)) return nullptr;
   } else if (!stream_of(stream, &s, &flags)) {
     return nullptr;
   }
+  // Released by another thread while cupy's calls ran?
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
   if (!order_views_on(f, s, flags)) return nullptr;
   return slot_view(f, *m);
 }

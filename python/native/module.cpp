@@ -210,8 +210,10 @@ const CuPy* cupy_api() {
   Ref current(PyObject_GetAttrString(cuda.get(), "get_current_stream"));
   Ref view(current ? PyObject_GetAttrString(consumer.get(), "_cupy_slot_view") : nullptr);
   if (!view) return nullptr;
-  cache.current_stream = current.release();
-  cache.slot_view = view.release();
+  if (!cache.slot_view) {  // the imports let the GIL go: another thread may have been first
+    cache.current_stream = current.release();
+    cache.slot_view = view.release();
+  }
   return &cache;
 }
 

@@ -130,24 +130,33 @@ bool frame_order_views(FrameObject* f, uintptr_t stream);
 
 // open_producers.cpp: the producers open in this process and the calls in each, so a close on
 // one thread neither frees the core's producer under a call on another nor lets a stale handle
-// reach it. Under the GIL.
-bool producer_opened(cudaipc_producer* p);  // after cudaipc_producer_new; false: MemoryError set
-// Frees the producer once the calls in it have left (each waiting one woken); ClosedError when it
-// is not open.
-PyObject* producer_close(const char* fn, PyObject* h);
+// reach it (or a new producer at its address). Under the GIL.
+// After cudaipc_producer_new: the producer's handle for Python (an id never reused), or NULL with
+// MemoryError set.
+PyObject* producer_opened(cudaipc_producer* p);
+// Frees the producer once the calls in it have left (each waiting one woken, this thread's own
+// open frame() aborted), ending its stream first when `eos`; ClosedError when it is not open,
+// RuntimeError when calls stay in it.
+PyObject* producer_close(const char* fn, PyObject* h, bool eos);
+struct ProducerCalls;  // open_producers.cpp
 // One call in a producer: enter() checks the handle (ValueError for None or NULL, ClosedError
 // when closed) and counts the call in until the object goes.
-struct ProducerCalls;  // open_producers.cpp
 class ProducerCall {
  public:
+  // Borrow::end: the commit or abort of this thread's frame(), let in while the producer closes.
+  enum class Borrow { none, end };
   ProducerCall() = default;
   ProducerCall(const ProducerCall&) = delete;
   ProducerCall& operator=(const ProducerCall&) = delete;
   ~ProducerCall();
-  bool enter(const char* fn, PyObject* h);
+  bool enter(const char* fn, PyObject* h, Borrow borrow = Borrow::none);
   cudaipc_producer* get() const { return p_; }
+  bool closing() const;
   // After a call that let the GIL go: true with ClosedError set when a close came meanwhile.
   bool closed_meanwhile(const char* fn) const;
+  // A slot was borrowed (begin): it counts as a call until returned() (commit or abort).
+  void borrowed();
+  void returned();
 
  private:
   cudaipc_producer* p_ = nullptr;

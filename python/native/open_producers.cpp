@@ -1,11 +1,13 @@
-// The producers this process has open, and the calls in each. A producer's handle is an int the
-// Python side keeps, and publishers may share one producer across threads: a close() on one
-// thread must not free the core's producer under a publish() that waits for a slot on another
-// (a crash now and then), nor let a call made with a handle read just before the close reach the
-// freed producer. Every call looks its handle up here and counts itself in; the free marks the
-// producer closing, wakes its waiting calls and waits for them to leave. All of it runs under the
-// GIL, which is what serialises the table.
+// The producers this process has open, and the calls in each. Publishers may share one producer
+// across threads: a close() on one thread must not free the core's producer under a publish()
+// that waits for a slot on another (a crash now and then), nor let a call made with a handle read
+// just before the close reach the freed producer, or a new producer the allocator put at the same
+// address. So the Python side holds an id, never reused, not the pointer; every call looks its id
+// up here and counts itself in, and a slot borrowed by frame() counts as a call until it is
+// committed or aborted. The free marks the producer closing, wakes its waiting calls and waits
+// for them to leave. All of it runs under the GIL, which is what serialises the table.
 #include <chrono>
+#include <cstdint>
 #include <thread>
 #include <unordered_map>
 
@@ -14,41 +16,65 @@
 namespace cudaipc_py {
 
 struct ProducerCalls {
+  cudaipc_producer* p = nullptr;
   int inside = 0;
   bool closing = false;
+  unsigned long borrower = 0;  // the thread whose frame() holds the borrowed slot; 0: none
 };
 
 namespace {
 
+// How long a close waits for the calls in a producer to leave once woken: a publish waiting for a
+// slot leaves at once, a frame() being written on another thread when that thread commits.
+constexpr auto kCloseWait = std::chrono::seconds(10);
+
 // Node-based: an entry stays where it is while others come and go, so a call keeps a pointer to
 // its own across the GIL's release.
-std::unordered_map<cudaipc_producer*, ProducerCalls>& table() {
-  static std::unordered_map<cudaipc_producer*, ProducerCalls> t;
+std::unordered_map<uintptr_t, ProducerCalls>& table() {
+  static std::unordered_map<uintptr_t, ProducerCalls> t;
   return t;
+}
+
+ProducerCalls* find(const char* fn, PyObject* h, uintptr_t* id) {
+  void* raw;
+  if (!arg_handle(fn, h, &raw)) return nullptr;
+  *id = reinterpret_cast<uintptr_t>(raw);
+  auto it = table().find(*id);
+  if (it == table().end()) {
+    closed("%s: the producer is closed", fn);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void end_borrow(ProducerCalls* c) {
+  c->borrower = 0;
+  --c->inside;
 }
 
 }  // namespace
 
-bool producer_opened(cudaipc_producer* p) {
+PyObject* producer_opened(cudaipc_producer* p) {
+  static uintptr_t last;
   try {
-    table().emplace(p, ProducerCalls{});
-    return true;
+    const uintptr_t id = ++last;
+    table().emplace(id, ProducerCalls{p, 0, false, 0});
+    return PyLong_FromVoidPtr(reinterpret_cast<void*>(id));
   } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-    return false;
+    return PyErr_NoMemory();
   }
 }
 
-bool ProducerCall::enter(const char* fn, PyObject* h) {
-  void* p;
-  if (!arg_handle(fn, h, &p)) return false;
-  auto it = table().find(static_cast<cudaipc_producer*>(p));
-  if (it == table().end() || it->second.closing) {
+bool ProducerCall::enter(const char* fn, PyObject* h, Borrow borrow) {
+  uintptr_t id;
+  ProducerCalls* c = find(fn, h, &id);
+  if (!c) return false;
+  if (c->closing && !(borrow == Borrow::end && c->borrower == PyThread_get_thread_ident())) {
     closed("%s: the producer is closed", fn);
     return false;
   }
-  p_ = it->first;
-  calls_ = &it->second;
+  p_ = c->p;
+  calls_ = c;
   ++calls_->inside;
   return true;
 }
@@ -57,29 +83,60 @@ ProducerCall::~ProducerCall() {
   if (calls_) --calls_->inside;
 }
 
+bool ProducerCall::closing() const {
+  return calls_->closing;
+}
+
 bool ProducerCall::closed_meanwhile(const char* fn) const {
   if (!calls_->closing) return false;
   closed("%s: the producer was closed by another thread during the call", fn);
   return true;
 }
 
-PyObject* producer_close(const char* fn, PyObject* h) {
-  void* raw;
-  if (!arg_handle(fn, h, &raw)) return nullptr;
-  auto* p = static_cast<cudaipc_producer*>(raw);
-  auto it = table().find(p);
-  if (it == table().end() || it->second.closing) return closed("%s: the producer is closed", fn);
-  ProducerCalls& calls = it->second;
-  calls.closing = true;
-  while (calls.inside > 0) {
+void ProducerCall::borrowed() {
+  calls_->borrower = PyThread_get_thread_ident();
+  ++calls_->inside;  // until the commit or the abort
+}
+
+void ProducerCall::returned() {
+  if (calls_->borrower) end_borrow(calls_);
+}
+
+PyObject* producer_close(const char* fn, PyObject* h, bool eos) {
+  uintptr_t id;
+  ProducerCalls* c = find(fn, h, &id);
+  if (!c) return nullptr;
+  if (c->closing) return closed("%s: the producer is closed", fn);
+  cudaipc_producer* p = c->p;
+  c->closing = true;
+  if (c->borrower == PyThread_get_thread_ident()) {
+    // This thread's own frame() is open (a close inside its `with`): nobody writes it now.
+    cudaipc_producer_abort(p);
+    end_borrow(c);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kCloseWait;
+  while (c->inside > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // Left closing and not freed (a leak, not a crash): a call that never leaves is most likely
+      // this very thread's, a close from inside one of the producer's own calls.
+      PyErr_Format(PyExc_RuntimeError,
+                   "%s: %d call(s) still in the producer after %lld s (a frame() open on another "
+                   "thread, or a close from inside one of the producer's own calls); it is closed "
+                   "but not freed",
+                   fn, c->inside, static_cast<long long>(kCloseWait.count()));
+      return nullptr;
+    }
     // Each wake ends a waiting call's wait; the GIL let go so it can leave.
     Py_BEGIN_ALLOW_THREADS cudaipc_producer_interrupt(p);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     Py_END_ALLOW_THREADS
   }
-  table().erase(it);
-  // Waits (GIL released) for the copies still in flight.
-  Py_BEGIN_ALLOW_THREADS cudaipc_producer_free(p);
+  table().erase(id);
+  // The end of stream after the last frame any call published; the free waits (GIL released) for
+  // the copies still in flight. A failed end of stream changes nothing: the producer goes anyway,
+  // and its consumers see it go.
+  Py_BEGIN_ALLOW_THREADS if (eos) cudaipc_producer_end_of_stream(p);
+  cudaipc_producer_free(p);
   Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 

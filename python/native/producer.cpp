@@ -128,8 +128,14 @@ PyObject* producer_begin(PyObject*, PyObject* const* a, Py_ssize_t n) {
   cudaipc_publish result = CUDAIPC_PUBLISHED;
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_begin(p.get(), &address, &capacity, &result);
-  // A slot borrowed meanwhile goes with the producer.
-  Py_END_ALLOW_THREADS if (p.closed_meanwhile(fn)) return nullptr;
+  Py_END_ALLOW_THREADS if (!rc && address) p.borrowed();
+  if (p.closed_meanwhile(fn)) {
+    if (!rc && address) {
+      cudaipc_producer_abort(p.get());  // not written, never published: the close goes on
+      p.returned();
+    }
+    return nullptr;
+  }
   if (rc) return fail_in(rc, a[1]);
   return Py_BuildValue("(KKi)", static_cast<unsigned long long>(address),
                        static_cast<unsigned long long>(capacity), int(result));
@@ -142,8 +148,9 @@ PyObject* producer_commit(PyObject*, PyObject* const* a, Py_ssize_t n) {
   cudaipc_frame_info info{};
   void* metas;
   long long metas_size;
-  if (!arity(fn, n, 6) || !p.enter(fn, a[0]) || !arg_time(fn, "pts", a[1], &info.pts) ||
-      !arg_time(fn, "duration", a[2], &info.duration) || !arg_address(fn, "metas", a[3], &metas) ||
+  if (!arity(fn, n, 6) || !p.enter(fn, a[0], ProducerCall::Borrow::end) ||
+      !arg_time(fn, "pts", a[1], &info.pts) || !arg_time(fn, "duration", a[2], &info.duration) ||
+      !arg_address(fn, "metas", a[3], &metas) ||
       !arg_int(fn, "metas_size", a[4], 0, UINT32_MAX, &metas_size))
     return nullptr;
   if (!metas && metas_size) {
@@ -153,10 +160,17 @@ PyObject* producer_commit(PyObject*, PyObject* const* a, Py_ssize_t n) {
   info.dts = kNoTime;
   info.metas = metas;
   info.metas_size = uint32_t(metas_size);
+  if (p.closing()) {
+    // A close waits for this frame: not published after the end of stream it sent.
+    cudaipc_producer_abort(p.get());
+    p.returned();
+    return closed("%s: the producer was closed by another thread; the frame is not published", fn);
+  }
   int rc;
   // The commit waits on the GPU for the streams the slot was exported to.
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_commit(p.get(), &info);
-  Py_END_ALLOW_THREADS if (rc) return p.closed_meanwhile(fn) ? nullptr : fail_in(rc, a[5]);
+  Py_END_ALLOW_THREADS p.returned();  // committed, or aborted by the failure
+  if (rc) return fail_in(rc, a[5]);
   Py_RETURN_NONE;
 }
 
@@ -164,10 +178,12 @@ PyObject* producer_commit(PyObject*, PyObject* const* a, Py_ssize_t n) {
 // status.
 PyObject* producer_abort(PyObject*, PyObject* const* a, Py_ssize_t n) {
   ProducerCall p;
-  if (!arity("producer_abort", n, 2) || !p.enter("producer_abort", a[0])) return nullptr;
+  if (!arity("producer_abort", n, 2) || !p.enter("producer_abort", a[0], ProducerCall::Borrow::end))
+    return nullptr;
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_producer_abort(p.get());
-  Py_END_ALLOW_THREADS return done(rc, a[1]);
+  Py_END_ALLOW_THREADS p.returned();
+  return done(rc, a[1]);
 }
 
 PyObject* producer_end_of_stream(PyObject*, PyObject* const* a, Py_ssize_t n) {

@@ -93,16 +93,22 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   }
   SlotViewsObject* views = views_of(f->shared, maker.attribute);
   if (!views) return nullptr;
+  Ref hold(Py_NewRef(reinterpret_cast<PyObject*>(views)));
   if (views->set != set) {
     views_clear(reinterpret_cast<PyObject*>(views));
     views->set = set;
   }
-  PyObject*& base = views->tensors[slot];
+  Ref made;
+  PyObject* base = views->tensors[slot];
   if (!base) {
     Ref capsule(static_cast<PyObject*>(cudaipc_frame_slot_view_capsule(f->h, 0)));
     if (!capsule) return capsule_error(false);
-    base = maker.make(capsule.get(), f->device);
-    if (!base) return nullptr;
+    made.reset(maker.make(capsule.get(), f->device));
+    if (!made) return nullptr;
+    base = made.get();
+    // Making it ran Python (cupy's, torch's first CUDA setup): another thread may have cached
+    // this slot's view meanwhile, or met a newer slot set. Kept only where it still belongs.
+    if (views->set == set && !views->tensors[slot]) views->tensors[slot] = Py_NewRef(base);
   }
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -168,3 +169,47 @@ def test_producer_close_from_another_thread_ends_a_waiting_publish(path):
             p.close()
             p.interrupt()  # on a closed producer: nothing to wake, no error
             held.release()
+
+
+def test_producer_close_waits_for_a_frame_written_on_another_thread(path):
+    """close() while another thread writes into a borrowed slot (producer.frame()): the slot is
+    not freed under the writes; the close waits for the `with` to end, whose commit raises
+    ClosedError (the frame is not published after the end of stream), and the consumer reads
+    every frame published before, then the end of stream. A close inside one's own `with` aborts
+    that frame at once."""
+    p = cudaipc.Producer(path, memory="host", num_slots=4, block_timeout=10)
+    with cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers(1, timeout=10)
+        assert p.publish(pattern(1, (64,), np.uint8))
+        inside, closing, outcome = threading.Event(), threading.Event(), []
+
+        def write():
+            try:
+                with p.frame((64,), "uint8") as f:
+                    inside.set()
+                    closing.wait(10)
+                    time.sleep(0.2)  # the close is waiting now
+                    f.numpy()[:] = pattern(2, (64,), np.uint8)  # the slot is still there
+            except Exception as e:  # noqa: BLE001 - checked below
+                outcome.append(e)
+
+        t = threading.Thread(target=write)
+        t.start()
+        assert inside.wait(10)
+        closing.set()
+        t0 = time.monotonic()
+        p.close()
+        assert time.monotonic() - t0 >= 0.15, "close() did not wait for the frame being written"
+        t.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], cudaipc.ClosedError), outcome
+        with c.next(10) as f:
+            np.testing.assert_array_equal(f.numpy(), pattern(1, (64,), np.uint8))
+        with pytest.raises(cudaipc.EndOfStream):
+            c.next(10)
+
+    p = cudaipc.Producer(path, memory="host", num_slots=4)
+    with pytest.raises(cudaipc.ClosedError):
+        with p.frame((8,), "uint8") as f:
+            f.numpy()[:] = 1
+            p.close()  # this thread's own frame: aborted, the producer freed at once
+    assert p.closed
