@@ -23,6 +23,8 @@ namespace {
 // How often a waiting consumer checks that the producer is still there when no wake comes.
 constexpr std::chrono::milliseconds kLivenessSlice{50};
 constexpr int kAcquireRetries = 64;
+// The first wait between connect attempts (doubled up to ConsumerOptions::reconnect_interval).
+constexpr std::uint64_t kFirstRetryNs = 5'000'000;
 
 // Refusals worth another try with `reconnect` on: the producer is gone, slow, full or short of
 // resources now, none of which says it will refuse us next time.
@@ -132,6 +134,11 @@ class ConsumerImpl {
   std::string refusal_;  // why the producer turned our last connect away; empty: it did not
   bool refusal_reported_ = true;  // next() has said so
   std::uint64_t next_connect_ns_ = 0;
+  // The wait before the next connect attempt: short at first and doubled after each failed one up
+  // to reconnect_interval, so a producer that comes up just after the first attempt (pipelines
+  // and a server or reader started together) is met in milliseconds, and one long gone costs an
+  // attempt per interval.
+  std::uint64_t retry_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress
   bool at_limit_ = false;       // holding as many frames as the producer allows
   bool late_ = false;  // a frame's format (or, with cpu_wait, its bytes) missed the deadline
@@ -141,6 +148,7 @@ void ConsumerImpl::connect() {
   auto c = std::make_shared<ConsumerConnection>(opts_, wake_fd_.get());
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_ = std::move(c);
+  retry_ns_ = 0;
   cursor_ = conn_->start_cursor();
   // Counted per producer: they are compared with its published count (stats, `cudaipc ls`), and
   // the new producer's connection page must not start with what an earlier one delivered.
@@ -353,8 +361,10 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
         return ev;
       }
       if (now >= next_connect_ns_) {
-        next_connect_ns_ = now + static_cast<std::uint64_t>(
-                                     std::chrono::nanoseconds(opts_.reconnect_interval).count());
+        const auto interval =
+            static_cast<std::uint64_t>(std::chrono::nanoseconds(opts_.reconnect_interval).count());
+        retry_ns_ = std::min(interval, retry_ns_ ? retry_ns_ * 2 : kFirstRetryNs);
+        next_connect_ns_ = now + retry_ns_;
         try {
           connect();
           continue;

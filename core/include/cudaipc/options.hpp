@@ -90,6 +90,8 @@ struct ConsumerOptions {
   ConsumeMode mode = ConsumeMode::every_frame;
   // After the producer goes away, keep trying to connect to a new one on the same path.
   bool reconnect = true;
+  // The longest wait between connect attempts: they start 5 ms apart and the wait doubles after
+  // each failed one up to this (a producer that appears soon is met soon).
   std::chrono::milliseconds reconnect_interval{100};
   // With reconnect: the constructor does not connect (it never waits on a producer, for a
   // GStreamer state change on an application's thread); next() makes the first connect. A path no
