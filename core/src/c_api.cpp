@@ -357,6 +357,16 @@ void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c) {
   return c && c->c ? c->c->cuda_stream() : nullptr;
 }
 
+int cudaipc_consumer_counters(cudaipc_consumer* c, cudaipc_consumer_stats* out) {
+  return guard([&] {
+    require(c, "consumer");
+    require(out, "out");
+    const cudaipc::ConsumerCounters k = open_consumer(c).counters();
+    *out = cudaipc_consumer_stats{k.delivered,        k.skipped,   k.producer_published,
+                                  k.producer_dropped, k.gpu_waits, k.gpu_releases};
+  });
+}
+
 int cudaipc_consumer_memory(cudaipc_consumer* c, cudaipc_memory* out) {
   return guard([&] {
     require(c, "consumer");

@@ -94,27 +94,40 @@ def timed(frames: int, one: Callable[[], None], pace: bool = False) -> Row:
 
 
 def in_rounds(specs: List[Tuple[str, Callable[[], None]]], natives: List[Tuple[str, List[str]]],
-              frames: int, rounds: int) -> Tuple[List[Tuple[str, Row]], dict]:
+              frames: int, rounds: int, counters: Optional[Callable[[], dict]] = None
+              ) -> Tuple[List[Tuple[str, Row]], dict, dict]:
     """Every row `frames` times, in `rounds` rounds that take turns (each row and each native run
     once a round): a lent machine's speed drifts over seconds, more than the few microseconds
     the rows differ by, and taking turns spreads the drift over all of them. Python rows: p50 and
-    p99 over all their frames; native ones (a program per round): the median of the rounds'."""
+    p99 over all their frames; native ones (a program per round): the median of the rounds'.
+    With `counters` (the consumer's), each row's GPU waits and releases too."""
     per = max(1, frames // rounds)
     cpu: dict = {label: [] for label, _ in specs}
     wall = {label: 0.0 for label, _ in specs}
     got: dict = {label: [] for label, _ in natives}
+    gpu: dict = {label: [0, 0] for label, _ in specs}
+    native_gpu: dict = {label: [] for label, _ in natives}
     for _ in range(rounds):
         for label, argv in natives:
-            got[label].append(run_native(argv + [f"--frames={per}"], "consumer-rate"))
+            printed: dict = {}
+            got[label].append(run_native(argv + [f"--frames={per}"], "consumer-rate", printed))
+            if "gpu_waits" in printed:
+                native_gpu[label].append((float(printed["gpu_waits"]),
+                                          float(printed["gpu_releases"])))
         for label, one in specs:
             for _ in range(10):
                 one()
+            before = counters() if counters else None
             t0 = time.perf_counter()
             for _ in range(per):
                 s = time.thread_time_ns()
                 one()
                 cpu[label].append(time.thread_time_ns() - s)
             wall[label] += time.perf_counter() - t0
+            if before is not None:
+                after = counters()
+                gpu[label][0] += after["gpu_waits"] - before["gpu_waits"]
+                gpu[label][1] += after["gpu_releases"] - before["gpu_releases"]
     rows: List[Tuple[str, Row]] = [
         (label, (len(cpu[label]) / wall[label], pct(cpu[label], .5) / 1e3,
                  pct(cpu[label], .99) / 1e3)) for label, _ in specs]
@@ -123,7 +136,13 @@ def in_rounds(specs: List[Tuple[str, Callable[[], None]]], natives: List[Tuple[s
         failed = [r for r in runs if isinstance(r, str)]
         native_rows[label] = failed[0] if failed else tuple(
             float(np.median([r[i] for r in runs])) for i in range(3))
-    return rows, native_rows
+    n = max(1, per * rounds)
+    per_frame = {label: (w / n, r / n) for label, (w, r) in gpu.items()}
+    for label, runs in native_gpu.items():
+        if runs:
+            per_frame[f"C++ consumer, {label}"] = (float(np.mean([w for w, _ in runs])),
+                                                   float(np.mean([r for _, r in runs])))
+    return rows, native_rows, per_frame
 
 
 def find_program(name: str, given: Optional[str]):
@@ -141,7 +160,7 @@ def find_program(name: str, given: Optional[str]):
                   f"tests/bench/{name}, or pass its path)")
 
 
-def run_native(args: List[str], prefix: str) -> Row:
+def run_native(args: List[str], prefix: str, extra: Optional[dict] = None) -> Row:
     # A program copied out of build/ (the device bundle) finds libcudaipc beside it.
     env = dict(os.environ)
     here = os.path.dirname(os.path.abspath(args[0]))
@@ -155,6 +174,8 @@ def run_native(args: List[str], prefix: str) -> Row:
     if r.returncode != 0 or line is None:
         return f"{args[0]} exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}"
     kv = dict(item.split("=", 1) for item in line.split()[1:])
+    if extra is not None:
+        extra.update(kv)  # what else the program printed (the consumer's GPU counters)
     return float(kv["fps"]), float(kv["p50_us"]), float(kv["p99_us"])
 
 
@@ -337,7 +358,9 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     natives.append(("ordered", [cxx_consumer[0], f"--path={path}", "--ordered"]))
             else:
                 native = ordered = cxx_consumer[1]
-            timed_rows, native_rows = in_rounds(specs, natives, args.frames, args.rounds)
+            timed_rows, native_rows, gpu = in_rounds(
+                specs, natives, args.frames, args.rounds,
+                c.counters if args.memory == "cuda" else None)
             rows.extend(timed_rows)
             native = native_rows.get("plain", native)
             ordered = native_rows.get("ordered", ordered)
@@ -353,6 +376,15 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
         show(label, row, None if label.startswith(("C API", "torch", "cupy")) else native,
              ordered if label in (TORCH_ROW, CUPY_ROW) else None)
     targets(rows, native, ordered)
+    if args.memory == "cuda":
+        # A frame taken before its bytes landed makes the reader's stream wait on the GPU, and a
+        # release with reads still queued is written by the consumer's stream: both are GPU work
+        # the CPU-only path skips, and what a row's ordering may cost beyond a stream query.
+        print("  GPU waits / releases per frame taken (frames not yet written when taken; "
+              "releases written by the consumer's stream):")
+        for label, (waits, releases) in gpu.items():
+            if label.startswith(("next", "C++")):
+                print(f"    {label:60s} {waits:.2f} / {releases:.2f}")
 
 
 def producer_rows(args, ctx, cxx_producer) -> None:

@@ -13,7 +13,7 @@ import gc
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -418,6 +418,18 @@ class Consumer:
         or a tensor or array made from it is still alive. The producer lets a consumer hold at
         most ``num_slots - 1`` at once; at that limit ``next()`` waits for one to end."""
         return len(self._held_seqs(0))
+
+    def counters(self) -> Dict[str, int]:
+        """What this consumer has read: ``delivered`` and ``skipped`` frames (latest mode passes
+        over the ones a newer frame replaced) and its producer's ``producer_published`` and
+        ``producer_dropped``, since it connected to that producer; for CUDA channels, over every
+        connection, ``gpu_waits`` (frames not yet written when taken, so the GPU waited for them)
+        and ``gpu_releases`` (releases its stream wrote after reads still queued). Each GPU one
+        costs a switch between the processes' contexts on a GPU without MPS."""
+        names = ("delivered", "skipped", "producer_published", "producer_dropped", "gpu_waits",
+                 "gpu_releases")
+        got = _native.consumer_counters(self._handle(), f"counters of {self.path}")
+        return dict(zip(names, got))
 
     def _held_seqs(self, capacity: int) -> list:
         h = self._handle_kept

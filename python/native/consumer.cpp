@@ -148,6 +148,22 @@ PyObject* consumer_held(PyObject*, PyObject* const* a, Py_ssize_t n) {
   return Py_BuildValue("(kO)", static_cast<unsigned long>(count), list.get());
 }
 
+// consumer_counters(h, context): (delivered, skipped, producer_published, producer_dropped,
+// gpu_waits, gpu_releases).
+PyObject* consumer_counters(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  const char* fn = "consumer_counters";
+  cudaipc_consumer* c;
+  if (!arity(fn, n, 2) || !arg_handle(fn, a[0], &c)) return nullptr;
+  cudaipc_consumer_stats k{};
+  if (int rc = cudaipc_consumer_counters(c, &k)) return fail_in(rc, a[1]);
+  return Py_BuildValue("(KKKKKK)", static_cast<unsigned long long>(k.delivered),
+                       static_cast<unsigned long long>(k.skipped),
+                       static_cast<unsigned long long>(k.producer_published),
+                       static_cast<unsigned long long>(k.producer_dropped),
+                       static_cast<unsigned long long>(k.gpu_waits),
+                       static_cast<unsigned long long>(k.gpu_releases));
+}
+
 // consumer_memory(h, context): (memory kind, the consumer's CUstream or None).
 PyObject* consumer_memory(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "consumer_memory";
@@ -230,6 +246,9 @@ PyMethodDef consumer_functions[] = {
      "the event to read"},
     {"consumer_held", CUDAIPC_FASTCALL(consumer_held), METH_FASTCALL,
      "consumer_held(h, capacity, context): (count, seqs)"},
+    {"consumer_counters", CUDAIPC_FASTCALL(consumer_counters), METH_FASTCALL,
+     "consumer_counters(h, context): (delivered, skipped, producer_published, producer_dropped, "
+     "gpu_waits, gpu_releases)"},
     {"consumer_memory", CUDAIPC_FASTCALL(consumer_memory), METH_FASTCALL,
      "consumer_memory(h, context): (memory kind, cuda stream or None)"},
     {"consumer_interrupt", consumer_interrupt, METH_O, "consumer_interrupt(h)"},

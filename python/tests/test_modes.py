@@ -213,3 +213,26 @@ def test_producer_close_waits_for_a_frame_written_on_another_thread(path):
             f.numpy()[:] = 1
             p.close()  # this thread's own frame: aborted, the producer freed at once
     assert p.closed
+
+
+def test_counters_say_what_a_consumer_read(path):
+    """Consumer.counters(): frames delivered and passed over since it connected, its producer's
+    published count, and no GPU waits or releases on a host channel."""
+    with cudaipc.Producer(path, memory="host", num_slots=4) as p:
+        every = cudaipc.Consumer(path, timeout=10)
+        latest = cudaipc.Consumer(path, mode="latest", timeout=10)
+        p.wait_for_consumers(2, timeout=10)
+        for i in range(3):
+            assert p.publish(pattern(i, (8,), np.uint8))
+            with every.next(10) as f:
+                np.testing.assert_array_equal(f.numpy(), pattern(i, (8,), np.uint8))
+        with latest.next(10) as f:  # the newest; the two before it passed over
+            np.testing.assert_array_equal(f.numpy(), pattern(2, (8,), np.uint8))
+        assert every.counters() == {"delivered": 3, "skipped": 0, "producer_published": 3,
+                                    "producer_dropped": 0, "gpu_waits": 0, "gpu_releases": 0}
+        k = latest.counters()
+        assert (k["delivered"], k["skipped"], k["producer_published"]) == (1, 2, 3), k
+        every.close()
+        with pytest.raises(cudaipc.ClosedError):
+            every.counters()
+        latest.close()

@@ -1,7 +1,7 @@
 // cudaipc-bench-consumer-rate: the native consumer beside which python/bench/consumer_overhead.py
 // puts the Python consumer, in the same run and on the same channel. Joins a running producer as a
 // latest consumer, reads N frames (next -> release) and prints one parseable line:
-//   consumer-rate frames=N fps=F p50_us=A p99_us=B
+//   consumer-rate frames=N fps=F p50_us=A p99_us=B gpu_waits=W gpu_releases=R
 // Per-frame times are this thread's CPU time (waiting for the producer is left out), as in the
 // Python bench, so the rows compare. With --ordered each frame's reads are ordered on the CUDA
 // legacy default stream and its release after that stream, as any reader of a CUDA frame on a
@@ -108,9 +108,15 @@ int run(int argc, char** argv) {
     cpu.push_back(thread_cpu_ns() - s);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("consumer-rate frames=%llu fps=%.0f p50_us=%.1f p99_us=%.1f\n",
-              static_cast<unsigned long long>(frames), frames / secs, pct_us(cpu, 0.5),
-              pct_us(cpu, 0.99));
+  // Per frame taken: GPU waits (not yet written when taken) and releases the stream wrote, as
+  // the Python rows print theirs.
+  const cudaipc::ConsumerCounters k = consumer.counters();
+  std::printf(
+      "consumer-rate frames=%llu fps=%.0f p50_us=%.1f p99_us=%.1f gpu_waits=%.2f "
+      "gpu_releases=%.2f\n",
+      static_cast<unsigned long long>(frames), frames / secs, pct_us(cpu, 0.5), pct_us(cpu, 0.99),
+      double(k.gpu_waits) / double(frames + warmup),
+      double(k.gpu_releases) / double(frames + warmup));
   return 0;
 }
 

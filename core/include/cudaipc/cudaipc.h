@@ -179,6 +179,18 @@ int cudaipc_consumer_held(cudaipc_consumer* c, uint32_t* count, uint64_t* seqs, 
  * connected. */
 int cudaipc_consumer_cuda_device(cudaipc_consumer* c);
 
+/* What a consumer has read. */
+typedef struct {
+  /* Since it connected to its current producer (they restart with each new one): frames taken
+   * and frames passed over (latest mode), and that producer's own published and dropped counts. */
+  uint64_t delivered, skipped, producer_published, producer_dropped;
+  /* CUDA channels, over every connection so far: frames whose acquire queued a GPU wait (not yet
+   * written when taken) and releases written by the consumer's stream (reads still queued). Each
+   * costs a switch between the processes' contexts on a GPU without MPS; zero is the fast path. */
+  uint64_t gpu_waits, gpu_releases;
+} cudaipc_consumer_stats;
+int cudaipc_consumer_counters(cudaipc_consumer* c, cudaipc_consumer_stats* out);
+
 /* One frame's description in one struct, for bindings that read it per frame (Python). */
 typedef struct {
   cudaipc_event_type type; /* as the event's */
