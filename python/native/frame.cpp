@@ -402,76 +402,83 @@ PyObject* torch_view(PyObject* capsule, int) {
                         : PyObject_CallMethod(t->module, "from_dlpack", "O", capsule);
 }
 
+// torch's current stream on `device` (the legacy one for a torch that cannot say).
+bool torch_current(int device, uintptr_t* out) {
+  const Torch* t = torch_api(true);
+  if (!t) return false;
+  if (!t->raw_stream) {
+    *out = kStreamLegacy;
+    return true;
+  }
+  Ref dev(PyLong_FromLong(device));
+  return dev && raw_stream(Ref(PyObject_CallOneArg(t->raw_stream, dev.get())).get(), nullptr, out);
+}
+
 PyObject* cupy_view(PyObject* capsule, int device) {
   const CuPy* c = cupy_api();
   return c ? PyObject_CallFunction(c->slot_view, "Oi", capsule, device) : nullptr;
 }
 
+// cupy's current stream on `device`.
+bool cupy_current(int device, uintptr_t* out) {
+  static PyObject* ptr;
+  const CuPy* c = cupy_api();
+  Ref dev(c ? PyLong_FromLong(device) : nullptr);
+  if (!dev || !interned(ptr, "ptr")) return false;
+  Ref current(PyObject_CallOneArg(c->current_stream, dev.get()));
+  if (!current && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    // A cupy whose get_current_stream() takes no device: the current device's stream, which the
+    // ordering refuses, naming the context, when it is not the frame's.
+    PyErr_Clear();
+    current.reset(PyObject_CallNoArgs(c->current_stream));
+  }
+  return raw_stream(current.get(), ptr, out);
+}
+
 const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
-                       PyObject* (*make)(PyObject*, int)) {
+                       PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*)) {
   if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
   m.make = make;
+  m.current = current;
   return &m;
+}
+
+// The frame as a library's view of its slot, its reads ordered on `stream` (None: the library's
+// current stream on the frame's device) and its release after that stream's work.
+PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
+  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+  if (f->device >= 0) {
+    uintptr_t s = 0;
+    uint32_t flags = 0;
+    if (!(stream == Py_None ? m.current(f->device, &s) : stream_of(stream, &s, &flags)))
+      return nullptr;
+    // Released by another thread while the library's calls ran?
+    if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
+    if (!order_views_on(f, s, flags)) return nullptr;
+  }
+  return slot_view(f, m);
 }
 
 }  // namespace
 
 PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
-  const Torch* t = torch_api(true);
-  const ViewMaker* m = t ? maker(views, "views", "detach", torch_view) : nullptr;
-  if (!m) return nullptr;
-  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
-  if (f->device >= 0) {
-    uintptr_t s = 0;
-    uint32_t flags = 0;
-    if (stream == Py_None && t->raw_stream) {
-      Ref dev(PyLong_FromLong(f->device));
-      if (!dev ||
-          !raw_stream(Ref(PyObject_CallOneArg(t->raw_stream, dev.get())).get(), nullptr, &s))
-        return nullptr;
-    } else if (!stream_of(stream, &s, &flags)) {
-      return nullptr;
-    }
-    if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
-    if (!order_views_on(f, s, flags)) return nullptr;
-  }
-  return slot_view(f, *m);
+  const ViewMaker* m =
+      torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current) : nullptr;
+  return m ? library_view(f, stream, *m) : nullptr;
 }
 
 PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
-  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
-  if (f->device < 0) {
+  if (f->h && f->device < 0) {
     PyErr_SetString(PyExc_BufferError,
                     "cupy(): the frame is in host memory; read it with numpy() (or "
                     "cupy.asarray(frame.numpy()) for a copy on the GPU)");
     return nullptr;
   }
-  const CuPy* c = cupy_api();
-  const ViewMaker* m = c ? maker(views, "cupy_views", "view", cupy_view) : nullptr;
-  if (!m) return nullptr;
-  uintptr_t s = 0;
-  uint32_t flags = 0;
-  if (stream == Py_None) {
-    static PyObject* ptr;
-    Ref dev(PyLong_FromLong(f->device));
-    if (!dev || !interned(ptr, "ptr")) return nullptr;
-    Ref current(PyObject_CallOneArg(c->current_stream, dev.get()));
-    if (!current && PyErr_ExceptionMatches(PyExc_TypeError)) {
-      // A cupy whose get_current_stream() takes no device: the current device's stream, which
-      // the ordering refuses, naming the context, when it is not the frame's.
-      PyErr_Clear();
-      current.reset(PyObject_CallNoArgs(c->current_stream));
-    }
-    if (!raw_stream(current.get(), ptr, &s)) return nullptr;
-  } else if (!stream_of(stream, &s, &flags)) {
-    return nullptr;
-  }
-  // Released by another thread while cupy's calls ran?
-  if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
-  if (!order_views_on(f, s, flags)) return nullptr;
-  return slot_view(f, *m);
+  const ViewMaker* m =
+      cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current) : nullptr;
+  return m ? library_view(f, stream, *m) : nullptr;
 }
 
 PyObject* frame_dlpack_device(FrameObject* f) {

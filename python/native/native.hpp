@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include "cudaipc/cudaipc.h"
@@ -138,6 +139,10 @@ PyObject* producer_opened(cudaipc_producer* p);
 // open frame() aborted), ending its stream first when `eos`; ClosedError when it is not open,
 // RuntimeError when calls stay in it.
 PyObject* producer_close(const char* fn, PyObject* h, bool eos);
+// Until no call is `inside` a closing object: `wake(what)` each millisecond (the GIL let go, so
+// the calls it wakes can leave), up to `limit`. False when calls stayed in it that long.
+bool wake_until_left(const int& inside, void (*wake)(void*), void* what,
+                     std::chrono::milliseconds limit);
 struct ProducerCalls;  // open_producers.cpp
 // One call in a producer: enter() checks the handle (ValueError for None or NULL, ClosedError
 // when closed) and counts the call in until the object goes.
@@ -170,6 +175,9 @@ struct ViewMaker {
   PyObject* alias;      // the method that makes an alias of a view (torch's detach)
   // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
   PyObject* (*make)(PyObject* capsule, int device);
+  // The library's current CUstream on a device (the default for the frame's reads); false with an
+  // exception set.
+  bool (*current)(int device, uintptr_t* out);
 };
 PyObject* slot_view(FrameObject* f, const ViewMaker& maker);
 

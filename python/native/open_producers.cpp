@@ -26,7 +26,7 @@ namespace {
 
 // How long a close waits for the calls in a producer to leave once woken: a publish waiting for a
 // slot leaves at once, a frame() being written on another thread when that thread commits.
-constexpr auto kCloseWait = std::chrono::seconds(10);
+constexpr std::chrono::milliseconds kCloseWait{10'000};
 
 // Node-based: an entry stays where it is while others come and go, so a call keeps a pointer to
 // its own across the GIL's release.
@@ -53,6 +53,18 @@ void end_borrow(ProducerCalls* c) {
 }
 
 }  // namespace
+
+bool wake_until_left(const int& inside, void (*wake)(void*), void* what,
+                     std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (inside > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    Py_BEGIN_ALLOW_THREADS wake(what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Py_END_ALLOW_THREADS
+  }
+  return true;
+}
 
 PyObject* producer_opened(cudaipc_producer* p) {
   static uintptr_t last;
@@ -114,22 +126,18 @@ PyObject* producer_close(const char* fn, PyObject* h, bool eos) {
     cudaipc_producer_abort(p);
     end_borrow(c);
   }
-  const auto deadline = std::chrono::steady_clock::now() + kCloseWait;
-  while (c->inside > 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      // Left closing and not freed (a leak, not a crash): a call that never leaves is most likely
-      // this very thread's, a close from inside one of the producer's own calls.
-      PyErr_Format(PyExc_RuntimeError,
-                   "%s: %d call(s) still in the producer after %lld s (a frame() open on another "
-                   "thread, or a close from inside one of the producer's own calls); it is closed "
-                   "but not freed",
-                   fn, c->inside, static_cast<long long>(kCloseWait.count()));
-      return nullptr;
-    }
-    // Each wake ends a waiting call's wait; the GIL let go so it can leave.
-    Py_BEGIN_ALLOW_THREADS cudaipc_producer_interrupt(p);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    Py_END_ALLOW_THREADS
+  const auto wake = [](void* what) {
+    cudaipc_producer_interrupt(static_cast<cudaipc_producer*>(what));
+  };
+  if (!wake_until_left(c->inside, wake, p, kCloseWait)) {
+    // Left closing and not freed (a leak, not a crash): a call that never leaves is most likely
+    // this very thread's, a close from inside one of the producer's own calls.
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s: %d call(s) still in the producer after %lld s (a frame() open on another "
+                 "thread, or a close from inside one of the producer's own calls); it is closed "
+                 "but not freed",
+                 fn, c->inside, static_cast<long long>(kCloseWait.count() / 1000));
+    return nullptr;
   }
   table().erase(id);
   // The end of stream after the last frame any call published; the free waits (GIL released) for

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "native.hpp"
 
@@ -298,11 +297,16 @@ PyObject* m_close(PyObject* self, PyObject*) {
   if (!h) Py_RETURN_NONE;
   s->h = nullptr;
   Py_CLEAR(s->last_shared);
-  while (s->waiting > 0) {
-    // Each wake ends one waiter's wait; the GIL let go so it can leave.
-    Py_BEGIN_ALLOW_THREADS cudaipc_server_interrupt(h);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    Py_END_ALLOW_THREADS
+  // A waiter is woken within a slice of its wait: one that stays is this thread's own, and the
+  // server is then left unfreed (a leak, not a crash).
+  const auto wake = [](void* what) {
+    cudaipc_server_interrupt(static_cast<cudaipc_server*>(what));
+  };
+  if (!wake_until_left(s->waiting, wake, h, std::chrono::milliseconds(10'000))) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "_close: a next() or batch() still waits in the server after 10 s; it is "
+                    "closed but not freed");
+    return nullptr;
   }
   Py_BEGIN_ALLOW_THREADS cudaipc_server_free(h);  // drains the reply channels
   Py_END_ALLOW_THREADS Py_RETURN_NONE;
