@@ -269,6 +269,13 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 c.next().release()
 
             specs.append((PLAIN_ROW, plain))
+            if args.memory == "host":
+                def host_view() -> None:
+                    f = c.next()
+                    f.numpy()  # the read-only slot view the docs teach, made and dropped
+                    f.release()
+
+                specs.append(("next -> frame.numpy() -> release", host_view))
             if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
                 import torch
 

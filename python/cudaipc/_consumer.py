@@ -62,6 +62,7 @@ _frame_capsule = _native.frame_capsule
 _EVENT_FRAME = _lib.EVENT_FRAME
 _VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
+_np_from_dlpack = np.from_dlpack
 
 
 class _Shared:
@@ -71,7 +72,7 @@ class _Shared:
     (``views``, ``cupy_views``: the binding makes each once, for frame.torch() and frame.cupy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views")
+                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views", "host_dlpack")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], stream: Optional[int],
@@ -93,6 +94,12 @@ class _Shared:
             self.strides: Tuple[int, ...] = strides
         else:
             self.dtype, self.shape, self.strides = None, (), ()
+        # numpy() of a host frame through np.from_dlpack, a third of the array interface's cost:
+        # every NumPy since 1.22 imports ints and floats whose strides count whole items (bool and
+        # bfloat16, or byte strides, take the array interface).
+        d = self.dtype
+        self.host_dlpack = (not self.cuda and d is not None and d.dl_code in (0, 1, 2) and
+                            all(st % d.itemsize == 0 for st in self.strides))
 
 
 class _HostView:
@@ -313,9 +320,14 @@ class Frame(_native.Frame):
     def numpy(self) -> np.ndarray:
         """The frame as a NumPy array: a read-only view of the slot for host-memory channels (it
         holds the slot until the array is freed), a copy for CUDA channels."""
+        s = self._s
+        if s.host_dlpack:
+            arr = _np_from_dlpack(self)  # raises ClosedError once released
+            if arr.flags.writeable:  # NumPy before 2.1 leaves DLPack's read-only flag unread
+                arr.flags.writeable = False
+            return arr
         h = self._live()
         dtype = self.dtype
-        s = self._s
         if not s.cuda:
             try:
                 capsule = _frame_capsule(h, 0, _VERSIONED)
