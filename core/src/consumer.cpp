@@ -23,8 +23,13 @@ namespace {
 // How often a waiting consumer checks that the producer is still there when no wake comes.
 constexpr std::chrono::milliseconds kLivenessSlice{50};
 constexpr int kAcquireRetries = 64;
-// The first wait between connect attempts (doubled up to ConsumerOptions::reconnect_interval).
+// The wait between connect attempts for the first kQuickWindowNs of a wait for a producer, then
+// doubled up to ConsumerOptions::reconnect_interval. Processes started together (pipelines, a
+// server, their readers) come up over seconds (a CUDA context each), and a reader whose waits had
+// already grown to the interval met its producer up to that long late, its first frames with it.
+// An attempt that finds nobody costs a few microseconds (socket, connect, close).
 constexpr std::uint64_t kFirstRetryNs = 5'000'000;
+constexpr std::uint64_t kQuickWindowNs = 5'000'000'000;
 
 // Refusals worth another try with `reconnect` on: the producer is gone, slow, full or short of
 // resources now, none of which says it will refuse us next time.
@@ -134,11 +139,12 @@ class ConsumerImpl {
   std::string refusal_;  // why the producer turned our last connect away; empty: it did not
   bool refusal_reported_ = true;  // next() has said so
   std::uint64_t next_connect_ns_ = 0;
-  // The wait before the next connect attempt: short at first and doubled after each failed one up
-  // to reconnect_interval, so a producer that comes up just after the first attempt (pipelines
-  // and a server or reader started together) is met in milliseconds, and one long gone costs an
-  // attempt per interval.
+  // The wait before the next connect attempt: short for the first seconds of a wait, then doubled
+  // after each failed one up to reconnect_interval, so a producer that comes up soon after
+  // (pipelines and a server or reader started together) is met in milliseconds, and one long gone
+  // costs an attempt per interval. 0: not waiting.
   std::uint64_t retry_ns_ = 0;
+  std::uint64_t waiting_since_ns_ = 0;
   std::uint64_t deadline_ = 0;  // of the next() call in progress
   bool at_limit_ = false;       // holding as many frames as the producer allows
   bool late_ = false;  // a frame's format (or, with cpu_wait, its bytes) missed the deadline
@@ -363,7 +369,12 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       if (now >= next_connect_ns_) {
         const auto interval =
             static_cast<std::uint64_t>(std::chrono::nanoseconds(opts_.reconnect_interval).count());
-        retry_ns_ = std::min(interval, retry_ns_ ? retry_ns_ * 2 : kFirstRetryNs);
+        if (!retry_ns_) waiting_since_ns_ = now;
+        // A producer that turned the last attempt away (full, short of descriptors) does work for
+        // each one: it is asked again less and less often from the start.
+        const bool quick =
+            !retry_ns_ || (refusal_.empty() && now - waiting_since_ns_ < kQuickWindowNs);
+        retry_ns_ = std::min(interval, quick ? kFirstRetryNs : retry_ns_ * 2);
         next_connect_ns_ = now + retry_ns_;
         try {
           connect();

@@ -210,6 +210,30 @@ TEST(Socket, ConsumerWithoutProducerIsDisconnected) {
   EXPECT_TRUE(ev.type == EventType::disconnected || ev.type == EventType::timeout);
 }
 
+// Processes started together come up over seconds: a consumer that has waited for its producer
+// that long still meets it promptly, not after a wait grown to reconnect_interval (here 10 s; its
+// attempts doubling from 5 ms would have been at 2.56 s and 5.12 s, the producer coming at 2.7).
+TEST(Socket, ConsumerWaitingSecondsMeetsItsProducerPromptly) {
+  TempDir dir;
+  ConsumerOptions co;
+  co.path = dir.file("late");
+  co.reconnect = true;
+  co.reconnect_interval = std::chrono::milliseconds(10000);
+  Consumer waiting(co);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < 2700ms) {
+    Event ev = waiting.next(50ms);
+    ASSERT_TRUE(ev.type == EventType::timeout || ev.type == EventType::disconnected);
+  }
+  ProducerOptions po = at(co.path);
+  Producer p(po);
+  const auto up = std::chrono::steady_clock::now();
+  while (!waiting.connected() && std::chrono::steady_clock::now() - up < 5s)
+    (void)waiting.next(10ms);
+  ASSERT_TRUE(waiting.connected());
+  EXPECT_LT(std::chrono::steady_clock::now() - up, 1s);
+}
+
 namespace {
 
 // The Error a consumer's constructor throws on `path` with reconnect on (which retries whatever

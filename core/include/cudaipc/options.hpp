@@ -90,8 +90,10 @@ struct ConsumerOptions {
   ConsumeMode mode = ConsumeMode::every_frame;
   // After the producer goes away, keep trying to connect to a new one on the same path.
   bool reconnect = true;
-  // The longest wait between connect attempts: they start 5 ms apart and the wait doubles after
-  // each failed one up to this (a producer that appears soon is met soon).
+  // The longest wait between connect attempts: they are 5 ms apart for the first 5 s of a wait
+  // (processes started together come up over seconds, and one that appears is met soon), then the
+  // wait doubles after each failed one up to this. A producer that turns attempts away is asked
+  // less and less often from the start.
   std::chrono::milliseconds reconnect_interval{100};
   // With reconnect: the constructor does not connect (it never waits on a producer, for a
   // GStreamer state change on an application's thread); next() makes the first connect. A path no
