@@ -44,10 +44,9 @@ cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
 // The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
 // consumer's held frames until the last hold ends.
 cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
-  auto f = std::make_unique<cudaipc_frame>();
+  std::unique_ptr<cudaipc_frame> f = c->held->take(frame.seq());
   f->held = c->held;
   f->cuda_device = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? c->c->cuda_device() : -1;
-  f->held->add(frame.seq());
   f->f = std::move(frame);
   return f.release();
 }
@@ -98,7 +97,10 @@ void unref(cudaipc_frame* f, void* stream, bool ordered) {
   }
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::unique_ptr<cudaipc_frame> owned(f);
-    owned->held->remove(owned->f.seq());
+    // The last holder of the set may be this frame: it goes (spares with it) after give_back.
+    const std::shared_ptr<HeldFrames> held = owned->held;
+    const std::uint64_t seq = owned->f.seq();
+    held->give_back(seq, std::move(owned));
   }
   if (failure) std::rethrow_exception(failure);
 }

@@ -21,20 +21,25 @@
 
 namespace cudaipc::capi {
 
-// The seqs of one consumer's frames whose leases have not ended. Frames share it with their
-// consumer, so it outlives a consumer freed before its frames.
+// The seqs of one consumer's (or server's) frames whose leases have not ended, and the spare C
+// handles of frames that ended. Frames share it with their consumer, so it outlives a consumer
+// freed before its frames. A frame's handle is a spare made again when there is one: once as many
+// frames were held at once as will be, handing one out allocates nothing (the hot path's rule).
 class HeldFrames {
  public:
-  HeldFrames() { seqs_.reserve(64); }
-  void add(std::uint64_t seq) {
-    std::lock_guard<std::mutex> lock(mu_);
-    seqs_.push_back(seq);
+  HeldFrames() {
+    seqs_.reserve(kSpares);
+    spares_.reserve(kSpares);
   }
-  void remove(std::uint64_t seq) noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find(seqs_.begin(), seqs_.end(), seq);
-    if (it != seqs_.end()) seqs_.erase(it);
-  }
+  ~HeldFrames();
+  HeldFrames(const HeldFrames&) = delete;
+  HeldFrames& operator=(const HeldFrames&) = delete;
+
+  // A handle for frame `seq`, counted held: a spare, or a new one when none is left.
+  std::unique_ptr<cudaipc_frame> take(std::uint64_t seq);
+  // Frame `seq`'s last hold ended: no longer held; its handle (lease ended, emptied) kept as a
+  // spare while there is room.
+  void give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> handle) noexcept;
   std::vector<std::uint64_t> sorted() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::uint64_t> out = seqs_;
@@ -43,8 +48,10 @@ class HeldFrames {
   }
 
  private:
+  static constexpr std::size_t kSpares = 64;
   mutable std::mutex mu_;
   std::vector<std::uint64_t> seqs_;
+  std::vector<std::unique_ptr<cudaipc_frame>> spares_;
 };
 
 // One DLPack export: the managed tensor handed out (versioned or legacy) and the arrays it points
@@ -101,6 +108,48 @@ struct cudaipc_frame {
   cudaipc::Request route;
   std::atomic<bool> answered{false};
 };
+
+namespace cudaipc::capi {
+
+inline HeldFrames::~HeldFrames() = default;
+
+inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
+  std::unique_ptr<cudaipc_frame> f;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seqs_.push_back(seq);
+    if (!spares_.empty()) {
+      f = std::move(spares_.back());
+      spares_.pop_back();
+    }
+  }
+  if (f) return f;
+  try {
+    return std::make_unique<cudaipc_frame>();
+  } catch (...) {
+    give_back(seq, nullptr);
+    throw;
+  }
+}
+
+inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> f) noexcept {
+  if (f) {
+    // As a new handle is: no lease, no pipeline or format kept alive, one hold, not answered.
+    f->f.release();
+    f->route = Request{};
+    f->held.reset();
+    f->cuda_device = -1;
+    f->refs.store(1, std::memory_order_relaxed);
+    f->inline_busy.store(false, std::memory_order_relaxed);
+    f->answered.store(false, std::memory_order_relaxed);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(seqs_.begin(), seqs_.end(), seq);
+  if (it != seqs_.end()) seqs_.erase(it);
+  if (f && spares_.size() < kSpares) spares_.push_back(std::move(f));
+}
+
+}  // namespace cudaipc::capi
 
 namespace cudaipc::capi {
 

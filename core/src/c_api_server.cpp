@@ -60,10 +60,9 @@ cudaipc::Server& open_server(cudaipc_server* s) {
 
 // The request as a frame handle, and its view.
 void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) {
-  auto f = std::make_unique<cudaipc_frame>();
+  std::unique_ptr<cudaipc_frame> f = s->held->take(r.frame.seq());
   f->held = s->held;
   f->cuda_device = r.cuda_device();
-  f->held->add(r.frame.seq());
   f->f = std::move(r.frame);
   f->route = std::move(r);
   const cudaipc::FrameDesc& d = f->f.desc();

@@ -2,7 +2,10 @@
 // (codes that match Errc, and a per-thread message naming the cause).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +37,28 @@ bool mentions(const char* text) {
   return std::strstr(cudaipc_last_error(), text) != nullptr;
 }
 
+// Allocations through operator new while counting is on, in this thread (the library's too: the
+// replacement below is the process's).
+thread_local bool g_counting = false;
+thread_local std::uint64_t g_allocations = 0;
+
 }  // namespace
+
+// GCC sees free() of what it takes for a new-expression's pointer; these are malloc's own.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t n) {
+  if (g_counting) ++g_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 TEST(CApi, RoundTrip) {
   TempDir dir;
@@ -355,4 +379,122 @@ TEST(CApi, DetectionsAreaReadsBackBoxByBox) {
   EXPECT_EQ(cudaipc_metas_detections_area(&d), -CUDAIPC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cudaipc_last_error()).find("meta area of 64 bytes"), std::string::npos)
       << cudaipc_last_error();
+}
+
+// A frame's C handle is made again from the one an ended frame left (no allocation per frame once
+// the first ones are made), and carries nothing of that frame: its seq, bytes, held count and
+// exports are the new frame's. Frames held past their consumer's free end cleanly.
+TEST(CApi, FrameHandlesAreReusedAndStartClean) {
+  TempDir dir;
+  const std::string path = dir.file("ch");
+  cudaipc_producer_options po;
+  cudaipc_producer_options_init(&po);
+  po.path = path.c_str();
+  po.slots = 4;
+  cudaipc_producer* p = nullptr;
+  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_tensor t = bytes_tensor(256);
+  ASSERT_EQ(cudaipc_producer_set_format(p, "test/c", &t, 0), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_consumer_options co;
+  cudaipc_consumer_options_init(&co);
+  co.path = path.c_str();
+  co.reconnect = 0;
+  cudaipc_consumer* c = nullptr;
+  ASSERT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
+  std::vector<std::uint8_t> buf(256);
+  cudaipc_publish result;
+  auto publish = [&](uint64_t seq) {
+    fill_pattern(buf.data(), buf.size(), seq);
+    ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), buf.size(), nullptr, 0, &result), CUDAIPC_OK)
+        << cudaipc_last_error();
+  };
+  auto next = [&](uint64_t seq) -> cudaipc_frame* {
+    cudaipc_event ev;
+    do {
+      EXPECT_EQ(cudaipc_consumer_next(c, 5 * kSecond, &ev), CUDAIPC_OK) << cudaipc_last_error();
+    } while (ev.type == CUDAIPC_EVENT_FORMAT);
+    EXPECT_EQ(ev.type, CUDAIPC_EVENT_FRAME);
+    if (ev.type != CUDAIPC_EVENT_FRAME) return nullptr;
+    EXPECT_EQ(cudaipc_frame_seq(ev.frame), seq);
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(ev.frame)), 256, seq),
+              256u);
+    return ev.frame;
+  };
+  auto held = [&] {
+    uint32_t count = 99;
+    EXPECT_EQ(cudaipc_consumer_held(c, &count, nullptr, 0), CUDAIPC_OK);
+    return count;
+  };
+
+  publish(1);
+  cudaipc_frame* first = next(1);
+  ASSERT_NE(first, nullptr);
+  // An export keeps the frame after its caller's release; its deleter ends it.
+  void* managed = nullptr;
+  ASSERT_EQ(cudaipc_frame_dlpack(first, nullptr, 0, &managed), CUDAIPC_OK) << cudaipc_last_error();
+  cudaipc_frame_release(first);
+  EXPECT_EQ(held(), 1u);
+  auto* m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+  m->deleter(m);
+  EXPECT_EQ(held(), 0u);
+
+  uint64_t seq = 1;
+  for (int round = 0; round < 20; ++round) {
+    publish(++seq);
+    // The frame's way through the C API: next, an export and its end, release.
+    g_allocations = 0;
+    g_counting = true;
+    cudaipc_event ev;
+    int rc = cudaipc_consumer_next(c, 5 * kSecond, &ev);
+    const int exported = rc == CUDAIPC_OK && ev.type == CUDAIPC_EVENT_FRAME
+                             ? cudaipc_frame_dlpack(ev.frame, nullptr, 0, &managed)
+                             : -1;
+    m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+    const bool frame = rc == CUDAIPC_OK && ev.type == CUDAIPC_EVENT_FRAME;
+    const uint64_t got = frame ? cudaipc_frame_seq(ev.frame) : 0;
+    const bool pattern =
+        exported == CUDAIPC_OK && check_pattern(m->dl_tensor.data, 256, seq) == 256u;
+    if (exported == CUDAIPC_OK) m->deleter(m);
+    if (frame) cudaipc_frame_release(ev.frame);
+    g_counting = false;
+    ASSERT_EQ(rc, CUDAIPC_OK) << cudaipc_last_error();
+    ASSERT_TRUE(frame) << "event " << ev.type;
+    ASSERT_EQ(exported, CUDAIPC_OK) << cudaipc_last_error();
+    EXPECT_EQ(g_allocations, 0u) << "frame " << seq << " allocated";
+    EXPECT_EQ(ev.frame, first) << "frame " << seq << " got a new handle: one was spare";
+    EXPECT_EQ(held(), 0u);
+    EXPECT_EQ(got, seq);
+    EXPECT_TRUE(pattern) << "frame " << seq;
+    // The reused handle is this frame's, not the one before's.
+    publish(++seq);
+    cudaipc_frame* f = next(seq);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(held(), 1u);
+    ASSERT_EQ(cudaipc_frame_dlpack(f, nullptr, 0, &managed), CUDAIPC_OK) << cudaipc_last_error();
+    m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+    EXPECT_EQ(check_pattern(m->dl_tensor.data, 256, seq), 256u);
+    m->deleter(m);
+    cudaipc_frame_release(f);
+    EXPECT_EQ(held(), 0u);
+  }
+  // Three held at once: each its own handle, each its own frame.
+  std::vector<cudaipc_frame*> kept;
+  const uint64_t first_kept = seq + 1;
+  for (int i = 0; i < 3; ++i) {
+    publish(++seq);
+    kept.push_back(next(seq));
+    ASSERT_NE(kept.back(), nullptr);
+  }
+  EXPECT_EQ(held(), 3u);
+  EXPECT_NE(kept[0], kept[1]);
+  EXPECT_NE(kept[1], kept[2]);
+  // Outliving the consumer: still readable, and released cleanly after it is freed.
+  cudaipc_consumer_free(c);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(kept[i])), 256,
+                            first_kept + i),
+              256u);
+    cudaipc_frame_release(kept[i]);
+  }
+  cudaipc_producer_free(p);
 }
