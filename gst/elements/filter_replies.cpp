@@ -71,11 +71,14 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
   DecodeCounts dc;
   std::string error;
   decode_metas(reply.metas(), reply.metas_size(), st->reply_filter, f->buf, &dc, &error);
-  st->cv.notify_all();  // the task pushes it on
-  lock.unlock();
+  // Counted before the task can push the frame: stats read once the stream has ended (or once the
+  // frame came out) count its metas.
   st->counts.metas_received.fetch_add(dc.received, std::memory_order_relaxed);
   st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
   st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
+  if (dc.bad) st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
+  st->cv.notify_all();  // the task pushes it on
+  lock.unlock();
   if (const unsigned gaps = version_gaps(dc)) {
     if (const unsigned fresh = gaps & ~st->told_version_gaps.fetch_or(gaps))
       GST_ELEMENT_WARNING(self, STREAM, NOT_IMPLEMENTED, ("%s", version_gap_warning(fresh).c_str()),
@@ -83,7 +86,6 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
                            "metas-unknown)"));
   }
   if (dc.bad) {
-    st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
     if (!st->warned_bad_metas.exchange(true))
       GST_ELEMENT_WARNING(self, STREAM, DECODE,
                           ("The model process sent a malformed result for frame %" G_GUINT64_FORMAT
