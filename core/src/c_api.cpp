@@ -450,4 +450,11 @@ int cudaipc_frame_order_release(cudaipc_frame* f, void* stream) {
   });
 }
 
+int cudaipc_frame_copy_to_host(cudaipc_frame* f, void* dst, uint64_t bytes) {
+  return guard([&] {
+    require(f, "frame");
+    f->f.copy_to_host(dst, bytes);
+  });
+}
+
 }  // extern "C"

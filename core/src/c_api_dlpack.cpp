@@ -40,6 +40,7 @@ constexpr std::uint64_t kSettleNs = 5'000'000'000;
 
 std::atomic<std::uint64_t> g_exports_alive{0};
 std::atomic<std::uint64_t> g_views_alive{0};
+std::atomic<std::uint64_t> g_wrapped_alive{0};
 
 // ---- dtypes ----
 
@@ -184,6 +185,30 @@ static void delete_view_versioned(cudaipc_dl_managed_tensor_versioned* m) {
 }
 static void delete_view_legacy(cudaipc_dl_managed_tensor* m) {
   if (m) drop_view(m->manager_ctx);
+}
+}
+
+// ---- memory the caller owns ----
+
+// A tensor of memory its caller owns, and how to tell the caller the importer is done with it.
+struct Wrapped {
+  DlExport e;
+  void (*done)(void* ctx) = nullptr;
+  void* ctx = nullptr;
+};
+
+void drop_wrapped(void* ctx) noexcept {
+  std::unique_ptr<Wrapped> owned(static_cast<Wrapped*>(ctx));
+  g_wrapped_alive.fetch_sub(1, std::memory_order_relaxed);
+  if (owned->done) owned->done(owned->ctx);
+}
+
+extern "C" {
+static void delete_wrapped_versioned(cudaipc_dl_managed_tensor_versioned* m) {
+  if (m) drop_wrapped(m->manager_ctx);
+}
+static void delete_wrapped_legacy(cudaipc_dl_managed_tensor* m) {
+  if (m) drop_wrapped(m->manager_ctx);
 }
 }
 
@@ -468,6 +493,36 @@ uint64_t cudaipc_dlpack_views_alive(void) {
   return g_views_alive.load(std::memory_order_relaxed);
 }
 
+int cudaipc_dlpack_wrap(const cudaipc_tensor* t, const void* data, cudaipc_dl_device device,
+                        uint32_t flags, void (*done)(void* ctx), void* ctx, void** out) {
+  return guard([&] {
+    require(t, "tensor");
+    require(out, "out");
+    cudaipc::TensorDesc desc;
+    std::memcpy(&desc, t, sizeof desc);
+    auto w = std::make_unique<Wrapped>();
+    const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
+    void* m = fill_export(w->e, desc, reinterpret_cast<std::uintptr_t>(data), device,
+                          (flags & CUDAIPC_DLPACK_READ_ONLY) != 0, versioned);
+    if (versioned) {
+      w->e.versioned.manager_ctx = w.get();
+      w->e.versioned.deleter = delete_wrapped_versioned;
+    } else {
+      w->e.legacy.manager_ctx = w.get();
+      w->e.legacy.deleter = delete_wrapped_legacy;
+    }
+    w->done = done;
+    w->ctx = ctx;
+    g_wrapped_alive.fetch_add(1, std::memory_order_relaxed);
+    w.release();  // the tensor's deleter owns it now
+    *out = m;
+  });
+}
+
+uint64_t cudaipc_dlpack_wrapped_alive(void) {
+  return g_wrapped_alive.load(std::memory_order_relaxed);
+}
+
 int cudaipc_producer_slot_dlpack(cudaipc_producer* p, void* stream, uint32_t flags, void** out) {
   return guard([&] {
     require(p, "producer");
@@ -590,6 +645,29 @@ void* cudaipc_frame_slot_view_capsule(cudaipc_frame* f, uint32_t flags) {
     return nullptr;
   }
   return to_capsule(managed, (flags & CUDAIPC_DLPACK_VERSIONED) != 0);
+}
+
+void* cudaipc_dlpack_wrap_capsule(const cudaipc_tensor* t, const void* data,
+                                  cudaipc_dl_device device, uint32_t flags, void (*done)(void* ctx),
+                                  void* ctx) {
+  void* managed = nullptr;
+  if (guard([] { capsule_api(); }) != CUDAIPC_OK ||
+      cudaipc_dlpack_wrap(t, data, device, flags, done, ctx, &managed) != CUDAIPC_OK) {
+    raise_in_runtime();
+    return nullptr;
+  }
+  const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
+  void* capsule =
+      g_capsule.capsule_new(managed, versioned ? kNameVersioned : kNameLegacy, capsule_destructor);
+  if (!capsule) {
+    // What `ctx` holds stays the caller's, as after any failure here: the tensor goes unsaid.
+    auto* w = static_cast<Wrapped*>(
+        versioned ? static_cast<cudaipc_dl_managed_tensor_versioned*>(managed)->manager_ctx
+                  : static_cast<cudaipc_dl_managed_tensor*>(managed)->manager_ctx);
+    w->done = nullptr;
+    drop_wrapped(w);
+  }
+  return capsule;
 }
 
 void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags) {

@@ -509,6 +509,15 @@ void Frame::order_release_after(void* stream) const {
   conn_->memory().order_release_after(stream);
 }
 
+void Frame::copy_to_host(void* dst, std::uint64_t bytes) const {
+  if (!conn_) throw Error(Errc::invalid_argument, "copy_to_host on a released frame");
+  if (bytes > size())
+    throw Error(Errc::invalid_argument, "copy_to_host of " + std::to_string(bytes) +
+                                            " bytes from a frame of " + std::to_string(size()));
+  if (bytes && !dst) throw Error(Errc::invalid_argument, "copy_to_host into NULL");
+  conn_->memory().copy_to_host(data(), dst, bytes);
+}
+
 // ---- Consumer facade ----
 
 Consumer::Consumer(const ConsumerOptions& options)

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -147,6 +148,12 @@ class ConsumerMemory {
   virtual void order_release_after(void* /*stream*/) {}
   // The CUDA device ordinal this consumer reads on; -1 for host memory or before it is known.
   virtual int device() const noexcept { return -1; }
+  // `bytes` of a frame at `src` (this consumer's mapping of its slot) into host memory at `dst`,
+  // after the producer's write of it, complete on return (CUDA: a CPU wait on this consumer's
+  // stream, which on_acquire made wait for the frame). Host memory: the mapping is host memory.
+  virtual void copy_to_host(const void* src, void* dst, std::uint64_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 };
 
 // Host memory: memfd slots, sealed, mapped read-only by consumers.

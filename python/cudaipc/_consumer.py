@@ -339,9 +339,8 @@ class Frame(_native.Frame):
             arr = np.asarray(view)
             # The array interface has no name for types NumPy lacks (bfloat16): view as the dtype.
             return arr if arr.dtype == dtype else arr.view(dtype)
-        assert s.stream is not None
         span = np.empty(self.nbytes, dtype=np.uint8)
-        _cuda.copy_to_host(s.stream, span.ctypes.data, self.data_ptr, self.nbytes)
+        _native.frame_copy_to_host(h, span.__array_interface__["data"][0], self.nbytes)
         view = np.ndarray(s.shape, dtype=dtype, buffer=span, strides=s.strides)
         return np.ascontiguousarray(view)
 

@@ -3,7 +3,7 @@ GStreamer's other/tensors caps use."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -88,3 +88,13 @@ def numpy_dtype(d: DType) -> np.dtype:
         raise InvalidArgumentError(
             "NumPy has no bfloat16: install ml_dtypes, or read the frame through DLPack "
             "(torch.from_dlpack)") from None
+
+
+def contiguous_strides(shape: Sequence[int], itemsize: int) -> Tuple[int, ...]:
+    """Byte strides of a C-contiguous array of `shape`."""
+    strides = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))

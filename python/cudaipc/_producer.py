@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _caps, _cuda, _dlpack, _dtypes, _lib, _metas_io
+from . import _caps, _cuda, _dtypes, _lib, _metas_io
 from ._device import cuda_ordinal
 from ._errors import (ClosedError, FrameDropped, InterruptedError, InvalidArgumentError,
                       NoCudaError, TimeoutError)
@@ -91,8 +91,9 @@ def _numpy_capsule(arr: np.ndarray) -> Any:
     except BufferError:
         pass
     d = _dtypes.from_any(arr.dtype)
-    return _dlpack.export(arr.ctypes.data, (_dlpack.CPU, 0), d, arr.shape, arr.strides, True,
-                          True, lambda: arr)
+    return _lib.native.wrap_capsule(arr.ctypes.data, _lib.DL_CPU, 0, d.code, arr.shape,
+                                    arr.strides, _lib.DLPACK_VERSIONED | _lib.DLPACK_READ_ONLY,
+                                    arr)
 
 
 class Producer:
@@ -192,7 +193,7 @@ class Producer:
         when the shape or dtype changes)."""
         d = _dtypes.from_any(dtype)
         shape = tuple(int(n) for n in shape)
-        self._ensure_format(d, shape, _dlpack.contiguous_strides(shape, d.itemsize), caps)
+        self._ensure_format(d, shape, _dtypes.contiguous_strides(shape, d.itemsize), caps)
 
     def _ensure_format(self, d: _dtypes.DType, shape: Tuple[int, ...],
                        strides: Tuple[int, ...], caps: Optional[str]) -> int:
@@ -267,9 +268,10 @@ class Producer:
         self._require_cuda()
         d = _dtypes.from_any(np.dtype(cai["typestr"]))
         shape = tuple(int(n) for n in cai["shape"])
-        strides = tuple(cai.get("strides") or _dlpack.contiguous_strides(shape, d.itemsize))
-        capsule = _dlpack.export(int(cai["data"][0]), (_dlpack.CUDA, self.device or 0), d, shape,
-                                 strides, True, True, lambda: obj)
+        strides = tuple(cai.get("strides") or _dtypes.contiguous_strides(shape, d.itemsize))
+        capsule = _lib.native.wrap_capsule(int(cai["data"][0]), _lib.DL_CUDA, self.device or 0,
+                                           d.code, shape, strides,
+                                           _lib.DLPACK_VERSIONED | _lib.DLPACK_READ_ONLY, obj)
         s = stream if stream is not None else cai.get("stream")
         if s is None:
             return capsule, 0, _NO_SYNC  # v3: no stream means no ordering needed
@@ -471,7 +473,7 @@ class WritableFrame:
             self.set_metas(**metas)
         self._dtype = dtype
         self.shape = shape
-        self.strides = _dlpack.contiguous_strides(shape, dtype.itemsize)
+        self.strides = _dtypes.contiguous_strides(shape, dtype.itemsize)
         self._pts, self._duration, self._caps = pts, duration, caps
         self._addr = 0
         self._open = False
@@ -554,7 +556,7 @@ class WritableFrame:
             raise ClosedError("the slot is lent only inside the producer.frame() 'with' block")
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        return (_dlpack.CUDA, self._p.device or 0) if self._p._cuda else (_dlpack.CPU, 0)
+        return (_lib.DL_CUDA, self._p.device or 0) if self._p._cuda else (_lib.DL_CPU, 0)
 
     def __dlpack__(self, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Optional[Tuple[int, int]] = None,

@@ -230,6 +230,7 @@ extern PyMethodDef consumer_functions[];
 extern PyMethodDef server_admin_functions[];
 extern PyMethodDef metas_functions[];
 extern PyMethodDef metas_args_functions[];
+extern PyMethodDef wrapped_functions[];
 extern PyTypeObject EventsType;
 extern PyTypeObject MetasWriterType;
 extern PyTypeObject DetectionsArgsType;

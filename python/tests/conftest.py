@@ -272,8 +272,8 @@ def require_gst_elements(env: Dict[str, str], *names: str) -> None:
 def live_exports() -> int:
     """DLPack exports not deleted yet: the library's (frames, slots) and the package's own (sources
     it wraps for publish). A test that frees every tensor it made must find none left."""
-    from cudaipc import _dlpack, _lib
-    return _lib.native.dlpack_exports_alive() + len(_dlpack._exports)
+    from cudaipc import _lib
+    return _lib.native.dlpack_exports_alive() + _lib.native.dlpack_wrapped_alive()
 
 
 def have_ml_dtypes() -> bool:

@@ -64,7 +64,12 @@ def test_sources_numpy_cannot_export(path):
             src = pattern(seq, (6, 10), np.int16)
             src.flags.writeable = False
             view = np.repeat(src, 2, axis=1)[:, ::2]  # strided
-            assert p.publish(src if seq % 2 else view)
+            given = src if seq % 2 else view
+            refs = sys.getrefcount(given)
+            assert p.publish(given)
+            # The capsule's hold on the array ended with the copy (host memory: before publish
+            # returned).
+            assert sys.getrefcount(given) == refs, f"frame {seq}: source still referenced"
             with c.next() as f:
                 np.testing.assert_array_equal(f.numpy(), src, err_msg=f"frame {seq}")
         gc.collect()

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import cudaipc
-from cudaipc import _consumer, _dlpack
+from cudaipc import _consumer
 from conftest import live_exports, pattern
+from dlpack_importer import CPU, Imported
 
 SHAPE = (6, 10, 4)
 
@@ -24,13 +25,13 @@ def check(arr, seq):
     np.testing.assert_array_equal(arr, pattern(seq, SHAPE, np.uint8), err_msg=f"frame {seq}")
 
 
-def imported(capsule) -> _dlpack.Imported:
+def imported(capsule) -> Imported:
     # An importer in the way cupy's DLPackMemory is one: it renames the capsule "used_..." and
     # calls the deleter itself when it lets go (Imported.close).
-    return _dlpack.Imported(capsule)
+    return Imported(capsule)
 
 
-def view_of(imp: _dlpack.Imported) -> np.ndarray:
+def view_of(imp: Imported) -> np.ndarray:
     buf = (ctypes.c_uint8 * int(np.prod(imp.shape))).from_address(imp.data)
     return np.frombuffer(buf, dtype=np.uint8).reshape(imp.shape)
 
@@ -43,7 +44,7 @@ def numpy_versioned(f):
 
 def legacy_consumed_freed_after_release(f):
     imp = imported(f.__dlpack__())
-    assert imp.device == (_dlpack.CPU, 0)
+    assert imp.device == (CPU, 0)
     f.release()
     check(view_of(imp), f.seq)
     imp.close()

@@ -482,3 +482,93 @@ TEST(CApiDlpack, SlotViewCallsRefuseNullArguments) {
   EXPECT_EQ(cudaipc_frame_slot_view(f, 0, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
   cudaipc_frame_release(f);
 }
+
+// Memory the caller owns as a DLPack tensor: described as given (strides in elements, read-only
+// when asked), published by copy like any tensor, and `done` told exactly once, when the tensor is
+// deleted (by the publish's copy here). What cannot be a DLPack tensor is refused, `done` untold.
+TEST(CApiDlpack, WrappedMemoryIsDescribedPublishedAndHandedBackOnce) {
+  Channel ch(4);
+  const cudaipc_tensor t = u32_tensor(kRows, kCols);
+  ch.format(t);
+  int done = 0;
+  auto count = [](void* ctx) { ++*static_cast<int*>(ctx); };
+  for (uint32_t flags : {CUDAIPC_DLPACK_VERSIONED | CUDAIPC_DLPACK_READ_ONLY, 0u}) {
+    const std::uint64_t key = 20 + flags;
+    std::vector<std::uint32_t> data(static_cast<std::size_t>(kRows * kCols));
+    fill_pattern(data.data(), data.size() * 4, key);
+    void* m = nullptr;
+    ASSERT_EQ(cudaipc_dlpack_wrap(&t, data.data(), {CUDAIPC_DL_CPU, 0}, flags, count, &done, &m),
+              CUDAIPC_OK)
+        << cudaipc_last_error();
+    EXPECT_EQ(cudaipc_dlpack_wrapped_alive(), 1u);
+    const bool versioned = flags & CUDAIPC_DLPACK_VERSIONED;
+    const cudaipc_dl_tensor& dl =
+        versioned ? static_cast<cudaipc_dl_managed_tensor_versioned*>(m)->dl_tensor
+                  : static_cast<cudaipc_dl_managed_tensor*>(m)->dl_tensor;
+    EXPECT_EQ(dl.data, data.data());
+    EXPECT_EQ(dl.ndim, 2);
+    EXPECT_EQ(dl.shape[0], kRows);
+    EXPECT_EQ(dl.shape[1], kCols);
+    EXPECT_EQ(dl.strides[0], kCols);
+    EXPECT_EQ(dl.strides[1], 1);
+    EXPECT_EQ(dl.dtype.code, 1);
+    EXPECT_EQ(dl.dtype.bits, 32);
+    if (versioned) {
+      EXPECT_EQ(static_cast<cudaipc_dl_managed_tensor_versioned*>(m)->flags,
+                CUDAIPC_DL_FLAG_READ_ONLY);
+    }
+    cudaipc_publish r = CUDAIPC_DROPPED;
+    ASSERT_EQ(cudaipc_producer_publish_dlpack(ch.p, m, flags, nullptr, nullptr, &r), CUDAIPC_OK)
+        << cudaipc_last_error();
+    EXPECT_EQ(r, CUDAIPC_PUBLISHED);
+    EXPECT_EQ(done, versioned ? 1 : 2);  // host memory: copied and handed back before it returned
+    EXPECT_EQ(cudaipc_dlpack_wrapped_alive(), 0u);
+    cudaipc_frame_view view;
+    cudaipc_frame* f = ch.next(&view);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(view.data), data.size() * 4, key),
+              data.size() * 4);
+    cudaipc_frame_release(f);
+  }
+  // Strides DLPack cannot count in elements, a dtype it has no code for: refused, nothing made.
+  cudaipc_tensor odd = t;
+  odd.strides[0] = kCols * 4 + 2;
+  std::vector<std::uint32_t> data(static_cast<std::size_t>(kRows * (kCols + 1)));
+  void* m = nullptr;
+  EXPECT_EQ(cudaipc_dlpack_wrap(&odd, data.data(), {CUDAIPC_DL_CPU, 0}, 0, count, &done, &m),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("not a multiple"), std::string::npos)
+      << cudaipc_last_error();
+  cudaipc_tensor bad = t;
+  bad.dtype = 99;
+  EXPECT_EQ(cudaipc_dlpack_wrap(&bad, data.data(), {CUDAIPC_DL_CPU, 0}, 0, count, &done, &m),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_dlpack_wrap(nullptr, data.data(), {CUDAIPC_DL_CPU, 0}, 0, count, &done, &m),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(done, 2);
+  EXPECT_EQ(cudaipc_dlpack_wrapped_alive(), 0u);
+}
+
+// A frame copied into host memory (host channels: the slot's bytes, the CUDA side in the GPU
+// suites): whole or its first bytes, never more than it has, never once released.
+TEST(CApiDlpack, FramesCopyToTheHost) {
+  Channel ch(4);
+  ch.format(u32_tensor(kRows, kCols));
+  const std::uint64_t bytes = kRows * kCols * 4;
+  ch.publish(31, bytes);
+  cudaipc_frame* f = ch.next();
+  ASSERT_NE(f, nullptr);
+  std::vector<std::uint8_t> out(bytes + 16, 0xAB);
+  ASSERT_EQ(cudaipc_frame_copy_to_host(f, out.data(), bytes), CUDAIPC_OK) << cudaipc_last_error();
+  EXPECT_EQ(check_pattern(out.data(), bytes, 31), bytes);
+  EXPECT_EQ(out[bytes], 0xAB);  // not a byte past it
+  std::vector<std::uint8_t> part(8, 0);
+  ASSERT_EQ(cudaipc_frame_copy_to_host(f, part.data(), 8), CUDAIPC_OK);
+  EXPECT_EQ(std::memcmp(part.data(), out.data(), 8), 0);
+  EXPECT_EQ(cudaipc_frame_copy_to_host(f, out.data(), bytes + 1), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudaipc_last_error()).find("from a frame of"), std::string::npos)
+      << cudaipc_last_error();
+  EXPECT_EQ(cudaipc_frame_copy_to_host(f, nullptr, bytes), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_frame_copy_to_host(nullptr, out.data(), bytes), CUDAIPC_ERR_INVALID_ARGUMENT);
+  cudaipc_frame_release(f);
+}

@@ -66,6 +66,10 @@ class Frame {
   // producer's next write into the slot comes after your reads. Once per stream that read the
   // frame, before release(); nothing is queued when `stream` is idle. Any thread.
   void order_release_after(void* stream) const;
+  // The frame's first `bytes` (at most size()) copied into host memory at `dst`, after its bytes
+  // landed, complete on return: a CPU wait on the consumer's stream for CUDA frames (not for a
+  // hot path; a binding's host copy of a frame). Host frames: a memcpy.
+  void copy_to_host(void* dst, std::uint64_t bytes) const;
 
  private:
   friend class ConsumerImpl;

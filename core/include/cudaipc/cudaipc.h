@@ -698,6 +698,7 @@ typedef struct cudaipc_dl_managed_tensor_versioned {
 /* Flags of the DLPack calls. */
 #define CUDAIPC_DLPACK_VERSIONED 1u /* the tensor is (or is to be) a ..._versioned struct */
 #define CUDAIPC_DLPACK_NO_SYNC 2u   /* order nothing against `stream` (DLPack's stream -1) */
+#define CUDAIPC_DLPACK_READ_ONLY 4u /* cudaipc_dlpack_wrap: a tensor importers must not write */
 
 /* The frame as a DLPack tensor viewing the slot (read-only for host channels), in *out: a
  * cudaipc_dl_managed_tensor_versioned* with CUDAIPC_DLPACK_VERSIONED, else a
@@ -726,11 +727,26 @@ int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void** set);
 int cudaipc_frame_slot_view(cudaipc_frame* f, uint32_t flags, void** out);
 /* Slot views alive in this process (they die with their tensors). */
 uint64_t cudaipc_dlpack_views_alive(void);
+/* ---- Memory the caller owns ---------------------------------------------------------------
+ * A DLPack tensor of memory that is not a frame or a slot (a binding's array without an export of
+ * its own, to publish): `t` describes it (byte strides, which must be whole items), `data` is its
+ * first element, on `device`; flags: CUDAIPC_DLPACK_VERSIONED, CUDAIPC_DLPACK_READ_ONLY. Once the
+ * call succeeded, `done(ctx)` runs exactly once, on whatever thread deletes the tensor (the
+ * importer, or cudaipc_producer_publish_dlpack once its copy landed): the caller keeps the memory
+ * valid until then. */
+int cudaipc_dlpack_wrap(const cudaipc_tensor* t, const void* data, cudaipc_dl_device device,
+                        uint32_t flags, void (*done)(void* ctx), void* ctx, void** out);
+/* Wrapped tensors alive in this process (they die with their importers' tensors). */
+uint64_t cudaipc_dlpack_wrapped_alive(void);
 /* CUDA frames: the frame's release, whenever it comes, is ordered after the work queued on
  * `stream` so far too (the consumer's stream waits for it on the GPU; nothing is queued when it is
  * idle): for reads of a view queued on another stream than the one the release names. Host
  * frames: nothing to do. */
 int cudaipc_frame_order_release(cudaipc_frame* f, void* stream);
+/* The frame's first `bytes` (at most its size) copied into host memory at `dst`, after its bytes
+ * landed, complete on return (CUDA frames: ordered on the consumer's stream, the CPU waits for it;
+ * not for a hot path). Host frames: a memcpy. */
+int cudaipc_frame_copy_to_host(cudaipc_frame* f, void* dst, uint64_t bytes);
 
 /* Copies a C-contiguous DLPack tensor into a free slot and publishes it (cudaipc_producer_publish
  * without the pointers). It must be of the format's dtype and shape (else *result is
@@ -778,6 +794,11 @@ int cudaipc_set_capsule_api(const cudaipc_capsule_api* api);
 void* cudaipc_frame_dlpack_capsule(cudaipc_frame* f, void* stream, uint32_t flags);
 /* cudaipc_frame_slot_view in a new capsule. */
 void* cudaipc_frame_slot_view_capsule(cudaipc_frame* f, uint32_t flags);
+/* cudaipc_dlpack_wrap in a new capsule. NULL (with the runtime's error set): `done` will not run,
+ * and what `ctx` holds is still the caller's. */
+void* cudaipc_dlpack_wrap_capsule(const cudaipc_tensor* t, const void* data,
+                                  cudaipc_dl_device device, uint32_t flags,
+                                  void (*done)(void* ctx), void* ctx);
 /* cudaipc_producer_slot_dlpack, in a new capsule. */
 void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags);
 /* cudaipc_producer_publish_dlpack of the tensor in a DLPack capsule (renamed "used_..." when

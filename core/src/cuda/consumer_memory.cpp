@@ -349,6 +349,16 @@ class CudaConsumerMemory final : public ConsumerMemory {
     return engine_ ? static_cast<int>(engine_->device()) : -1;
   }
 
+  void copy_to_host(const void* src, void* dst, std::uint64_t bytes) override {
+    if (!engine_) throw Error(Errc::invalid_argument, "no frame was read on this connection yet");
+    if (!bytes) return;
+    ScopedContext current(engine_->ctx->get());
+    check(driver().cuMemcpyDtoHAsync(dst, reinterpret_cast<CUdeviceptr>(src),
+                                     static_cast<std::size_t>(bytes), engine_->stream),
+          "cuMemcpyDtoHAsync");
+    check(driver().cuStreamSynchronize(engine_->stream), "cuStreamSynchronize");
+  }
+
  private:
   void check_slot(std::uint32_t slot) const {
     if (!page_ || slot >= slot_count_)
