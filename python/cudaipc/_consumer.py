@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import _cuda, _dtypes, _lib, _metas_io
+from . import _dtypes, _lib, _metas_io
 from ._device import cuda_ordinal
 from ._errors import (ClosedError, ConnectionError, EndOfStream, InterruptedError,
                       InvalidArgumentError, TimeoutError)

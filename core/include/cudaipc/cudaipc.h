@@ -797,8 +797,8 @@ void* cudaipc_frame_slot_view_capsule(cudaipc_frame* f, uint32_t flags);
 /* cudaipc_dlpack_wrap in a new capsule. NULL (with the runtime's error set): `done` will not run,
  * and what `ctx` holds is still the caller's. */
 void* cudaipc_dlpack_wrap_capsule(const cudaipc_tensor* t, const void* data,
-                                  cudaipc_dl_device device, uint32_t flags,
-                                  void (*done)(void* ctx), void* ctx);
+                                  cudaipc_dl_device device, uint32_t flags, void (*done)(void* ctx),
+                                  void* ctx);
 /* cudaipc_producer_slot_dlpack, in a new capsule. */
 void* cudaipc_producer_slot_dlpack_capsule(cudaipc_producer* p, void* stream, uint32_t flags);
 /* cudaipc_producer_publish_dlpack of the tensor in a DLPack capsule (renamed "used_..." when
