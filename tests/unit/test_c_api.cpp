@@ -5,19 +5,23 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "c_channel.hpp"
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/metas.hpp"
 #include "pattern.hpp"
 #include "temp_dir.hpp"
 
+using cudaipc::testing::Channel;
 using cudaipc::testing::check_pattern;
 using cudaipc::testing::fill_pattern;
 using cudaipc::testing::TempDir;
+using cudaipc::testing::u32_tensor;
 
 namespace {
 
@@ -385,116 +389,76 @@ TEST(CApi, DetectionsAreaReadsBackBoxByBox) {
 // the first ones are made), and carries nothing of that frame: its seq, bytes, held count and
 // exports are the new frame's. Frames held past their consumer's free end cleanly.
 TEST(CApi, FrameHandlesAreReusedAndStartClean) {
-  TempDir dir;
-  const std::string path = dir.file("ch");
-  cudaipc_producer_options po;
-  cudaipc_producer_options_init(&po);
-  po.path = path.c_str();
-  po.slots = 4;
-  cudaipc_producer* p = nullptr;
-  ASSERT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
-  cudaipc_tensor t = bytes_tensor(256);
-  ASSERT_EQ(cudaipc_producer_set_format(p, "test/c", &t, 0), CUDAIPC_OK) << cudaipc_last_error();
-  cudaipc_consumer_options co;
-  cudaipc_consumer_options_init(&co);
-  co.path = path.c_str();
-  co.reconnect = 0;
-  cudaipc_consumer* c = nullptr;
-  ASSERT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
-  std::vector<std::uint8_t> buf(256);
-  cudaipc_publish result;
-  auto publish = [&](uint64_t seq) {
-    fill_pattern(buf.data(), buf.size(), seq);
-    ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), buf.size(), nullptr, 0, &result), CUDAIPC_OK)
-        << cudaipc_last_error();
-  };
-  auto next = [&](uint64_t seq) -> cudaipc_frame* {
-    cudaipc_event ev;
-    do {
-      EXPECT_EQ(cudaipc_consumer_next(c, 5 * kSecond, &ev), CUDAIPC_OK) << cudaipc_last_error();
-    } while (ev.type == CUDAIPC_EVENT_FORMAT);
-    EXPECT_EQ(ev.type, CUDAIPC_EVENT_FRAME);
-    if (ev.type != CUDAIPC_EVENT_FRAME) return nullptr;
-    EXPECT_EQ(cudaipc_frame_seq(ev.frame), seq);
-    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(ev.frame)), 256, seq),
-              256u);
-    return ev.frame;
-  };
-  auto held = [&] {
-    uint32_t count = 99;
-    EXPECT_EQ(cudaipc_consumer_held(c, &count, nullptr, 0), CUDAIPC_OK);
-    return count;
+  constexpr std::uint64_t kBytes = 4 * 8 * 4;
+  auto ch = std::make_unique<Channel>(4);
+  ch->format(u32_tensor(4, 8));
+  auto export_checked = [](cudaipc_frame* f, std::uint64_t key) {
+    void* managed = nullptr;
+    if (cudaipc_frame_dlpack(f, nullptr, 0, &managed) != CUDAIPC_OK) return false;
+    auto* m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+    const bool intact = check_pattern(m->dl_tensor.data, kBytes, key) == kBytes;
+    m->deleter(m);
+    return intact;
   };
 
-  publish(1);
-  cudaipc_frame* first = next(1);
+  ch->publish(1, kBytes);
+  cudaipc_frame* first = ch->next();
   ASSERT_NE(first, nullptr);
   // An export keeps the frame after its caller's release; its deleter ends it.
   void* managed = nullptr;
   ASSERT_EQ(cudaipc_frame_dlpack(first, nullptr, 0, &managed), CUDAIPC_OK) << cudaipc_last_error();
   cudaipc_frame_release(first);
-  EXPECT_EQ(held(), 1u);
+  EXPECT_EQ(ch->held(), 1u);
   auto* m = static_cast<cudaipc_dl_managed_tensor*>(managed);
   m->deleter(m);
-  EXPECT_EQ(held(), 0u);
+  EXPECT_EQ(ch->held(), 0u);
 
-  uint64_t seq = 1;
+  std::uint64_t seq = 1;
   for (int round = 0; round < 20; ++round) {
-    publish(++seq);
+    ch->publish(++seq, kBytes);
     // The frame's way through the C API: next, an export and its end, release.
     g_allocations = 0;
     g_counting = true;
     cudaipc_event ev;
-    int rc = cudaipc_consumer_next(c, 5 * kSecond, &ev);
-    const int exported = rc == CUDAIPC_OK && ev.type == CUDAIPC_EVENT_FRAME
-                             ? cudaipc_frame_dlpack(ev.frame, nullptr, 0, &managed)
-                             : -1;
-    m = static_cast<cudaipc_dl_managed_tensor*>(managed);
+    const int rc = cudaipc_consumer_next(ch->c, 5 * kSecond, &ev);
     const bool frame = rc == CUDAIPC_OK && ev.type == CUDAIPC_EVENT_FRAME;
-    const uint64_t got = frame ? cudaipc_frame_seq(ev.frame) : 0;
-    const bool pattern =
-        exported == CUDAIPC_OK && check_pattern(m->dl_tensor.data, 256, seq) == 256u;
-    if (exported == CUDAIPC_OK) m->deleter(m);
+    const std::uint64_t got = frame ? cudaipc_frame_seq(ev.frame) : 0;
+    const bool intact = frame && export_checked(ev.frame, seq);
     if (frame) cudaipc_frame_release(ev.frame);
     g_counting = false;
-    ASSERT_EQ(rc, CUDAIPC_OK) << cudaipc_last_error();
-    ASSERT_TRUE(frame) << "event " << ev.type;
-    ASSERT_EQ(exported, CUDAIPC_OK) << cudaipc_last_error();
+    ASSERT_TRUE(frame) << "status " << rc << ", event " << ev.type << ": " << cudaipc_last_error();
     EXPECT_EQ(g_allocations, 0u) << "frame " << seq << " allocated";
     EXPECT_EQ(ev.frame, first) << "frame " << seq << " got a new handle: one was spare";
-    EXPECT_EQ(held(), 0u);
     EXPECT_EQ(got, seq);
-    EXPECT_TRUE(pattern) << "frame " << seq;
+    EXPECT_TRUE(intact) << "frame " << seq;
+    EXPECT_EQ(ch->held(), 0u);
     // The reused handle is this frame's, not the one before's.
-    publish(++seq);
-    cudaipc_frame* f = next(seq);
+    ch->publish(++seq, kBytes);
+    cudaipc_frame* f = ch->next();
     ASSERT_NE(f, nullptr);
-    EXPECT_EQ(held(), 1u);
-    ASSERT_EQ(cudaipc_frame_dlpack(f, nullptr, 0, &managed), CUDAIPC_OK) << cudaipc_last_error();
-    m = static_cast<cudaipc_dl_managed_tensor*>(managed);
-    EXPECT_EQ(check_pattern(m->dl_tensor.data, 256, seq), 256u);
-    m->deleter(m);
+    EXPECT_EQ(cudaipc_frame_seq(f), seq);
+    EXPECT_EQ(ch->held(), 1u);
+    EXPECT_TRUE(export_checked(f, seq)) << "frame " << seq;
     cudaipc_frame_release(f);
-    EXPECT_EQ(held(), 0u);
+    EXPECT_EQ(ch->held(), 0u);
   }
   // Three held at once: each its own handle, each its own frame.
   std::vector<cudaipc_frame*> kept;
-  const uint64_t first_kept = seq + 1;
+  const std::uint64_t first_kept = seq + 1;
   for (int i = 0; i < 3; ++i) {
-    publish(++seq);
-    kept.push_back(next(seq));
+    ch->publish(++seq, kBytes);
+    kept.push_back(ch->next());
     ASSERT_NE(kept.back(), nullptr);
   }
-  EXPECT_EQ(held(), 3u);
+  EXPECT_EQ(ch->held(), 3u);
   EXPECT_NE(kept[0], kept[1]);
   EXPECT_NE(kept[1], kept[2]);
-  // Outliving the consumer: still readable, and released cleanly after it is freed.
-  cudaipc_consumer_free(c);
+  // Outliving the consumer (and its producer): still readable, released cleanly after.
+  ch.reset();
   for (std::size_t i = 0; i < kept.size(); ++i) {
-    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(kept[i])), 256,
+    EXPECT_EQ(check_pattern(reinterpret_cast<const void*>(cudaipc_frame_data(kept[i])), kBytes,
                             first_kept + i),
-              256u);
+              kBytes);
     cudaipc_frame_release(kept[i]);
   }
-  cudaipc_producer_free(p);
 }

@@ -10,90 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "c_channel.hpp"
 #include "cudaipc/cudaipc.h"
 #include "pattern.hpp"
-#include "temp_dir.hpp"
 
+using cudaipc::testing::Channel;
 using cudaipc::testing::check_pattern;
 using cudaipc::testing::fill_pattern;
-using cudaipc::testing::TempDir;
+using cudaipc::testing::u32_tensor;
 
 namespace {
 
-constexpr std::uint64_t kSecond = 1'000'000'000;
 constexpr std::int64_t kRows = 6, kCols = 10;  // uint32 frames of kRows x kCols
-
-cudaipc_tensor u32_tensor(std::int64_t rows, std::int64_t cols) {
-  cudaipc_tensor t{};
-  t.dtype = 7;  // uint32
-  t.rank = 2;
-  t.shape[0] = rows;
-  t.shape[1] = cols;
-  t.strides[0] = cols * 4;
-  t.strides[1] = 4;
-  t.size = static_cast<std::uint64_t>(rows * cols * 4);
-  return t;
-}
-
-// A producer (host memory, drop policy) and an every-frame consumer on one path.
-struct Channel {
-  TempDir dir;
-  std::string path = dir.file("ch");
-  cudaipc_producer* p = nullptr;
-  cudaipc_consumer* c = nullptr;
-
-  explicit Channel(uint32_t slots = 4) {
-    cudaipc_producer_options po;
-    cudaipc_producer_options_init(&po);
-    po.path = path.c_str();
-    po.slots = slots;
-    po.on_full = CUDAIPC_DROP;
-    EXPECT_EQ(cudaipc_producer_new(&po, &p), CUDAIPC_OK) << cudaipc_last_error();
-    cudaipc_consumer_options co;
-    cudaipc_consumer_options_init(&co);
-    co.path = path.c_str();
-    co.reconnect = 0;
-    EXPECT_EQ(cudaipc_consumer_new(&co, &c), CUDAIPC_OK) << cudaipc_last_error();
-  }
-  ~Channel() {
-    cudaipc_consumer_free(c);
-    cudaipc_producer_free(p);
-  }
-
-  void format(const cudaipc_tensor& t) {
-    ASSERT_EQ(cudaipc_producer_set_format(p, "test/dlpack", &t, 0), CUDAIPC_OK)
-        << cudaipc_last_error();
-  }
-  void publish(std::uint64_t key, std::uint64_t bytes) {
-    std::vector<std::uint8_t> buf(bytes);
-    fill_pattern(buf.data(), buf.size(), key);
-    cudaipc_publish r = CUDAIPC_DROPPED;
-    ASSERT_EQ(cudaipc_producer_publish(p, buf.data(), bytes, nullptr, 0, &r), CUDAIPC_OK);
-    ASSERT_EQ(r, CUDAIPC_PUBLISHED);
-  }
-  // The next frame, past format events; fills `view` when given.
-  cudaipc_frame* next(cudaipc_frame_view* view = nullptr) {
-    cudaipc_event ev;
-    cudaipc_frame_view v;
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(cudaipc_consumer_next_frame(c, 5 * kSecond, &ev, &v), CUDAIPC_OK)
-          << cudaipc_last_error();
-      EXPECT_EQ(v.type, ev.type);
-      if (ev.type == CUDAIPC_EVENT_FRAME) {
-        if (view) *view = v;
-        return ev.frame;
-      }
-      if (ev.type != CUDAIPC_EVENT_FORMAT) break;
-    }
-    ADD_FAILURE() << "no frame";
-    return nullptr;
-  }
-  uint32_t held() {
-    uint32_t n = 99;
-    EXPECT_EQ(cudaipc_consumer_held(c, &n, nullptr, 0), CUDAIPC_OK);
-    return n;
-  }
-};
 
 // A DLPack tensor made here, the way an importer's data would be: a compact (or strided) uint32
 // matrix whose deleter counts its calls.
