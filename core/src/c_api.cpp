@@ -44,9 +44,12 @@ cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
 // The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
 // consumer's held frames until the last hold ends.
 cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
+  // What may throw comes before take(): from there on nothing does, and the seq counted held is a
+  // frame handed out.
+  const int device = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? c->c->cuda_device() : -1;
   std::unique_ptr<cudaipc_frame> f = c->held->take(frame.seq());
   f->held = c->held;
-  f->cuda_device = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? c->c->cuda_device() : -1;
+  f->cuda_device = device;
   f->f = std::move(frame);
   return f.release();
 }
@@ -97,8 +100,7 @@ void unref(cudaipc_frame* f, void* stream, bool ordered) {
   }
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::unique_ptr<cudaipc_frame> owned(f);
-    // The last holder of the set may be this frame: it goes (spares with it) after give_back.
-    const std::shared_ptr<HeldFrames> held = owned->held;
+    HeldFrames* held = owned->held.get();
     const std::uint64_t seq = owned->f.seq();
     held->give_back(seq, std::move(owned));
   }
@@ -447,6 +449,13 @@ int cudaipc_frame_order_release(cudaipc_frame* f, void* stream) {
   return guard([&] {
     require(f, "frame");
     if (f->cuda_device >= 0) f->f.order_release_after(stream);
+  });
+}
+
+int cudaipc_frame_retain(cudaipc_frame* f) {
+  return guard([&] {
+    require(f, "frame");
+    f->refs.fetch_add(1, std::memory_order_relaxed);
   });
 }
 

@@ -500,6 +500,10 @@ int cudaipc_dlpack_wrap(const cudaipc_tensor* t, const void* data, cudaipc_dl_de
     require(out, "out");
     cudaipc::TensorDesc desc;
     std::memcpy(&desc, t, sizeof desc);
+    for (std::uint32_t i = 0; i < desc.rank && i < CUDAIPC_MAX_RANK; ++i)
+      if (desc.shape[i] < 0)
+        throw Error(Errc::invalid_argument, "dimension " + std::to_string(i) + " is " +
+                                                std::to_string(desc.shape[i]) + ", negative");
     auto w = std::make_unique<Wrapped>();
     const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
     void* m = fill_export(w->e, desc, reinterpret_cast<std::uintptr_t>(data), device,

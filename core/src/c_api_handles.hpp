@@ -133,11 +133,13 @@ inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
 }
 
 inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> f) noexcept {
+  // The handle's own reference to this set may be the last one: it is let go only after the lock.
+  std::shared_ptr<HeldFrames> keep;
   if (f) {
     // As a new handle is: no lease, no pipeline or format kept alive, one hold, not answered.
     f->f.release();
     f->route = Request{};
-    f->held.reset();
+    keep = std::move(f->held);
     f->cuda_device = -1;
     f->refs.store(1, std::memory_order_relaxed);
     f->inline_busy.store(false, std::memory_order_relaxed);

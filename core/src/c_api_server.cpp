@@ -60,23 +60,30 @@ cudaipc::Server& open_server(cudaipc_server* s) {
 
 // The request as a frame handle, and its view.
 void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) {
+  // What may throw (the map's node, the handle) comes before the request is moved into its handle:
+  // a failure leaves it with `r`, released as it goes, and nothing counted held.
+  std::uint32_t tensor_id;
+  {
+    const cudaipc::FrameDesc& d = r.frame.desc();
+    std::lock_guard<std::mutex> lock(s->hand_out_mu);
+    Described& seen = s->described[r.pipeline()];
+    std::shared_ptr<const void> format = r.format_handle();
+    if (seen.format != format || std::memcmp(&d.tensor, &seen.tensor, sizeof d.tensor) != 0) {
+      seen.format = std::move(format);
+      seen.tensor = d.tensor;
+      seen.tensor_id = ++s->next_tensor_id;
+    }
+    tensor_id = seen.tensor_id;
+  }
+  const int device = r.cuda_device();
   std::unique_ptr<cudaipc_frame> f = s->held->take(r.frame.seq());
   f->held = s->held;
-  f->cuda_device = r.cuda_device();
+  f->cuda_device = device;
   f->f = std::move(r.frame);
   f->route = std::move(r);
-  const cudaipc::FrameDesc& d = f->f.desc();
-  std::lock_guard<std::mutex> lock(s->hand_out_mu);
-  Described& seen = s->described[f->route.pipeline()];
-  std::shared_ptr<const void> format = f->route.format_handle();
-  if (seen.format != format || std::memcmp(&d.tensor, &seen.tensor, sizeof d.tensor) != 0) {
-    seen.format = std::move(format);
-    seen.tensor = d.tensor;
-    seen.tensor_id = ++s->next_tensor_id;
-  }
   *v = cudaipc_request_view{};
   v->pipeline = f->route.pipeline();
-  cudaipc::capi::describe_frame(f.release(), seen.tensor_id, &v->frame);
+  cudaipc::capi::describe_frame(f.release(), tensor_id, &v->frame);
 }
 
 }  // namespace

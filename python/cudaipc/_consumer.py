@@ -62,7 +62,7 @@ _frame_capsule = _native.frame_capsule
 _EVENT_FRAME = _lib.EVENT_FRAME
 _VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
-_np_from_dlpack = np.from_dlpack
+_np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
 
 
 class _Shared:
@@ -95,10 +95,11 @@ class _Shared:
         else:
             self.dtype, self.shape, self.strides = None, (), ()
         # numpy() of a host frame through np.from_dlpack, a third of the array interface's cost:
-        # every NumPy since 1.22 imports ints and floats whose strides count whole items (bool and
-        # bfloat16, or byte strides, take the array interface).
+        # every NumPy that has it (1.23+) imports ints and floats whose strides count whole items
+        # (bool and bfloat16, or byte strides, take the array interface).
         d = self.dtype
-        self.host_dlpack = (not self.cuda and d is not None and d.dl_code in (0, 1, 2) and
+        self.host_dlpack = (_np_from_dlpack is not None and not self.cuda and d is not None and
+                            d.dl_code in (0, 1, 2) and
                             all(st % d.itemsize == 0 for st in self.strides))
 
 

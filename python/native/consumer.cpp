@@ -212,8 +212,8 @@ PyObject* frame_capsule(PyObject*, PyObject* const* a, Py_ssize_t n) {
 }
 
 // frame_copy_to_host(h, dst, nbytes): the frame's bytes into host memory at `dst`, complete on
-// return. The GIL stays held: a release of the frame on another thread meanwhile would free what
-// the copy reads (a CUDA frame's copy takes about a millisecond at 1080p).
+// return. A CUDA frame's copy waits for the producer's write: the GIL is let go meanwhile, and a
+// hold of this call's own keeps the frame should another thread release it then.
 PyObject* frame_copy_to_host(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "frame_copy_to_host";
   cudaipc_frame* f;
@@ -222,8 +222,16 @@ PyObject* frame_copy_to_host(PyObject*, PyObject* const* a, Py_ssize_t n) {
   if (!arity(fn, n, 3) || !arg_handle(fn, a[0], &f) || !arg_address(fn, "dst", a[1], &dst) ||
       !arg_u64(fn, "nbytes", a[2], &bytes))
     return nullptr;
-  if (int rc = cudaipc_frame_copy_to_host(f, dst, bytes))
-    return fail(rc, "copying a frame to the host");
+  if (int rc = cudaipc_frame_retain(f)) return fail(rc, "holding a frame to copy it");
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_frame_copy_to_host(f, dst, bytes);
+  Py_END_ALLOW_THREADS;
+  if (rc) {
+    PyObject* raised = fail(rc, "copying a frame to the host");  // the core's message, first
+    cudaipc_frame_release(f);
+    return raised;
+  }
+  cudaipc_frame_release(f);
   Py_RETURN_NONE;
 }
 

@@ -8,7 +8,11 @@ namespace cudaipc_py {
 namespace {
 
 // The core's `done` for a wrapped tensor: runs once, on whatever thread deletes it, with or
-// without the GIL. An interpreter that is shutting down is left alone (the reference with it).
+// without the GIL. An interpreter that is shutting down is left alone (the reference with it). A
+// thread of another library that passes this check just as the interpreter starts to finalize
+// blocks in PyGILState_Ensure for good (CPython's rule for threads it does not own); the window is
+// the same as for any C callback into Python (ctypes' included), and a tensor freed that late is
+// rare.
 void drop_owner(void* ctx) {
 #if PY_VERSION_HEX >= 0x030D0000
   if (!Py_IsInitialized() || Py_IsFinalizing()) return;

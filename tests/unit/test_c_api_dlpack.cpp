@@ -5,6 +5,7 @@
 // (stream ordering) is in tests/gpu and python/tests/test_gpu.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -467,6 +468,10 @@ TEST(CApiDlpack, WrappedMemoryIsDescribedPublishedAndHandedBackOnce) {
             CUDAIPC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cudaipc_last_error()).find("not a multiple"), std::string::npos)
       << cudaipc_last_error();
+  cudaipc_tensor negative = t;
+  negative.shape[1] = -1;
+  EXPECT_EQ(cudaipc_dlpack_wrap(&negative, data.data(), {CUDAIPC_DL_CPU, 0}, 0, count, &done, &m),
+            CUDAIPC_ERR_INVALID_ARGUMENT);
   cudaipc_tensor bad = t;
   bad.dtype = 99;
   EXPECT_EQ(cudaipc_dlpack_wrap(&bad, data.data(), {CUDAIPC_DL_CPU, 0}, 0, count, &done, &m),
@@ -498,5 +503,15 @@ TEST(CApiDlpack, FramesCopyToTheHost) {
       << cudaipc_last_error();
   EXPECT_EQ(cudaipc_frame_copy_to_host(f, nullptr, bytes), CUDAIPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(cudaipc_frame_copy_to_host(nullptr, out.data(), bytes), CUDAIPC_ERR_INVALID_ARGUMENT);
+  // A hold of its own (a binding's, around a copy without its lock): the frame stays until both
+  // holds are released, in either order.
+  ASSERT_EQ(cudaipc_frame_retain(f), CUDAIPC_OK);
   cudaipc_frame_release(f);
+  EXPECT_EQ(ch.held(), 1u);
+  std::fill(out.begin(), out.end(), 0);
+  ASSERT_EQ(cudaipc_frame_copy_to_host(f, out.data(), bytes), CUDAIPC_OK) << cudaipc_last_error();
+  EXPECT_EQ(check_pattern(out.data(), bytes, 31), bytes);
+  cudaipc_frame_release(f);
+  EXPECT_EQ(ch.held(), 0u);
+  EXPECT_EQ(cudaipc_frame_retain(nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
 }

@@ -730,7 +730,8 @@ uint64_t cudaipc_dlpack_views_alive(void);
 /* ---- Memory the caller owns ---------------------------------------------------------------
  * A DLPack tensor of memory that is not a frame or a slot (a binding's array without an export of
  * its own, to publish): `t` describes it (byte strides, which must be whole items), `data` is its
- * first element, on `device`; flags: CUDAIPC_DLPACK_VERSIONED, CUDAIPC_DLPACK_READ_ONLY. Once the
+ * first element, on `device`; flags: CUDAIPC_DLPACK_VERSIONED, CUDAIPC_DLPACK_READ_ONLY (said in
+ * the versioned struct's flags; the legacy one has none). Once the
  * call succeeded, `done(ctx)` runs exactly once, on whatever thread deletes the tensor (the
  * importer, or cudaipc_producer_publish_dlpack once its copy landed): the caller keeps the memory
  * valid until then. */
@@ -743,6 +744,9 @@ uint64_t cudaipc_dlpack_wrapped_alive(void);
  * idle): for reads of a view queued on another stream than the one the release names. Host
  * frames: nothing to do. */
 int cudaipc_frame_order_release(cudaipc_frame* f, void* stream);
+/* Another hold on the frame, ended by one more cudaipc_frame_release: for a binding that lets go of
+ * its runtime's lock (the GIL) around a call on a frame another thread may release meanwhile. */
+int cudaipc_frame_retain(cudaipc_frame* f);
 /* The frame's first `bytes` (at most its size) copied into host memory at `dst`, after its bytes
  * landed, complete on return (CUDA frames: ordered on the consumer's stream, the CPU waits for it;
  * not for a hot path). Host frames: a memcpy. */
