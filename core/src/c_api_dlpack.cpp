@@ -165,6 +165,20 @@ static void delete_legacy(cudaipc_dl_managed_tensor* m) {
 }
 }
 
+// The tensor `fill_export` made in `e` given to `owner`, whose deleter (versioned or legacy, as
+// made) ends it instead of a frame's.
+void give_to(DlExport& e, bool versioned, void* owner,
+             void (*versioned_deleter)(cudaipc_dl_managed_tensor_versioned*),
+             void (*legacy_deleter)(cudaipc_dl_managed_tensor*)) {
+  if (versioned) {
+    e.versioned.manager_ctx = owner;
+    e.versioned.deleter = versioned_deleter;
+  } else {
+    e.legacy.manager_ctx = owner;
+    e.legacy.deleter = legacy_deleter;
+  }
+}
+
 // ---- slot views ----
 
 // A view's tensor and what keeps its slot set mapped (no lease): the set goes when the last view
@@ -210,6 +224,27 @@ static void delete_wrapped_versioned(cudaipc_dl_managed_tensor_versioned* m) {
 static void delete_wrapped_legacy(cudaipc_dl_managed_tensor* m) {
   if (m) drop_wrapped(m->manager_ctx);
 }
+}
+
+// The tensor of memory described by `t` at `data`, in *managed (owned by its deleter from here
+// on), telling nobody yet when it goes: the caller sets `done` once nothing can fail any more.
+Wrapped* new_wrapped(const cudaipc_tensor* t, const void* data, cudaipc_dl_device device,
+                     uint32_t flags, void** managed) {
+  require(t, "tensor");
+  cudaipc::TensorDesc desc;
+  std::memcpy(&desc, t, sizeof desc);
+  for (std::uint32_t i = 0; i < desc.rank && i < CUDAIPC_MAX_RANK; ++i)
+    if (desc.shape[i] < 0)
+      throw Error(Errc::invalid_argument, "dimension " + std::to_string(i) + " is " +
+                                              std::to_string(desc.shape[i]) + ", negative");
+  auto w = std::make_unique<Wrapped>();
+  const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
+  void* m = fill_export(w->e, desc, reinterpret_cast<std::uintptr_t>(data), device,
+                        (flags & CUDAIPC_DLPACK_READ_ONLY) != 0, versioned);
+  give_to(w->e, versioned, w.get(), delete_wrapped_versioned, delete_wrapped_legacy);
+  g_wrapped_alive.fetch_add(1, std::memory_order_relaxed);
+  *managed = m;
+  return w.release();
 }
 
 // ---- sources of publish_dlpack ----
@@ -476,13 +511,7 @@ int cudaipc_frame_slot_view(cudaipc_frame* f, uint32_t flags, void** out) {
     const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
     void* m = fill_export(v->e, f->f.desc().tensor, reinterpret_cast<std::uintptr_t>(f->f.data()),
                           device, !cuda, versioned);
-    if (versioned) {
-      v->e.versioned.manager_ctx = v.get();
-      v->e.versioned.deleter = delete_view_versioned;
-    } else {
-      v->e.legacy.manager_ctx = v.get();
-      v->e.legacy.deleter = delete_view_legacy;
-    }
+    give_to(v->e, versioned, v.get(), delete_view_versioned, delete_view_legacy);
     g_views_alive.fetch_add(1, std::memory_order_relaxed);
     v.release();  // the tensor's deleter owns it now
     *out = m;
@@ -496,30 +525,10 @@ uint64_t cudaipc_dlpack_views_alive(void) {
 int cudaipc_dlpack_wrap(const cudaipc_tensor* t, const void* data, cudaipc_dl_device device,
                         uint32_t flags, void (*done)(void* ctx), void* ctx, void** out) {
   return guard([&] {
-    require(t, "tensor");
     require(out, "out");
-    cudaipc::TensorDesc desc;
-    std::memcpy(&desc, t, sizeof desc);
-    for (std::uint32_t i = 0; i < desc.rank && i < CUDAIPC_MAX_RANK; ++i)
-      if (desc.shape[i] < 0)
-        throw Error(Errc::invalid_argument, "dimension " + std::to_string(i) + " is " +
-                                                std::to_string(desc.shape[i]) + ", negative");
-    auto w = std::make_unique<Wrapped>();
-    const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
-    void* m = fill_export(w->e, desc, reinterpret_cast<std::uintptr_t>(data), device,
-                          (flags & CUDAIPC_DLPACK_READ_ONLY) != 0, versioned);
-    if (versioned) {
-      w->e.versioned.manager_ctx = w.get();
-      w->e.versioned.deleter = delete_wrapped_versioned;
-    } else {
-      w->e.legacy.manager_ctx = w.get();
-      w->e.legacy.deleter = delete_wrapped_legacy;
-    }
+    Wrapped* w = new_wrapped(t, data, device, flags, out);
     w->done = done;
     w->ctx = ctx;
-    g_wrapped_alive.fetch_add(1, std::memory_order_relaxed);
-    w.release();  // the tensor's deleter owns it now
-    *out = m;
   });
 }
 
@@ -655,21 +664,20 @@ void* cudaipc_dlpack_wrap_capsule(const cudaipc_tensor* t, const void* data,
                                   cudaipc_dl_device device, uint32_t flags, void (*done)(void* ctx),
                                   void* ctx) {
   void* managed = nullptr;
-  if (guard([] { capsule_api(); }) != CUDAIPC_OK ||
-      cudaipc_dlpack_wrap(t, data, device, flags, done, ctx, &managed) != CUDAIPC_OK) {
+  Wrapped* w = nullptr;
+  if (guard([&] {
+        capsule_api();
+        w = new_wrapped(t, data, device, flags, &managed);
+      }) != CUDAIPC_OK) {
     raise_in_runtime();
     return nullptr;
   }
-  const bool versioned = (flags & CUDAIPC_DLPACK_VERSIONED) != 0;
-  void* capsule =
-      g_capsule.capsule_new(managed, versioned ? kNameVersioned : kNameLegacy, capsule_destructor);
-  if (!capsule) {
-    // What `ctx` holds stays the caller's, as after any failure here: the tensor goes unsaid.
-    auto* w = static_cast<Wrapped*>(
-        versioned ? static_cast<cudaipc_dl_managed_tensor_versioned*>(managed)->manager_ctx
-                  : static_cast<cudaipc_dl_managed_tensor*>(managed)->manager_ctx);
-    w->done = nullptr;
-    drop_wrapped(w);
+  // A capsule that cannot be made deletes the tensor before `done` is set: what `ctx` holds
+  // stays the caller's, as after any failure here.
+  void* capsule = to_capsule(managed, (flags & CUDAIPC_DLPACK_VERSIONED) != 0);
+  if (capsule) {
+    w->done = done;
+    w->ctx = ctx;
   }
   return capsule;
 }

@@ -114,22 +114,18 @@ namespace cudaipc::capi {
 inline HeldFrames::~HeldFrames() = default;
 
 inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
+  std::unique_lock<std::mutex> lock(mu_);
   std::unique_ptr<cudaipc_frame> f;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    seqs_.push_back(seq);
-    if (!spares_.empty()) {
-      f = std::move(spares_.back());
-      spares_.pop_back();
-    }
+  if (spares_.empty()) {
+    lock.unlock();
+    f = std::make_unique<cudaipc_frame>();  // the only allocation: before the seq is counted
+    lock.lock();
+  } else {
+    f = std::move(spares_.back());
+    spares_.pop_back();
   }
-  if (f) return f;
-  try {
-    return std::make_unique<cudaipc_frame>();
-  } catch (...) {
-    give_back(seq, nullptr);
-    throw;
-  }
+  seqs_.push_back(seq);
+  return f;
 }
 
 inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> f) noexcept {
@@ -150,10 +146,6 @@ inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_fra
   if (it != seqs_.end()) seqs_.erase(it);
   if (f && spares_.size() < kSpares) spares_.push_back(std::move(f));
 }
-
-}  // namespace cudaipc::capi
-
-namespace cudaipc::capi {
 
 inline thread_local std::string g_error;
 inline thread_local int g_code = CUDAIPC_OK;

@@ -226,13 +226,10 @@ PyObject* frame_copy_to_host(PyObject*, PyObject* const* a, Py_ssize_t n) {
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = cudaipc_frame_copy_to_host(f, dst, bytes);
   Py_END_ALLOW_THREADS;
-  if (rc) {
-    PyObject* raised = fail(rc, "copying a frame to the host");  // the core's message, first
-    cudaipc_frame_release(f);
-    return raised;
-  }
+  // The core's message is read before the release makes another call.
+  PyObject* out = rc ? fail(rc, "copying a frame to the host") : Py_NewRef(Py_None);
   cudaipc_frame_release(f);
-  Py_RETURN_NONE;
+  return out;
 }
 
 // frame_metas(h): (address or None, size) of a held frame's meta area.
