@@ -143,6 +143,9 @@ PyObject* producer_close(const char* fn, PyObject* h, bool eos);
 // the calls it wakes can leave), up to `limit`. False when calls stayed in it that long.
 bool wake_until_left(const int& inside, void (*wake)(void*), void* what,
                      std::chrono::milliseconds limit);
+// How long a close waits for the calls in its object to leave once woken (a waiting publish or
+// next() leaves at once, a frame() written on another thread when that thread commits).
+constexpr std::chrono::milliseconds kCloseWait{10'000};
 struct ProducerCalls;  // open_producers.cpp
 // One call in a producer: enter() checks the handle (ValueError for None or NULL, ClosedError
 // when closed) and counts the call in until the object goes.

@@ -24,10 +24,6 @@ struct ProducerCalls {
 
 namespace {
 
-// How long a close waits for the calls in a producer to leave once woken: a publish waiting for a
-// slot leaves at once, a frame() being written on another thread when that thread commits.
-constexpr std::chrono::milliseconds kCloseWait{10'000};
-
 // Node-based: an entry stays where it is while others come and go, so a call keeps a pointer to
 // its own across the GIL's release.
 std::unordered_map<uintptr_t, ProducerCalls>& table() {

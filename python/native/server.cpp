@@ -302,10 +302,11 @@ PyObject* m_close(PyObject* self, PyObject*) {
   const auto wake = [](void* what) {
     cudaipc_server_interrupt(static_cast<cudaipc_server*>(what));
   };
-  if (!wake_until_left(s->waiting, wake, h, std::chrono::milliseconds(10'000))) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "_close: a next() or batch() still waits in the server after 10 s; it is "
-                    "closed but not freed");
+  if (!wake_until_left(s->waiting, wake, h, kCloseWait)) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "_close: a next() or batch() still waits in the server after %lld s; it is "
+                 "closed but not freed",
+                 static_cast<long long>(kCloseWait.count() / 1000));
     return nullptr;
   }
   Py_BEGIN_ALLOW_THREADS cudaipc_server_free(h);  // drains the reply channels
