@@ -14,8 +14,13 @@ and begin_frame -> device copy -> commit). Every row's per-frame time is this th
 so waiting for the other process is left out, and every row runs paced (a frame per 0.5 ms) as
 the native ones do.
 
-  python3 python/bench/consumer_overhead.py [--memory host|cuda] [--frames N]
+  python3 python/bench/consumer_overhead.py [--memory host|cuda] [--frames N] [--pin]
       [--cxx-consumer PATH] [--cxx-producer PATH] [--rows consumer,producer]
+
+With --pin the reading side (this process's thread and the C++ consumer in turn) keeps one CPU
+and the producer another physical core: a thread that wakes on another core each frame finds its
+caches cold, which costs Python's larger working set more than C++'s, and unpinned rows carry
+the scheduler's choices.
 
 The native programs are found in build/tests/bench (or beside this file's bundle copy, see
 python/tests/build-device-bundle.sh) or named; absent, their rows say why."""
@@ -27,6 +32,7 @@ import ctypes
 import multiprocessing as mp
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Callable, List, Optional, Tuple, Union
@@ -42,8 +48,10 @@ TORCH_OWN_PACED = "next -> torch's own import of a resident tensor -> release"
 PLAIN_ROW = "package next -> release (the binding)"
 
 
-def produce(path: str, memory: str, stop) -> None:
+def produce(path: str, memory: str, stop, cpus: Optional[set] = None) -> None:
     import cudaipc
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     with cudaipc.Producer(path, memory=memory, num_slots=4, policy="drop") as p:
         if memory == "cuda":
             import torch
@@ -55,10 +63,12 @@ def produce(path: str, memory: str, stop) -> None:
             time.sleep(PACE_S)
 
 
-def drain(path: str, stop, ready) -> None:
+def drain(path: str, stop, ready, cpus: Optional[set] = None) -> None:
     """A latest consumer that takes and releases every frame it gets, following producers that
     come and go on the path, until told to stop."""
     import cudaipc
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     with cudaipc.Consumer(path, mode="latest", reconnect=True) as c:
         ready.set()
         while not stop.is_set():
@@ -232,7 +242,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
     path = os.path.join(tempfile.mkdtemp(), "bench")
     stop = ctx.Event()
-    prod = ctx.Process(target=produce, args=(path, args.memory, stop))
+    prod = ctx.Process(target=produce, args=(path, args.memory, stop, args.producer_cpus))
     prod.start()
     rows: List[Tuple[str, Row]] = []  # rows that did not run, with why
     specs: List[Tuple[str, Callable[[], None]]] = []
@@ -269,6 +279,21 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 c.next().release()
 
             specs.append((PLAIN_ROW, plain))
+
+            # The compiled call Consumer.next() makes, without it (its lock, timeout and
+            # attribute reads): what the Python method adds to the binding.
+            from cudaipc import _native
+            consumer_next, events = _native.consumer_next, c._events
+
+            def binding_alone() -> None:
+                shared = c._shared
+                got = consumer_next(c._h, 10**9, events, shared, shared.tensor_id,
+                                    shared.device_id)
+                if type(got) is int:
+                    raise RuntimeError(f"not a frame: {got} (event {events.type})")
+                got.release()
+
+            specs.append(("the binding's next call alone -> release", binding_alone))
             if args.memory == "host":
                 def host_view() -> None:
                     f = c.next()
@@ -399,7 +424,7 @@ def producer_rows(args, ctx, cxx_producer) -> None:
 
     path = os.path.join(tempfile.mkdtemp(), "bench")
     stop, ready = ctx.Event(), ctx.Event()
-    cons = ctx.Process(target=drain, args=(path, stop, ready))
+    cons = ctx.Process(target=drain, args=(path, stop, ready, args.producer_cpus))
     cons.start()
     ready.wait(30)
     natives: List[Tuple[str, Row]] = []
@@ -501,12 +526,24 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5,
                     help="consumer rows: turns the rows take, each with frames/rounds frames")
     ap.add_argument("--rows", default="consumer,producer")
+    ap.add_argument("--pin", action="store_true",
+                    help="the reader on one CPU, the other process on another physical core")
     ap.add_argument("--cxx-consumer", metavar="PATH",
                     help="cudaipc-bench-consumer-rate (default: the one in build/tests/bench)")
     ap.add_argument("--cxx-producer", metavar="PATH",
                     help="cudaipc-bench-producer-rate (default: the one in build/tests/bench)")
     args = ap.parse_args()
     ctx = mp.get_context("spawn")  # no CUDA state inherited through fork
+    args.producer_cpus = None
+    if args.pin:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from filter_model_rate import cpu_halves
+
+        mine, others = cpu_halves()
+        reader = min(mine)
+        args.producer_cpus = {min(others - mine or mine - {reader} or mine)}
+        os.sched_setaffinity(0, {reader})  # this thread, and the C++ consumer it starts
+        print(f"pinned: reader on CPU {reader}, the other process on {sorted(args.producer_cpus)}")
     wanted = set(args.rows.split(","))
     if "consumer" in wanted:
         consumer_rows(args, ctx, find_program("cudaipc-bench-consumer-rate", args.cxx_consumer))

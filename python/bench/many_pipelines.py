@@ -210,6 +210,7 @@ class Reader:
         self.model_side: List[float] = []  # request published -> its reply made (us)
         self.sent: List[int] = []  # each answered frame's request publish time (ns)
         self.connected = 0  # when this reader's consumer met its channel's format (ns)
+        self.opened = 0  # when its consumer was made (connected to the sink's socket) (ns)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -220,6 +221,7 @@ class Reader:
                     self.connected = time.monotonic_ns()
 
             with cudaipc.Consumer(self.path, timeout=60, on_format=met) as c:
+                self.opened = time.monotonic_ns()
                 for f in c:
                     with f:
                         m = f.meta
@@ -385,6 +387,12 @@ def main() -> None:
     waits = [round((r.connected - r.sent[0]) / 1e6, 1) if r.connected and r.sent else None
              for r in readers]
     print(f"each reader met its output channel, ms after its pipeline's first request: {waits}")
+    # Whether that wait was the socket (the reader connects when the sink starts) or the format
+    # after it (the sink's first format, then the reader's import of its slots).
+    opened = [round((r.opened - r.sent[0]) / 1e6, 1) if r.opened and r.sent else None
+              for r in readers]
+    print(f"each reader's consumer was made (its socket met), ms after the first request: "
+          f"{opened}")
     early = np.array([lt for r in readers for s_, lt in zip(r.sent, r.latency)
                       if r.connected and s_ >= r.connected] or [0.0])
     print(f"latency of the requests sent once their reader was there: p50 "

@@ -10,7 +10,6 @@ the release after the stream the export named. No Python runs when a tensor dies
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import warnings
 from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
@@ -346,7 +345,7 @@ class Frame(_native.Frame):
         return np.ascontiguousarray(view)
 
 
-class Consumer:
+class Consumer(_native.Consumer):
     """Reads a channel: ``Consumer(path, mode="every-frame"|"latest", timeout=None, device=None,
     reconnect=True)``.
 
@@ -392,9 +391,9 @@ class Consumer:
         self._h: Optional[int] = h
         self._handle_kept: Optional[int] = h
         # The reading thread owns it: one thread at a time calls next(), as the core's consumer
-        # requires; threads that call it at once take turns (_reading).
+        # requires; threads that call it at once take turns (the base's reading turn, which a
+        # callback of next() that closes takes again).
         self._events = _native.Events()
-        self._reading = threading.RLock()  # re-entered by a callback of next() that closes
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -456,52 +455,30 @@ class Consumer:
         return self._h
 
     # -- reading -------------------------------------------------------------------------------
-    def next(self, timeout: Optional[float] = None) -> Frame:
-        """The next frame. `timeout` in seconds (default: the consumer's; None waits for ever).
-        Raises :class:`cudaipc.TimeoutError` when nothing came, :class:`cudaipc.EndOfStream` at
-        the end of the stream, :class:`cudaipc.ConnectionError` when the producer went away and
-        reconnect is off, :class:`cudaipc.InterruptedError` after ``interrupt()``.
+    # next(timeout=None) is the base's, in C (python/native/consumer_base.cpp): a frame of the
+    # description known comes back from there; anything else goes on in _next_slow.
 
-        While this consumer holds ``num_slots - 1`` frames (see ``held``), it waits for one of
-        them to be released; a timeout then says which frames are held, and a wait without
-        timeout warns (RuntimeWarning) after 10 s."""
-        h = self._h
-        if h is None:
+    def _next_refused(self, why: str, timeout: Optional[float]) -> None:
+        """What next() raises before it reads (called from the base's next)."""
+        if why == "closed":
             raise ClosedError(f"the consumer of {self.path} is closed")
-        if timeout is None:
-            timeout = self.timeout
-        if timeout is None:
-            deadline = None
-            wait = _SLICE_NS
-        else:
-            if timeout < 0:
-                raise InvalidArgumentError(f"timeout {timeout} is negative")
-            start = time.monotonic_ns()
-            deadline = start + int(timeout * 1e9)
-            wait = min(_SLICE_NS, deadline - start)
-        reading = self._reading
-        if not reading.acquire(False) and not reading.acquire(
-                timeout=-1 if deadline is None else max(0, deadline - time.monotonic_ns()) / 1e9):
-            raise TimeoutError(f"no frame from {self.path} within {timeout} s (another thread "
-                               f"was reading it all that time)")
+        if why == "invalid":
+            raise InvalidArgumentError(f"timeout {timeout} is negative or not a number")
+        raise TimeoutError(f"no frame from {self.path} within {timeout} s (another thread "
+                           f"was reading it all that time)")
+
+    def _next_slow(self, rc: int, timeout: Optional[float], deadline: Optional[int]) -> Frame:
+        """Everything but a frame of the known description on next()'s first read (formats,
+        timeouts, the end of stream, errors), on next()'s reading turn; `deadline` in
+        time.monotonic_ns() (None: none)."""
         try:
-            if self._h is None:  # closed by another thread while this one waited its turn
-                raise ClosedError(f"the consumer of {self.path} is closed")
-            shared = self._shared
-            got = _consumer_next(h, wait, self._events, shared, shared.tensor_id,
-                                 shared.device_id)
-            if type(got) is not int:
-                return got
-            return self._next_slow(got, timeout, deadline)
+            return self._next_events(rc, timeout, deadline)
         except InterruptedError:
             if self._h is None:  # close() from another thread woke this wait
                 raise ClosedError(f"the consumer of {self.path} was closed") from None
             raise
-        finally:
-            reading.release()
 
-    def _next_slow(self, rc: int, timeout: Optional[float], deadline: Optional[int]) -> Frame:
-        """Everything but a frame on the first try: formats, timeouts, the end of stream."""
+    def _next_events(self, rc: int, timeout: Optional[float], deadline: Optional[int]) -> Frame:
         h = self._handle()
         start = time.monotonic_ns()
         collected = warned = False
@@ -545,6 +522,8 @@ class Consumer:
                 wait = _SLICE_NS
             else:
                 wait = max(0, min(_SLICE_NS, deadline - time.monotonic_ns()))
+            if self._h is None:  # a callback (on_format, on_disconnect) closed the consumer
+                raise ClosedError(f"the consumer of {self.path} was closed")
             got = _consumer_next(h, wait, ev, None, -1, -2)
             rc = got if type(got) is int else 0
 
@@ -596,12 +575,12 @@ class Consumer:
         if h is None:
             return
         # The core's consumer must not go from under a next() that runs in it.
-        while not self._reading.acquire(timeout=0.005):
+        while not self._take_turn(0.005):
             _native.consumer_interrupt(h)
         try:
             _native.consumer_close(h)
         finally:
-            self._reading.release()
+            self._give_turn()
 
     def __enter__(self) -> "Consumer":
         return self

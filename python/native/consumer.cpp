@@ -94,9 +94,29 @@ PyMethodDef events_methods[] = {
     {"frame", m_frame, METH_O, "frame(shared): the Frame of the frame read"},
     {nullptr, nullptr, 0, nullptr}};
 
-// consumer_next(h, wait_ns, events, shared, tensor_id, device): cudaipc_consumer_next_frame into
-// `events`; a Frame when a frame of the description `shared` stands for came, else the call's
-// status (the caller reads the event).
+}  // namespace
+
+PyObject* read_frame(cudaipc_consumer* c, uint64_t wait, PyObject* events, PyObject* shared,
+                     long long tensor_id, long long device) {
+  EventsObject* e = as_events(events);
+  drop_unclaimed(e);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, &e->ev, &e->view);
+  Py_END_ALLOW_THREADS if (rc == 0 && e->view.type == CUDAIPC_EVENT_FRAME &&
+                           tensor_id == static_cast<long long>(e->view.tensor_id) &&
+                           device == static_cast<long long>(e->view.cuda_device)) {
+    cudaipc_frame_view taken = e->view;
+    e->view.frame = nullptr;
+    e->ev.frame = nullptr;
+    return frame_new(taken, shared);
+  }
+  return PyLong_FromLong(rc);
+}
+
+namespace {
+
+// consumer_next(h, wait_ns, events, shared, tensor_id, device): read_frame() from Python (the
+// reads after the first of a next(), which the Python side makes).
 PyObject* consumer_next(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "consumer_next";
   cudaipc_consumer* c;
@@ -110,19 +130,7 @@ PyObject* consumer_next(PyObject*, PyObject* const* a, Py_ssize_t n) {
     PyErr_SetString(PyExc_TypeError, "consumer_next: events must be an Events buffer");
     return nullptr;
   }
-  EventsObject* e = as_events(a[2]);
-  drop_unclaimed(e);
-  int rc;
-  Py_BEGIN_ALLOW_THREADS rc = cudaipc_consumer_next_frame(c, wait, &e->ev, &e->view);
-  Py_END_ALLOW_THREADS if (rc == 0 && e->view.type == CUDAIPC_EVENT_FRAME &&
-                           tensor_id == static_cast<long long>(e->view.tensor_id) &&
-                           device == static_cast<long long>(e->view.cuda_device)) {
-    cudaipc_frame_view taken = e->view;
-    e->view.frame = nullptr;
-    e->ev.frame = nullptr;
-    return frame_new(taken, a[3]);
-  }
-  return PyLong_FromLong(rc);
+  return read_frame(c, wait, a[2], a[3], tensor_id, device);
 }
 
 // consumer_held(h, capacity, context): (count, [seq, ...] up to capacity).

@@ -221,8 +221,9 @@ const CuPy* cupy_api() {
 
 extern "C" PyMODINIT_FUNC PyInit__native(void) {
   using namespace cudaipc_py;
-  for (PyTypeObject* t : {&FrameType, &RequestType, &ServerType, &EventsType, &MetasWriterType,
-                          &DetectionsArgsType, &AnalyticsArgsType, &ReplyBatchType})
+  for (PyTypeObject* t :
+       {&FrameType, &RequestType, &ServerType, &ConsumerType, &EventsType, &MetasWriterType,
+        &DetectionsArgsType, &AnalyticsArgsType, &ReplyBatchType})
     if (PyType_Ready(t) < 0) return nullptr;
   if (!slot_views_ready()) return nullptr;
   Ref m(PyModule_Create(&module_def));
@@ -236,6 +237,7 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
   for (auto [name, type] : {std::pair<const char*, PyTypeObject*>{"Frame", &FrameType},
                             {"Request", &RequestType},
                             {"Server", &ServerType},
+                            {"Consumer", &ConsumerType},
                             {"Events", &EventsType},
                             {"MetasWriter", &MetasWriterType},
                             {"DetectionsArgs", &DetectionsArgsType},
@@ -247,9 +249,9 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
       return nullptr;
     }
   }
-  for (PyMethodDef* table : {producer_functions, channel_setup_functions, consumer_functions,
-                             server_admin_functions, metas_functions, metas_args_functions,
-                             wrapped_functions})
+  for (PyMethodDef* table :
+       {producer_functions, channel_setup_functions, consumer_functions, server_admin_functions,
+        metas_functions, metas_args_functions, wrapped_functions})
     if (PyModule_AddFunctions(m.get(), table) < 0) return nullptr;
   cudaipc_capsule_api api{};
   api.capsule_new = capsule_new;

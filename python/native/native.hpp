@@ -96,6 +96,7 @@ constexpr uintptr_t kStreamLegacy = 1;  // CU_STREAM_LEGACY
 extern PyTypeObject FrameType;
 extern PyTypeObject RequestType;
 extern PyTypeObject ServerType;
+extern PyTypeObject ConsumerType;
 
 // Set by configure(): the Python classes made from the bases, and the package's helpers.
 struct Package {
@@ -119,6 +120,11 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags);
 
 // A frame object of the package's Frame class from a view, sharing `shared`.
 PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
+// consumer.cpp: one cudaipc_consumer_next_frame into `events` (an Events buffer): a Frame sharing
+// `shared` when a frame of the description it stands for (tensor_id, device) came, else the call's
+// status as an int (the caller reads the event). Lets the GIL go while it waits.
+PyObject* read_frame(cudaipc_consumer* c, uint64_t wait, PyObject* events, PyObject* shared,
+                     long long tensor_id, long long device);
 // frame.release(stream) in C.
 PyObject* frame_release(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);

@@ -88,11 +88,17 @@ if [ "$tests" -eq 1 ]; then
   [ "$rc" -eq 5 ] && rc=0
 fi
 if [ "$bench" -eq 1 ]; then
-  for memory in cuda host; do
+  # CONSUMER_RUNS: the consumer_overhead.py runs, each a memory and its options joined by "+"
+  # (default "cuda host"; e.g. "cuda+--pin cuda host+--pin"), their tables in bench-MEMORY.txt.
+  for run in ${CONSUMER_RUNS:-cuda host}; do
     [ "$filter_only" -eq 1 ] && break
+    memory=${run%%+*}
+    opts=
+    [ "$run" != "$memory" ] && opts=${run#*+}
+    # shellcheck disable=SC2086
     timeout 900 "$py" python/bench/consumer_overhead.py --memory "$memory" --frames 3000 \
-      --cxx-consumer "$dist/bench/cudaipc-bench-consumer-rate" \
-      --cxx-producer "$dist/bench/cudaipc-bench-producer-rate" 2>&1 | tee "$out/bench-$memory.txt"
+      ${opts//+/ } --cxx-consumer "$dist/bench/cudaipc-bench-consumer-rate" \
+      --cxx-producer "$dist/bench/cudaipc-bench-producer-rate" 2>&1 | tee -a "$out/bench-$memory.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   done
   # What metas cost publish() (docs/metas.md), and cudaipcfilter with a C++ and a Python null

@@ -236,3 +236,54 @@ def test_counters_say_what_a_consumer_read(path):
         with pytest.raises(cudaipc.ClosedError):
             every.counters()
         latest.close()
+
+
+def test_next_refuses_a_timeout_that_is_not_a_duration(path):
+    """next()'s fast path is the binding's (C): it refuses what the Python one did, naming it."""
+    with cudaipc.Producer(path, memory="host"), cudaipc.Consumer(path, timeout=5) as c:
+        for bad in (-1, -0.5, float("nan")):
+            with pytest.raises(cudaipc.InvalidArgumentError, match="negative or not a number"):
+                c.next(bad)
+        with pytest.raises(TypeError):
+            c.next("1")
+        c.timeout = -2  # the default, read at each call
+        with pytest.raises(cudaipc.InvalidArgumentError, match="timeout -2 is negative"):
+            c.next()
+        c.timeout = 0.05
+        t0 = time.monotonic()
+        with pytest.raises(cudaipc.TimeoutError, match="within 0.05 s"):
+            c.next()
+        assert time.monotonic() - t0 < 2
+
+
+def test_a_thread_kept_from_reading_times_out_saying_why(path):
+    """A thread that waits its turn to read past its timeout is told another thread was reading;
+    the reading thread's frame still comes, whole."""
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path) as c:
+        p.wait_for_consumers()
+        got = []
+        reader = threading.Thread(target=lambda: got.append(c.next(timeout=10)))
+        reader.start()
+        time.sleep(0.2)  # the reader waits in the core, holding the turn
+        with pytest.raises(cudaipc.TimeoutError, match="another thread was reading"):
+            c.next(timeout=0.1)
+        p.publish(pattern(7, (5, 4), np.float32))
+        reader.join(10)
+        with got[0] as f:
+            np.testing.assert_array_equal(f.numpy(), pattern(7, (5, 4), np.float32))
+
+
+def test_on_format_may_close_its_consumer(path):
+    """A callback of next() that closes the consumer takes the reading turn next() holds (it is
+    re-entrant): next() ends with ClosedError instead of a deadlock, and the consumer stays
+    closed."""
+    with cudaipc.Producer(path, memory="host") as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        c.on_format = lambda fmt: c.close()
+        p.wait_for_consumers()
+        p.publish(pattern(1, (3, 3), np.uint8))
+        with pytest.raises(cudaipc.ClosedError):
+            c.next()
+        assert c.closed
+        with pytest.raises(cudaipc.ClosedError):
+            c.next(0)

@@ -1,0 +1,287 @@
+// Consumer's base: the handle, the reading turn and next() for a frame of the known description,
+// in C (issue #39). On the GPU machine's CPU the Python method around the binding's call cost
+// 5-7 µs a frame (its frame, the lock's calls, the attribute reads, all cold after the wait for
+// the frame), more than the C++ consumer's whole next -> release. Everything else a read meets (a
+// format, a timeout, the end of stream, an error) is the Python subclass's _next_slow.
+#include <chrono>
+#include <climits>
+
+#include "native.hpp"
+
+#include <pythread.h>
+#include <structmember.h>
+
+namespace cudaipc_py {
+
+namespace {
+
+// How long one wait of next() lasts before it looks at its deadline and signals again: the
+// Python path's slice (_SLICE_NS).
+constexpr int64_t kSliceNs = 200'000'000;
+
+struct ConsumerObject {
+  PyObject_HEAD PyObject* handle;  // `_h`: the handle as an int, None when closed
+  cudaipc_consumer* c;             // the same, NULL when closed
+  PyObject* timeout;               // `timeout`: the default of next(), seconds or None
+  PyObject* events;                // `_events`: the Events buffer next() reads into
+  PyObject* shared;                // `_shared`: the _Shared of the frames of the last description
+  long long tensor_id, device;     // what `shared` was made for (-1, -1: nothing yet)
+  PyObject* dict;
+  PyObject* weakrefs;
+  // The reading turn: one thread at a time in the core's consumer. Re-entrant, because a callback
+  // of next() (on_format) may close the consumer, which takes the turn too.
+  PyThread_type_lock turn;
+  unsigned long owner;  // the thread holding it, 0: none (both under the GIL)
+  long depth;
+};
+
+ConsumerObject* as_consumer(PyObject* o) {
+  return reinterpret_cast<ConsumerObject*>(o);
+}
+
+int64_t monotonic_ns() {  // time.monotonic_ns()'s clock, which _next_slow compares with
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+PyObject* consumer_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* o = type->tp_alloc(type, 0);
+  if (!o) return nullptr;
+  ConsumerObject* c = as_consumer(o);
+  c->turn = PyThread_allocate_lock();
+  if (!c->turn) {
+    Py_DECREF(o);
+    return PyErr_NoMemory();
+  }
+  c->handle = Py_NewRef(Py_None);
+  c->timeout = Py_NewRef(Py_None);
+  c->tensor_id = c->device = -1;
+  return o;
+}
+
+int consumer_traverse(PyObject* o, visitproc visit, void* arg) {
+  ConsumerObject* c = as_consumer(o);
+  Py_VISIT(c->handle);
+  Py_VISIT(c->timeout);
+  Py_VISIT(c->events);
+  Py_VISIT(c->shared);
+  Py_VISIT(c->dict);
+  return 0;
+}
+
+int consumer_clear(PyObject* o) {
+  ConsumerObject* c = as_consumer(o);
+  Py_CLEAR(c->handle);
+  Py_CLEAR(c->timeout);
+  Py_CLEAR(c->events);
+  Py_CLEAR(c->shared);
+  Py_CLEAR(c->dict);
+  return 0;
+}
+
+void consumer_dealloc(PyObject* o) {
+  ConsumerObject* c = as_consumer(o);
+  PyObject_GC_UnTrack(o);
+  // The handle is the subclass's to free (its __del__, which ran before this).
+  if (c->weakrefs) PyObject_ClearWeakRefs(o);
+  consumer_clear(o);
+  if (c->turn) PyThread_free_lock(c->turn);
+  c->turn = nullptr;
+  Py_TYPE(o)->tp_free(o);
+}
+
+// 1: the turn is this thread's; 0: not before `deadline` (-1: no deadline; a deadline already
+// past tries once); -1: a signal handler raised meanwhile.
+int take_turn(ConsumerObject* c, int64_t deadline) {
+  const unsigned long me = PyThread_get_thread_ident();
+  if (c->owner == me) {
+    ++c->depth;
+    return 1;
+  }
+  if (!PyThread_acquire_lock(c->turn, NOWAIT_LOCK)) {
+    for (;;) {
+      int64_t left = kSliceNs;
+      if (deadline >= 0) {
+        left = std::min(left, deadline - monotonic_ns());
+        if (left <= 0) return 0;
+      }
+      PyLockStatus got;
+      Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->turn, left / 1000 + 1, 0);
+      Py_END_ALLOW_THREADS if (got == PY_LOCK_ACQUIRED) break;
+      if (PyErr_CheckSignals() < 0) return -1;
+    }
+  }
+  c->owner = me;
+  c->depth = 1;
+  return 1;
+}
+
+void give_turn(ConsumerObject* c) {
+  if (--c->depth == 0) {
+    c->owner = 0;
+    PyThread_release_lock(c->turn);
+  }
+}
+
+// _h: the handle (an int) while open, None once closed.
+PyObject* get_h(PyObject* o, void*) {
+  return Py_NewRef(as_consumer(o)->handle);
+}
+
+int set_h(PyObject* o, PyObject* value, void*) {
+  ConsumerObject* c = as_consumer(o);
+  if (!value) value = Py_None;
+  cudaipc_consumer* p = nullptr;
+  if (value != Py_None && !arg_handle("Consumer._h", value, &p)) return -1;
+  Py_SETREF(c->handle, Py_NewRef(value));
+  c->c = p;
+  return 0;
+}
+
+// _shared: the _Shared of the frames of one description; its tensor_id and device_id are read
+// here, once, for next() to match each frame against.
+PyObject* get_shared(PyObject* o, void*) {
+  ConsumerObject* c = as_consumer(o);
+  return Py_NewRef(c->shared ? c->shared : Py_None);
+}
+
+int set_shared(PyObject* o, PyObject* value, void*) {
+  ConsumerObject* c = as_consumer(o);
+  long long tensor_id = -1, device = -1;
+  if (value && value != Py_None) {
+    Ref t(PyObject_GetAttrString(value, "tensor_id"));
+    Ref d(t ? PyObject_GetAttrString(value, "device_id") : nullptr);
+    if (!d) return -1;
+    tensor_id = PyLong_AsLongLong(t.get());
+    device = PyLong_AsLongLong(d.get());
+    if (PyErr_Occurred()) return -1;
+  }
+  Py_XSETREF(c->shared, value && value != Py_None ? Py_NewRef(value) : nullptr);
+  c->tensor_id = tensor_id;
+  c->device = device;
+  return 0;
+}
+
+PyGetSetDef consumer_getset[] = {
+    {"_h", get_h, set_h, "the handle while open, None once closed", nullptr},
+    {"_shared", get_shared, set_shared, "the _Shared of the last frames' description", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef consumer_members[] = {
+    {"timeout", T_OBJECT, offsetof(ConsumerObject, timeout), 0,
+     "next()'s default timeout in seconds (None: wait for ever)"},
+    {"_events", T_OBJECT, offsetof(ConsumerObject, events), 0, "the Events buffer of next()"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+// Raises what the Python side says for `why` ("closed", "invalid", "busy") and `timeout`.
+PyObject* refuse(PyObject* self, const char* why, PyObject* timeout) {
+  return PyObject_CallMethod(self, "_next_refused", "sO", why, timeout);
+}
+
+// next(timeout=None): see Consumer.next's docstring (cudaipc/_consumer.py).
+PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+  static const char* const names[] = {"timeout"};
+  static PyObject* slow;
+  PyObject* timeout;
+  if (!parse("next", args, nargs, kw, names, &timeout, 1)) return nullptr;
+  ConsumerObject* c = as_consumer(self);
+  if (timeout == Py_None && c->timeout) timeout = c->timeout;
+  Ref hold_timeout(Py_NewRef(timeout));  // `timeout` may be set to another object meanwhile
+  if (!c->c) return refuse(self, "closed", timeout);
+  int64_t deadline = -1, wait = kSliceNs;
+  if (timeout != Py_None) {
+    const double seconds = PyFloat_AsDouble(timeout);
+    if (seconds == -1 && PyErr_Occurred()) return nullptr;
+    if (!(seconds >= 0)) return refuse(self, "invalid", timeout);  // negative or NaN
+    const int64_t now = monotonic_ns();
+    const double ns = seconds * 1e9;  // what outlasts the clock waits for ever
+    deadline = ns < double(INT64_MAX / 2) ? now + int64_t(ns) : INT64_MAX / 2;
+    wait = std::min(kSliceNs, deadline - now);
+  }
+  const int took = take_turn(c, deadline);
+  if (took < 0) return nullptr;
+  if (took == 0) return refuse(self, "busy", timeout);
+  PyObject* got = nullptr;
+  if (!c->c) {  // closed by another thread while this one waited its turn
+    got = refuse(self, "closed", timeout);
+  } else if (!c->events || Py_TYPE(c->events) != &EventsType || !c->shared) {
+    PyErr_SetString(PyExc_TypeError, "Consumer.next: _events or _shared is not set up");
+  } else {
+    Ref shared(Py_NewRef(c->shared));
+    got = read_frame(c->c, uint64_t(wait), c->events, shared.get(), c->tensor_id, c->device);
+    if (got && PyLong_CheckExact(got) && interned(slow, "_next_slow")) {
+      // Anything but a frame of the description known: the Python side, still on this turn.
+      Ref rc(got);
+      Ref when(deadline < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(deadline));
+      got = when ? PyObject_CallMethodObjArgs(self, slow, rc.get(), timeout, when.get(), nullptr)
+                 : nullptr;
+    }
+  }
+  give_turn(c);
+  return got;
+}
+
+// _take_turn(timeout): True once this thread holds the reading turn, False when another held it
+// for `timeout` seconds (None: wait for ever).
+PyObject* m_take_turn(PyObject* self, PyObject* timeout) {
+  int64_t deadline = -1;
+  if (timeout != Py_None) {
+    const double seconds = PyFloat_AsDouble(timeout);
+    if (seconds == -1 && PyErr_Occurred()) return nullptr;
+    deadline = monotonic_ns() + int64_t(std::max(0.0, std::min(seconds, 1e9)) * 1e9);
+  }
+  const int took = take_turn(as_consumer(self), deadline);
+  if (took < 0) return nullptr;
+  return PyBool_FromLong(took);
+}
+
+PyObject* m_give_turn(PyObject* self, PyObject*) {
+  ConsumerObject* c = as_consumer(self);
+  if (c->owner != PyThread_get_thread_ident()) {
+    PyErr_SetString(PyExc_RuntimeError, "_give_turn: this thread does not hold the reading turn");
+    return nullptr;
+  }
+  give_turn(c);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef consumer_methods[] = {
+    {"next", CUDAIPC_FASTCALL(m_next), METH_FASTCALL | METH_KEYWORDS,
+     "next(timeout=None): the next frame. `timeout` in seconds (default: the consumer's; None "
+     "waits for ever). Raises cudaipc.TimeoutError when nothing came, cudaipc.EndOfStream at the "
+     "end of the stream, cudaipc.ConnectionError when the producer went away and reconnect is "
+     "off, cudaipc.InterruptedError after interrupt().\n\nWhile this consumer holds "
+     "num_slots - 1 frames (see `held`), it waits for one of them to be released; a timeout "
+     "then says which frames are held, and a wait without timeout warns (RuntimeWarning) after "
+     "10 s."},
+    {"_take_turn", m_take_turn, METH_O,
+     "_take_turn(timeout): takes the reading turn (re-entrant); False when not within timeout"},
+    {"_give_turn", m_give_turn, METH_NOARGS, "_give_turn(): gives the reading turn back"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+PyTypeObject ConsumerType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  // CPython's static type head; every other slot is zero until set below.
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.Consumer";
+  t.tp_basicsize = sizeof(ConsumerObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "A consumer's handle, reading turn and next() (cudaipc.Consumer's base)";
+  t.tp_new = consumer_new;
+  t.tp_traverse = consumer_traverse;
+  t.tp_clear = consumer_clear;
+  t.tp_dealloc = consumer_dealloc;
+  t.tp_dictoffset = offsetof(ConsumerObject, dict);
+  t.tp_weaklistoffset = offsetof(ConsumerObject, weakrefs);
+  t.tp_methods = consumer_methods;
+  t.tp_members = consumer_members;
+  t.tp_getset = consumer_getset;
+  return t;
+}();
+
+}  // namespace cudaipc_py
