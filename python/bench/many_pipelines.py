@@ -21,7 +21,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
-      [--trace DIR --trace-batch B]
+      [--trace DIR --trace-batch B] [--graph] [--pin]
 """
 
 from __future__ import annotations
@@ -51,8 +51,11 @@ def torch_gpu() -> Any:
     return torch if torch.cuda.is_available() else None
 
 
-def make_batched_model(width: int, height: int):
-    """(frames) -> per-frame answers; the time of one call is what the model costs a batch."""
+def make_batched_model(width: int, height: int, graph: bool = False):
+    """(frames) -> per-frame answers; the time of one call is what the model costs a batch. With
+    `graph` the network of each batch size is captured once as a CUDA graph (at its first call)
+    and each batch's luma planes are stacked into that graph's input: one launch a batch instead
+    of one per kernel, for batches small enough that the CPU's launches set their time."""
     torch = torch_gpu()
     if torch is None:
         def host(frames: List[Any]) -> List[Dict[str, Any]]:
@@ -76,15 +79,45 @@ def make_batched_model(width: int, height: int):
         return [f if isinstance(f, torch.Tensor) else f.torch() if f.device != "cpu" else
                 torch.from_numpy(f.numpy()).cuda() for f in frames]
 
-    @torch.inference_mode()
-    def gpu(frames: List[Any]) -> List[Dict[str, Any]]:
-        luma = torch.stack([f[:height] for f in frames])
+    def network(luma: Any) -> Any:
+        """Each luma plane's hottest cell as a box, (batch, 4) float32."""
         heat = net(luma.unsqueeze(1).to(torch.float16).mul_(1 / 255))[:, 0]
         cells = heat.flatten(1).argmax(1)
         w = heat.shape[2]
         y = torch.div(cells, w, rounding_mode="floor")
         x = cells - y * w
-        boxes = torch.stack([x, y, x + 1, y + 1], 1).to(torch.float32).mul_(16)
+        return torch.stack([x, y, x + 1, y + 1], 1).to(torch.float32).mul_(16)
+
+    # Batch size -> (the graph's input, the graph, its boxes): the boxes are the graph's own
+    # output, which each reply queues its copy of before the next replay.
+    graphs: Dict[int, Any] = {}
+
+    def captured(b: int) -> Any:
+        if b not in graphs:
+            luma = torch.zeros((b, height, width), dtype=torch.uint8, device="cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # cuDNN's choices and the allocator's pools first
+                for _ in range(3):
+                    network(luma)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            # thread_local: the core's threads may call CUDA while this thread captures.
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                boxes = network(luma)
+            torch.cuda.synchronize()
+            graphs[b] = (luma, g, boxes)
+        return graphs[b]
+
+    @torch.inference_mode()
+    def gpu(frames: List[Any]) -> List[Dict[str, Any]]:
+        planes = [f[:height] for f in frames]
+        if graph:
+            luma, g, boxes = captured(len(frames))
+            torch.stack(planes, out=luma)
+            g.replay()
+        else:
+            boxes = network(torch.stack(planes))
         return [{"boxes": boxes[i:i + 1], "labels": label} for i in range(len(frames))]
 
     gpu.inputs = inputs
@@ -104,10 +137,10 @@ def tracers(trace: str, size: int) -> Any:
 
 
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
-          report: str, trace: str = "", trace_batch: int = 8) -> None:
+          report: str, trace: str = "", trace_batch: int = 8, graph: bool = False) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
     model alone at the batch sizes it formed and writes both to `report` (JSON)."""
-    model, torch = make_batched_model(width, height)
+    model, torch = make_batched_model(width, height, graph)
     resident: Any = None
     if torch is not None:
         # Every batch size once before serving: cuDNN picks its kernels per shape on first use,
@@ -255,6 +288,8 @@ def main() -> None:
     ap.add_argument("--trace", default="", help="record the model process into DIR (timeline.py)")
     ap.add_argument("--trace-batch", type=int, default=8,
                     help="the batch size the trace compares served and alone")
+    ap.add_argument("--graph", action="store_true",
+                    help="the network of each batch size as a CUDA graph (served and alone)")
     ap.add_argument("--pin", action="store_true",
                     help="the model process on its own physical cores, the pipelines and this "
                          "process's readers on the others")
@@ -262,7 +297,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
-              args.trace, args.trace_batch)
+              args.trace, args.trace_batch, args.graph)
         return
     model_cpus: set = set()
     if args.pin:
@@ -286,7 +321,8 @@ def main() -> None:
         [sys.executable, os.path.abspath(__file__), "--serve", models, "--report", report,
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
-         else "", "--trace-batch", str(args.trace_batch)], stdout=subprocess.PIPE, text=True,
+         else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else []),
+        stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
@@ -343,7 +379,8 @@ def main() -> None:
     model_side = np.array(sum((r.model_side for r in readers), []) or [0.0])
     print(f"\n{args.pipelines} pipelines of {args.width}x{args.height}@{args.fps} "
           f"({args.memory} memory), {n} frames each, batch <= {args.batch}, "
-          f"max_delay {args.max_delay * 1e3:.1f} ms\n")
+          f"max_delay {args.max_delay * 1e3:.1f} ms"
+          f"{', the network as CUDA graphs' if args.graph and torch_gpu() else ''}\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
           "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
           "bound: max_delay + 2 batch times ms |")
