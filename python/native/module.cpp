@@ -251,7 +251,7 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
   }
   for (PyMethodDef* table :
        {producer_functions, channel_setup_functions, consumer_functions, server_admin_functions,
-        metas_functions, metas_args_functions, wrapped_functions})
+        metas_functions, metas_args_functions, wrapped_functions, gst_results_functions})
     if (PyModule_AddFunctions(m.get(), table) < 0) return nullptr;
   cudaipc_capsule_api api{};
   api.capsule_new = capsule_new;

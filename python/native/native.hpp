@@ -240,6 +240,7 @@ extern PyMethodDef server_admin_functions[];
 extern PyMethodDef metas_functions[];
 extern PyMethodDef metas_args_functions[];
 extern PyMethodDef wrapped_functions[];
+extern PyMethodDef gst_results_functions[];
 extern PyTypeObject EventsType;
 extern PyTypeObject MetasWriterType;
 extern PyTypeObject DetectionsArgsType;

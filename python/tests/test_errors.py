@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -331,3 +334,24 @@ def test_num_slots_range_is_the_cores(path):
 def test_role_is_frames_or_requests(path):
     with pytest.raises(cudaipc.InvalidArgumentError, match="role 'replies' is not"):
         cudaipc.Producer(path, memory="host", role="replies")
+
+
+def test_gst_detections_without_gstreamer_in_the_process_says_so():
+    """The binding looks GStreamer's calls up only in libraries the process has loaded: in one
+    without GStreamer (this test's, a fresh interpreter), a buffer-looking object is refused with
+    the cause, and nothing is loaded or followed."""
+    code = textwrap.dedent("""
+        import cudaipc, sys
+        class GType: name = "GstBuffer"
+        class Buffer: __gtype__ = GType()
+        try:
+            cudaipc.gst_detections(Buffer())
+        except cudaipc.InvalidArgumentError as e:
+            print(e)
+        print(any("libgstreamer" in line for line in open("/proc/self/maps")))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "GStreamer is not loaded in this process: gst_detections reads buffers of a PyGObject "
+        "application (gi.repository.Gst)", "False"], r.stdout
