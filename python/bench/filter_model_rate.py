@@ -40,6 +40,26 @@ from typing import Optional
 WIDTH, HEIGHT = 1920, 1080
 
 
+def cuda_graph(run, graph_in):
+    """`run(graph_in)` captured once as a CUDA graph, after three runs on a side stream (cuDNN's
+    choices and the allocator's pools made first): (the graph, what the captured run returned,
+    which each replay writes again)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            run(graph_in)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    # thread_local: the core's threads may call CUDA while this thread captures.
+    with torch.cuda.graph(g, capture_error_mode="thread_local"):
+        out = run(graph_in)
+    torch.cuda.synchronize()
+    return g, out
+
+
 def make_model(width: int, gpu_results: bool = False, graph: bool = False):
     """The network, `width` times as wide as the base one (about width**2 times the work); with
     `gpu_results` its answer stays on the GPU (a dict of tensors). With `graph` the network and
@@ -91,17 +111,7 @@ def make_model(width: int, gpu_results: bool = False, graph: bool = False):
     if graph:
         with torch.inference_mode():
             graph_in = torch.zeros((HEIGHT, WIDTH), dtype=torch.uint8, device="cuda")
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # cuDNN's choices and the allocator's pools first
-                for _ in range(3):
-                    network(graph_in)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            # thread_local: the core's threads may call CUDA while this thread captures.
-            with torch.cuda.graph(g, capture_error_mode="thread_local"):
-                captured = network(graph_in)
-            torch.cuda.synchronize()
+            g, captured = cuda_graph(network, graph_in)
 
         def replay(frame):
             graph_in.copy_(frame[:HEIGHT])

@@ -94,19 +94,11 @@ def make_batched_model(width: int, height: int, graph: bool = False):
 
     def captured(b: int) -> Any:
         if b not in graphs:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from filter_model_rate import cuda_graph
+
             luma = torch.zeros((b, height, width), dtype=torch.uint8, device="cuda")
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # cuDNN's choices and the allocator's pools first
-                for _ in range(3):
-                    network(luma)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            # thread_local: the core's threads may call CUDA while this thread captures.
-            with torch.cuda.graph(g, capture_error_mode="thread_local"):
-                boxes = network(luma)
-            torch.cuda.synchronize()
-            graphs[b] = (luma, g, boxes)
+            graphs[b] = (luma, *cuda_graph(network, luma))
         return graphs[b]
 
     @torch.inference_mode()
