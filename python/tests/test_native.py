@@ -118,3 +118,26 @@ def test_a_reply_too_big_for_the_area_says_so_and_releases(tmp_path):
         with pytest.raises(cudaipc.Error, match="256"):
             r.reply(detections={"boxes": boxes})
         assert r.frame.released
+
+
+def test_the_package_has_one_binding():
+    """Issue #39: the compiled binding is the package's only way into C. No module of the package
+    imports ctypes (the bench's ctypes row loads the binding's exported C API itself), and the
+    package's modules load no other shared object than the binding."""
+    import ast
+    import os
+
+    root = os.path.dirname(cudaipc.__file__)
+    offenders = []
+    for name in sorted(os.listdir(root)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(root, name)) as f:
+            tree = ast.parse(f.read(), name)
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{name}:{node.lineno} imports {n}" for n in names
+                          if n.split(".")[0] in ("ctypes", "cffi")]
+    assert not offenders, offenders
+    assert _lib.native.__name__ == "cudaipc._native"
