@@ -73,6 +73,7 @@ int consumer_traverse(PyObject* o, visitproc visit, void* arg) {
 int consumer_clear(PyObject* o) {
   ConsumerObject* c = as_consumer(o);
   Py_CLEAR(c->handle);
+  c->c = nullptr;
   Py_CLEAR(c->timeout);
   Py_CLEAR(c->events);
   Py_CLEAR(c->shared);
@@ -91,15 +92,16 @@ void consumer_dealloc(PyObject* o) {
   Py_TYPE(o)->tp_free(o);
 }
 
-// 1: the turn is this thread's; 0: not before `deadline` (-1: no deadline; a deadline already
-// past tries once); -1: a signal handler raised meanwhile.
+// 1: the turn is this thread's at once, 2: after a wait for it; 0: not before `deadline` (-1: no
+// deadline; a deadline already past tries once); -1: a signal handler raised meanwhile.
 int take_turn(ConsumerObject* c, int64_t deadline) {
   const unsigned long me = PyThread_get_thread_ident();
   if (c->owner == me) {
     ++c->depth;
     return 1;
   }
-  if (!PyThread_acquire_lock(c->turn, NOWAIT_LOCK)) {
+  const bool waited = !PyThread_acquire_lock(c->turn, NOWAIT_LOCK);
+  if (waited) {
     for (;;) {
       int64_t left = kSliceNs;
       if (deadline >= 0) {
@@ -114,10 +116,12 @@ int take_turn(ConsumerObject* c, int64_t deadline) {
   }
   c->owner = me;
   c->depth = 1;
-  return 1;
+  return waited ? 2 : 1;
 }
 
+// Gives this thread's hold on the turn back (a thread that does not hold it gives nothing).
 void give_turn(ConsumerObject* c) {
+  if (c->owner != PyThread_get_thread_ident()) return;
   if (--c->depth == 0) {
     c->owner = 0;
     PyThread_release_lock(c->turn);
@@ -126,7 +130,8 @@ void give_turn(ConsumerObject* c) {
 
 // _h: the handle (an int) while open, None once closed.
 PyObject* get_h(PyObject* o, void*) {
-  return Py_NewRef(as_consumer(o)->handle);
+  PyObject* h = as_consumer(o)->handle;
+  return Py_NewRef(h ? h : Py_None);
 }
 
 int set_h(PyObject* o, PyObject* value, void*) {
@@ -134,7 +139,7 @@ int set_h(PyObject* o, PyObject* value, void*) {
   if (!value) value = Py_None;
   cudaipc_consumer* p = nullptr;
   if (value != Py_None && !arg_handle("Consumer._h", value, &p)) return -1;
-  Py_SETREF(c->handle, Py_NewRef(value));
+  Py_XSETREF(c->handle, Py_NewRef(value));
   c->c = p;
   return 0;
 }
@@ -207,10 +212,14 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
     got = refuse(self, "closed", timeout);
   } else if (!c->events || Py_TYPE(c->events) != &EventsType || !c->shared) {
     PyErr_SetString(PyExc_TypeError, "Consumer.next: _events or _shared is not set up");
-  } else {
-    Ref shared(Py_NewRef(c->shared));
-    got = read_frame(c->c, uint64_t(wait), c->events, shared.get(), c->tensor_id, c->device);
-    if (got && PyLong_CheckExact(got) && interned(slow, "_next_slow")) {
+  } else if (interned(slow, "_next_slow")) {
+    // Held for the read, which lets the GIL go: another thread may set either meanwhile.
+    Ref events(Py_NewRef(c->events)), shared(Py_NewRef(c->shared));
+    // A wait for the turn came out of this call's time.
+    if (took == 2 && deadline >= 0)
+      wait = std::max<int64_t>(0, std::min(kSliceNs, deadline - monotonic_ns()));
+    got = read_frame(c->c, uint64_t(wait), events.get(), shared.get(), c->tensor_id, c->device);
+    if (got && PyLong_CheckExact(got)) {
       // Anything but a frame of the description known: the Python side, still on this turn.
       Ref rc(got);
       Ref when(deadline < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(deadline));
@@ -233,7 +242,7 @@ PyObject* m_take_turn(PyObject* self, PyObject* timeout) {
   }
   const int took = take_turn(as_consumer(self), deadline);
   if (took < 0) return nullptr;
-  return PyBool_FromLong(took);
+  return PyBool_FromLong(took > 0);
 }
 
 PyObject* m_give_turn(PyObject* self, PyObject*) {
@@ -248,7 +257,8 @@ PyObject* m_give_turn(PyObject* self, PyObject*) {
 
 PyMethodDef consumer_methods[] = {
     {"next", CUDAIPC_FASTCALL(m_next), METH_FASTCALL | METH_KEYWORDS,
-     "next(timeout=None): the next frame. `timeout` in seconds (default: the consumer's; None "
+     "next($self, /, timeout=None)\n--\n\nThe next frame. `timeout` in seconds (default: the "
+     "consumer's; None "
      "waits for ever). Raises cudaipc.TimeoutError when nothing came, cudaipc.EndOfStream at the "
      "end of the stream, cudaipc.ConnectionError when the producer went away and reconnect is "
      "off, cudaipc.InterruptedError after interrupt().\n\nWhile this consumer holds "

@@ -67,15 +67,15 @@ void* loaded(const char* soname) {
   return dlopen(soname, RTLD_NOLOAD | RTLD_NOW);
 }
 
-// Every symbol of `names` into `slots`; false when one is missing. The handle only looks the
-// symbols up: the library stays loaded by whoever loaded it, so the reference is given back.
+// Every symbol of `names` into `slots`; false when one is missing. The reference the lookup took
+// is kept for as long as the process lives (the calls are kept as long), as ctypes kept its own.
 template <size_t N>
 bool bind(const char* soname, const char* const (&names)[N], void** const (&slots)[N]) {
   void* lib = loaded(soname);
   if (!lib) return false;
   bool all = true;
   for (size_t i = 0; i < N && all; ++i) all = (*slots[i] = dlsym(lib, names[i])) != nullptr;
-  dlclose(lib);
+  if (!all) dlclose(lib);
   return all;
 }
 
