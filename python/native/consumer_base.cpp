@@ -108,8 +108,8 @@ int take_turn(ConsumerObject* c, int64_t deadline) {
         left = std::min(left, deadline - monotonic_ns());
         if (left <= 0) return 0;
       }
-      PyLockStatus got;
-      Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->turn, left / 1000 + 1, 0);
+      PyLockStatus got;  // a signal ends the wait (PY_LOCK_INTR), for its handler to run now
+      Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->turn, left / 1000 + 1, 1);
       Py_END_ALLOW_THREADS if (got == PY_LOCK_ACQUIRED) break;
       if (PyErr_CheckSignals() < 0) return -1;
     }

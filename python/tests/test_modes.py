@@ -287,3 +287,36 @@ def test_on_format_may_close_its_consumer(path):
         assert c.closed
         with pytest.raises(cudaipc.ClosedError):
             c.next(0)
+
+
+def test_a_signal_ends_a_wait_for_the_reading_turn(path):
+    """Ctrl-C (here SIGALRM's handler raising KeyboardInterrupt) reaches a thread waiting for the
+    reading turn another thread holds; the turn stays usable afterwards."""
+    import signal
+
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path) as c:
+        p.wait_for_consumers()
+
+        def hold():
+            with pytest.raises(cudaipc.TimeoutError):
+                c.next(timeout=1)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        time.sleep(0.1)  # the holder waits in the core, holding the turn
+
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            with pytest.raises(KeyboardInterrupt):
+                c.next(timeout=10)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        holder.join(10)
+        p.publish(pattern(3, (4, 4), np.uint16))
+        with c.next(timeout=10) as f:
+            np.testing.assert_array_equal(f.numpy(), pattern(3, (4, 4), np.uint16))
