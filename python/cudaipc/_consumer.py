@@ -62,6 +62,8 @@ _EVENT_FRAME = _lib.EVENT_FRAME
 _VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
 _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
+# NumPy reads DLPack's read-only flag from 2.1; before, numpy() marks the array read-only itself.
+_NP_READS_READ_ONLY = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1)
 
 
 class _Shared:
@@ -323,7 +325,7 @@ class Frame(_native.Frame):
         s = self._s
         if s.host_dlpack:
             arr = _np_from_dlpack(self)  # raises ClosedError once released
-            if arr.flags.writeable:  # NumPy before 2.1 leaves DLPack's read-only flag unread
+            if not _NP_READS_READ_ONLY:
                 arr.flags.writeable = False
             return arr
         h = self._live()
