@@ -3,7 +3,7 @@
 // 5-7 µs a frame (its frame, the lock's calls, the attribute reads, all cold after the wait for
 // the frame), more than the C++ consumer's whole next -> release. Everything else a read meets (a
 // format, a timeout, the end of stream, an error) is the Python subclass's _next_slow.
-#include <chrono>
+#include <algorithm>
 #include <climits>
 
 #include "native.hpp"
@@ -39,10 +39,10 @@ ConsumerObject* as_consumer(PyObject* o) {
   return reinterpret_cast<ConsumerObject*>(o);
 }
 
-int64_t monotonic_ns() {  // time.monotonic_ns()'s clock, which _next_slow compares with
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+// `seconds` (not negative) after `now`; what outlasts the clock is no deadline's reach.
+int64_t deadline_after(int64_t now, double seconds) {
+  const double ns = seconds * 1e9;
+  return ns < double(INT64_MAX / 2) ? now + int64_t(ns) : INT64_MAX / 2;
 }
 
 PyObject* consumer_new(PyTypeObject* type, PyObject*, PyObject*) {
@@ -200,8 +200,7 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
     if (seconds == -1 && PyErr_Occurred()) return nullptr;
     if (!(seconds >= 0)) return refuse(self, "invalid", timeout);  // negative or NaN
     const int64_t now = monotonic_ns();
-    const double ns = seconds * 1e9;  // what outlasts the clock waits for ever
-    deadline = ns < double(INT64_MAX / 2) ? now + int64_t(ns) : INT64_MAX / 2;
+    deadline = deadline_after(now, seconds);
     wait = std::min(kSliceNs, deadline - now);
   }
   const int took = take_turn(c, deadline);
@@ -238,7 +237,7 @@ PyObject* m_take_turn(PyObject* self, PyObject* timeout) {
   if (timeout != Py_None) {
     const double seconds = PyFloat_AsDouble(timeout);
     if (seconds == -1 && PyErr_Occurred()) return nullptr;
-    deadline = monotonic_ns() + int64_t(std::max(0.0, std::min(seconds, 1e9)) * 1e9);
+    deadline = deadline_after(monotonic_ns(), std::max(0.0, seconds));
   }
   const int took = take_turn(as_consumer(self), deadline);
   if (took < 0) return nullptr;

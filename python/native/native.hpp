@@ -89,6 +89,14 @@ struct ServerObject {
   bool views_taken;  // a call reads into `views` now; another takes a buffer of its own
 };
 
+// Now on the clock time.monotonic_ns() reads (steady_clock is CLOCK_MONOTONIC on Linux): the
+// deadlines the binding computes are compared with the Python side's.
+inline int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 constexpr uint32_t kMaxBatch = 1024;
 constexpr uint64_t kNoTime = ~uint64_t{0};
 constexpr uintptr_t kStreamLegacy = 1;  // CU_STREAM_LEGACY

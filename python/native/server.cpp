@@ -250,9 +250,7 @@ PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 constexpr uint64_t kSliceNs = 100'000'000;
 
 uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
+  return uint64_t(monotonic_ns());
 }
 
 // next(timeout=None): the model loop's call, in C (issue #39): a timeout that is None or a
