@@ -1,6 +1,7 @@
 // The module cudaipc._native: its types, the package's helpers it raises through, and the
 // tables of functions the other files define.
 #include <cstdarg>
+#include <cstring>
 #include <utility>
 
 #include "native.hpp"
@@ -201,6 +202,30 @@ const Torch* torch_api(bool import_it) {
   return &torch_cache;
 }
 
+namespace {
+
+// cupy_backends.cuda.stream exports its cdef functions to other Cython modules in __pyx_capi__,
+// each a capsule named by its C signature (Cython's own cimport checks the same name). Taken only
+// with that exact signature; any other cupy keeps the Python call.
+intptr_t (*cupy_stream_ptr())(int) {
+  Ref module(PyImport_ImportModule("cupy_backends.cuda.stream"));
+  Ref capi(module ? PyObject_GetAttrString(module.get(), "__pyx_capi__") : nullptr);
+  PyObject* capsule = capi && PyDict_Check(capi.get())
+                          ? PyDict_GetItemString(capi.get(), "get_stream_ptr")
+                          : nullptr;
+  intptr_t (*fn)(int) = nullptr;
+  if (capsule && PyCapsule_CheckExact(capsule)) {
+    const char* name = PyCapsule_GetName(capsule);
+    if (name && std::strcmp(name, "intptr_t (int)") == 0)
+      fn = reinterpret_cast<intptr_t (*)(int)>(PyCapsule_GetPointer(capsule, name));
+  }
+  PyErr_Clear();
+  if (fn) module.release();  // the function's code stays loaded: its module is never freed
+  return fn;
+}
+
+}  // namespace
+
 const CuPy* cupy_api() {
   static CuPy cache;
   if (cache.slot_view) return &cache;
@@ -211,6 +236,7 @@ const CuPy* cupy_api() {
   Ref view(current ? PyObject_GetAttrString(consumer.get(), "_cupy_slot_view") : nullptr);
   if (!view) return nullptr;
   if (!cache.slot_view) {  // the imports let the GIL go: another thread may have been first
+    cache.stream_ptr = cupy_stream_ptr();
     cache.current_stream = current.release();
     cache.slot_view = view.release();
   }

@@ -138,6 +138,7 @@ PyObject* frame_release(FrameObject* f, PyObject* stream);
 PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);
 PyObject* frame_torch(FrameObject* f, PyObject* stream);
 PyObject* frame_cupy(FrameObject* f, PyObject* stream);
+PyObject* frame_numpy(FrameObject* f);
 PyObject* frame_dlpack_device(FrameObject* f);
 // Before the frame's handle goes to the core to be released after `stream`: the reads of its slot
 // tensor on another stream are waited for too. False with an exception set.
@@ -277,6 +278,10 @@ const Torch* torch_api(bool import_it);
 struct CuPy {
   PyObject* current_stream = nullptr;  // cupy.cuda.get_current_stream
   PyObject* slot_view = nullptr;       // cudaipc._consumer._cupy_slot_view(capsule, device)
+  // cupy_backends.cuda.stream's C function get_stream_ptr(device), the pointer its kernels
+  // launch on, where that module exports it with the expected signature (else null: the
+  // current_stream call above, a Python call and an attribute read each frame.cupy()).
+  intptr_t (*stream_ptr)(int) = nullptr;
 };
 // NULL with ImportError set when cupy is not installed.
 const CuPy* cupy_api();

@@ -43,6 +43,9 @@ trap 'rm -rf "$site"' EXIT
   nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 || true
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
   "$py" -c 'import cupy; print("cupy", cupy.__version__)' 2>&1
+  # The C function frame.cupy() takes cupy's current stream from (python/native/module.cpp).
+  "$py" -c 'import cupy_backends.cuda.stream as s; c = s.__pyx_capi__.get("get_stream_ptr")
+print("cupy get_stream_ptr:", c)' 2>&1
   "$py" -c 'import numpy; print("numpy", numpy.__version__)' 2>&1
 } | tee "$out/environment.txt"
 
