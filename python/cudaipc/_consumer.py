@@ -62,18 +62,18 @@ _EVENT_FRAME = _lib.EVENT_FRAME
 _VERSIONED = _lib.DLPACK_VERSIONED
 _CapsuleFailed = _lib.CapsuleFailed
 _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
-# NumPy reads DLPack's read-only flag from 2.1; before, numpy() marks the array read-only itself.
-_NP_READS_READ_ONLY = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1)
 
 
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the consumer
-    stream ``__cuda_array_interface__`` names, and the torch tensors and cupy arrays of its slots
-    (``views``, ``cupy_views``: the binding makes each once, for frame.torch() and frame.cupy())."""
+    stream ``__cuda_array_interface__`` names, and the torch tensors, cupy arrays and NumPy arrays
+    of its slots (``views``, ``cupy_views``, ``numpy_views``: the binding makes each once, for
+    frame.torch(), frame.cupy() and a host frame's numpy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views", "host_dlpack")
+                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views", "numpy_views",
+                 "host_dlpack")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], stream: Optional[int],
@@ -81,6 +81,7 @@ class _Shared:
         self.meta_stats = meta_stats or _metas_io.MetaStats()
         self.views = None
         self.cupy_views = None
+        self.numpy_views = None
         self.tensor_id = tensor_id
         self.device_id = device_id
         self.cuda = device_id >= 0
@@ -95,9 +96,9 @@ class _Shared:
             self.strides: Tuple[int, ...] = strides
         else:
             self.dtype, self.shape, self.strides = None, (), ()
-        # numpy() of a host frame through np.from_dlpack, a third of the array interface's cost:
-        # every NumPy that has it (1.23+) imports ints and floats whose strides count whole items
-        # (bool and bfloat16, or byte strides, take the array interface).
+        # numpy() of a host frame as a slot view made through np.from_dlpack: every NumPy that
+        # has it (1.23+) imports ints and floats whose strides count whole items (bool and
+        # bfloat16, or byte strides, take the array interface, per frame).
         d = self.dtype
         self.host_dlpack = (_np_from_dlpack is not None and not self.cuda and d is not None and
                             d.dl_code in (0, 1, 2) and
@@ -116,11 +117,12 @@ class _HostView:
 
 
 class _SlotExport:
-    """A slot view's capsule as ``cupy.from_dlpack`` takes it (it asks an object for one)."""
+    """A slot view's capsule as ``cupy.from_dlpack`` and ``np.from_dlpack`` take it (they ask an
+    object for one)."""
 
     __slots__ = ("_capsule", "_device")
 
-    def __init__(self, capsule: Any, device: int) -> None:
+    def __init__(self, capsule: Any, device: Tuple[int, int]) -> None:
         self._capsule, self._device = capsule, device
 
     def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None,
@@ -133,7 +135,7 @@ class _SlotExport:
         return capsule
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        return (CUDA, self._device)
+        return self._device
 
 
 def _cupy_slot_view(capsule: Any, device: int) -> Any:
@@ -141,7 +143,16 @@ def _cupy_slot_view(capsule: Any, device: int) -> Any:
     import cupy
 
     with cupy.cuda.Device(device):
-        return cupy.from_dlpack(_SlotExport(capsule, device))
+        return cupy.from_dlpack(_SlotExport(capsule, (CUDA, device)))
+
+
+def _numpy_slot_view(capsule: Any) -> np.ndarray:
+    """The read-only NumPy array of a host slot (the binding's numpy(), once per slot). The slot
+    view's capsule is DLPack's unversioned one, which has no read-only flag: set here, so the
+    aliases handed out cannot be made writeable either."""
+    arr = _np_from_dlpack(_SlotExport(capsule, (CPU, 0)))
+    arr.flags.writeable = False
+    return arr
 
 
 class Frame(_native.Frame):
@@ -150,14 +161,15 @@ class Frame(_native.Frame):
     (``torch.from_dlpack(frame)``, ``np.from_dlpack(frame)``) is freed.
 
     Read it through DLPack (``__dlpack__``, zero-copy; the caller's stream waits for the frame on
-    the GPU), ``__cuda_array_interface__`` (v3, zero-copy, valid until the frame is released) or
-    ``numpy()`` (a host copy; a read-only view without copy for host-memory channels).
+    the GPU), ``torch()``, ``cupy()`` and, for host-memory channels, ``numpy()`` (zero-copy views
+    of the frame's slot, valid until the frame is released), ``__cuda_array_interface__`` (v3,
+    zero-copy, valid until the frame is released) or ``numpy()`` of a CUDA frame (a host copy).
 
     What it carries beside its pixels (docs/metas.md) is read when first asked, once:
     ``metas`` (every record), ``tensors``, ``detections``, ``classifications``, ``tracks``,
     ``custom`` and ``meta``. Ask while the frame is held; the arrays they hand out that view the
-    meta area (tensors, masks) keep the frame's lease until they are freed, as ``numpy()``'s
-    view does."""
+    meta area (tensors, masks) keep the frame's lease until they are freed, as a DLPack export
+    (``np.from_dlpack(frame)``) does."""
 
     # The handle (_h), the description (seq, pts, dts, duration, flags, publish_time_ns, nbytes,
     # data_ptr, released), release(), the DLPack export (__dlpack__, __dlpack_device__, torch())
@@ -319,15 +331,10 @@ class Frame(_native.Frame):
         return d.typestr
 
     # -- host access ---------------------------------------------------------------------------
-    def numpy(self) -> np.ndarray:
-        """The frame as a NumPy array: a read-only view of the slot for host-memory channels (it
-        holds the slot until the array is freed), a copy for CUDA channels."""
+    def _numpy_other(self) -> np.ndarray:
+        """numpy() (the binding's) where no slot view serves it: a host frame of a type NumPy's
+        DLPack import lacks (a view that holds the slot until freed), a CUDA frame (a copy)."""
         s = self._s
-        if s.host_dlpack:
-            arr = _np_from_dlpack(self)  # raises ClosedError once released
-            if not _NP_READS_READ_ONLY:
-                arr.flags.writeable = False
-            return arr
         h = self._live()
         dtype = self.dtype
         if not s.cuda:

@@ -207,6 +207,10 @@ PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject
   return frame_torch(as_frame(o), stream);
 }
 
+PyObject* m_numpy(PyObject* o, PyObject*) {
+  return frame_numpy(as_frame(o));
+}
+
 PyObject* m_cupy(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
   static const char* const names[] = {"stream"};
   PyObject* stream;
@@ -241,6 +245,12 @@ PyMethodDef frame_methods[] = {
      "torch's current stream on the frame's device) and the release after the work queued on "
      "that stream by then. A tensor that must outlive the frame: torch.from_dlpack(frame), "
      "which holds the frame's slot until it is freed."},
+    {"numpy", m_numpy, METH_NOARGS,
+     "numpy(): the frame as a NumPy array. Host channels: a read-only view of the frame's slot, "
+     "valid until the frame is released (a request: answered), made once per slot and handed out "
+     "again (an alias per frame), as torch() and cupy() are; an array that must outlive the "
+     "frame: np.from_dlpack(frame), which holds the slot until it is freed, or numpy().copy(). "
+     "CUDA channels: a copy on the host."},
     {"cupy", FASTCALL_KW(m_cupy), METH_FASTCALL | METH_KEYWORDS,
      "cupy(stream=None): the frame as a cupy array, zero-copy, valid until the frame is released "
      "(a request: answered). As torch(): a view of the frame's slot made once per slot (an alias "
@@ -423,6 +433,12 @@ PyObject* cupy_view(PyObject* capsule, int device) {
 bool cupy_current(int device, uintptr_t* out) {
   static PyObject* ptr;
   const CuPy* c = cupy_api();
+  if (c && c->stream_ptr) {
+    const intptr_t raw = c->stream_ptr(device);
+    if (PyErr_Occurred()) return false;
+    *out = raw ? static_cast<uintptr_t>(raw) : kStreamLegacy;
+    return true;
+  }
   Ref dev(c ? PyLong_FromLong(device) : nullptr);
   if (!dev || !interned(ptr, "ptr")) return false;
   Ref current(PyObject_CallOneArg(c->current_stream, dev.get()));
@@ -479,6 +495,46 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
   const ViewMaker* m =
       cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current) : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
+}
+
+namespace {
+
+// The NumPy array of a host slot, made by the package (its read-only flag set where the capsule
+// carries none).
+PyObject* numpy_view(PyObject* capsule, int) {
+  static PyObject* make;
+  if (!make) {
+    Ref consumer(PyImport_ImportModule("cudaipc._consumer"));
+    if (!consumer) return nullptr;
+    PyObject* got = PyObject_GetAttrString(consumer.get(), "_numpy_slot_view");
+    if (!got) return nullptr;
+    if (make)  // the import let the GIL go: another thread may have been first
+      Py_DECREF(got);
+    else
+      make = got;
+  }
+  return PyObject_CallOneArg(make, capsule);
+}
+
+}  // namespace
+
+PyObject* frame_numpy(FrameObject* f) {
+  static ViewMaker views;
+  static PyObject* host_dlpack;
+  static PyObject* other;
+  if (f->h && f->device < 0 && f->shared) {
+    if (!interned(host_dlpack, "host_dlpack")) return nullptr;
+    Ref direct(PyObject_GetAttr(f->shared, host_dlpack));
+    if (!direct) return nullptr;
+    if (direct.get() == Py_True) {
+      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr);
+      return m ? slot_view(f, *m) : nullptr;
+    }
+  }
+  // A copy of a CUDA frame, a dtype NumPy's DLPack import lacks, or a released frame (which says
+  // so): the package's Python.
+  if (!interned(other, "_numpy_other")) return nullptr;
+  return PyObject_CallMethodNoArgs(reinterpret_cast<PyObject*>(f), other);
 }
 
 PyObject* frame_dlpack_device(FrameObject* f) {

@@ -6,6 +6,7 @@ import gc
 import os
 
 import numpy as np
+import pytest
 
 import cudaipc
 from conftest import live_exports, pattern
@@ -36,6 +37,41 @@ def test_frame_outlives_its_consumer(path):
         f.release()
         np.testing.assert_array_equal(view, pattern(1, (16, 16), np.uint32))
         del view
+
+
+def test_numpy_is_the_slots_view_until_release(path):
+    """A host frame's numpy() is its slot's read-only view, made once per slot: each frame's
+    content while it is held, no lease of its own (the frame's release gives the slot back at
+    once), an alias per frame (a shape set on one stays with it), and still mapped when kept past
+    the frame and its consumer (stale then, never a crash)."""
+    shape = (6, 8)
+    with cudaipc.Producer(path, memory="host", num_slots=3) as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        p.wait_for_consumers()
+        by_slot: dict = {}
+        kept = None
+        for seq in range(1, 10):
+            p.publish(pattern(seq, shape, np.uint16))
+            with c.next() as f:
+                a = f.numpy()
+                np.testing.assert_array_equal(a, pattern(seq, shape, np.uint16))
+                assert a.ctypes.data == f.data_ptr and not a.flags.writeable
+                with pytest.raises(ValueError):
+                    a[0, 0] = 1
+                with pytest.raises(ValueError):
+                    a.flags.writeable = True
+                b = f.numpy()
+                b.shape = (48,)  # in place on this alias only
+                assert f.numpy().shape == shape
+                same = by_slot.setdefault(f.data_ptr, a)
+                assert np.shares_memory(same, a)
+                kept = a
+            assert c.held == 0  # the views hold no lease
+        assert len(by_slot) == 3  # one view per slot, handed out again
+        c.close()
+        del c
+        gc.collect()
+        assert kept.shape == shape and int(kept.sum()) >= 0  # mapped: readable, stale
 
 
 def test_tensor_holds_the_lease(path):
@@ -78,8 +114,8 @@ def test_release_in_any_order_leaks_nothing(path):
                 f.release()
                 np.testing.assert_array_equal(t, pattern(seq, shape, np.uint8))
                 del t
-            elif way == 1:  # frame released while a numpy view lives, view freed later
-                kept.append((seq, f.numpy()))
+            elif way == 1:  # frame released while a versioned export lives, freed later
+                kept.append((seq, np.from_dlpack(f)))
                 f.release()
             elif way == 2:  # a capsule never consumed
                 cap = f.__dlpack__(max_version=(1, 0))
