@@ -352,24 +352,32 @@ static bool format_changed(const SinkState* st, const TensorDesc& tensor, std::u
   return st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size;
 }
 
+// The tensor and size of a buffer in the caps' default layout, which a pool's buffers use.
+// False for what one buffer-pool buffer cannot be: several tensors (NNStreamer's buffers, a
+// memory each), or more than a pool's guint sizes.
+static bool default_layout(const StreamCaps& parsed, TensorDesc* tensor, std::uint64_t* bytes) {
+  std::string error;
+  *tensor = parsed.tensor;
+  if (parsed.tensors.size() > 1) return false;
+  if (parsed.kind == MediaKind::video &&
+      !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), tensor, &error))
+    return false;
+  *bytes = tensor->byte_offset + tensor->size;
+  if (parsed.kind == MediaKind::video)
+    *bytes = std::max<std::uint64_t>(*bytes, video_rows_end(parsed.video, *tensor));
+  return *bytes <= G_MAXUINT;
+}
+
 // Upstream writes straight into ring slots (host channels; CUDA channels on 1.24+). The format
 // (with the caps' default layout, which the pool's buffers use) must exist before the first slot
 // is lent.
 static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, GstCaps* caps,
                                   const StreamCaps& parsed, bool cuda) {
   SinkState* st = self->st;
-  TensorDesc tensor = parsed.tensor;
-  std::string error;
-  // Several tensors come as one memory each (NNStreamer's buffers), which a slot pool's
-  // one-memory buffers cannot be: those are copied into the slot.
-  if (parsed.tensors.size() > 1) return TRUE;
-  if (parsed.kind == MediaKind::video &&
-      !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), &tensor, &error))
-    return TRUE;
-  std::uint64_t bytes = tensor.byte_offset + tensor.size;
-  if (parsed.kind == MediaKind::video)
-    bytes = std::max<std::uint64_t>(bytes, video_rows_end(parsed.video, tensor));
-  if (bytes > G_MAXUINT) return TRUE;  // a buffer pool's sizes are guint: upstream's own memory
+  TensorDesc tensor;
+  std::uint64_t bytes = 0;
+  // Otherwise upstream allocates its own memory, which render() copies into the slot.
+  if (!default_layout(parsed, &tensor, &bytes)) return TRUE;
   st->caps = parsed;
   st->wire_caps = wire_caps(caps);
   if (format_changed(st, tensor, bytes) && !send_format(self, tensor, bytes)) return FALSE;
@@ -383,6 +391,22 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   else
     GST_WARNING_OBJECT(self, "slot pool refused its config; upstream buffers will be copied");
   return TRUE;
+}
+
+// 1.22, where upstream's CUDA buffers are copied into the slots: the format goes out now, before
+// the first buffer, so consumers connected earlier import the slots while the pipeline starts
+// instead of at its first frame (behind cudaipcfilter that is after the model's first answer).
+// The slots are sized for the pitched buffers of the pool offered upstream (`pool_size`), so the
+// first buffer's own layout, when it differs, is a new format on the same slots.
+static gboolean announce_early(GstCudaIpcRingSink* self, GstCaps* caps, const StreamCaps& parsed,
+                               guint pool_size) {
+  SinkState* st = self->st;
+  TensorDesc tensor;
+  std::uint64_t bytes = 0;
+  if (st->has_format || !default_layout(parsed, &tensor, &bytes)) return TRUE;
+  st->caps = parsed;
+  st->wire_caps = wire_caps(caps);
+  return send_format(self, tensor, std::max<std::uint64_t>(bytes, pool_size));
 }
 
 static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, GstQuery* query) {
@@ -403,8 +427,8 @@ static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, Gst
   if (!parsed.cuda_memory || !st->context) return TRUE;
   if (cuda_channel && kCanWrapCudaMemory) return propose_slot_pool(self, query, caps, parsed, true);
   // 1.22: upstream at least allocates on our device and context, so the copy stays on it.
-  offer_cuda_pool(query, caps, parsed, st->context);
-  return TRUE;
+  const guint pool_size = offer_cuda_pool(query, caps, parsed, st->context);
+  return !cuda_channel || announce_early(self, caps, parsed, pool_size);
 }
 
 static gboolean gst_cuda_ipc_ring_sink_query(GstBaseSink* sink, GstQuery* query) {

@@ -25,9 +25,9 @@ bool offer_slot_pool(GstQuery* query, GstCaps* caps, guint bytes,
   return ok;
 }
 
-void offer_cuda_pool(GstQuery* query, GstCaps* caps, const StreamCaps& parsed,
-                     GstCudaContext* ctx) {
-  if (parsed.kind != MediaKind::video && parsed.tensor.size > G_MAXUINT) return;
+guint offer_cuda_pool(GstQuery* query, GstCaps* caps, const StreamCaps& parsed,
+                      GstCudaContext* ctx) {
+  if (parsed.kind != MediaKind::video && parsed.tensor.size > G_MAXUINT) return 0;
   guint size = parsed.kind == MediaKind::video ? GST_VIDEO_INFO_SIZE(&parsed.video)
                                                : static_cast<guint>(parsed.tensor.size);
   GstBufferPool* pool = gst_cuda_buffer_pool_new(ctx);
@@ -36,13 +36,14 @@ void offer_cuda_pool(GstQuery* query, GstCaps* caps, const StreamCaps& parsed,
   gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
   if (!gst_buffer_pool_set_config(pool, config)) {
     gst_object_unref(pool);
-    return;
+    return 0;
   }
   config = gst_buffer_pool_get_config(pool);
   gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
   gst_structure_free(config);
   gst_query_add_allocation_pool(query, pool, size, 0, 0);
   gst_object_unref(pool);
+  return size;
 }
 
 }  // namespace cudaipc::gst
