@@ -154,6 +154,9 @@ struct FloorResult {
   std::uint64_t n = 0;
   double oneway_p50_us = 0, oneway_p99_us = 0;  // round trip / 2
   double direct_p50_us = 0, direct_p99_us = 0;  // waker's clock before wake -> wakee's after
+  // The waker's own time in FUTEX_WAKE of a sleeping process: what any publish that wakes a
+  // reader (a model's reply) costs its caller at least on this machine.
+  double wake_p50_us = 0, wake_p99_us = 0;
 };
 FloorResult run_futex_floor(std::uint64_t samples, std::uint64_t warmup, std::uint64_t gap_us,
                             bool pin, const std::string& dir);

@@ -92,16 +92,21 @@ FloorResult run_futex_floor(std::uint64_t samples, std::uint64_t warmup, std::ui
   ::sched_getaffinity(0, sizeof saved, &saved);
   if (pin) pin_to(0);
   ::close(fd);
-  std::vector<std::uint64_t> half_rtt;
+  std::vector<std::uint64_t> half_rtt, wake_ns;
   half_rtt.reserve(samples);
+  wake_ns.reserve(samples);
   for (std::uint32_t i = 1; i <= rounds; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
     const std::uint64_t t0 = mono_ns();
     sh->sent_ns.store(t0, std::memory_order_relaxed);
     sh->ping.store(i, std::memory_order_release);
     wake(sh->ping);
+    const std::uint64_t woken = mono_ns();
     wait_while(sh->pong, i - 1);
-    if (i > warmup) half_rtt.push_back((mono_ns() - t0) / 2);
+    if (i > warmup) {
+      half_rtt.push_back((mono_ns() - t0) / 2);
+      wake_ns.push_back(woken - t0);
+    }
   }
   r.ok = wait_ok(pid, "futex pong");
   ::sched_setaffinity(0, sizeof saved, &saved);
@@ -112,6 +117,8 @@ FloorResult run_futex_floor(std::uint64_t samples, std::uint64_t warmup, std::ui
   r.oneway_p99_us = percentile(half_rtt, 0.99) / 1e3;
   r.direct_p50_us = percentile(direct, 0.50) / 1e3;
   r.direct_p99_us = percentile(direct, 0.99) / 1e3;
+  r.wake_p50_us = percentile(wake_ns, 0.50) / 1e3;
+  r.wake_p99_us = percentile(wake_ns, 0.99) / 1e3;
   r.ok = r.ok && direct.size() == samples;
   return r;
 }
