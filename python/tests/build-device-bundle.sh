@@ -9,7 +9,8 @@
 #                    cudaipc plugin, for the GStreamer -> Python -> GStreamer tests and the example;
 #   media/clip.h264  a short H.264 stream (640x360, 300 frames) for the nvh264dec pipeline;
 #   bench/           the native rows of python/bench/consumer_overhead.py (consumer-rate,
-#                    producer-rate) and the libcudaipc they load;
+#                    producer-rate), cudaipc-bench for the futex floor beside reply()'s rows,
+#                    and the libcudaipc they load;
 #   g128/            with G128_BUILD: GStreamer 1.28 and this checkout's plugin and filter bench
 #                    built against it (run-on-device.sh --gst128).
 # Needs a configured build/ (scripts/dev.sh test makes one) for the plugin and the bench programs.
@@ -34,9 +35,10 @@ PATH="$PWD/$venv/bin:$PATH" "$py" -m pip wheel -q --disable-pip-version-check --
 # The plugin and the native bench programs, from build/ (configured with the CUDA backend).
 [ -f build/build.ninja ] || { echo "no build/: run scripts/dev.sh test (or meson setup build) first" >&2; exit 2; }
 ninja -C build gst/libgstcudaipc.so tests/bench/cudaipc-bench-consumer-rate \
-  tests/bench/cudaipc-bench-producer-rate tests/gst/bench/cudaipc-gst-filter-bench \
+  tests/bench/cudaipc-bench-producer-rate tests/bench/cudaipc-bench \
+  tests/gst/bench/cudaipc-gst-filter-bench \
   tests/gst/mp/cudaipc-gst-meta-peer >/dev/null
-for f in cudaipc-bench-consumer-rate cudaipc-bench-producer-rate; do
+for f in cudaipc-bench-consumer-rate cudaipc-bench-producer-rate cudaipc-bench; do
   cp -f "build/tests/bench/$f" "$dist/bench/"
 done
 soname=$(readelf -d build/core/libcudaipc.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')

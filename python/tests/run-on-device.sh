@@ -109,6 +109,15 @@ if [ "$bench" -eq 1 ]; then
   if [ "$filter_only" -eq 0 ]; then
     timeout 300 "$py" python/bench/metas_overhead.py 2>&1 | tee "$out/bench-metas.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    # Where a served model's reply() goes, call by call, after a few kernels as a model's
+    # (REPLY_BUSY, default 20), beside the machine's own cost of waking a sleeping process.
+    if [ -x "$dist/bench/cudaipc-bench" ]; then
+      timeout 60 "$dist/bench/cudaipc-bench" --host-only --backend=host --sizes=64K \
+        --consumers=1 --quick --pin 2>&1 | grep -A3 "futex floor" | tee "$out/bench-reply.txt"
+    fi
+    timeout 180 "$py" python/bench/reply_profile.py --loop --frames 3000 \
+      --busy "${REPLY_BUSY:-20}" 2>&1 | tee -a "$out/bench-reply.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
   fi
   # With --gst128 the filter bench and the pipelines are 1.28's (the filter lends its slots to
   # cudaupload and NVDEC there), else the 1.22 bundle's.
