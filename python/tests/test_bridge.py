@@ -37,7 +37,7 @@ def source_elements(tmp_path, source):
     if not gst or not os.path.exists(os.path.join(plugin, "libgstcudaipc.so")):
         pytest.skip("needs gst-launch-1.0 (or CUDAIPC_GST_BUNDLE) and the cudaipc plugin")
     env = gst_env(tmp_path, plugin)
-    need = ["cudaupload", "cudadownload", "cudaipcsink", "cudaipcsrc", "filesink"]
+    need = ["cudaupload", "cudadownload", "cudaipcringsink", "cudaipcringsrc", "filesink"]
     if source == "videotestsrc":
         require_gst_elements(env, "videotestsrc", *need)
         return gst, env, ["videotestsrc", f"num-buffers={FRAMES}", "!",
@@ -72,7 +72,7 @@ def test_camera_pipeline_to_torch_and_back(tmp_path, source):
     if source == "videotestsrc":
         camera.insert(1, "is-live=true")  # a camera's timing; the same pictures
     # sync=false: frames that waited for the example to join are late, not to be dropped.
-    cam_proc = subprocess.Popen([gst, "-q", *camera, "!", "cudaupload", "!", "cudaipcsink",
+    cam_proc = subprocess.Popen([gst, "-q", *camera, "!", "cudaupload", "!", "cudaipcringsink",
                                  f"socket-path={cam}", "wait-for-consumer=true", "sync=false",
                                  "block-timeout=30000000000"],
                                 env=env, stderr=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ def test_camera_pipeline_to_torch_and_back(tmp_path, source):
             assert time.monotonic() < deadline, "the example never published a result"
             time.sleep(0.05)
         outof = subprocess.Popen(
-            [gst, "-q", "cudaipcsrc", f"socket-path={out}", "mode=every-frame", "is-live=false",
+            [gst, "-q", "cudaipcringsrc", f"socket-path={out}", "mode=every-frame", "is-live=false",
              "!", "cudadownload", "!", CAPS, "!", "filesink", "sync=false",
              "buffer-mode=unbuffered", f"location={result}"],
             env=env, stderr=subprocess.PIPE, text=True)

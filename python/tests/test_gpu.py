@@ -340,7 +340,7 @@ def test_gstreamer_torch_gstreamer_round_trip(tmp_path, memory):
     gst, env = gst_round_trip_env(tmp_path)
     # Core elements only (the GPU machine's bundle has no rawvideoparse), plus nvcodec's upload
     # and download for the CUDA-memory variant.
-    need = ["filesrc", "capsfilter", "filesink", "cudaipcsink", "cudaipcsrc"]
+    need = ["filesrc", "capsfilter", "filesink", "cudaipcringsink", "cudaipcringsrc"]
     if memory == "cuda":
         need += ["cudaupload", "cudadownload"]
     require_gst_elements(env, *need)
@@ -355,12 +355,12 @@ def test_gstreamer_torch_gstreamer_round_trip(tmp_path, memory):
     # One frame per block; the caps filter gives the bytes their format.
     into = subprocess.Popen(
         [gst, "-q", "filesrc", f"location={src}", f"blocksize={H * W * 4}", "!", caps, *upload,
-         "!", "cudaipcsink", f"socket-path={a}", "wait-for-consumer=true",
+         "!", "cudaipcringsink", f"socket-path={a}", "wait-for-consumer=true",
          "block-timeout=30000000000"], env=env, stderr=subprocess.PIPE, text=True)
     with cudaipc.Consumer(a, timeout=60) as c, held_on_timeout(c), \
             cudaipc.Producer(b, memory="cuda", caps=caps, block_timeout=30) as p:
         outof = subprocess.Popen(
-            [gst, "-q", "cudaipcsrc", f"socket-path={b}", "mode=every-frame", "is-live=false",
+            [gst, "-q", "cudaipcringsrc", f"socket-path={b}", "mode=every-frame", "is-live=false",
              *download, "!", f"video/x-raw,format=RGBA,width={W},height={H}", "!", "filesink",
              "sync=false", "buffer-mode=unbuffered", f"location={out}"],
             env=env, stderr=subprocess.PIPE, text=True)

@@ -2,7 +2,8 @@
 cudaipcsrc, a cudaipcsink pipeline read from Python, and a relay through both. The plugin comes
 from this checkout's build (CUDAIPC_GST_PLUGIN_DIR, else build/gst) with a private registry.
 Pipelines use core elements only (filesrc, capsfilter, filesink), which every GStreamer has,
-the GPU machine's minimal bundle included (no rawvideoparse there)."""
+the GPU machine's minimal bundle included (no rawvideoparse there), and the elements under their
+ring names, which GStreamer 1.24+'s own cudaipcsrc and cudaipcsink cannot shadow."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def test_python_producer_played_by_cudaipcsrc(tmp_path, path):
     out = tmp_path / "out.raw"
     caps = f"video/x-raw,format=RGBA,width={W},height={H},framerate=30/1"
     with cudaipc.Producer(path, memory="host", caps=caps, block_timeout=10) as p:
-        gst = launch(tmp_path, f"cudaipcsrc socket-path={path} mode=every-frame is-live=false "
+        gst = launch(tmp_path, f"cudaipcringsrc socket-path={path} mode=every-frame is-live=false "
                                f"! video/x-raw,format=RGBA,width={W},height={H} "
                                # filesink would otherwise hold 64 KiB of buffers, each a slot.
                                f"! filesink sync=false buffer-mode=unbuffered location={out}")
@@ -79,7 +80,7 @@ def test_cudaipcsink_pipeline_read_from_python(tmp_path, path):
         # One frame per block; the caps filter gives the bytes their format.
         gst = launch(tmp_path, f"filesrc location={src} blocksize={H * W * 4} "
                                f"! video/x-raw,format=RGBA,width={W},height={H},framerate=30/1 "
-                               f"! cudaipcsink ipc-mode=host socket-path={path} "
+                               f"! cudaipcringsink ipc-mode=host socket-path={path} "
                                f"wait-for-consumer=true block-timeout=10000000000")
         got = 0
         for f in frames_from(c, gst):
@@ -100,8 +101,8 @@ def test_tensors_relay_through_cudaipcsrc_and_cudaipcsink(tmp_path):
     shape = (2, 5, 7)
     with cudaipc.Producer(a, memory="host", block_timeout=10, framerate=30) as p, \
             cudaipc.Consumer(b, timeout=30) as c:
-        gst = launch(tmp_path, f"cudaipcsrc socket-path={a} mode=every-frame is-live=false "
-                               f"! cudaipcsink ipc-mode=host socket-path={b} "
+        gst = launch(tmp_path, f"cudaipcringsrc socket-path={a} mode=every-frame is-live=false "
+                               f"! cudaipcringsink ipc-mode=host socket-path={b} "
                                f"wait-for-consumer=true block-timeout=10000000000")
         consumers_joined(p, gst)
         for seq in range(1, FRAMES + 1):
