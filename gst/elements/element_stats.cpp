@@ -15,7 +15,7 @@ GstStructure* sink_stats(const ProducerStats& ps, const SinkCounts& counts) {
       connected, "in-place", G_TYPE_UINT64, counts.in_place, "copied", G_TYPE_UINT64, counts.copied,
       "metas-sent", G_TYPE_UINT64, counts.metas_sent, "metas-oversized", G_TYPE_UINT64,
       counts.metas_oversized, "metas-unsupported", G_TYPE_UINT64, counts.metas_unsupported,
-      nullptr);
+      "format-generation", G_TYPE_UINT64, static_cast<guint64>(ps.generation), nullptr);
   GValue list = G_VALUE_INIT;
   g_value_init(&list, GST_TYPE_ARRAY);
   for (const auto& c : ps.consumers) {

@@ -21,7 +21,8 @@
 //     taken that path into its slot (upstream wrote in place, or the sink copied it); with
 //     --expect-device-id D the sink's CUDA context (its slots) must be on device D.
 //     --stamp: each buffer entering the sink gets a reference timestamp (CLOCK_MONOTONIC) for
-//     `latency` to read in the consumer.
+//     `latency` to read in the consumer. --format-first: the sink must have announced a format
+//     (its stats' format-generation) before its first buffer reached it.
 //
 // Two GPUs (a model process on its own GPU, issue #30):
 //   cudaipc-gst-verify gpus
@@ -106,6 +107,7 @@ struct Options {
   int expect_device_id = -1;  // >= 0: the device every consumer buffer must be on
   int model_device = -1;      // serve / filter: the model's device
   bool stamp = false;         // produce: stamp each buffer at the sink for `latency`
+  bool format_first = false;  // produce: the sink announced its format before its first buffer
   int warmup = 30;
   int hold_every = 0, hold_for = 0;  // filter: keep every K-th buffer out for L more frames
   int allow_unanswered = 0;          // filter: frames that may pass without an answer
@@ -467,6 +469,29 @@ GstPadProbeReturn stamp_buffer(GstPad*, GstPadProbeInfo* info, gpointer) {
   return GST_PAD_PROBE_OK;
 }
 
+// The sink's stats field `name` (0 where absent).
+guint64 sink_stat(GstElement* sink, const char* name) {
+  GstStructure* stats = nullptr;
+  g_object_get(sink, "stats", &stats, nullptr);
+  const guint64 v = stat(stats, name);
+  if (stats) gst_structure_free(stats);
+  return v;
+}
+
+// --format-first: the format generation the sink had announced when its first buffer arrived.
+struct FirstBuffer {
+  GstElement* sink;
+  bool seen = false;
+  guint64 generation = 0;
+};
+
+GstPadProbeReturn note_first_buffer(GstPad*, GstPadProbeInfo*, gpointer data) {
+  auto* first = static_cast<FirstBuffer*>(data);
+  first->seen = true;
+  first->generation = sink_stat(first->sink, "format-generation");
+  return GST_PAD_PROBE_REMOVE;
+}
+
 // The device of the sink's CUDA context, which its slots live on (-1: it has none), as the sink
 // answers a neighbour's context query.
 int sink_device(GstElement* sink) {
@@ -501,11 +526,13 @@ int produce(const Options& o) {
   }
   g_object_set(sink, "socket-path", o.socket.c_str(), "wait-for-consumer", TRUE, "sync", FALSE,
                nullptr);
-  if (o.stamp) {
-    GstPad* pad = gst_element_get_static_pad(sink, "sink");
-    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, stamp_buffer, nullptr, nullptr);
-    gst_object_unref(pad);
-  }
+  GstPad* sink_pad = gst_element_get_static_pad(sink, "sink");
+  if (o.stamp)
+    gst_pad_add_probe(sink_pad, GST_PAD_PROBE_TYPE_BUFFER, stamp_buffer, nullptr, nullptr);
+  FirstBuffer first{sink};
+  if (o.format_first)
+    gst_pad_add_probe(sink_pad, GST_PAD_PROBE_TYPE_BUFFER, note_first_buffer, &first, nullptr);
+  gst_object_unref(sink_pad);
   gst_element_set_state(pipe, GST_STATE_PLAYING);
   GstBus* bus = gst_element_get_bus(pipe);
   GstMessage* m =
@@ -526,15 +553,20 @@ int produce(const Options& o) {
   GstStructure* stats = nullptr;
   g_object_get(sink, "stats", &stats, nullptr);
   const guint64 published = stat(stats, "published"), in_place = stat(stats, "in-place"),
-                copied = stat(stats, "copied");
+                copied = stat(stats, "copied"), generation = stat(stats, "format-generation");
   if (stats) gst_structure_free(stats);
   gst_object_unref(sink);
   gst_element_set_state(pipe, GST_STATE_NULL);
   gst_object_unref(pipe);
   std::printf("producer: published=%" G_GUINT64_FORMAT " in-place=%" G_GUINT64_FORMAT
-              " copied=%" G_GUINT64_FORMAT " device=%d\n",
-              published, in_place, copied, device);
+              " copied=%" G_GUINT64_FORMAT " device=%d formats=%" G_GUINT64_FORMAT,
+              published, in_place, copied, device, generation);
+  if (o.format_first)
+    std::printf(" (%" G_GUINT64_FORMAT " before the first buffer)", first.generation);
+  std::printf("\n");
   if (!error.empty()) return fail("producer: " + error);
+  if (o.format_first && (!first.seen || first.generation == 0))
+    return fail("producer: the sink announced no format before its first buffer");
   if (o.expect_device_id >= 0 && device != o.expect_device_id)
     return fail("producer: the slots are on device " + std::to_string(device) + ", not " +
                 std::to_string(o.expect_device_id));
@@ -1185,6 +1217,8 @@ int main(int argc, char** argv) {
       o.expect_device_id = std::atoi(next().c_str());
     else if (a == "--model-device")
       o.model_device = std::atoi(next().c_str());
+    else if (a == "--format-first")
+      o.format_first = true;
     else if (a == "--stamp")
       o.stamp = true;
     else if (a == "--warmup")
