@@ -198,12 +198,14 @@ TEST_F(ElementTest, SinkInterface) {
   g_object_get(sink.get(), "stats", &s, nullptr);
   Ptr<GstStructure> stats(s);
   ASSERT_TRUE(stats);
-  guint64 published = 99;
+  guint64 published = 99, generation = 99;
   guint consumers = 99;
   EXPECT_TRUE(gst_structure_get_uint64(s, "published", &published));
   EXPECT_TRUE(gst_structure_get_uint(s, "consumers", &consumers));
+  EXPECT_TRUE(gst_structure_get_uint64(s, "format-generation", &generation));
   EXPECT_EQ(published, 0u);
   EXPECT_EQ(consumers, 0u);
+  EXPECT_EQ(generation, 0u);  // no format announced yet
 }
 
 TEST_F(ElementTest, SrcInterface) {
@@ -286,14 +288,16 @@ TEST_F(ElementTest, StatsAfterARun) {
   Ptr<GstStructure> s = producer.stats();
   std::printf("sink stats: %s\n", text_of(s.get()).c_str());
   EXPECT_STREQ(gst_structure_get_name(s.get()), "cudaipcsink-stats");
-  guint64 published = 0, dropped = 99;
+  guint64 published = 0, dropped = 99, generation = 0;
   guint consumers = 0;
   EXPECT_TRUE(gst_structure_get_uint64(s.get(), "published", &published));
   EXPECT_TRUE(gst_structure_get_uint64(s.get(), "dropped", &dropped));
   EXPECT_TRUE(gst_structure_get_uint(s.get(), "consumers", &consumers));
+  EXPECT_TRUE(gst_structure_get_uint64(s.get(), "format-generation", &generation));
   EXPECT_EQ(published, kFrames);
   EXPECT_EQ(dropped, 0u);
   EXPECT_EQ(consumers, 1u);
+  EXPECT_EQ(generation, 1u);  // one caps, one layout
   const GValue* list = gst_structure_get_value(s.get(), "consumer-stats");
   ASSERT_TRUE(list && GST_VALUE_HOLDS_ARRAY(list));
   ASSERT_EQ(gst_value_array_get_size(list), 1u);
