@@ -300,6 +300,42 @@ static GstStateChangeReturn gst_cuda_ipc_ring_sink_change_state(GstElement* elem
   return ret;
 }
 
+static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std::uint64_t bytes);
+
+// The tensor and size of a buffer in the caps' default layout, which a pool's buffers use.
+// False for what one buffer-pool buffer cannot be: several tensors (NNStreamer's buffers, a
+// memory each), or more than a pool's guint sizes.
+static bool default_layout(const StreamCaps& parsed, TensorDesc* tensor, std::uint64_t* bytes) {
+  std::string error;
+  *tensor = parsed.tensor;
+  if (parsed.tensors.size() > 1) return false;
+  if (parsed.kind == MediaKind::video &&
+      !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), tensor, &error))
+    return false;
+  *bytes = tensor->byte_offset + tensor->size;
+  if (parsed.kind == MediaKind::video)
+    *bytes = std::max<std::uint64_t>(*bytes, video_rows_end(parsed.video, *tensor));
+  return *bytes <= G_MAXUINT;
+}
+
+// The first format goes out with the first caps, before the first buffer, in the caps' default
+// layout: consumers that connected earlier map the slots while the pipeline starts, not at its
+// first frame (behind cudaipcfilter, which answers upstream's allocation query itself, that is
+// after the model's first answer). On 1.22 upstream's CUDA buffers come pitched from a
+// GstCudaBufferPool, copied into the slots: those are sized for such a buffer, so a first buffer
+// of that layout is a new format on the same slots. Any other first buffer is announced as
+// before (new slots where it does not fit).
+static gboolean announce_early(GstCudaIpcRingSink* self, GstCaps* caps) {
+  SinkState* st = self->st;
+  TensorDesc tensor;
+  std::uint64_t bytes = 0;
+  if (st->has_format || !st->producer || !default_layout(st->caps, &tensor, &bytes)) return TRUE;
+  if (!kCanWrapCudaMemory && st->caps.cuda_memory && st->context &&
+      st->producer->memory_kind() == MemoryKind::cuda)
+    bytes = std::max<std::uint64_t>(bytes, cuda_pool_size(caps, st->caps, st->context));
+  return send_format(self, tensor, bytes);
+}
+
 static gboolean gst_cuda_ipc_ring_sink_set_caps(GstBaseSink* sink, GstCaps* caps) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
@@ -314,7 +350,7 @@ static gboolean gst_cuda_ipc_ring_sink_set_caps(GstBaseSink* sink, GstCaps* caps
   st->wire_caps = wire_caps(caps);
   st->format_dirty = true;
   GST_DEBUG_OBJECT(self, "caps %s", st->wire_caps.c_str());
-  return TRUE;
+  return announce_early(self, caps);
 }
 
 static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filter) {
@@ -345,27 +381,9 @@ static GstCaps* gst_cuda_ipc_ring_sink_get_caps(GstBaseSink* sink, GstCaps* filt
   return caps;
 }
 
-static bool send_format(GstCudaIpcRingSink* self, const TensorDesc& tensor, std::uint64_t bytes);
-
 // A new format generation is due: new caps or tags, or a layout the consumers were not told of.
 static bool format_changed(const SinkState* st, const TensorDesc& tensor, std::uint64_t bytes) {
   return st->format_dirty || !st->has_format || tensor != st->sent_tensor || bytes != st->sent_size;
-}
-
-// The tensor and size of a buffer in the caps' default layout, which a pool's buffers use.
-// False for what one buffer-pool buffer cannot be: several tensors (NNStreamer's buffers, a
-// memory each), or more than a pool's guint sizes.
-static bool default_layout(const StreamCaps& parsed, TensorDesc* tensor, std::uint64_t* bytes) {
-  std::string error;
-  *tensor = parsed.tensor;
-  if (parsed.tensors.size() > 1) return false;
-  if (parsed.kind == MediaKind::video &&
-      !video_tensor(parsed.video, nullptr, GST_VIDEO_INFO_SIZE(&parsed.video), tensor, &error))
-    return false;
-  *bytes = tensor->byte_offset + tensor->size;
-  if (parsed.kind == MediaKind::video)
-    *bytes = std::max<std::uint64_t>(*bytes, video_rows_end(parsed.video, *tensor));
-  return *bytes <= G_MAXUINT;
 }
 
 // Upstream writes straight into ring slots (host channels; CUDA channels on 1.24+). The format
@@ -393,22 +411,6 @@ static gboolean propose_slot_pool(GstCudaIpcRingSink* self, GstQuery* query, Gst
   return TRUE;
 }
 
-// 1.22, where upstream's CUDA buffers are copied into the slots: the format goes out now, before
-// the first buffer, so consumers connected earlier import the slots while the pipeline starts
-// instead of at its first frame (behind cudaipcfilter that is after the model's first answer).
-// The slots are sized for the pitched buffers of the pool offered upstream (`pool_size`), so the
-// first buffer's own layout, when it differs, is a new format on the same slots.
-static gboolean announce_early(GstCudaIpcRingSink* self, GstCaps* caps, const StreamCaps& parsed,
-                               guint pool_size) {
-  SinkState* st = self->st;
-  TensorDesc tensor;
-  std::uint64_t bytes = 0;
-  if (st->has_format || !default_layout(parsed, &tensor, &bytes)) return TRUE;
-  st->caps = parsed;
-  st->wire_caps = wire_caps(caps);
-  return send_format(self, tensor, std::max<std::uint64_t>(bytes, pool_size));
-}
-
 static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, GstQuery* query) {
   auto* self = GST_CUDA_IPC_RING_SINK(sink);
   SinkState* st = self->st;
@@ -427,8 +429,8 @@ static gboolean gst_cuda_ipc_ring_sink_propose_allocation(GstBaseSink* sink, Gst
   if (!parsed.cuda_memory || !st->context) return TRUE;
   if (cuda_channel && kCanWrapCudaMemory) return propose_slot_pool(self, query, caps, parsed, true);
   // 1.22: upstream at least allocates on our device and context, so the copy stays on it.
-  const guint pool_size = offer_cuda_pool(query, caps, parsed, st->context);
-  return !cuda_channel || announce_early(self, caps, parsed, pool_size);
+  offer_cuda_pool(query, caps, parsed, st->context);
+  return TRUE;
 }
 
 static gboolean gst_cuda_ipc_ring_sink_query(GstBaseSink* sink, GstQuery* query) {

@@ -20,9 +20,9 @@ namespace cudaipc::gst {
 bool offer_slot_pool(GstQuery* query, GstCaps* caps, guint bytes,
                      std::shared_ptr<SlotLender> lender, GstCudaContext* ctx,
                      ElementStream& stream);
-// An ordinary GstCudaBufferPool on `ctx` for `caps`; the size of its buffers (pitched rows), 0
-// when none was offered.
-guint offer_cuda_pool(GstQuery* query, GstCaps* caps, const StreamCaps& parsed,
-                      GstCudaContext* ctx);
+// An ordinary GstCudaBufferPool on `ctx` for `caps`.
+void offer_cuda_pool(GstQuery* query, GstCaps* caps, const StreamCaps& parsed, GstCudaContext* ctx);
+// The size of the buffers such a pool allocates (pitched rows), 0 where it refuses the caps.
+guint cuda_pool_size(GstCaps* caps, const StreamCaps& parsed, GstCudaContext* ctx);
 
 }  // namespace cudaipc::gst
