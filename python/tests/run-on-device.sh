@@ -112,7 +112,9 @@ if [ "$bench" -eq 1 ]; then
     # Where a served model's reply() goes, call by call, after a few kernels as a model's
     # (REPLY_BUSY, default 20), beside the machine's own cost of waking a sleeping process.
     if [ -x "$dist/bench/cudaipc-bench" ]; then
-      timeout 60 "$dist/bench/cudaipc-bench" --host-only --backend=host --sizes=64K \
+      # Copied out of build/, it finds libcudaipc beside it.
+      LD_LIBRARY_PATH="$dist/bench${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        timeout 60 "$dist/bench/cudaipc-bench" --host-only --backend=host --sizes=64K \
         --consumers=1 --quick --pin 2>&1 | grep -A3 "futex floor" | tee "$out/bench-reply.txt"
     fi
     timeout 180 "$py" python/bench/reply_profile.py --loop --frames 3000 \
