@@ -49,7 +49,9 @@ log = logging.getLogger("cudaipc.server")
 
 class Request(_lib.native.Request):
     """One frame waiting for its results. Exports the frame like a :class:`Frame` does
-    (``torch.from_dlpack(req)``, ``req.numpy()``); its metas are ``req.frame.metas`` and friends;
+    (``torch.from_dlpack(req)``, ``req.torch()``, ``req.numpy()``: the last two, like the
+    frame's, view its slot until the request is answered); its metas are ``req.frame.metas``
+    and friends;
     ``req.pipeline`` and ``req.path`` say which pipeline sent it. Answer it once with
     :meth:`reply`; a request dropped unanswered is released, and the filter applies its
     ``on-missing`` policy to that frame when its timeout passes."""

@@ -235,8 +235,9 @@ const CuPy* cupy_api() {
   Ref current(PyObject_GetAttrString(cuda.get(), "get_current_stream"));
   Ref view(current ? PyObject_GetAttrString(consumer.get(), "_cupy_slot_view") : nullptr);
   if (!view) return nullptr;
+  intptr_t (*stream_ptr)(int) = cupy_stream_ptr();
   if (!cache.slot_view) {  // the imports let the GIL go: another thread may have been first
-    cache.stream_ptr = cupy_stream_ptr();
+    cache.stream_ptr = stream_ptr;
     cache.current_stream = current.release();
     cache.slot_view = view.release();
   }

@@ -185,8 +185,8 @@ kill_case() {  # kill_case NAME DEV PIPELINE_UP_TO_THE_FILTER REFERENCE AFTER_TH
 
 # A producer run by the checker (`produce`): PIPELINE ending in a cudaipcringsink named sink, and
 # the path every frame must take into its slot (in-place: upstream wrote it there; copied).
-# The sink announces its format at the allocation query, before its first buffer (slot pools; on
-# 1.22 the CUDA pool it offers upstream), so consumers map the slots while the pipeline starts.
+# The sink announces its format with its first caps, before its first buffer, so consumers map
+# the slots while the pipeline starts.
 produce() {  # produce PATH PIPELINE
   echo "@produce --format-first --expect-path $1 --pipeline-words $2 ! cudaipcringsink name=sink"
 }
