@@ -1,6 +1,7 @@
 // Caps round trips through cudaipcsink ipc-mode=host and cudaipcsrc in one process: every video
 // format with a non-default layout, every tensor dtype and ranks 1 to 4, and the equivalence of
 // NNStreamer dimension spellings. Every frame's bytes, metas and caps are checked.
+#include <atomic>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -123,6 +124,70 @@ TEST_F(ElementTest, DefaultLayoutWithoutVideoMeta) {
     EXPECT_TRUE(caps_equal(got[i].caps.get(), caps.get())) << text_of(got[i].caps.get());
     EXPECT_EQ(check_video_frame(got[i], layout, i + 1), "");
     EXPECT_EQ(check_tensor_meta(got[i], video_tensor_of(layout), i + 1), "");
+  }
+}
+
+// What reached the sink's pad: allocation queries (dropped here, as cudaipcfilter answers them
+// itself so none reaches a sink behind it), and the sink's format generation when its first
+// buffer came.
+struct SinkPadWatch {
+  std::atomic<int> allocation_queries{0};
+  std::atomic<bool> buffer_seen{false};
+  std::atomic<guint64> generation_at_first_buffer{0};
+  GstElement* sink = nullptr;
+};
+
+GstPadProbeReturn drop_allocation(GstPad*, GstPadProbeInfo* info, gpointer data) {
+  if (GST_QUERY_TYPE(GST_PAD_PROBE_INFO_QUERY(info)) != GST_QUERY_ALLOCATION)
+    return GST_PAD_PROBE_OK;
+  static_cast<SinkPadWatch*>(data)->allocation_queries++;
+  return GST_PAD_PROBE_DROP;
+}
+
+GstPadProbeReturn note_first_buffer(GstPad*, GstPadProbeInfo*, gpointer data) {
+  auto* w = static_cast<SinkPadWatch*>(data);
+  GstStructure* s = nullptr;
+  g_object_get(w->sink, "stats", &s, nullptr);
+  guint64 generation = 0;
+  if (s) gst_structure_get_uint64(s, "format-generation", &generation);
+  if (s) gst_structure_free(s);
+  w->generation_at_first_buffer = generation;
+  w->buffer_seen = true;
+  return GST_PAD_PROBE_REMOVE;
+}
+
+// The sink announces its format with its caps, before its first buffer, also when no allocation
+// query reaches it: a consumer connected early has the format (and maps the slots) while the
+// pipeline starts, not at its first frame. One caps, one layout: one generation in all.
+TEST_F(ElementTest, TheFormatGoesOutWithTheCapsBeforeAnyBuffer) {
+  const VideoLayout layout = default_layout(GST_VIDEO_FORMAT_NV12, 64, 48);
+  Ptr<GstCaps> caps = caps_of(layout);
+  Producer producer(socket());
+  Consumer consumer(socket(), "mode=every-frame");
+  SinkPadWatch watch;
+  watch.sink = producer.sink();
+  Ptr<GstPad> pad(gst_element_get_static_pad(producer.sink(), "sink"));
+  gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM, drop_allocation, &watch,
+                    nullptr);
+  gst_pad_add_probe(pad.get(), GST_PAD_PROBE_TYPE_BUFFER, note_first_buffer, &watch, nullptr);
+  producer.set_caps(caps.get());
+  ASSERT_TRUE(producer.start()) << producer.pipeline().errors();
+  ASSERT_TRUE(consumer.start()) << consumer.pipeline().errors();
+  ASSERT_TRUE(producer.wait_consumers(1, kWait)) << consumer.pipeline().errors();
+  for (int i = 0; i < kFrames; ++i)
+    ASSERT_EQ(producer.push(video_buffer(layout, i + 1), i), GST_FLOW_OK);
+  ASSERT_TRUE(consumer.collector().wait_frames(kFrames, kWait)) << producer.pipeline().errors();
+  EXPECT_TRUE(watch.buffer_seen);
+  EXPECT_GE(watch.allocation_queries.load(), 1) << "appsrc asked for no allocation";
+  EXPECT_EQ(watch.generation_at_first_buffer.load(), 1u) << "no format before the first buffer";
+  guint64 generation = 0;
+  Ptr<GstStructure> stats = producer.stats();
+  ASSERT_TRUE(stats && gst_structure_get_uint64(stats.get(), "format-generation", &generation));
+  EXPECT_EQ(generation, 1u) << text_of(stats.get());
+  const std::vector<Received> got = consumer.collector().frames();
+  for (int i = 0; i < kFrames; ++i) {
+    SCOPED_TRACE("frame " + std::to_string(i));
+    EXPECT_EQ(check_video_frame(got[i], layout, i + 1), "");
   }
 }
 
