@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 
 from . import _cuda, _errors, _lib, _metas_io
 from ._server_gpu import GpuReplies
-from ._consumer import Frame, _format_of, _Shared
+from ._consumer import Frame, _format_of, _numpy_slot_view, _Shared
 from ._device import cuda_ordinal
 from ._errors import ClosedError, InterruptedError, InvalidArgumentError
 
@@ -417,5 +417,7 @@ class Server(_lib.native.Server):
 
 
 
-# The binding makes frames and requests of these classes.
-_lib.native.configure(Frame, Request, _errors.from_code, _cuda.stream_handle, ClosedError)
+# The binding makes frames and requests of these classes, and a host frame's numpy() views with
+# the consumer's helper.
+_lib.native.configure(Frame, Request, _errors.from_code, _cuda.stream_handle, ClosedError,
+                      _numpy_slot_view)

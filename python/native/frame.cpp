@@ -502,18 +502,11 @@ namespace {
 // The NumPy array of a host slot, made by the package (its read-only flag set where the capsule
 // carries none).
 PyObject* numpy_view(PyObject* capsule, int) {
-  static PyObject* make;
-  if (!make) {
-    Ref consumer(PyImport_ImportModule("cudaipc._consumer"));
-    if (!consumer) return nullptr;
-    PyObject* got = PyObject_GetAttrString(consumer.get(), "_numpy_slot_view");
-    if (!got) return nullptr;
-    if (make)  // the import let the GIL go: another thread may have been first
-      Py_DECREF(got);
-    else
-      make = got;
+  if (!package.numpy_slot_view) {
+    PyErr_SetString(PyExc_RuntimeError, "numpy(): the package did not configure the binding");
+    return nullptr;
   }
-  return PyObject_CallOneArg(make, capsule);
+  return PyObject_CallOneArg(package.numpy_slot_view, capsule);
 }
 
 }  // namespace

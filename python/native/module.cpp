@@ -2,6 +2,7 @@
 // tables of functions the other files define.
 #include <cstdarg>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "native.hpp"
@@ -15,9 +16,9 @@ namespace {
 Torch torch_cache;
 
 PyObject* configure(PyObject*, PyObject* args) {
-  PyObject *frame, *request, *from_code, *stream_handle, *closed_error;
-  if (!PyArg_ParseTuple(args, "O!O!OOO", &PyType_Type, &frame, &PyType_Type, &request, &from_code,
-                        &stream_handle, &closed_error))
+  PyObject *frame, *request, *from_code, *stream_handle, *closed_error, *numpy_slot_view;
+  if (!PyArg_ParseTuple(args, "O!O!OOOO", &PyType_Type, &frame, &PyType_Type, &request, &from_code,
+                        &stream_handle, &closed_error, &numpy_slot_view))
     return nullptr;
   if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(frame), &FrameType) ||
       !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(request), &RequestType)) {
@@ -25,10 +26,13 @@ PyObject* configure(PyObject*, PyObject* args) {
     return nullptr;
   }
   PyObject** slots[] = {reinterpret_cast<PyObject**>(&package.frame),
-                        reinterpret_cast<PyObject**>(&package.request), &package.from_code,
-                        &package.stream_handle, &package.closed_error};
-  PyObject* given[] = {frame, request, from_code, stream_handle, closed_error};
-  for (size_t i = 0; i < 5; ++i) {
+                        reinterpret_cast<PyObject**>(&package.request),
+                        &package.from_code,
+                        &package.stream_handle,
+                        &package.closed_error,
+                        &package.numpy_slot_view};
+  PyObject* given[] = {frame, request, from_code, stream_handle, closed_error, numpy_slot_view};
+  for (size_t i = 0; i < std::size(given); ++i) {
     Py_INCREF(given[i]);
     Py_XSETREF(*slots[i], given[i]);
   }
@@ -59,7 +63,8 @@ PyObject* dlpack_views_alive(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Frame, Request, from_code, stream_handle, ClosedError): the package's classes"},
+     "configure(Frame, Request, from_code, stream_handle, ClosedError, numpy_slot_view): the "
+     "package's classes and helpers"},
     {"check", CUDAIPC_FASTCALL(check), METH_FASTCALL,
      "check(status, context=None): raises the package's exception for a nonzero status"},
     {"last_error_code", last_error_code, METH_NOARGS, "the status of this thread's last failure"},

@@ -108,12 +108,13 @@ extern PyTypeObject ConsumerType;
 
 // Set by configure(): the Python classes made from the bases, and the package's helpers.
 struct Package {
-  PyTypeObject* frame = nullptr;       // cudaipc.Frame
-  PyTypeObject* request = nullptr;     // cudaipc.Request
-  PyObject* from_code = nullptr;       // _errors.from_code(code, message) -> exception
-  PyObject* stream_handle = nullptr;   // _cuda.stream_handle(obj) -> int
-  PyObject* closed_error = nullptr;    // cudaipc.ClosedError
-  PyObject* capsule_failed = nullptr;  // what the core's capsule calls raise
+  PyTypeObject* frame = nullptr;        // cudaipc.Frame
+  PyTypeObject* request = nullptr;      // cudaipc.Request
+  PyObject* from_code = nullptr;        // _errors.from_code(code, message) -> exception
+  PyObject* stream_handle = nullptr;    // _cuda.stream_handle(obj) -> int
+  PyObject* closed_error = nullptr;     // cudaipc.ClosedError
+  PyObject* capsule_failed = nullptr;   // what the core's capsule calls raise
+  PyObject* numpy_slot_view = nullptr;  // _consumer._numpy_slot_view(capsule) -> ndarray
 };
 extern Package package;
 
