@@ -445,6 +445,10 @@ int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream) {
   });
 }
 
+void* cudaipc_frame_cuda_stream(const cudaipc_frame* f) {
+  return f && f->cuda_device >= 0 ? f->f.cuda_stream() : nullptr;
+}
+
 int cudaipc_frame_order_release(cudaipc_frame* f, void* stream) {
   return guard([&] {
     require(f, "frame");

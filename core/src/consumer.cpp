@@ -108,7 +108,11 @@ class ConsumerImpl {
     if (!conn_) throw Error(Errc::disconnected, "not connected to a producer");
     return conn_->memory_kind();
   }
-  void* stream() const { return conn_ ? conn_->memory().stream() : nullptr; }
+  // Any thread may ask while next()'s thread connects.
+  void* stream() const {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    return conn_ ? conn_->memory().stream() : nullptr;
+  }
   int device() const { return conn_ ? conn_->memory().device() : -1; }
 
  private:
@@ -121,8 +125,8 @@ class ConsumerImpl {
   bool take_interrupt() noexcept;
 
   ConsumerOptions opts_;
-  UniqueFd wake_fd_;    // eventfd: interrupt() breaks socket waits through it
-  std::mutex conn_mu_;  // guards conn_ against interrupt(); only next()'s thread changes it
+  UniqueFd wake_fd_;            // eventfd: interrupt() breaks socket waits through it
+  mutable std::mutex conn_mu_;  // guards conn_ against other threads; only next()'s changes it
   // Earlier connections' gpu_waits/gpu_releases (under conn_mu_).
   std::uint64_t past_gpu_waits_ = 0;
   std::uint64_t past_gpu_releases_ = 0;
@@ -507,6 +511,10 @@ void Frame::order_reads(void* stream) const {
 void Frame::order_release_after(void* stream) const {
   if (!conn_) throw Error(Errc::invalid_argument, "order_release_after on a released frame");
   conn_->memory().order_release_after(stream);
+}
+
+void* Frame::cuda_stream() const noexcept {
+  return conn_ ? conn_->memory().stream() : nullptr;
 }
 
 void Frame::copy_to_host(void* dst, std::uint64_t bytes) const {

@@ -128,7 +128,8 @@ class ConsumerMemory {
   // releasing it early when the producer is dead. Bounded; false when the stream still had work
   // (the caller must then keep what that work may touch).
   virtual bool close() noexcept { return true; }
-  // The CUstream a consumer's reads are ordered on (nullptr for host memory).
+  // The CUstream a consumer's reads are ordered on (nullptr for host memory), handed out: reads
+  // the caller queues on it are covered by every release from then on.
   virtual void* stream() const noexcept { return nullptr; }
   // How often ordering took GPU work (CUDA): acquires that queued a wait because the frame was not
   // written yet, releases the stream wrote because reads were still queued. Without MPS each is a

@@ -67,17 +67,16 @@ _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the consumer
-    stream ``__cuda_array_interface__`` names, and the torch tensors, cupy arrays and NumPy arrays
+    the torch tensors, cupy arrays and NumPy arrays
     of its slots (``views``, ``cupy_views``, ``numpy_views``: the binding makes each once, for
     frame.torch(), frame.cupy() and a host frame's numpy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "stream", "meta_stats", "views", "cupy_views", "numpy_views",
+                 "shape", "strides", "meta_stats", "views", "cupy_views", "numpy_views",
                  "host_dlpack")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
-                 fmt: Optional[Format], stream: Optional[int],
-                 meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
+                 fmt: Optional[Format], meta_stats: Optional[_metas_io.MetaStats] = None) -> None:
         self.meta_stats = meta_stats or _metas_io.MetaStats()
         self.views = None
         self.cupy_views = None
@@ -88,7 +87,6 @@ class _Shared:
         self.dl_device = (CUDA, device_id) if self.cuda else (CPU, 0)
         self.caps = fmt.caps if fmt else ""
         self.generation = fmt.generation if fmt else 0
-        self.stream = stream
         if tensor is not None:
             code, shape, strides = tensor
             self.dtype: Optional[_dtypes.DType] = _dtypes.from_code(code)
@@ -310,8 +308,10 @@ class Frame(_native.Frame):
     def __cuda_array_interface__(self) -> dict:
         """CUDA Array Interface v3 (CUDA frames only). ``stream`` is the consumer's stream, which
         the importer waits for; the memory is valid until the frame is released, so pass your
-        stream to ``release(stream=...)`` when your GPU work reads it later."""
-        self._live()
+        stream to ``release(stream=...)`` when your GPU work reads it later. Handing the
+        consumer's stream out makes each later release of this consumer ask the driver whether
+        that stream has run the reads queued on it (frame.torch() and DLPack do not)."""
+        h = self._live()
         s = self._s
         if not s.cuda:
             raise AttributeError("__cuda_array_interface__: the frame is in host memory")
@@ -321,7 +321,7 @@ class Frame(_native.Frame):
             "data": (self.data_ptr, True),
             "strides": s.strides,
             "version": 3,
-            "stream": s.stream,
+            "stream": _native.frame_cuda_stream(h),
         }
 
     def _typestr(self) -> str:
@@ -389,9 +389,8 @@ class Consumer(_native.Consumer):
         self.on_disconnect = on_disconnect
         self._format: Optional[Format] = None
         self._memory = 0
-        self._stream: Optional[int] = None  # the consumer's CUstream (CUDA channels)
         self._meta_stats = _metas_io.MetaStats()
-        self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
+        self._shared = _Shared(-1, -1, None, None, self._meta_stats)
         h = _native.consumer_new(path, modes[mode], bool(reconnect),
                                  -1 if device is None else cuda_ordinal(device),
                                  f"consumer of {path}")
@@ -422,8 +421,10 @@ class Consumer(_native.Consumer):
     @property
     def cuda_stream(self) -> Optional[int]:
         """The CUstream the consumer orders its own reads on (CUDA channels, once a format came):
-        what ``__cuda_array_interface__`` names."""
-        return self._stream
+        what ``__cuda_array_interface__`` names. Reads queued on it are covered by each frame's
+        release, which from then on asks the driver whether the stream has run them."""
+        h = self._h
+        return _native.consumer_cuda_stream(h) if h is not None and self._memory else None
 
     @property
     def stats(self) -> dict:
@@ -551,17 +552,16 @@ class Consumer(_native.Consumer):
     def _new_format(self, h: int, ev: Any) -> None:
         caps, tensor, generation = ev.format
         self._format = _format_of(tensor, caps, generation)
-        self._memory, self._stream = _native.consumer_memory(h, f"reading {self.path}")
+        self._memory = _native.consumer_memory(h, f"reading {self.path}")
         # Frames of the new format get a new _Shared (caps, generation) at their first frame.
-        self._shared = _Shared(-1, -1, None, None, None, self._meta_stats)
+        self._shared = _Shared(-1, -1, None, None, self._meta_stats)
         if self.on_format is not None:
             self.on_format(self._format)
 
     def _new_shared(self, tensor_id: int, frame: int, device_id: int) -> _Shared:
         # Read once per tensor description: the frame's own, which may differ from the format's.
         tensor = _native.frame_tensor(frame)
-        self._shared = _Shared(tensor_id, device_id, tensor, self._format, self._stream,
-                               self._meta_stats)
+        self._shared = _Shared(tensor_id, device_id, tensor, self._format, self._meta_stats)
         return self._shared
 
     def __iter__(self) -> Iterator[Frame]:

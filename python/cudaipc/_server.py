@@ -267,10 +267,10 @@ class Server(_lib.native.Server):
 
     def _describe(self, pipeline: int, h: int, tensor_id: int, device_id: int) -> _Shared:
         # Once per pipeline format and tensor description, never per frame.
-        caps, generation, stream = _native.request_format(h)
+        caps, generation = _native.request_format(h)
         tensor = _native.frame_tensor(h)
         fmt = _format_of(tensor, caps, generation)
-        shared = _Shared(tensor_id, device_id, tensor, fmt, stream, self._meta_stats)
+        shared = _Shared(tensor_id, device_id, tensor, fmt, self._meta_stats)
         if pipeline not in self._shared:  # its first request, or the first since it went away
             log.info("a pipeline on %s sends requests (%s)", self._paths.get(pipeline) or
                      self._path_of(pipeline), fmt.caps)

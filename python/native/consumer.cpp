@@ -172,16 +172,33 @@ PyObject* consumer_counters(PyObject*, PyObject* const* a, Py_ssize_t n) {
                        static_cast<unsigned long long>(k.gpu_releases));
 }
 
-// consumer_memory(h, context): (memory kind, the consumer's CUstream or None).
+// consumer_memory(h, context): the memory kind.
 PyObject* consumer_memory(PyObject*, PyObject* const* a, Py_ssize_t n) {
   const char* fn = "consumer_memory";
   cudaipc_consumer* c;
   if (!arity(fn, n, 2) || !arg_handle(fn, a[0], &c)) return nullptr;
   cudaipc_memory memory = CUDAIPC_MEMORY_HOST;
   if (int rc = cudaipc_consumer_memory(c, &memory)) return fail_in(rc, a[1]);
-  void* stream = memory == CUDAIPC_MEMORY_CUDA ? cudaipc_consumer_cuda_stream(c) : nullptr;
-  if (!stream) return Py_BuildValue("(iO)", int(memory), Py_None);
-  return Py_BuildValue("(iN)", int(memory), PyLong_FromVoidPtr(stream));
+  return PyLong_FromLong(int(memory));
+}
+
+PyObject* stream_or_none(void* stream) {
+  if (!stream) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(stream);
+}
+
+// Asked for only where a caller is handed the stream (cuda_stream, __cuda_array_interface__):
+// until then the core knows nobody else queues work on it (cudaipc_consumer_cuda_stream).
+PyObject* consumer_cuda_stream(PyObject*, PyObject* h) {
+  cudaipc_consumer* c;
+  if (!arg_handle("consumer_cuda_stream", h, &c)) return nullptr;
+  return stream_or_none(cudaipc_consumer_cuda_stream(c));
+}
+
+PyObject* frame_cuda_stream(PyObject*, PyObject* h) {
+  cudaipc_frame* f;
+  if (!arg_handle("frame_cuda_stream", h, &f)) return nullptr;
+  return stream_or_none(cudaipc_frame_cuda_stream(f));
 }
 
 PyObject* consumer_interrupt(PyObject*, PyObject* h) {
@@ -279,7 +296,11 @@ PyMethodDef consumer_functions[] = {
      "consumer_counters(h, context): (delivered, skipped, producer_published, producer_dropped, "
      "gpu_waits, gpu_releases)"},
     {"consumer_memory", CUDAIPC_FASTCALL(consumer_memory), METH_FASTCALL,
-     "consumer_memory(h, context): (memory kind, cuda stream or None)"},
+     "consumer_memory(h, context): the memory kind"},
+    {"consumer_cuda_stream", consumer_cuda_stream, METH_O,
+     "consumer_cuda_stream(h): the consumer's CUstream, or None"},
+    {"frame_cuda_stream", frame_cuda_stream, METH_O,
+     "frame_cuda_stream(h): the CUstream its consumer orders reads on, or None"},
     {"consumer_interrupt", consumer_interrupt, METH_O, "consumer_interrupt(h)"},
     {"frame_written", frame_written, METH_O, "frame_written(h): whether the producer wrote it"},
     {"frame_tensor", frame_tensor, METH_O, "frame_tensor(h): (dtype, shape, strides)"},

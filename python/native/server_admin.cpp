@@ -68,19 +68,16 @@ PyObject* server_next_event(PyObject*, PyObject* h) {
                        text(ev.message));
 }
 
-// request_format(h): (caps, generation, the server's CUstream for the pipeline or None).
+// request_format(h): (caps, generation). Its stream is the frame's (frame_cuda_stream), asked
+// for only when handed out.
 PyObject* request_format(PyObject*, PyObject* h) {
   cudaipc_frame* f;
   if (!arg_handle("request_format", h, &f)) return nullptr;
   const char* caps = nullptr;
   uint64_t generation = 0;
-  void* stream = nullptr;
-  if (int rc = cudaipc_request_format(f, &caps, &generation, &stream))
+  if (int rc = cudaipc_request_format(f, &caps, &generation, nullptr))
     return fail(rc, "a request's format");
-  if (!stream)
-    return Py_BuildValue("(NKO)", text(caps), static_cast<unsigned long long>(generation), Py_None);
-  return Py_BuildValue("(NKN)", text(caps), static_cast<unsigned long long>(generation),
-                       PyLong_FromVoidPtr(stream));
+  return Py_BuildValue("(NK)", text(caps), static_cast<unsigned long long>(generation));
 }
 
 // server_reply(h, request, metas, metas_size): cudaipc_server_reply's status (a timeout is an
@@ -122,7 +119,7 @@ PyMethodDef server_admin_functions[] = {
     {"server_next_event", server_next_event, METH_O,
      "server_next_event(h): (type, pipeline, path, message) or None"},
     {"request_format", request_format, METH_O,
-     "request_format(h): (caps, generation, cuda stream or None)"},
+     "request_format(h): (caps, generation)"},
     {"server_reply", CUDAIPC_FASTCALL(server_reply), METH_FASTCALL,
      "server_reply(h, request, metas, metas_size): the status"},
     {"server_interrupt", server_interrupt, METH_O, "server_interrupt(h)"},

@@ -259,7 +259,8 @@ def test_host_round_trip_through_the_raw_calls(path):
                 if events.type == _lib.EVENT_FORMAT:
                     caps, tensor, generation = events.format
                     assert tensor == (2, SHAPE, (SHAPE[1] * 2, 2)) and caps.startswith("other/")
-                    assert native.consumer_memory(c, "memory") == (_lib.MEMORY_HOST, None)
+                    assert native.consumer_memory(c, "memory") == _lib.MEMORY_HOST
+                    assert native.consumer_cuda_stream(c) is None
                 elif events.type == _lib.EVENT_FRAME:
                     tensor_id, frame_h, dev = events.view
                     assert dev == -1 and native.frame_tensor(frame_h)[1] == SHAPE
@@ -269,6 +270,7 @@ def test_host_round_trip_through_the_raw_calls(path):
             with got as f:
                 assert f.seq == seq and f.pts == 1000 * seq and f.duration == 10
                 assert native.frame_written(f._h)
+                assert native.frame_cuda_stream(f._h) is None
                 np.testing.assert_array_equal(np.from_dlpack(f).view(np.int16).reshape(SHAPE),
                                               want, err_msg=f"frame {seq}")
         assert native.producer_counters(h, "counters")[:2] == (frames, 0)

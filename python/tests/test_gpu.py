@@ -132,6 +132,32 @@ def test_release_waits_for_the_callers_kernels(path):
     race_reads(path, read_one)
 
 
+def test_release_waits_for_reads_on_the_consumers_stream_asked_for_late(path):
+    # The first frames are read on torch's stream, with the consumer's stream never handed out:
+    # their releases need no driver query. Then the array interface names the consumer's stream
+    # and the reads go there, released with no stream named: those releases must follow them.
+    seen = []
+
+    def read_one(f):
+        seen.append(f.seq)
+        if len(seen) <= 5:
+            r = f.torch().clone()
+            torch.cuda.current_stream().synchronize()
+            f.release()
+            return r
+        s = f.__cuda_array_interface__["stream"]
+        assert isinstance(s, int) and s
+        with torch.cuda.stream(torch.cuda.ExternalStream(s)):
+            t = f.torch(stream=s)
+            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time on the consumer's stream
+            r = t.clone()
+        del t
+        f.release()
+        return r
+
+    race_reads(path, read_one)
+
+
 def test_release_waits_for_a_side_streams_kernels(path):
     # As above on a stream of torch's own: the export names it, for the wait and the release.
     side = torch.cuda.Stream()

@@ -151,6 +151,47 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   finished(*peer);
 }
 
+// A consumer that never asked for its stream releases without asking the driver whether the stream
+// is idle (nobody else can queue work there). Half way, we ask for it and read each frame on it
+// with a 2 ms spin, releasing at once without naming a stream: from then on every release must
+// follow those reads, so with two slots the producer's rewrites wait on the GPU.
+TEST_F(StreamOrder, ReadsOnTheConsumersStreamAskedForLateHoldTheSlot) {
+  const std::uint64_t n = gputest::frame_count(200);
+  auto peer = producer_peer(n, 2, 0);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  std::uint64_t frames = 0, late = 0;
+  CUstream theirs = nullptr;
+  for (;;) {
+    Event ev = c->next(30s);
+    if (ev.type == EventType::eos) break;
+    ASSERT_NE(ev.type, EventType::timeout) << "after " << frames << " frames";
+    ASSERT_NE(ev.type, EventType::disconnected) << ev.message;
+    if (ev.type != EventType::frame) continue;
+    const auto data = reinterpret_cast<CUdeviceptr>(ev.frame.data());
+    if (++frames <= n / 2) {
+      ev.frame.order_reads(own());
+      kernels_->verify(own(), data, ev.frame.size(), ev.frame.desc().pts);
+      ev.frame.order_release_after(own());
+    } else {
+      if (!theirs) theirs = static_cast<CUstream>(c->cuda_stream());
+      ASSERT_EQ(ev.frame.cuda_stream(), theirs);
+      kernels_->slow_read(theirs, data, ev.frame.size(), ev.frame.desc().pts, 2 * kMs);
+      ++late;
+    }
+    ev.frame.release();
+  }
+  EXPECT_EQ(frames, n);
+  ASSERT_NE(theirs, nullptr);
+  kernels_->counters(own());  // the first half's checks have run too (one set of counters)
+  const gputest::Counters k = kernels_->counters(theirs);
+  EXPECT_EQ(k.bad, 0u);
+  EXPECT_EQ(k.changed, 0u) << "a slot was rewritten under a read queued on the consumer's stream";
+  EXPECT_GE(c->counters().gpu_releases, late * 9 / 10) << "of " << late << " late frames";
+  c.reset();  // the peer finishes once its consumer has gone
+  finished(*peer);
+}
+
 // We render each frame on our own stream behind a 1 ms spin into one of four device buffers and
 // publish it (a copy) at once: write_after must make the copy wait for the render, and
 // order_after_writes must keep the next render into a buffer behind the copy that reads it.

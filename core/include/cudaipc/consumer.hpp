@@ -66,6 +66,9 @@ class Frame {
   // producer's next write into the slot comes after your reads. Once per stream that read the
   // frame, before release(); nothing is queued when `stream` is idle. Any thread.
   void order_release_after(void* stream) const;
+  // The CUstream the consumer orders its own reads on (CUDA frames; nullptr for host memory or
+  // once released), as Consumer::cuda_stream(): reads queued on it need no order_release_after.
+  void* cuda_stream() const noexcept;
   // The frame's first `bytes` (at most size()) copied into host memory at `dst`, after its bytes
   // landed, complete on return: a CPU wait on the consumer's stream for CUDA frames (not for a
   // hot path; a binding's host copy of a frame). Host frames: a memcpy.
@@ -139,7 +142,10 @@ class Consumer {
   bool connected() const noexcept;
   ConsumerCounters counters() const;
   MemoryKind memory_kind() const;
-  // The CUstream this consumer's reads are ordered on (CUDA channels).
+  // The CUstream this consumer's reads are ordered on (CUDA channels). Reads you queue on it are
+  // covered by the release of the frames they read. Until it is asked for, nobody else's work can
+  // be queued there, and a release whose stream has run everything the consumer queued writes its
+  // "done reading" without a driver call.
   void* cuda_stream() const;
   // The CUDA device ordinal (in this process) frames are read on; -1 for host memory or while not
   // connected.

@@ -165,7 +165,8 @@ void cudaipc_consumer_free(cudaipc_consumer* c);
 void cudaipc_consumer_close(cudaipc_consumer* c);
 int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev);
 void cudaipc_consumer_interrupt(cudaipc_consumer* c);
-/* The CUstream reads are ordered on (CUDA channels), else NULL. */
+/* The CUstream reads are ordered on (CUDA channels), else NULL. Reads queued on it are covered by
+ * the releases of the frames they read (which then ask the driver whether it has run them). */
 void* cudaipc_consumer_cuda_stream(cudaipc_consumer* c);
 /* The memory kind of the producer this consumer is connected to; CUDAIPC_ERR_DISCONNECTED when it
  * is connected to none. */
@@ -615,7 +616,8 @@ int cudaipc_server_reply_results(cudaipc_server* s, void* stream,
                                  const cudaipc_reply_results* replies, uint32_t count, int release,
                                  uint32_t* sent, uint64_t* ticket);
 /* The request's pipeline format: its caps (valid while the frame is held), generation, the
- * CUstream the server orders its reads of that pipeline on (NULL for host memory). */
+ * CUstream the server orders its reads of that pipeline on (NULL for host memory; as
+ * cudaipc_frame_cuda_stream, pass NULL when it is not needed). Each may be NULL. */
 int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint64_t* generation,
                            void** cuda_stream);
 void cudaipc_server_interrupt(cudaipc_server* s);
@@ -634,6 +636,10 @@ int cudaipc_frame_release_after(cudaipc_frame* f, void* stream);
 /* CUDA frames: work queued on `stream` from now on reads the frame only after its bytes have
  * landed (nothing is queued when they have, the usual case); the CPU never waits. */
 int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream);
+/* The CUstream the frame's consumer (or server) orders its own reads on: CUDA frames while held,
+ * else NULL. Reads queued on it are covered by the frame's release; asking for it makes every
+ * later release of that connection ask the driver whether the stream has run them. */
+void* cudaipc_frame_cuda_stream(const cudaipc_frame* f);
 
 /* Producers writing from streams of their own (CUDA channels; no-ops for host memory). Neither
  * makes the CPU wait or queues anything when the stream waited for is idle.

@@ -68,7 +68,8 @@ class Request {
   // The pipeline's stream format this request belongs to.
   const Format& format() const noexcept;
   // Where the frame lives in this process: the CUDA device ordinal (-1: host memory) and the
-  // CUstream the server's reads of this pipeline are ordered on.
+  // CUstream the server's reads of this pipeline are ordered on while the request is held (see
+  // Consumer::cuda_stream(): asking for it makes that pipeline's releases query the stream).
   int cuda_device() const noexcept;
   void* cuda_stream() const noexcept;
   // The format's generation (as consumers see it), and a handle that stays the same object for

@@ -40,19 +40,20 @@ StreamJoin::StreamJoin(ContextPtr ctx) : ctx_(std::move(ctx)) {
   event_ = Event(ctx_, e);
 }
 
-void StreamJoin::wait(CUstream waiter, CUstream signaller) {
-  if (waiter == signaller) return;
+bool StreamJoin::wait(CUstream waiter, CUstream signaller) {
+  if (waiter == signaller) return false;
   const Driver& d = driver();
   // The legacy and per-thread handles name the current context's streams.
   ScopedContext current(ctx_->get());
   const CUresult idle = d.cuStreamQuery(signaller);
-  if (idle == CUDA_SUCCESS) return;
+  if (idle == CUDA_SUCCESS) return false;
   if (idle != CUDA_ERROR_NOT_READY) check_stream(idle, "cuStreamQuery", signaller, ctx_->device());
   std::lock_guard<std::mutex> lock(mu_);
   check_stream(d.cuEventRecord(event_.get(), signaller), "cuEventRecord", signaller,
                ctx_->device());
   check_stream(d.cuStreamWaitEvent(waiter, event_.get(), 0), "cuStreamWaitEvent", waiter,
                ctx_->device());
+  return true;
 }
 
 }  // namespace cudaipc::cuda

@@ -21,8 +21,8 @@ class StreamJoin {
   // never waits. Nothing is queued when the two are one stream or `signaller` is idle (everything
   // it queued has run), the usual case for a caller's stream between frames. Both must belong to
   // this object's context (CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean its default streams);
-  // Error(Errc::invalid_argument) says so when one does not.
-  void wait(CUstream waiter, CUstream signaller);
+  // Error(Errc::invalid_argument) says so when one does not. True when it queued the wait.
+  bool wait(CUstream waiter, CUstream signaller);
 
  private:
   ContextPtr ctx_;

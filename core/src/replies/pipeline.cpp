@@ -209,10 +209,8 @@ void Pipeline::read_loop() {
           auto f = std::make_shared<StreamFormat>();
           f->format = ev.format;
           f->generation = ev.generation;
-          if (requests_->memory_kind() == MemoryKind::cuda) {
+          if (requests_->memory_kind() == MemoryKind::cuda)
             f->cuda_device = requests_->cuda_device();
-            f->cuda_stream = requests_->cuda_stream();
-          }
           format_ = std::move(f);
         }
         e.type = ServerEventType::format;

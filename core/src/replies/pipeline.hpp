@@ -39,7 +39,6 @@ struct StreamFormat {
   Format format;
   std::uint64_t generation = 0;
   int cuda_device = -1;
-  void* cuda_stream = nullptr;
 };
 
 // A queued event of one pipeline: a request, or a stream event in its place among them.

@@ -85,7 +85,7 @@ int Request::cuda_device() const noexcept {
 }
 
 void* Request::cuda_stream() const noexcept {
-  return format_ ? format_->cuda_stream : nullptr;
+  return frame.cuda_stream();
 }
 
 std::uint64_t Request::format_generation() const noexcept {
