@@ -28,6 +28,7 @@ python/tests/build-device-bundle.sh) or named; absent, their rows say why."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import multiprocessing as mp
 import os
@@ -46,6 +47,10 @@ CUPY_ROW = "next -> frame.cupy() -> release"
 TORCH_OWN = "torch's own: from_dlpack(to_dlpack(resident)), no channel"
 TORCH_OWN_PACED = "next -> torch's own import of a resident tensor -> release"
 PLAIN_ROW = "package next -> release (the binding)"
+# The consumer's stream asked for: each release then queries it (a driver call), as every release
+# did before the consumer counted its own work there.
+HANDED_OUT = "handed out"
+PLAIN_LENT_ROW = "package next -> release, its stream handed out"
 
 
 def produce(path: str, memory: str, stop, cpus: Optional[set] = None) -> None:
@@ -248,6 +253,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     specs: List[Tuple[str, Callable[[], None]]] = []
     native: Row = "not run"
     ordered: Row = "host memory: nothing to order"
+    handed_out: Row = "host memory: no stream"
     importers: List[Tuple[str, Callable]] = [("NumPy", np.from_dlpack)]
     if args.memory == "cuda":
         importers = []
@@ -262,7 +268,8 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
         except ImportError as e:
             rows.append(("next -> cupy.from_dlpack -> release", f"cupy: {e}"))
     try:
-        with cudaipc.Consumer(path, mode="latest", timeout=60) as c:
+        with contextlib.ExitStack() as stack, \
+                cudaipc.Consumer(path, mode="latest", timeout=60) as c:
             c.next().release()  # connected, format known
             next_frame, release, ev, refs = _ctypes_reader()
 
@@ -279,6 +286,17 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 c.next().release()
 
             specs.append((PLAIN_ROW, plain))
+            if args.memory == "cuda":
+                # The same on a second consumer whose stream was asked for: each of its releases
+                # queries the stream, as every release did before the consumer counted its work.
+                lent = stack.enter_context(cudaipc.Consumer(path, mode="latest", timeout=60))
+                lent.next().release()
+                assert lent.cuda_stream
+
+                def plain_lent() -> None:
+                    lent.next().release()
+
+                specs.append((PLAIN_LENT_ROW, plain_lent))
 
             # The compiled call Consumer.next() makes, without it (its lock, timeout and
             # attribute reads): what the Python method adds to the binding.
@@ -388,6 +406,8 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 natives.append(("plain", [cxx_consumer[0], f"--path={path}"]))
                 if args.memory == "cuda":
                     natives.append(("ordered", [cxx_consumer[0], f"--path={path}", "--ordered"]))
+                    natives.append((HANDED_OUT, [cxx_consumer[0], f"--path={path}",
+                                                 "--stream-handed-out"]))
             else:
                 native = ordered = cxx_consumer[1]
             timed_rows, native_rows, gpu = in_rounds(
@@ -396,6 +416,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
             rows.extend(timed_rows)
             native = native_rows.get("plain", native)
             ordered = native_rows.get("ordered", ordered)
+            handed_out = native_rows.get(HANDED_OUT, "not run")
     finally:
         stop.set()
         prod.join(10)
@@ -404,6 +425,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
     show("C++ consumer next -> release", native)
     if args.memory == "cuda":
         show("C++ consumer, reads and release on a stream", ordered)
+        show("C++ consumer, its stream handed out", handed_out)
     for label, row in rows:
         show(label, row, None if label.startswith(("C API", "torch", "cupy")) else native,
              ordered if label in (TORCH_ROW, CUPY_ROW) else None)

@@ -14,7 +14,9 @@ next() -> torch() -> a few kernels on the frame and a CPU wait for their answer 
 taking each step's calls apart: the reply with and without its stream, its publish alone, the
 frame's release after the stream and without one. Each row is that call's p50/mean/p99 in µs.
 --memory host does the same on NumPy frames; --busy N launches N kernels before each reply, as a
-model does (its launches leave the package's code and pages out of the caches).
+model does (its launches leave the package's code and pages out of the caches). On CUDA the
+second half of the requests runs with the request channel's stream handed out (rows marked so):
+each release then asks the driver whether that stream is idle.
 """
 
 from __future__ import annotations
@@ -122,26 +124,6 @@ def _requester(path: str, frames: int, memory: str, failed) -> None:
         replies.close()
 
 
-def _driver_calls(stream: int):
-    """Two libcuda calls through ctypes: cuCtxGetCurrent (a thread-local read), and cuStreamQuery
-    of `stream`, which a CUDA frame's release makes once; their difference is the query's own
-    cost at the point of the loop they run in."""
-    import ctypes
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    ctx = ctypes.c_void_p()
-    get, query = cuda.cuCtxGetCurrent, cuda.cuStreamQuery
-    get.argtypes, query.argtypes = [ctypes.POINTER(ctypes.c_void_p)], [ctypes.c_void_p]
-    ref, handle = ctypes.byref(ctx), ctypes.c_void_p(stream)
-
-    def query_stream() -> None:
-        if query(handle) != 0:
-            raise SystemExit("the request channel's stream is busy between requests")
-
-    return [("ctypes cuCtxGetCurrent()", lambda: get(ref)),
-            ("ctypes cuStreamQuery(the channel's stream)", query_stream)]
-
-
 def loop(frames: int, memory: str, busy: int = 0) -> None:
     import multiprocessing as mp
 
@@ -153,11 +135,9 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
     names = ["object"]
     rows: dict = {}
     kinds = ("reply(stream=s)", "reply()", "publish, then release(s)", "release()")
-    if memory == "cuda":
-        kinds += ("driver calls",)
 
     def note(name: str, t: float) -> None:
-        rows.setdefault(name, []).append(time.perf_counter() - t)
+        rows.setdefault(name + lent, []).append(time.perf_counter() - t)
 
     with cudaipc.Server(path) as srv:
         failed = ctx.Event()
@@ -169,7 +149,7 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
             stream = torch.cuda.current_stream()
             scratch = torch.ones(4096, device="cuda")
         native = cudaipc._lib.native
-        query = None
+        lent = ""
         for i in range(frames):
             t = time.perf_counter()
             r = srv.next(30)
@@ -191,19 +171,13 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
                 t = time.perf_counter()
                 torch.cuda.current_stream()
                 note("torch.cuda.current_stream()", t)
+            if memory == "cuda" and not lent and i >= frames // 2:
+                # The second half with the request channel's stream handed out (the array
+                # interface names it): each release then queries it, as every release did
+                # before the consumer counted its own work there.
+                assert r.__cuda_array_interface__["stream"]
+                lent = ", stream handed out"
             kind = kinds[i % len(kinds)]
-            if kind == "driver calls":
-                # What a release's one driver call costs at this point of a model's loop: the
-                # query of the request channel's idle stream against a driver call that reads a
-                # thread-local only, both through ctypes (the bench's, not the package's).
-                if query is None:
-                    query = _driver_calls(r.__cuda_array_interface__["stream"])
-                for name, call in query:
-                    t = time.perf_counter()
-                    call()
-                    note(name, t)
-                r.reply(meta={"pts": r.frame.pts}, detections=det, label_names=names)
-                continue
             t = time.perf_counter()
             if kind == "reply(stream=s)":
                 r.reply(stream=stream, meta={"pts": r.frame.pts}, detections=det,

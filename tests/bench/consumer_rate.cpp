@@ -6,8 +6,11 @@
 // Python bench, so the rows compare. With --ordered each frame's reads are ordered on the CUDA
 // legacy default stream and its release after that stream, as any reader of a CUDA frame on a
 // stream of its own must (what frame.torch() and frame.cupy() do on torch's or cupy's stream).
+// With --stream-handed-out the consumer's own stream is asked for first, so that work of others
+// may be queued there and every release asks the driver whether it has run (what each release
+// cost before the consumer counted its own work on the stream).
 //   cudaipc-bench-consumer-rate --path=PATH [--frames=2000] [--warmup=10] [--timeout-s=30]
-//                               [--ordered]
+//                               [--ordered] [--stream-handed-out]
 #include <time.h>
 
 #include <algorithm>
@@ -60,11 +63,11 @@ cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout
 int run(int argc, char** argv) {
   std::string path;
   std::uint64_t frames = 2000, warmup = 10, timeout_s = 30;
-  bool ordered = false;
+  bool ordered = false, hand_out = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--ordered") {
-      ordered = true;
+    if (a == "--ordered" || a == "--stream-handed-out") {
+      (a == "--ordered" ? ordered : hand_out) = true;
       continue;
     }
     const auto eq = a.find('=');
@@ -90,7 +93,12 @@ int run(int argc, char** argv) {
   opts.mode = cudaipc::ConsumeMode::latest;
   cudaipc::Consumer consumer(opts);
   const std::chrono::nanoseconds timeout = std::chrono::seconds(timeout_s);
-  for (std::uint64_t i = 0; i < warmup; ++i) next_frame(consumer, timeout).release();
+  for (std::uint64_t i = 0; i < warmup; ++i) {
+    next_frame(consumer, timeout).release();
+    // Connected now: the stream is this connection's.
+    if (hand_out && !consumer.cuda_stream())
+      throw std::runtime_error("--stream-handed-out: the channel has no CUDA stream");
+  }
 
   std::vector<std::uint64_t> cpu;
   cpu.reserve(frames);
