@@ -427,6 +427,15 @@ def main() -> None:
     print(f"latency of the requests sent once their reader was there: p50 "
           f"{np.percentile(early, 50) / 1e3:.2f} / p99 {np.percentile(early, 99) / 1e3:.2f} ms "
           f"({len(early)} frames)")
+    # Once all joined: where the tail is, the model process's side (request published -> reply
+    # made) or the way back (the filter's reply reader, its push, the output sink's publish).
+    side = [(m, lt - m) for r in readers for t, lt, m in zip(r.published, r.latency, r.model_side)
+            if t > joined + 1_000_000_000]
+    if side:
+        model_ms, back_ms = (np.array(v) / 1e3 for v in zip(*side))
+        print(f"once all joined, +1 s: the model's side p50 {np.percentile(model_ms, 50):.2f} / "
+              f"p99 {np.percentile(model_ms, 99):.2f} ms; the way back p50 "
+              f"{np.percentile(back_ms, 50):.2f} / p99 {np.percentile(back_ms, 99):.2f} ms")
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:
