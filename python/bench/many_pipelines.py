@@ -21,7 +21,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
-      [--trace DIR --trace-batch B] [--graph] [--pin]
+      [--trace DIR --trace-batch B] [--graph] [--pin] [--pattern ball|black|...]
 """
 
 from __future__ import annotations
@@ -285,6 +285,9 @@ def main() -> None:
     ap.add_argument("--pin", action="store_true",
                     help="the model process on its own physical cores, the pipelines and this "
                          "process's readers on the others")
+    ap.add_argument("--pattern", default="ball",
+                    help="videotestsrc's pattern: ball draws each 1080p frame on the CPU (16 "
+                         "pipelines share the pipelines' CPUs with it), black only fills it")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
@@ -326,7 +329,7 @@ def main() -> None:
     for i in range(args.pipelines):
         model_path, out = os.path.join(models, f"cam{i}"), os.path.join(outs, f"cam{i}")
         pipes.append(subprocess.Popen(
-            [args.gst_launch, "-q", "videotestsrc", "is-live=true", "pattern=ball",
+            [args.gst_launch, "-q", "videotestsrc", "is-live=true", f"pattern={args.pattern}",
              f"num-buffers={n}", "!",
              f"video/x-raw,format=NV12,width={args.width},height={args.height},"
              f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
