@@ -277,15 +277,19 @@ class CudaConsumerMemory final : public ConsumerMemory {
       return;
     }
     ScopedContext current(engine_->ctx->get());
-    const std::uint64_t queued = queued_.load(std::memory_order_acquire);
-    const CUresult idle = driver().cuStreamQuery(engine_->stream);
-    if (idle == CUDA_SUCCESS) {
-      // Nothing of ours is queued either: no stream write can land after this store.
-      note_idle(queued);
-      cuda::raise(page_->done[slot], cuda::seq32(seq));
-      return;
+    // Right after a join onto a busy caller's stream (a model's reply while its next frame's
+    // network runs) the query would say busy: the stream writes it, one driver call fewer.
+    if (!joined_.exchange(false, std::memory_order_acq_rel)) {
+      const std::uint64_t queued = queued_.load(std::memory_order_acquire);
+      const CUresult idle = driver().cuStreamQuery(engine_->stream);
+      if (idle == CUDA_SUCCESS) {
+        // Nothing of ours is queued either: no stream write can land after this store.
+        note_idle(queued);
+        cuda::raise(page_->done[slot], cuda::seq32(seq));
+        return;
+      }
+      if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
     }
-    if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
     cuda::stream_write(engine_->stream, done_[slot], cuda::seq32(seq));
     note_queued();
     gpu_releases_.fetch_add(1, std::memory_order_relaxed);
@@ -356,7 +360,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
   // caller's stream is waited for by ours: the `done` write of on_release then follows its reads.
   void order_release_after(void* stream) override {
     if (!join_) throw Error(Errc::invalid_argument, "no frame was read on this connection yet");
-    if (join_->wait(engine_->stream, static_cast<CUstream>(stream))) note_queued();
+    if (join_->wait(engine_->stream, static_cast<CUstream>(stream))) {
+      note_queued();
+      joined_.store(true, std::memory_order_release);
+    }
   }
 
   int device() const noexcept override {
@@ -476,6 +483,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::atomic<std::uint64_t> queued_{0};
   std::atomic<std::uint64_t> seen_idle_{0};
   mutable std::atomic<bool> lent_{false};
+  // A join onto a busy caller's stream was just queued: the release that follows skips its query
+  // (whichever release takes the flag, the stream's write is always correct, only not always
+  // needed).
+  std::atomic<bool> joined_{false};
   std::atomic<bool> waited_{false};
   std::atomic<std::uint32_t> newest_wait_{0};
   std::atomic<bool> gone_{false};  // the producer is known dead
