@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import time
 import warnings
-from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -564,13 +564,12 @@ class Consumer(_native.Consumer):
         self._shared = _Shared(tensor_id, device_id, tensor, self._format, self._meta_stats)
         return self._shared
 
-    def __iter__(self) -> Iterator[Frame]:
-        """Frames until the end of stream; each waits up to the consumer's timeout."""
-        while True:
-            try:
-                yield self.next()
-            except EndOfStream:
-                return
+    # Iterating is the binding's (python/native/consumer_base.cpp): frames until the end of
+    # stream, each waiting up to the consumer's timeout; the consumer is its own iterator.
+    if TYPE_CHECKING:
+        def __iter__(self) -> Iterator[Frame]: ...
+
+        def __next__(self) -> Frame: ...
 
     def interrupt(self) -> None:
         """Wakes a ``next()`` blocked in another thread: it raises InterruptedError."""

@@ -137,7 +137,8 @@ class Server(_lib.native.Server):
     removed leaves), from now until ``close()``, across restarts of the pipelines (each is waited
     for) and of this process (the filters pick a new server up within one timeout).
 
-    Iterating yields :class:`Request` objects until ``close()``; ``next(timeout)`` returns one;
+    Iterating yields :class:`Request` objects until ``close()`` or ``interrupt()`` (from another
+    thread too: either ends the loop); ``next(timeout)`` returns one;
     ``batch(max_batch, timeout, max_delay)`` up to `max_batch` at once, fairly across pipelines,
     for batched inference. A path another server serves raises :class:`cudaipc.BusyError`; what
     can never be a filter's channel (a regular file or a directory at a path, a missing directory,
@@ -382,14 +383,12 @@ class Server(_lib.native.Server):
                 r.frame.release(raw)
             _lib.check(rc, f"replying to frame {packed[sent].frame.seq} of {packed[sent].path}")
 
-    def __iter__(self) -> Iterator[Request]:
-        while self._h is not None:
-            try:
-                out = self._take(1, 0, int(_SLICE * 1e9))
-            except InterruptedError:
-                return
-            if out:
-                yield out[0]
+    # Iterating is the binding's (python/native/server.cpp): a request at a time, waiting for
+    # ever, until the server is closed or interrupted; the server is its own iterator.
+    if TYPE_CHECKING:
+        def __iter__(self) -> Iterator[Request]: ...
+
+        def __next__(self) -> Request: ...
 
     def interrupt(self) -> None:
         """Wakes a ``next()`` or ``batch()`` blocked in another thread (it raises

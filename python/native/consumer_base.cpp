@@ -230,6 +230,21 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   return got;
 }
 
+// Iterating: next() until the end of stream, which ends the loop instead of raising (the Python
+// generator it was resumed once a frame).
+PyObject* consumer_iternext(PyObject* self) {
+  static PyObject* end_of_stream;  // cudaipc.EndOfStream, kept for the process's life
+  if (!end_of_stream) {
+    Ref errors(PyImport_ImportModule("cudaipc._errors"));
+    if (!errors) return nullptr;
+    end_of_stream = PyObject_GetAttrString(errors.get(), "EndOfStream");
+    if (!end_of_stream) return nullptr;
+  }
+  PyObject* got = m_next(self, nullptr, 0, nullptr);
+  if (!got && PyErr_ExceptionMatches(end_of_stream)) PyErr_Clear();
+  return got;
+}
+
 // _take_turn(timeout): True once this thread holds the reading turn, False when another held it
 // for `timeout` seconds (None: wait for ever).
 PyObject* m_take_turn(PyObject* self, PyObject* timeout) {
@@ -290,6 +305,8 @@ PyTypeObject ConsumerType = [] {
   t.tp_methods = consumer_methods;
   t.tp_members = consumer_members;
   t.tp_getset = consumer_getset;
+  t.tp_iter = PyObject_SelfIter;
+  t.tp_iternext = consumer_iternext;
   return t;
 }();
 

@@ -287,6 +287,23 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   }
 }
 
+// Iterating: a request at a time, waiting for ever in slices, until the server is closed (here
+// or by another thread while the loop waits) or interrupted, which end the loop.
+PyObject* server_iternext(PyObject* self) {
+  for (;;) {
+    if (!as_server(self)->h) return nullptr;
+    Ref out(take(self, 1, 0, kSliceNs));
+    if (!out) {
+      const bool closed = !as_server(self)->h && package.closed_error &&
+                          PyErr_ExceptionMatches(package.closed_error);
+      if (closed || PyErr_ExceptionMatches(PyExc_InterruptedError)) PyErr_Clear();
+      return nullptr;
+    }
+    if (PyList_GET_SIZE(out.get()) > 0) return Py_NewRef(PyList_GET_ITEM(out.get(), 0));
+    if (PyErr_CheckSignals() < 0) return nullptr;
+  }
+}
+
 // _close(): the handle goes; a thread waiting for requests in it is woken (its call raises
 // ClosedError) and waited for first, so the core's server never goes from under a call.
 PyObject* m_close(PyObject* self, PyObject*) {
@@ -483,6 +500,8 @@ PyTypeObject ServerType = [] {
   t.tp_methods = server_methods;
   t.tp_members = server_members;
   t.tp_getset = server_getset;
+  t.tp_iter = PyObject_SelfIter;
+  t.tp_iternext = server_iternext;
   return t;
 }();
 

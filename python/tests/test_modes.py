@@ -67,6 +67,31 @@ def test_end_of_stream_ends_iteration_and_next_raises(path):
             c.next()
 
 
+def test_the_consumer_is_its_own_iterator(path):
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        assert iter(c) is c
+        for seq in range(1, 4):
+            p.publish(pattern(seq, (8,), np.uint8))
+        p.end_of_stream()
+        with next(c) as f:  # the builtin: the next frame
+            assert f.seq == 1 and np.array_equal(f.numpy(), pattern(1, (8,), np.uint8))
+        got = []
+        for f in c:  # the rest; the end of stream ends the loop
+            with f:
+                got.append((f.seq, np.array_equal(f.numpy(), pattern(f.seq, (8,), np.uint8))))
+        assert got == [(2, True), (3, True)]
+        # next() of the builtin says the end as the loop does: StopIteration, not EndOfStream.
+        p.publish(pattern(4, (8,), np.uint8))
+        p.end_of_stream()
+        assert next(c).seq == 4
+        assert next(c, None) is None
+        c.timeout = 0.1
+        with pytest.raises(cudaipc.TimeoutError):  # a timeout still raises from a loop
+            for f in c:
+                pass
+
+
 def test_closing_the_producer_ends_the_stream(path):
     with cudaipc.Producer(path, memory="host") as p:
         c = cudaipc.Consumer(path, timeout=10)

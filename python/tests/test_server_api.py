@@ -80,6 +80,31 @@ def test_nothing_comes_and_interrupt_wakes(tmp_path):
             server.batch(4, timeout=10)
 
 
+def test_the_server_is_its_own_iterator_until_interrupted_or_closed(tmp_path):
+    a = str(tmp_path / "a")
+    with requester(a) as ra, cudaipc.Server(a) as server:
+        served(ra)
+        assert iter(server) is server
+        replies = cudaipc.Consumer(a + ".reply", timeout=10)
+        for i in range(1, 4):
+            ra.publish(np.full(4, i, np.uint8))
+        r = next(server)  # the builtin: the next request, waiting for ever
+        assert r.numpy().tolist() == [1] * 4 and r.reply(meta={"value": 1})
+        seen = []
+        threading.Timer(0.3, server.interrupt).start()
+        for r in server:  # the rest, then a wait that interrupt() ends without an exception
+            seen.append(int(r.numpy()[0]))
+            assert r.reply(meta={"value": seen[-1]})
+        assert seen == [2, 3]
+        assert [replies.next(5).meta["value"] for _ in range(3)] == [1, 2, 3]
+        replies.close()
+        ra.publish(np.full(4, 9, np.uint8))
+        threading.Timer(0.3, server.close).start()
+        got = [int(r.numpy()[0]) for r in server]  # closing ends the loop too
+        assert got == [9]
+        assert list(server) == []  # closed: nothing, at once
+
+
 def test_next_waits_in_slices_hears_ctrl_c_and_refuses_bad_timeouts(tmp_path):
     a = str(tmp_path / "a")
     with requester(a) as ra, cudaipc.Server(a) as server:
