@@ -278,7 +278,8 @@ int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint
       throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the frame is not a server's request");
     if (caps) *caps = request->route.format().caps.c_str();
     if (generation) *generation = request->route.format_generation();
-    if (cuda_stream) *cuda_stream = request->route.cuda_stream();
+    // The request's frame is the handle's own (`route` routes the reply only).
+    if (cuda_stream) *cuda_stream = request->cuda_device >= 0 ? request->f.cuda_stream() : nullptr;
   });
 }
 

@@ -187,12 +187,18 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
   std::string why = conn_ ? conn_->parting_words() : std::string();
   // The producer's own words (an eviction's reason) when they arrived already.
   lost_reason_ = !why.empty() ? why : !fallback.empty() ? fallback : "the producer hung up";
-  std::lock_guard<std::mutex> lock(conn_mu_);
-  if (conn_) {
-    past_gpu_waits_ += conn_->memory().gpu_waits();
-    past_gpu_releases_ += conn_->memory().gpu_releases();
+  std::shared_ptr<ConsumerConnection> gone;
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    if (conn_) {
+      past_gpu_waits_ += conn_->memory().gpu_waits();
+      past_gpu_releases_ += conn_->memory().gpu_releases();
+    }
+    gone = std::move(conn_);
   }
-  conn_.reset();
+  // Ended outside the lock: its close may drain the stream for seconds, and counters() and
+  // cuda_stream() from other threads must not wait for that.
+  gone.reset();
 }
 
 bool ConsumerImpl::take_interrupt() noexcept {

@@ -419,4 +419,4 @@ class Server(_lib.native.Server):
 # The binding makes frames and requests of these classes, and a host frame's numpy() views with
 # the consumer's helper.
 _lib.native.configure(Frame, Request, _errors.from_code, _cuda.stream_handle, ClosedError,
-                      _numpy_slot_view)
+                      _errors.EndOfStream, _numpy_slot_view)

@@ -230,19 +230,17 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   return got;
 }
 
-// Iterating: next() until the end of stream, which ends the loop instead of raising (the Python
-// generator it was resumed once a frame).
+// Iterating: next() until the end of stream or close() (from another thread too), which end the
+// loop instead of raising, as a server's loop ends (the Python generator it was resumed once a
+// frame).
 PyObject* consumer_iternext(PyObject* self) {
-  static PyObject* end_of_stream;  // cudaipc.EndOfStream, kept for the process's life
-  if (!end_of_stream) {
-    Ref errors(PyImport_ImportModule("cudaipc._errors"));
-    if (!errors) return nullptr;
-    end_of_stream = PyObject_GetAttrString(errors.get(), "EndOfStream");
-    if (!end_of_stream) return nullptr;
-  }
   PyObject* got = m_next(self, nullptr, 0, nullptr);
-  if (!got && PyErr_ExceptionMatches(end_of_stream)) PyErr_Clear();
-  return got;
+  if (got) return got;
+  const bool ended = package.end_of_stream && PyErr_ExceptionMatches(package.end_of_stream);
+  const bool closed = !as_consumer(self)->c && package.closed_error &&
+                      PyErr_ExceptionMatches(package.closed_error);
+  if (ended || closed) PyErr_Clear();
+  return nullptr;
 }
 
 // _take_turn(timeout): True once this thread holds the reading turn, False when another held it

@@ -16,9 +16,10 @@ namespace {
 Torch torch_cache;
 
 PyObject* configure(PyObject*, PyObject* args) {
-  PyObject *frame, *request, *from_code, *stream_handle, *closed_error, *numpy_slot_view;
-  if (!PyArg_ParseTuple(args, "O!O!OOOO", &PyType_Type, &frame, &PyType_Type, &request, &from_code,
-                        &stream_handle, &closed_error, &numpy_slot_view))
+  PyObject *frame, *request, *from_code, *stream_handle, *closed_error, *end_of_stream,
+      *numpy_slot_view;
+  if (!PyArg_ParseTuple(args, "O!O!OOOOO", &PyType_Type, &frame, &PyType_Type, &request, &from_code,
+                        &stream_handle, &closed_error, &end_of_stream, &numpy_slot_view))
     return nullptr;
   if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(frame), &FrameType) ||
       !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(request), &RequestType)) {
@@ -30,8 +31,10 @@ PyObject* configure(PyObject*, PyObject* args) {
                         &package.from_code,
                         &package.stream_handle,
                         &package.closed_error,
+                        &package.end_of_stream,
                         &package.numpy_slot_view};
-  PyObject* given[] = {frame, request, from_code, stream_handle, closed_error, numpy_slot_view};
+  PyObject* given[] = {frame,        request,       from_code,      stream_handle,
+                       closed_error, end_of_stream, numpy_slot_view};
   for (size_t i = 0; i < std::size(given); ++i) {
     Py_INCREF(given[i]);
     Py_XSETREF(*slots[i], given[i]);
@@ -63,7 +66,8 @@ PyObject* dlpack_views_alive(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(Frame, Request, from_code, stream_handle, ClosedError, numpy_slot_view): the "
+     "configure(Frame, Request, from_code, stream_handle, ClosedError, EndOfStream, "
+     "numpy_slot_view): the "
      "package's classes and helpers"},
     {"check", CUDAIPC_FASTCALL(check), METH_FASTCALL,
      "check(status, context=None): raises the package's exception for a nonzero status"},

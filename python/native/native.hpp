@@ -113,6 +113,7 @@ struct Package {
   PyObject* from_code = nullptr;        // _errors.from_code(code, message) -> exception
   PyObject* stream_handle = nullptr;    // _cuda.stream_handle(obj) -> int
   PyObject* closed_error = nullptr;     // cudaipc.ClosedError
+  PyObject* end_of_stream = nullptr;    // cudaipc.EndOfStream
   PyObject* capsule_failed = nullptr;   // what the core's capsule calls raise
   PyObject* numpy_slot_view = nullptr;  // _consumer._numpy_slot_view(capsule) -> ndarray
 };

@@ -90,6 +90,14 @@ def test_the_consumer_is_its_own_iterator(path):
         with pytest.raises(cudaipc.TimeoutError):  # a timeout still raises from a loop
             for f in c:
                 pass
+        # close() from another thread ends a loop that waits, as the end of stream does.
+        c.timeout = None
+        p.publish(pattern(5, (8,), np.uint8))
+        threading.Timer(0.3, c.close).start()
+        assert [f.seq for f in c] == [5]
+        assert list(c) == []  # closed: nothing, at once
+        with pytest.raises(cudaipc.ClosedError):
+            c.next()  # next() itself still says so
 
 
 def test_closing_the_producer_ends_the_stream(path):

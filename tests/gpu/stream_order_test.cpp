@@ -14,6 +14,7 @@
 
 #include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
+#include "cudaipc/cudaipc.h"
 #include "cudaipc/producer.hpp"
 #include "gpu_support.hpp"
 #include "peer_process.hpp"
@@ -190,6 +191,53 @@ TEST_F(StreamOrder, ReadsOnTheConsumersStreamAskedForLateHoldTheSlot) {
   EXPECT_GE(c->counters().gpu_releases, late * 9 / 10) << "of " << late << " late frames";
   c.reset();  // the peer finishes once its consumer has gone
   finished(*peer);
+}
+
+// A model reading CUDA requests through the C API on the stream cudaipc_request_format names: it
+// is the server's own (the frame's says the same), and each request's release, at once, follows
+// the 2 ms read queued there: with two slots the producer's rewrites wait on the GPU.
+TEST_F(StreamOrder, ARequestsStreamThroughTheCApiIsTheServersAndHoldsTheSlot) {
+  ProducerOptions po;
+  po.path = path_;
+  po.slots = 2;
+  po.memory = MemoryKind::cuda;
+  po.role = ChannelRole::requests;
+  po.block_timeout = 10s;
+  Producer p(po);
+  p.set_format(testing::pattern_format(kSize));
+  const char* paths[] = {path_.c_str()};
+  cudaipc_server_options so;
+  cudaipc_server_options_init(&so);
+  so.paths = paths;
+  so.path_count = 1;
+  cudaipc_server* s = nullptr;
+  ASSERT_EQ(cudaipc_server_new(&so, &s), CUDAIPC_OK) << cudaipc_last_error();
+  std::unique_ptr<cudaipc_server, decltype(&cudaipc_server_free)> server(s, cudaipc_server_free);
+  ASSERT_TRUE(testing::wait_consumers(p, 1, 60s));
+  CUstream first = nullptr;
+  const std::uint64_t n = gputest::frame_count(50);
+  for (std::uint64_t key = 1; key <= n; ++key) {
+    ASSERT_EQ(gputest::publish_pattern(p, *kernels_, key, kSize), PublishStatus::published);
+    cudaipc_request_view v{};
+    std::uint32_t count = 0;
+    ASSERT_EQ(cudaipc_server_batch(s, 1, 0, 10'000'000'000ull, &v, &count, nullptr), CUDAIPC_OK)
+        << cudaipc_last_error();
+    ASSERT_EQ(count, 1u);
+    cudaipc_frame* f = v.frame.frame;
+    void* stream = nullptr;
+    ASSERT_EQ(cudaipc_request_format(f, nullptr, nullptr, &stream), CUDAIPC_OK);
+    ASSERT_NE(stream, nullptr) << "request " << key;
+    EXPECT_EQ(stream, cudaipc_frame_cuda_stream(f));
+    if (!first) first = static_cast<CUstream>(stream);
+    EXPECT_EQ(static_cast<CUstream>(stream), first);
+    kernels_->slow_read(static_cast<CUstream>(stream), static_cast<CUdeviceptr>(v.frame.data),
+                        v.frame.size, v.frame.pts, 2 * kMs);
+    cudaipc_frame_release(f);
+  }
+  ASSERT_NE(first, nullptr);
+  const gputest::Counters k = kernels_->counters(first);
+  EXPECT_EQ(k.bad, 0u);
+  EXPECT_EQ(k.changed, 0u) << "a slot was rewritten under a read queued on the server's stream";
 }
 
 // We render each frame on our own stream behind a 1 ms spin into one of four device buffers and

@@ -636,9 +636,9 @@ int cudaipc_frame_release_after(cudaipc_frame* f, void* stream);
 /* CUDA frames: work queued on `stream` from now on reads the frame only after its bytes have
  * landed (nothing is queued when they have, the usual case); the CPU never waits. */
 int cudaipc_frame_order_reads(cudaipc_frame* f, void* stream);
-/* The CUstream the frame's consumer (or server) orders its own reads on: CUDA frames while held,
- * else NULL. Reads queued on it are covered by the frame's release; asking for it makes every
- * later release of that connection ask the driver whether the stream has run them. */
+/* The CUstream the frame's consumer (or server) orders its own reads on (NULL for host frames).
+ * Reads queued on it are covered by the frame's release; asking for it makes every later release
+ * of that connection ask the driver whether the stream has run them. */
 void* cudaipc_frame_cuda_stream(const cudaipc_frame* f);
 
 /* Producers writing from streams of their own (CUDA channels; no-ops for host memory). Neither

@@ -378,7 +378,9 @@ class CudaConsumerMemory final : public ConsumerMemory {
                                      static_cast<std::size_t>(bytes), engine_->stream),
           "cuMemcpyDtoHAsync");
     note_queued();
+    const std::uint64_t queued = queued_.load(std::memory_order_acquire);
     check(driver().cuStreamSynchronize(engine_->stream), "cuStreamSynchronize");
+    note_idle(queued);  // everything counted before the wait has run
   }
 
  private:
