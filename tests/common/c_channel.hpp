@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,21 @@ inline cudaipc_tensor u32_tensor(std::int64_t rows, std::int64_t cols) {
   t.strides[1] = 4;
   t.size = static_cast<std::uint64_t>(rows * cols * 4);
   return t;
+}
+
+// A C API server of `paths` (the options' defaults otherwise), freed with its owner; empty, with
+// the failure reported, when it cannot be made.
+using CServer = std::unique_ptr<cudaipc_server, decltype(&cudaipc_server_free)>;
+inline CServer c_server(const std::vector<std::string>& paths) {
+  std::vector<const char*> names;
+  for (const auto& p : paths) names.push_back(p.c_str());
+  cudaipc_server_options o;
+  cudaipc_server_options_init(&o);
+  o.paths = names.data();
+  o.path_count = static_cast<uint32_t>(names.size());
+  cudaipc_server* s = nullptr;
+  EXPECT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  return CServer(s, cudaipc_server_free);
 }
 
 // A producer (host memory, drop policy) and an every-frame consumer on one path.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "c_channel.hpp"
 #include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/cudaipc.h"
@@ -205,14 +206,9 @@ TEST_F(StreamOrder, ARequestsStreamThroughTheCApiIsTheServersAndHoldsTheSlot) {
   po.block_timeout = 10s;
   Producer p(po);
   p.set_format(testing::pattern_format(kSize));
-  const char* paths[] = {path_.c_str()};
-  cudaipc_server_options so;
-  cudaipc_server_options_init(&so);
-  so.paths = paths;
-  so.path_count = 1;
-  cudaipc_server* s = nullptr;
-  ASSERT_EQ(cudaipc_server_new(&so, &s), CUDAIPC_OK) << cudaipc_last_error();
-  std::unique_ptr<cudaipc_server, decltype(&cudaipc_server_free)> server(s, cudaipc_server_free);
+  const auto server = testing::c_server({path_});
+  ASSERT_TRUE(server);
+  cudaipc_server* s = server.get();
   ASSERT_TRUE(testing::wait_consumers(p, 1, 60s));
   CUstream first = nullptr;
   const std::uint64_t n = gputest::frame_count(50);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "c_channel.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/cudaipc.h"
 #include "cudaipc/error.hpp"
@@ -79,13 +80,9 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
   cudaipc::testing::TempDir dir;
   const std::string a = dir.file("a"), b = dir.file("b");
   Pipeline pa(a, 1), pb(b, 2);
-  const char* paths[] = {a.c_str(), b.c_str()};
-  cudaipc_server_options o;
-  cudaipc_server_options_init(&o);
-  o.paths = paths;
-  o.path_count = 2;
-  cudaipc_server* s = nullptr;
-  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  const auto server = cudaipc::testing::c_server({a, b});
+  ASSERT_TRUE(server);
+  cudaipc_server* s = server.get();
   ASSERT_TRUE(pa.connect_replies());
   ASSERT_TRUE(pb.connect_replies());
   for (std::uint32_t n = 1; n <= 3; ++n) pa.send(n), pb.send(n);
@@ -170,7 +167,6 @@ TEST(CApiServer, BatchesOfTwoPipelinesAnsweredEachWithItsOwn) {
   EXPECT_EQ(seen, (std::vector<int>{CUDAIPC_SERVER_EOS, CUDAIPC_SERVER_DISCONNECTED}));
   ASSERT_EQ(cudaipc_server_next_event(s, &ev), CUDAIPC_OK);
   EXPECT_EQ(ev.type, 0);
-  cudaipc_server_free(s);
 }
 
 // Results sent later (no stream: on the host): detections and host records merged into one
@@ -179,13 +175,9 @@ TEST(CApiServer, ReplyAfterMergesDetectionsAndNamesEveryLabel) {
   cudaipc::testing::TempDir dir;
   const std::string a = dir.file("a");
   Pipeline pa(a, 1);
-  const char* paths[] = {a.c_str()};
-  cudaipc_server_options o;
-  cudaipc_server_options_init(&o);
-  o.paths = paths;
-  o.path_count = 1;
-  cudaipc_server* s = nullptr;
-  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  const auto server = cudaipc::testing::c_server({a});
+  ASSERT_TRUE(server);
+  cudaipc_server* s = server.get();
   ASSERT_TRUE(pa.connect_replies());
   pa.send(1);
   cudaipc_request_view v[1];
@@ -237,7 +229,6 @@ TEST(CApiServer, ReplyAfterMergesDetectionsAndNamesEveryLabel) {
   while (cudaipc_server_replies_done(s) < ticket && Clock::now() < until)
     std::this_thread::sleep_for(1ms);
   EXPECT_EQ(cudaipc_server_replies_done(s), ticket);
-  cudaipc_server_free(s);
 }
 
 // The objects of a reply's analytics record, as "x y w h confidence label" each.
@@ -270,13 +261,9 @@ TEST(CApiServer, ReplyResultsTakesDtypesAndStridesForABatchInOneCall) {
   cudaipc::testing::TempDir dir;
   const std::string a = dir.file("a");
   Pipeline pa(a, 1);
-  const char* paths[] = {a.c_str()};
-  cudaipc_server_options o;
-  cudaipc_server_options_init(&o);
-  o.paths = paths;
-  o.path_count = 1;
-  cudaipc_server* s = nullptr;
-  ASSERT_EQ(cudaipc_server_new(&o, &s), CUDAIPC_OK) << cudaipc_last_error();
+  const auto server = cudaipc::testing::c_server({a});
+  ASSERT_TRUE(server);
+  cudaipc_server* s = server.get();
   ASSERT_TRUE(pa.connect_replies());
   pa.send(1);
   pa.send(2);
@@ -351,7 +338,6 @@ TEST(CApiServer, ReplyResultsTakesDtypesAndStridesForABatchInOneCall) {
       << cudaipc_last_error();
   EXPECT_TRUE(objects_of(pa.reply()).empty());
   cudaipc_frame_release(v[2].frame.frame);
-  cudaipc_server_free(s);
 }
 
 TEST(CApiServer, ErrorsNameTheCause) {
