@@ -66,9 +66,8 @@ _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
 
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
-    never per frame): the description as Python values, where the frames live, and the consumer
-    the torch tensors, cupy arrays and NumPy arrays
-    of its slots (``views``, ``cupy_views``, ``numpy_views``: the binding makes each once, for
+    never per frame): the description as Python values, where the frames live, and the torch
+    tensors, cupy arrays and NumPy arrays of its slots (``views``, ``cupy_views``, ``numpy_views``: the binding makes each once, for
     frame.torch(), frame.cupy() and a host frame's numpy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
@@ -424,7 +423,7 @@ class Consumer(_native.Consumer):
         what ``__cuda_array_interface__`` names. Reads queued on it are covered by each frame's
         release, which from then on asks the driver whether the stream has run them."""
         h = self._h
-        return _native.consumer_cuda_stream(h) if h is not None and self._memory else None
+        return None if h is None else _native.consumer_cuda_stream(h)
 
     @property
     def stats(self) -> dict:

@@ -67,8 +67,7 @@ PyObject* dlpack_views_alive(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Frame, Request, from_code, stream_handle, ClosedError, EndOfStream, "
-     "numpy_slot_view): the "
-     "package's classes and helpers"},
+     "numpy_slot_view): the package's classes and helpers"},
     {"check", CUDAIPC_FASTCALL(check), METH_FASTCALL,
      "check(status, context=None): raises the package's exception for a nonzero status"},
     {"last_error_code", last_error_code, METH_NOARGS, "the status of this thread's last failure"},

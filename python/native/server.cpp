@@ -287,21 +287,15 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   }
 }
 
-// Iterating: a request at a time, waiting for ever in slices, until the server is closed (here
-// or by another thread while the loop waits) or interrupted, which end the loop.
+// Iterating: next() without timeout until the server is closed (here or by another thread while
+// the loop waits) or interrupted, which end the loop instead of raising.
 PyObject* server_iternext(PyObject* self) {
-  for (;;) {
-    if (!as_server(self)->h) return nullptr;
-    Ref out(take(self, 1, 0, kSliceNs));
-    if (!out) {
-      const bool closed = !as_server(self)->h && package.closed_error &&
-                          PyErr_ExceptionMatches(package.closed_error);
-      if (closed || PyErr_ExceptionMatches(PyExc_InterruptedError)) PyErr_Clear();
-      return nullptr;
-    }
-    if (PyList_GET_SIZE(out.get()) > 0) return Py_NewRef(PyList_GET_ITEM(out.get(), 0));
-    if (PyErr_CheckSignals() < 0) return nullptr;
-  }
+  PyObject* got = m_next(self, nullptr, 0, nullptr);
+  if (got) return got;
+  const bool closed =
+      !as_server(self)->h && package.closed_error && PyErr_ExceptionMatches(package.closed_error);
+  if (closed || PyErr_ExceptionMatches(PyExc_InterruptedError)) PyErr_Clear();
+  return nullptr;
 }
 
 // _close(): the handle goes; a thread waiting for requests in it is woken (its call raises
