@@ -1,8 +1,6 @@
-// cudaipcfilter's reply reader: a thread of its own that reads the model's replies as they come
-// and attaches each one's results to its frame's buffer, whatever the source pad's task is doing.
-// Pushing a frame downstream can block (a sink syncing on the clock, back-pressure, a consumer
-// that waits): replies read on that thread waited with it, the model's reply channel filled up,
-// and results that came in time were given up on.
+// cudaipcfilter's replies: the model's replies read as they come, each one's results attached to
+// its frame's buffer. Read by a thread of the filter's own and by the source pad's task, one at a
+// time: whichever is not pushing a frame on (filter_task.cpp says why).
 #include <gst/gst.h>
 
 #include <algorithm>
@@ -77,8 +75,7 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
   st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
   st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
   if (dc.bad) st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
-  st->cv.notify_all();  // the task pushes it on
-  lock.unlock();
+  lock.unlock();  // this thread pushes it on (or the other, once its own push is done)
   if (const unsigned gaps = version_gaps(dc)) {
     if (const unsigned fresh = gaps & ~st->told_version_gaps.fetch_or(gaps))
       GST_ELEMENT_WARNING(self, STREAM, NOT_IMPLEMENTED, ("%s", version_gap_warning(fresh).c_str()),
@@ -181,35 +178,41 @@ void reply_loop(GstCudaIpcFilter* self) {
   NoModelWarning no_model(self);
   while (!st->reader_stop.load(std::memory_order_acquire)) {
     no_model.check(self);
-    Event e;
-    try {
-      e = st->replies->next(std::chrono::nanoseconds(kIdlePollNs));
-    } catch (const Error& err) {
-      // A reply channel that breaks the protocol: this connection is dropped, and the frames out
-      // are given up on like a model that died.
-      GST_WARNING_OBJECT(self, "reply channel %s: %s", st->reply_path.c_str(), err.what());
-      e.type = EventType::disconnected;
-      e.message = err.what();
-    }
-    switch (e.type) {
-      case EventType::frame:
-        if (!st->model_replying.load(std::memory_order_relaxed)) model_serves(self);
-        take_reply(self, e.frame);
-        e.frame.release();
-        break;
-      case EventType::format:
-        model_serves(self);
-        break;
-      case EventType::disconnected:
-        model_left(self, e.message);
-        break;
-      default:
-        break;
-    }
+    std::unique_lock<std::mutex> lock(st->mu);
+    run_round(self, lock, Runner::reader);
   }
 }
 
 }  // namespace
+
+void read_reply(GstCudaIpcFilter* self, std::chrono::nanoseconds timeout) {
+  FilterState* st = self->st;
+  Event e;
+  try {
+    e = st->replies->next(timeout);
+  } catch (const Error& err) {
+    // A reply channel that breaks the protocol: this connection is dropped, and the frames out
+    // are given up on like a model that died.
+    GST_WARNING_OBJECT(self, "reply channel %s: %s", st->reply_path.c_str(), err.what());
+    e.type = EventType::disconnected;
+    e.message = err.what();
+  }
+  switch (e.type) {
+    case EventType::frame:
+      if (!st->model_replying.load(std::memory_order_relaxed)) model_serves(self);
+      take_reply(self, e.frame);
+      e.frame.release();
+      break;
+    case EventType::format:
+      model_serves(self);
+      break;
+    case EventType::disconnected:
+      model_left(self, e.message);
+      break;
+    default:
+      break;
+  }
+}
 
 void announce_model(GstCudaIpcFilter* self) {
   // gst-launch-1.0 prints an info message's details alone: the sentence goes in both.
@@ -228,8 +231,12 @@ void start_reply_reader(GstCudaIpcFilter* self) {
 void stop_reply_reader(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   if (!st->reader.joinable()) return;
-  st->reader_stop.store(true, std::memory_order_release);
-  st->replies->interrupt();
+  {
+    std::lock_guard<std::mutex> lock(st->mu);  // not between its check and its wait
+    st->reader_stop.store(true, std::memory_order_release);
+    st->cv.notify_all();  // a reader waiting for the task to read
+  }
+  st->replies->interrupt();  // a reader in the channel's wait
   st->reader.join();
 }
 

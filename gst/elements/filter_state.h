@@ -5,6 +5,7 @@
 #include <gst/gst.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -70,7 +71,8 @@ struct FilterState {
   std::uint64_t queued_seq = 0;  // the newest frame sent and queued
   bool flushing = true;
   GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
-  bool pushing = false;              // the task pushes a frame it popped: a drain waits for it
+  bool pushing = false;              // a thread pushes a frame it popped: a drain waits for it
+  bool reading = false;  // a thread reads the reply channel (one at a time, the other pushes)
   // The one timeout given to a missing model (on-missing=wait), or to one that is there but not
   // yet reading the frames (any policy), is spent; frames pass until a model serves again.
   bool model_wait_spent = false;
@@ -82,9 +84,24 @@ struct FilterState {
   Counters counts;
 };
 
-// One round of the source pad's task: the oldest frame pushed on once its fate is known, else a
-// wait for its reply until its deadline.
+// Who runs a round: the reply reader's thread (from READY up) or the source pad's task (while the
+// pad is active and not flushing).
+enum class Runner { reader, task };
+
+// One round of either thread, `lock` (st->mu) held on entry: the oldest frame pushed on once its
+// fate is known (never while flushing), else one read of the reply channel if the other thread is
+// not reading, else a wait until there is something to do or the head's deadline.
+void run_round(GstCudaIpcFilter* self, std::unique_lock<std::mutex>& lock, Runner who);
+// The source pad's task: rounds, paused while flushing.
 void task_loop(GstCudaIpcFilter* self);
+// Waits for a push in flight on either thread to return (a flush or a stop, before it resets what
+// that push would set).
+void wait_for_push(FilterState* st);
+
+// One event of the reply channel, waited for up to `timeout` and acted on (a reply's results
+// attached to its frame, a model that came or left). Called without st->mu, by the thread that
+// holds `reading`.
+void read_reply(GstCudaIpcFilter* self, std::chrono::nanoseconds timeout);
 
 // Says on the bus, once per arrival, that a model process serves this pipeline.
 void announce_model(GstCudaIpcFilter* self);

@@ -242,6 +242,12 @@ static void set_flushing(GstCudaIpcFilter* self, bool flushing) {
   st->cv.notify_all();
 }
 
+// The task in the reply channel's wait returns at once (it does not read while flushing), so
+// pausing or stopping it does not wait for a reply.
+static void stop_task_reading(GstCudaIpcFilter* self) {
+  if (self->st->replies) self->st->replies->interrupt();
+}
+
 static gboolean start_task(GstCudaIpcFilter* self) {
   return gst_pad_start_task(self->srcpad, reinterpret_cast<GstTaskFunction>(task_loop), self,
                             nullptr);
@@ -255,10 +261,13 @@ static gboolean gst_cuda_ipc_filter_sink_event(GstPad* pad, GstObject* parent, G
       set_flushing(self, true);
       gst_pad_push_event(st->proxy, gst_event_ref(event));  // a render waiting for a slot returns
       gst_pad_push_event(self->srcpad, event);
+      stop_task_reading(self);
       gst_pad_pause_task(self->srcpad);
       return TRUE;
     case GST_EVENT_FLUSH_STOP: {
       gst_pad_push_event(st->proxy, gst_event_ref(event));
+      // The reader's push of a frame from before the flush has returned (downstream flushed).
+      wait_for_push(st);
       {
         std::lock_guard<std::mutex> lock(st->mu);
         st->pending.clear();
@@ -360,6 +369,10 @@ static gboolean gst_cuda_ipc_filter_src_activate_mode(GstPad*, GstObject* parent
     return start_task(self);
   }
   set_flushing(self, true);
+  stop_task_reading(self);
+  // Downstream stopped first: a push in flight on the reader's thread has returned FLUSHING, and
+  // is over before the pad can be active again.
+  wait_for_push(self->st);
   return gst_pad_stop_task(self->srcpad);
 }
 

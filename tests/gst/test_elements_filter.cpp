@@ -3,8 +3,8 @@
 // from that frame's content (a custom meta naming the frame index read from its pixels). Replies
 // out of order, duplicated, for frames never sent, from another run or malformed are counted and
 // never attached; each on-missing policy with no model, a silent model and a model that leaves and
-// comes back; EOS drains the frames in flight; the filter's channel is one a server takes, a
-// cudaipcsink's one it refuses.
+// comes back; EOS drains the frames in flight, a flushing seek drops them; the filter's channel is
+// one a server takes, a cudaipcsink's one it refuses.
 #include <gst/app/gstappsrc.h>
 
 #include <atomic>
@@ -226,15 +226,20 @@ struct Out {
 
 class FilterPipeline {
  public:
-  FilterPipeline(const std::string& path, const std::string& props)
-      : pipe_("appsrc name=in format=time is-live=false caps=\"" + std::string(kCaps) +
-              "\" ! cudaipcfilter name=f ipc-mode=host " + props +
+  FilterPipeline(const std::string& path, const std::string& props,
+                 const std::string& src_props = "")
+      : pipe_("appsrc name=in format=time is-live=false " + src_props + " caps=\"" +
+              std::string(kCaps) + "\" ! cudaipcfilter name=f ipc-mode=host " + props +
               " ! appsink name=out sync=false emit-signals=false") {
     g_object_set(pipe_.element("f"), "socket-path", path.c_str(), nullptr);
     GstAppSinkCallbacks cb{};
     cb.new_sample = &FilterPipeline::on_sample;
     cb.eos = &FilterPipeline::on_eos;
     gst_app_sink_set_callbacks(GST_APP_SINK(pipe_.element("out")), &cb, this, nullptr);
+    // A seekable appsrc seeks (to the start) when it starts too: the frames are pushed anyway.
+    GstAppSrcCallbacks src_cb{};
+    src_cb.seek_data = [](GstAppSrc*, guint64, gpointer) -> gboolean { return TRUE; };
+    gst_app_src_set_callbacks(GST_APP_SRC(pipe_.element("in")), &src_cb, nullptr, nullptr);
   }
   ~FilterPipeline() { pipe_.stop(); }
   bool start() { return pipe_.set_state(GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE; }
@@ -242,6 +247,10 @@ class FilterPipeline {
     return gst_app_src_push_buffer(GST_APP_SRC(pipe_.element("in")), frame(i)) == GST_FLOW_OK;
   }
   void end() { gst_app_src_end_of_stream(GST_APP_SRC(pipe_.element("in"))); }
+  // A flushing seek to the start (src_props stream-type=seekable): every element flushes.
+  bool seek_to_start() {
+    return gst_element_seek_simple(pipe_.get(), GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
+  }
   bool wait(std::size_t n, Ms t = kWait) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, t, [&] { return out_.size() >= n; });
@@ -622,6 +631,34 @@ TEST_F(FilterTest, ModelThatLeavesIsReplacedWithoutRestartingThePipeline) {
     const bool served = i < gap_start || i >= back;
     EXPECT_EQ(out[i].results, served ? 1 : 0) << "frame " << i;
   }
+}
+
+// A flushing seek while a frame waits for its reply: that frame is dropped with the flush, nothing
+// waits for it, and the frames after the seek come back each with its own result.
+TEST_F(FilterTest, AFlushingSeekDropsTheFrameInFlightAndTheNextOnesAreAnswered) {
+  FilterPipeline p(path_, "max-inflight=4", "stream-type=seekable");
+  ASSERT_TRUE(p.start()) << p.pipeline().errors();
+  Model model(path_, Behaviour::swap_pairs);  // frame 2k's answer waits for frame 2k+1
+  ASSERT_TRUE(wait_model(p));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(p.push(i));
+  ASSERT_TRUE(p.wait(4)) << p.pipeline().errors();  // frame 4 waits for its pair
+  ASSERT_TRUE(p.seek_to_start()) << p.pipeline().errors();
+  // The model pairs frame 4 with frame 100 (whose answer still reaches it), then 101-108 in pairs.
+  for (int i = 100; i < 109; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  ASSERT_EQ(out.size(), 13u);
+  for (int k = 0; k < 13; ++k) {
+    const int i = k < 4 ? k : 96 + k;
+    EXPECT_EQ(check_bytes(out[k].bytes, i), "") << "output " << k;
+    EXPECT_EQ(out[k].results, 1) << "frame " << i;
+    EXPECT_EQ(out[k].result, i) << "frame " << i << " carries another frame's result";
+  }
+  EXPECT_EQ(p.stat("answered"), 13u);
+  EXPECT_EQ(p.stat("passed"), 0u);
+  EXPECT_EQ(p.stat("timeouts"), 0u);
+  EXPECT_EQ(model.requests(), 14);
 }
 
 TEST_F(FilterTest, CapsChangeMidStreamCrosses) {
