@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -359,6 +359,31 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     f.release()
 
                 specs.append((TORCH_OWN_PACED, torch_alone_paced))
+
+                # frame.torch()'s own steps, each between a frame's next and release as it runs
+                # there: the view without its stream order, torch's current stream, and the
+                # alias of a slot's tensor (detach) that it hands out.
+                def torch_unordered() -> None:
+                    f = c.next()
+                    f.torch(stream=-1)
+                    f.release()
+
+                raw_stream = torch._C._cuda_getCurrentRawStream
+                small = torch.zeros(16, dtype=torch.uint8, device="cuda")
+
+                def paced(call: Callable[[], Any]) -> Callable[[], None]:
+                    def run() -> None:
+                        f = c.next()
+                        call()
+                        f.release()
+
+                    return run
+
+                specs.append(("next -> frame.torch(stream=-1), unordered -> release",
+                              torch_unordered))
+                specs.append(("next -> torch: _cuda_getCurrentRawStream(0) -> release",
+                              paced(lambda: raw_stream(0))))
+                specs.append(("next -> torch: tensor.detach() -> release", paced(small.detach)))
             if args.memory == "cuda" and any(n == "CuPy" for n, _ in importers):
                 def cupy_view() -> None:
                     f = c.next()
