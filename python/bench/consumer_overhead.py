@@ -319,6 +319,17 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                     f.release()
 
                 specs.append(("next -> frame.numpy() -> release", host_view))
+
+            def paced(call: Callable[[], Any]) -> Callable[[], None]:
+                """`call` between a frame's next and release, as a reader's calls run: their
+                caches as cold as after each wait for a frame."""
+                def run() -> None:
+                    f = c.next()
+                    call()
+                    f.release()
+
+                return run
+
             if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
                 import torch
 
@@ -353,12 +364,7 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 # torch's own import again, between a frame's next and release as frame.torch()
                 # runs: its caches as cold as theirs after the wait for the frame.
-                def torch_alone_paced() -> None:
-                    f = c.next()
-                    torch_alone()
-                    f.release()
-
-                specs.append((TORCH_OWN_PACED, torch_alone_paced))
+                specs.append((TORCH_OWN_PACED, paced(torch_alone)))
 
                 # frame.torch()'s own steps, each between a frame's next and release as it runs
                 # there: the view without its stream order, torch's current stream, and the
@@ -370,14 +376,6 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 raw_stream = torch._C._cuda_getCurrentRawStream
                 small = torch.zeros(16, dtype=torch.uint8, device="cuda")
-
-                def paced(call: Callable[[], Any]) -> Callable[[], None]:
-                    def run() -> None:
-                        f = c.next()
-                        call()
-                        f.release()
-
-                    return run
 
                 specs.append(("next -> frame.torch(stream=-1), unordered -> release",
                               torch_unordered))
@@ -411,6 +409,10 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                                     ("cupy: stream.ptr", lambda: stream_now.ptr),
                                     ("cupy: array.view()", array.view)):
                     specs.append((label + ", no channel", call))
+                # The same two calls frame.cupy() makes, between a frame's next and release.
+                for label, call in (("cupy: get_current_stream(0)", lambda: current(0)),
+                                    ("cupy: array.view()", array.view)):
+                    specs.append((f"next -> {label} -> release", paced(call)))
             if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
                 import torch
                 resident = torch.zeros(16, dtype=torch.uint8, device="cuda")
