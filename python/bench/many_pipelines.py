@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -223,6 +223,52 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
 TRACE_ALONE = 100  # batches traced alone
 
 
+class CpuLoad:
+    """How busy a set of CPUs is, sampled from /proc/stat every `period` seconds while it runs:
+    the way back's tail is a thread waiting for one of them."""
+
+    def __init__(self, cpus: set, period: float = 0.05) -> None:
+        self.names = {f"cpu{c}" for c in cpus}
+        self.period = period
+        self.busy: List[float] = []  # each sample's busy share of the set, 0..1
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def read(self) -> Tuple[int, int]:
+        total = idle = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                fields = line.split()
+                if fields and fields[0] in self.names:
+                    ticks = [int(x) for x in fields[1:]]
+                    total += sum(ticks[:8])  # guest time is counted in user already
+                    idle += ticks[3] + ticks[4]  # idle, iowait
+        return total, idle
+
+    def run(self) -> None:
+        try:
+            before = self.read()
+            while not self.done.wait(self.period):
+                now = self.read()
+                spent = now[0] - before[0]
+                if spent > 0:
+                    self.busy.append(1 - (now[1] - before[1]) / spent)
+                before = now
+        except OSError:
+            pass  # no /proc/stat: nothing printed
+
+    def stop(self) -> str:
+        self.done.set()
+        self.thread.join()
+        if not self.busy:
+            return ""
+        b = np.array(self.busy) * 100
+        return (f"busy p50 {np.percentile(b, 50):.0f} %, p99 {np.percentile(b, 99):.0f} %, "
+                f"samples of {self.period * 1e3:.0f} ms at least 90 % busy: "
+                f"{(b >= 90).mean() * 100:.0f} %")
+
+
 class Reader:
     """One pipeline's output, every frame's answer checked."""
 
@@ -326,6 +372,8 @@ def main() -> None:
     upload = [] if host else ["!", "cudaupload"]
     mode = ["ipc-mode=host"] if host else []
     pipes, readers = [], []
+    pipeline_cpus = os.sched_getaffinity(0)  # the pipelines' CPUs (pinned: not the model's)
+    load = CpuLoad(pipeline_cpus)
     for i in range(args.pipelines):
         model_path, out = os.path.join(models, f"cam{i}"), os.path.join(outs, f"cam{i}")
         pipes.append(subprocess.Popen(
@@ -345,6 +393,7 @@ def main() -> None:
             failed.append(f"pipeline {i}: {err.strip()[-300:]}")
     for r in readers:
         r.thread.join(timeout=30)
+    cpu_load = load.stop()
     server.send_signal(signal.SIGTERM)
     server.communicate(timeout=120)
     with open(report) as f:
@@ -439,6 +488,9 @@ def main() -> None:
         print(f"once all joined, +1 s: the model's side p50 {np.percentile(model_ms, 50):.2f} / "
               f"p99 {np.percentile(model_ms, 99):.2f} ms; the way back p50 "
               f"{np.percentile(back_ms, 50):.2f} / p99 {np.percentile(back_ms, 99):.2f} ms")
+    if cpu_load:
+        print(f"the pipelines' {len(pipeline_cpus)} CPUs while they ran (with this process's "
+              f"readers): {cpu_load}")
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:
