@@ -92,12 +92,7 @@ void unref(cudaipc_frame* f, void* stream, bool ordered) {
   std::exception_ptr failure;
   if (ordered && f->cuda_device >= 0) {
     try {
-      // The last hold (nobody else can take one now): the release written after `stream`, by that
-      // stream where it can.
-      if (f->refs.load(std::memory_order_acquire) == 1)
-        f->f.release_after(stream);
-      else
-        f->f.order_release_after(stream);
+      f->f.order_release_after(stream);
     } catch (...) {
       // The hold ends regardless: a lease kept would stall the consumer at its limit for good.
       failure = std::current_exception();

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <bitset>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <utility>
 
@@ -97,13 +96,11 @@ class ConsumerImpl {
     std::lock_guard<std::mutex> lock(conn_mu_);
     c.gpu_waits = past_gpu_waits_;
     c.gpu_releases = past_gpu_releases_;
-    c.caller_releases = past_caller_releases_;
     if (conn_) {
       c.producer_published = conn_->cb().frames_published.load(std::memory_order_relaxed);
       c.producer_dropped = conn_->cb().frames_dropped.load(std::memory_order_relaxed);
       c.gpu_waits += conn_->memory().gpu_waits();
       c.gpu_releases += conn_->memory().gpu_releases();
-      c.caller_releases += conn_->memory().caller_releases();
     }
     return c;
   }
@@ -130,10 +127,9 @@ class ConsumerImpl {
   ConsumerOptions opts_;
   UniqueFd wake_fd_;            // eventfd: interrupt() breaks socket waits through it
   mutable std::mutex conn_mu_;  // guards conn_ against other threads; only next()'s changes it
-  // Earlier connections' gpu_waits/gpu_releases/caller_releases (under conn_mu_).
+  // Earlier connections' gpu_waits/gpu_releases (under conn_mu_).
   std::uint64_t past_gpu_waits_ = 0;
   std::uint64_t past_gpu_releases_ = 0;
-  std::uint64_t past_caller_releases_ = 0;
   std::shared_ptr<ConsumerConnection> conn_;
   std::atomic<bool> interrupted_{false};
   std::atomic<std::uint32_t> local_wake_{0};
@@ -197,7 +193,6 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
     if (conn_) {
       past_gpu_waits_ += conn_->memory().gpu_waits();
       past_gpu_releases_ += conn_->memory().gpu_releases();
-      past_caller_releases_ += conn_->memory().caller_releases();
     }
     gone = std::move(conn_);
   }
@@ -509,30 +504,6 @@ bool Frame::written() const noexcept {
 void Frame::release() noexcept {
   if (!conn_) return;
   conn_->release(slot_, desc_.seq);
-  drop();
-}
-
-void Frame::release_after(void* stream) {
-  if (!conn_) return;
-  try {
-    if (conn_->release_on(slot_, desc_.seq, stream)) {
-      drop();
-      return;
-    }
-  } catch (const Error&) {
-    // The stream could not write it (not of the consumer's context?): the join below says why.
-  }
-  std::exception_ptr failure;
-  try {
-    order_release_after(stream);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  release();
-  if (failure) std::rethrow_exception(failure);
-}
-
-void Frame::drop() noexcept {
   slots_.reset();
   metas_ = nullptr;
   conn_.reset();

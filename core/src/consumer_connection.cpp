@@ -293,12 +293,6 @@ void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept
   unlease(1ull << slot);
 }
 
-bool ConsumerConnection::release_on(std::uint32_t slot, std::uint64_t seq, void* stream) {
-  if (!memory_->release_on(slot, seq, stream)) return false;
-  unlease(1ull << slot);
-  return true;
-}
-
 void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
   page_->leases.fetch_and(~bit, std::memory_order_seq_cst);
   page_->release_futex.fetch_add(1, std::memory_order_seq_cst);

@@ -37,9 +37,6 @@ class ConsumerConnection {
 
   // Ends the lease on frame `seq` in `slot` taken by the consumer thread; callable from any thread.
   void release(std::uint32_t slot, std::uint64_t seq) noexcept;
-  // The same, written by `stream` after the work queued there so far where the memory backend can
-  // (ConsumerMemory::release_on); false, the lease still held, where it cannot.
-  bool release_on(std::uint32_t slot, std::uint64_t seq, void* stream);
   // Gives back a lease no frame was handed out for (a lost race, a format first).
   void unlease(std::uint64_t bit) noexcept;
   // Reads format messages until generation `g` is known. False when `deadline_ns` passed first;

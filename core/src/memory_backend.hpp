@@ -136,7 +136,6 @@ class ConsumerMemory {
   // switch between the two processes' contexts on the GPU.
   virtual std::uint64_t gpu_waits() const noexcept { return 0; }
   virtual std::uint64_t gpu_releases() const noexcept { return 0; }
-  virtual std::uint64_t caller_releases() const noexcept { return 0; }
   // False only for a frame the producer died before writing: its GPU wait was released by the
   // death, so reads ordered after it saw an unwritten slot. Host frames are written before they
   // are published.
@@ -148,12 +147,6 @@ class ConsumerMemory {
   // comes after it. Callable from any thread; never a CPU wait.
   virtual void order_reads(std::uint32_t /*slot*/, std::uint64_t /*seq*/, void* /*stream*/) {}
   virtual void order_release_after(void* /*stream*/) {}
-  // In place of order_release_after(stream) and on_release, where it can: the release of frame
-  // `seq` in `slot` written by `stream` itself, after the work queued there so far. False, having
-  // done nothing, where it cannot (then the pair runs). Any thread.
-  virtual bool release_on(std::uint32_t /*slot*/, std::uint64_t /*seq*/, void* /*stream*/) {
-    return false;
-  }
   // The CUDA device ordinal this consumer reads on; -1 for host memory or before it is known.
   virtual int device() const noexcept { return -1; }
   // `bytes` of a frame at `src` (this consumer's mapping of its slot) into host memory at `dst`,

@@ -87,10 +87,9 @@ class StreamOrder : public ::testing::Test {
     return line.value_or("");
   }
 
-  // Reads every frame until the end of stream: `read` queues the reads on our own stream. Each is
-  // released at once after them: order_release_after then release(), or release_after in one.
+  // Reads every frame until the end of stream: `read` queues the reads on our own stream.
   template <typename Read>
-  std::uint64_t read_all(Consumer& c, Read&& read, bool release_after = false) {
+  std::uint64_t read_all(Consumer& c, Read&& read) {
     std::uint64_t frames = 0;
     for (;;) {
       Event ev = c.next(30s);
@@ -101,13 +100,8 @@ class StreamOrder : public ::testing::Test {
       if (ev.type != EventType::frame) continue;
       ev.frame.order_reads(own());
       read(ev.frame);
-      // At once: only the GPU keeps the slot from the producer now.
-      if (release_after) {
-        ev.frame.release_after(own());
-      } else {
-        ev.frame.order_release_after(own());
-        ev.frame.release();
-      }
+      ev.frame.order_release_after(own());
+      ev.frame.release();  // at once: only the GPU keeps the slot from the producer now
       ++frames;
     }
   }
@@ -156,32 +150,6 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   // (all of them, unless this thread slept through a read).
   EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
   c.reset();  // the peer finishes once its consumer has gone
-  finished(*peer);
-}
-
-// The same race with release_after: the consumer's stream never got work and each frame had
-// landed when taken, so our stream writes each release itself, with no join. That write must still
-// wait for our second read, and the consumer's close must wait for the last of them.
-TEST_F(StreamOrder, ReleaseWrittenByTheCallersStreamHoldsTheSlotFromTheProducer) {
-  const std::uint64_t n = gputest::frame_count(200);
-  auto peer = producer_peer(n, 2, 0);
-  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
-  auto c = consumer(ConsumeMode::every_frame);
-  const std::uint64_t frames = read_all(
-      *c,
-      [&](const Frame& f) {
-        kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
-                            2 * kMs);
-      },
-      true);
-  EXPECT_EQ(frames, n);
-  // Our stream wrote them all, but for frames taken before their bytes landed (the consumer's
-  // stream waited for those) while that wait was still queued.
-  EXPECT_GE(c->counters().caller_releases, n * 9 / 10) << "of " << n << " frames";
-  c.reset();  // its close waits for the last release our stream writes
-  const gputest::Counters k = kernels_->counters(own());
-  EXPECT_EQ(k.bad, 0u);
-  EXPECT_EQ(k.changed, 0u) << "a slot was rewritten under a read our stream released";
   finished(*peer);
 }
 

@@ -66,11 +66,6 @@ class Frame {
   // producer's next write into the slot comes after your reads. Once per stream that read the
   // frame, before release(); nothing is queued when `stream` is idle. Any thread.
   void order_release_after(void* stream) const;
-  // order_release_after(stream), then release(), in one: where nothing else reads the frame (the
-  // consumer's stream was not handed out, and the frame's bytes had landed when it was taken),
-  // `stream` itself writes the "done reading" after your reads, one driver call instead of a join
-  // and a write. The lease ends even when the ordering fails, whose error is thrown after.
-  void release_after(void* stream);
   // The CUstream the consumer orders its own reads on (CUDA frames; nullptr for host memory or
   // once released), as Consumer::cuda_stream(): reads queued on it need no order_release_after.
   void* cuda_stream() const noexcept;
@@ -81,7 +76,6 @@ class Frame {
 
  private:
   friend class ConsumerImpl;
-  void drop() noexcept;  // the lease gone: the frame lets go of its connection and slots
   std::shared_ptr<ConsumerConnection> conn_;
   std::shared_ptr<ConsumerSlots> slots_;
   std::uintptr_t base_ = 0;
@@ -124,8 +118,6 @@ struct ConsumerCounters {
   // costs a switch between the processes' contexts on a GPU without MPS; zero is the fast path.
   std::uint64_t gpu_waits = 0;
   std::uint64_t gpu_releases = 0;
-  // Of gpu_releases, those a caller's stream wrote itself (Frame::release_after).
-  std::uint64_t caller_releases = 0;
 };
 
 class Consumer {

@@ -150,7 +150,6 @@ std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice devi
     e->stream = e->owned_stream.get();
   }
   e->uuid = device_uuid(e->device());
-  e->caller_writes = std::make_unique<CallerWrites>(e->ctx);
   return e;
 }
 

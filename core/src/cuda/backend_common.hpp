@@ -21,7 +21,6 @@
 #include <string>
 
 #include "../wire_blob.hpp"
-#include "caller_writes.hpp"
 #include "cuda_handles.hpp"
 #include "cudaipc/options.hpp"
 #include "driver.hpp"
@@ -95,16 +94,11 @@ struct Engine {
   CUstream stream = nullptr;
   CUuuid uuid{};
 
-  // A consumer's releases written by its callers' streams (ConsumerMemory::release_on).
-  std::unique_ptr<CallerWrites> caller_writes;
-
   CUdevice device() const noexcept { return ctx->device(); }
-  // Polls until the stream has run everything queued on it, and the callers' streams every
-  // release written there, each for at most `limit`.
+  // Polls until the stream has run everything queued on it, for at most `limit`.
   bool drain(std::chrono::nanoseconds limit) const noexcept {
     ScopedContext current(ctx->get(), std::nothrow);
-    return current.pushed() && cuda::drain(stream, limit) &&
-           (!caller_writes || caller_writes->drain(limit));
+    return current.pushed() && cuda::drain(stream, limit);
   }
 };
 

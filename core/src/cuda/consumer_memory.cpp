@@ -336,8 +336,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
         deadline = monotonic_ns() + 1'000'000'000;
       }
     }
-    // Releases written by callers' streams land in the page too.
-    return engine_->caller_writes->drain(kDrainLimit);
+    return true;
   }
 
   // Handed out, the stream may carry anyone's reads, which a release must then follow: from here
@@ -365,40 +364,6 @@ class CudaConsumerMemory final : public ConsumerMemory {
       note_queued();
       joined_.store(true, std::memory_order_release);
     }
-  }
-
-  // A caller's stream that is the frame's only reader writes its release itself: one driver call
-  // where a join (the stream's query, an event, our stream's wait) and our stream's write took
-  // four (a model's reply while its next frame's network runs). Only while our stream was not
-  // handed out and has run all we queued: then nothing of ours reads the frame (a wait for its
-  // bytes has run). A later frame of the slot cannot be ready before this write landed (the
-  // producer rewrites the slot only after it), so a slot's releases never land out of order.
-  bool release_on(std::uint32_t slot, std::uint64_t seq, void* stream) override {
-    check_slot(slot);
-    const auto s = static_cast<CUstream>(stream);
-    // A per-thread default stream (and a null one, which may mean it) is another stream on each
-    // thread: the writes' events could not follow them.
-    if (!s || s == CU_STREAM_PER_THREAD || s == engine_->stream ||
-        lent_.load(std::memory_order_acquire))
-      return false;
-    ScopedContext current(engine_->ctx->get());
-    if (!known_idle()) {
-      // A wait for an earlier frame's bytes, or a join, may still be queued: once our stream has
-      // run it, the fast path is back (else a loop whose stream is always busy never returns).
-      const std::uint64_t queued = queued_.load(std::memory_order_acquire);
-      const CUresult idle = driver().cuStreamQuery(engine_->stream);
-      if (idle == CUDA_ERROR_NOT_READY) return false;
-      check(idle, "cuStreamQuery");
-      note_idle(queued);
-    }
-    if (!engine_->caller_writes->write(s, done_[slot], cuda::seq32(seq))) return false;
-    gpu_releases_.fetch_add(1, std::memory_order_relaxed);
-    caller_releases_.fetch_add(1, std::memory_order_relaxed);
-    return true;
-  }
-
-  std::uint64_t caller_releases() const noexcept override {
-    return caller_releases_.load(std::memory_order_relaxed);
   }
 
   int device() const noexcept override {
@@ -534,7 +499,6 @@ class CudaConsumerMemory final : public ConsumerMemory {
   // Statistics only, read by any thread: relaxed.
   std::atomic<std::uint64_t> gpu_waits_{0};
   std::atomic<std::uint64_t> gpu_releases_{0};
-  std::atomic<std::uint64_t> caller_releases_{0};
 };
 
 }  // namespace

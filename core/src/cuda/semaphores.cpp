@@ -86,15 +86,6 @@ bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept {
   }
 }
 
-bool wait_event(CUevent e, std::uint64_t deadline_ns) noexcept {
-  for (unsigned round = 0;; ++round) {
-    const CUresult r = loaded_driver().cuEventQuery(e);
-    if (r != CUDA_ERROR_NOT_READY) return true;  // done, or failed: nothing more will run
-    if (monotonic_ns() >= deadline_ns) return false;
-    backoff(round);
-  }
-}
-
 bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
               std::uint64_t deadline_ns) noexcept {
   for (unsigned round = 0;; ++round) {

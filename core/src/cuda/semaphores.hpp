@@ -85,8 +85,6 @@ class WriteBatch {
 // true when it drained. Never blocks inside the driver, so a stream held by a peer that will not
 // come back cannot hang the caller. The stream's context must be current.
 bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept;
-// The same for the work before an event: until `e` has completed or `deadline_ns` (monotonic).
-bool wait_event(CUevent e, std::uint64_t deadline_ns) noexcept;
 
 // Polls a semaphore word from the CPU until it reaches `target` or `deadline_ns` (monotonic)
 // passes.

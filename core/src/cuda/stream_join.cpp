@@ -16,9 +16,9 @@ std::string stream_name(CUstream s) {
   return std::string("CUDA stream ") + text;
 }
 
-}  // namespace
-
-void check_caller_stream(CUresult r, const char* call, CUstream s, CUdevice device) {
+// A caller's stream from another context (or a stale handle) is the likely cause of a failure
+// here: say so instead of the driver's bare code.
+void check_stream(CUresult r, const char* call, CUstream s, CUdevice device) {
   if (r == CUDA_SUCCESS) return;
   const std::string why =
       std::string(call) + " on " + stream_name(s) + " failed: " + error_text(r) +
@@ -30,6 +30,8 @@ void check_caller_stream(CUresult r, const char* call, CUstream s, CUdevice devi
                   : Errc::cuda,
               why);
 }
+
+}  // namespace
 
 StreamJoin::StreamJoin(ContextPtr ctx) : ctx_(std::move(ctx)) {
   ScopedContext current(ctx_->get());
@@ -45,13 +47,12 @@ bool StreamJoin::wait(CUstream waiter, CUstream signaller) {
   ScopedContext current(ctx_->get());
   const CUresult idle = d.cuStreamQuery(signaller);
   if (idle == CUDA_SUCCESS) return false;
-  if (idle != CUDA_ERROR_NOT_READY)
-    check_caller_stream(idle, "cuStreamQuery", signaller, ctx_->device());
+  if (idle != CUDA_ERROR_NOT_READY) check_stream(idle, "cuStreamQuery", signaller, ctx_->device());
   std::lock_guard<std::mutex> lock(mu_);
-  check_caller_stream(d.cuEventRecord(event_.get(), signaller), "cuEventRecord", signaller,
-                      ctx_->device());
-  check_caller_stream(d.cuStreamWaitEvent(waiter, event_.get(), 0), "cuStreamWaitEvent", waiter,
-                      ctx_->device());
+  check_stream(d.cuEventRecord(event_.get(), signaller), "cuEventRecord", signaller,
+               ctx_->device());
+  check_stream(d.cuStreamWaitEvent(waiter, event_.get(), 0), "cuStreamWaitEvent", waiter,
+               ctx_->device());
   return true;
 }
 

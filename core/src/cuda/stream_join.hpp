@@ -10,10 +10,6 @@
 
 namespace cudaipc::cuda {
 
-// Throws for a failed call `call` on a caller's stream `s`, naming the likely cause (a stream of
-// another context than the channel's, on `device`, or a stale handle).
-void check_caller_stream(CUresult r, const char* call, CUstream s, CUdevice device);
-
 // One reusable event per channel end. cuStreamWaitEvent takes the event's state when it is called,
 // so recording the event again for the next pair is safe; the lock keeps a record and its wait
 // together when several threads order streams at once (releases run on any thread).

@@ -114,7 +114,7 @@ auto answer_then_release(Request& r, void* stream, Send send) -> decltype(send()
   }
   if (stream) {
     try {
-      r.frame.release_after(stream);
+      r.frame.order_release_after(stream);
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
