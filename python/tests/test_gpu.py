@@ -132,24 +132,6 @@ def test_release_waits_for_the_callers_kernels(path):
     race_reads(path, read_one)
 
 
-def test_release_of_a_torch_view_waits_for_the_kernels_on_its_stream(path):
-    # frame.torch() reads on torch's current stream and the consumer's stream is never handed
-    # out: the release is written by torch's stream itself, after the ~10 ms of GPU sleep and the
-    # copy queued there (on a side stream, as a model's loop has its own).
-    side = torch.cuda.Stream()
-
-    def read_one(f):
-        with torch.cuda.stream(side):
-            t = f.torch()
-            torch.cuda._sleep(20_000_000)
-            r = t.clone()
-            del t
-        f.release()
-        return r
-
-    race_reads(path, read_one)
-
-
 def test_release_waits_for_reads_on_the_consumers_stream_asked_for_late(path):
     # The first frames are read on torch's stream, with the consumer's stream never handed out:
     # their releases need no driver query. Then the array interface names the consumer's stream
@@ -176,13 +158,15 @@ def test_release_waits_for_reads_on_the_consumers_stream_asked_for_late(path):
     race_reads(path, read_one)
 
 
-def test_release_waits_for_a_side_streams_kernels(path):
-    # As above on a stream of torch's own: the export names it, for the wait and the release.
+@pytest.mark.parametrize("view", ["from_dlpack", "frame.torch()"])
+def test_release_waits_for_a_side_streams_kernels(path, view):
+    # As above on a stream of torch's own: the export names it, for the wait and the release, or
+    # frame.torch() reads on it (torch's current stream), the consumer's stream never handed out.
     side = torch.cuda.Stream()
 
     def read_one(f):
         with torch.cuda.stream(side):
-            t = torch.from_dlpack(f)
+            t = torch.from_dlpack(f) if view == "from_dlpack" else f.torch()
             torch.cuda._sleep(20_000_000)
             r = t.clone()
             del t
