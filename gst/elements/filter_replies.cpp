@@ -2,6 +2,7 @@
 // its frame's buffer. Read by a thread of the filter's own and by the source pad's task, one at a
 // time: whichever is not pushing a frame on (filter_task.cpp says why).
 #include <gst/gst.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <chrono>
@@ -175,6 +176,7 @@ void model_serves(GstCudaIpcFilter* self) {
 
 void reply_loop(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
+  pthread_setname_np(pthread_self(), "cudaipc-replies");  // it runs downstream's chains too
   NoModelWarning no_model(self);
   while (!st->reader_stop.load(std::memory_order_acquire)) {
     no_model.check(self);
@@ -232,9 +234,9 @@ void stop_reply_reader(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   if (!st->reader.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(st->mu);  // not between its check and its wait
+    std::lock_guard<std::mutex> lock(st->mu);
     st->reader_stop.store(true, std::memory_order_release);
-    st->cv.notify_all();  // a reader waiting for the task to read
+    st->cv.notify_all();  // a reader waiting for the task to read (one about to: within 20 ms)
   }
   st->replies->interrupt();  // a reader in the channel's wait
   st->reader.join();

@@ -72,7 +72,9 @@ struct FilterState {
   bool flushing = true;
   GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
   bool pushing = false;              // a thread pushes a frame it popped: a drain waits for it
-  bool reading = false;  // a thread reads the reply channel (one at a time, the other pushes)
+  std::thread::id pusher;            // which one
+  std::uint64_t flushes = 0;  // flushes ended (and activations): a push from before leaves no mark
+  bool reading = false;       // a thread reads the reply channel (one at a time, the other pushes)
   // The one timeout given to a missing model (on-missing=wait), or to one that is there but not
   // yet reading the frames (any policy), is spent; frames pass until a model serves again.
   bool model_wait_spent = false;
@@ -94,8 +96,8 @@ enum class Runner { reader, task };
 void run_round(GstCudaIpcFilter* self, std::unique_lock<std::mutex>& lock, Runner who);
 // The source pad's task: rounds, paused while flushing.
 void task_loop(GstCudaIpcFilter* self);
-// Waits for a push in flight on either thread to return (a flush or a stop, before it resets what
-// that push would set).
+// Waits for a push in flight on the other thread to return (a flush or a stop, before pushes may
+// start again); a push of the calling thread's own is the one that flushes.
 void wait_for_push(FilterState* st);
 
 // One event of the reply channel, waited for up to `timeout` and acted on (a reply's results

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "elements/filter_state.h"
 #include "format/time_sync.h"
@@ -22,8 +23,11 @@
 namespace cudaipc::gst::filter {
 namespace {
 
-// A frame leaves: pushed on (answered, or missing under pass/wait) or dropped.
-void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissing policy) {
+// A frame leaves: pushed on (answered, or missing under pass/wait) or dropped. `flushes`: the count
+// when it was popped; a flush that ended meanwhile (a seek from inside this very push, by a probe
+// or callback downstream) reset what this push would set.
+void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissing policy,
+                  std::uint64_t flushes) {
   FilterState* st = self->st;
   GstFlowReturn ret = GST_FLOW_OK;
   if (f.fate != FrameFate::answered && policy == GST_CUDA_IPC_FILTER_MISSING_DROP) {
@@ -36,8 +40,11 @@ void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissin
     ret = gst_pad_push(self->srcpad, f.buf);
   }
   std::lock_guard<std::mutex> lock(st->mu);
-  st->pushing = false;
-  if (ret != GST_FLOW_OK) st->flow = ret;
+  if (st->flushes == flushes) {
+    st->pushing = false;
+    st->pusher = {};
+    if (ret != GST_FLOW_OK) st->flow = ret;
+  }
   st->cv.notify_all();
 }
 
@@ -53,7 +60,8 @@ GstCudaIpcFilterMissing missing_policy(GstCudaIpcFilter* self) {
 void run_round(GstCudaIpcFilter* self, std::unique_lock<std::mutex>& lock, Runner who) {
   FilterState* st = self->st;
   std::uint64_t wait_ns = kIdlePollNs;
-  if (!st->pending.empty()) {
+  // While flushing the frames wait for the flush to drop them: none times out or leaves.
+  if (!st->pending.empty() && !st->flushing) {
     PendingFrame& head = st->pending.head();
     const std::uint64_t now = monotonic_now_ns();
     if (head.fate == FrameFate::awaiting && now >= head.deadline_ns) {
@@ -63,23 +71,28 @@ void run_round(GstCudaIpcFilter* self, std::unique_lock<std::mutex>& lock, Runne
     }
     if (head.fate == FrameFate::awaiting) {
       wait_ns = std::min(wait_ns, head.deadline_ns - now);
-    } else if (!st->flushing && !st->pushing) {
+    } else if (!st->pushing) {
       PendingFrame f = st->pending.pop();
       st->pushing = true;
+      st->pusher = std::this_thread::get_id();
+      const std::uint64_t flushes = st->flushes;
       // Room for chain(), and the other thread reads the replies while this one pushes.
       st->cv.notify_all();
       lock.unlock();
-      finish_frame(self, f, missing_policy(self));
+      finish_frame(self, f, missing_policy(self), flushes);
       return;
     }
   }
-  // The task reads only while it runs: a flush pauses it, and its reads would hold that up.
+  // The task reads only while it runs: a flush pauses it, and its reads would hold that up. (It
+  // holds its pad's stream lock meanwhile: a flush interrupts the read, whose wait is short.)
   if (!st->reading && (who == Runner::reader || !st->flushing)) {
     st->reading = true;
     lock.unlock();
     read_reply(self, std::chrono::nanoseconds(wait_ns));
     lock.lock();
     st->reading = false;
+    // A task that stops here for a flush hands the reading to the reader at once.
+    if (st->flushing) st->cv.notify_all();
     return;
   }
   // The other thread reads (or pushes): woken by a frame queued or pushed, room to read, a flush,
@@ -100,7 +113,9 @@ void task_loop(GstCudaIpcFilter* self) {
 
 void wait_for_push(FilterState* st) {
   std::unique_lock<std::mutex> lock(st->mu);
-  st->cv.wait(lock, [st] { return !st->pushing; });
+  // Not for a push of this thread's own, from inside which downstream flushes (a seek in a probe).
+  const std::thread::id me = std::this_thread::get_id();
+  st->cv.wait(lock, [st, me] { return !st->pushing || st->pusher == me; });
 }
 
 }  // namespace cudaipc::gst::filter

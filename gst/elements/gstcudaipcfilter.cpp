@@ -238,6 +238,8 @@ static void set_flushing(GstCudaIpcFilter* self, bool flushing) {
   if (!flushing) {
     st->flow = GST_FLOW_OK;
     st->pushing = false;
+    st->pusher = {};
+    ++st->flushes;
   }
   st->cv.notify_all();
 }

@@ -251,6 +251,19 @@ class FilterPipeline {
   bool seek_to_start() {
     return gst_element_seek_simple(pipe_.get(), GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
   }
+  // The same from the thread that pushes frame `index` downstream, as an application's pad probe
+  // or callback may: the frame is dropped, the seek's result kept for wait_seeked().
+  void seek_from_push_at(int index) {
+    seek_at_ = index;
+    GstPad* pad = gst_element_get_static_pad(pipe_.element("out"), "sink");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, &FilterPipeline::on_probe, this, nullptr);
+    gst_object_unref(pad);
+  }
+  // Whether the seek ran, and succeeded, within `t`.
+  bool wait_seeked(Ms t = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, t, [&] { return seeked_; }) && seek_ok_;
+  }
   bool wait(std::size_t n, Ms t = kWait) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, t, [&] { return out_.size() >= n; });
@@ -309,6 +322,21 @@ class FilterPipeline {
     self->cv_.notify_all();
     return GST_FLOW_OK;
   }
+  static GstPadProbeReturn on_probe(GstPad*, GstPadProbeInfo* info, gpointer data) {
+    auto* self = static_cast<FilterPipeline*>(data);
+    std::uint32_t idx = 0;
+    if (gst_buffer_extract(GST_PAD_PROBE_INFO_BUFFER(info), 0, &idx, 4) != 4 ||
+        static_cast<int>(idx) != self->seek_at_)
+      return GST_PAD_PROBE_OK;
+    const bool ok = self->seek_to_start();
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->seeked_ = true;
+      self->seek_ok_ = ok;
+    }
+    self->cv_.notify_all();
+    return GST_PAD_PROBE_DROP;  // flushed
+  }
   static void on_eos(GstAppSink*, gpointer data) {
     auto* self = static_cast<FilterPipeline*>(data);
     {
@@ -322,6 +350,8 @@ class FilterPipeline {
   std::condition_variable cv_;
   std::vector<Out> out_;
   bool eos_ = false;
+  int seek_at_ = -1;
+  bool seeked_ = false, seek_ok_ = false;
   Pipeline pipe_;
 };
 
@@ -659,6 +689,31 @@ TEST_F(FilterTest, AFlushingSeekDropsTheFrameInFlightAndTheNextOnesAreAnswered) 
   EXPECT_EQ(p.stat("passed"), 0u);
   EXPECT_EQ(p.stat("timeouts"), 0u);
   EXPECT_EQ(model.requests(), 14);
+}
+
+// The same seek from inside the filter's own push of frame 2 (a probe downstream, on whichever of
+// its threads pushes): the flush cannot wait for that push, and the frames after it come back
+// answered.
+TEST_F(FilterTest, ASeekFromInsideItsOwnPushFlushesAndTheNextFramesAreAnswered) {
+  FilterPipeline p(path_, "max-inflight=4", "stream-type=seekable");
+  p.seek_from_push_at(2);
+  ASSERT_TRUE(p.start()) << p.pipeline().errors();
+  Model model(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(p.push(i));
+  ASSERT_TRUE(p.wait_seeked()) << p.pipeline().errors();
+  for (int i = 100; i < 105; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  ASSERT_EQ(out.size(), 7u);  // frame 2 dropped by the probe that seeked
+  for (int k = 0; k < 7; ++k) {
+    const int i = k < 2 ? k : 98 + k;
+    EXPECT_EQ(check_bytes(out[k].bytes, i), "") << "output " << k;
+    EXPECT_EQ(out[k].results, 1) << "frame " << i;
+    EXPECT_EQ(out[k].result, i) << "frame " << i << " carries another frame's result";
+  }
+  EXPECT_EQ(p.stat("timeouts"), 0u);
 }
 
 TEST_F(FilterTest, CapsChangeMidStreamCrosses) {
