@@ -279,7 +279,7 @@ int cudaipc_request_format(const cudaipc_frame* request, const char** caps, uint
     if (caps) *caps = request->route.format().caps.c_str();
     if (generation) *generation = request->route.format_generation();
     // The request's frame is the handle's own (`route` routes the reply only).
-    if (cuda_stream) *cuda_stream = request->cuda_device >= 0 ? request->f.cuda_stream() : nullptr;
+    if (cuda_stream) *cuda_stream = cudaipc_frame_cuda_stream(request);
   });
 }
 

@@ -71,8 +71,9 @@ struct FilterState {
   std::uint64_t queued_seq = 0;  // the newest frame sent and queued
   bool flushing = true;
   GstFlowReturn flow = GST_FLOW_OK;  // the last downstream push's, for chain() to return
-  bool pushing = false;              // a thread pushes a frame it popped: a drain waits for it
-  std::thread::id pusher;            // which one
+  // The thread pushing a frame it popped (none: no push in flight); a drain waits for it.
+  std::thread::id pusher;
+  bool pushing() const noexcept { return pusher != std::thread::id(); }
   std::uint64_t flushes = 0;  // flushes ended (and activations): a push from before leaves no mark
   bool reading = false;       // a thread reads the reply channel (one at a time, the other pushes)
   // The one timeout given to a missing model (on-missing=wait), or to one that is there but not

@@ -41,7 +41,6 @@ void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissin
   }
   std::lock_guard<std::mutex> lock(st->mu);
   if (st->flushes == flushes) {
-    st->pushing = false;
     st->pusher = {};
     if (ret != GST_FLOW_OK) st->flow = ret;
   }
@@ -71,9 +70,8 @@ void run_round(GstCudaIpcFilter* self, std::unique_lock<std::mutex>& lock, Runne
     }
     if (head.fate == FrameFate::awaiting) {
       wait_ns = std::min(wait_ns, head.deadline_ns - now);
-    } else if (!st->pushing) {
+    } else if (!st->pushing()) {
       PendingFrame f = st->pending.pop();
-      st->pushing = true;
       st->pusher = std::this_thread::get_id();
       const std::uint64_t flushes = st->flushes;
       // Room for chain(), and the other thread reads the replies while this one pushes.
@@ -115,7 +113,7 @@ void wait_for_push(FilterState* st) {
   std::unique_lock<std::mutex> lock(st->mu);
   // Not for a push of this thread's own, from inside which downstream flushes (a seek in a probe).
   const std::thread::id me = std::this_thread::get_id();
-  st->cv.wait(lock, [st, me] { return !st->pushing || st->pusher == me; });
+  st->cv.wait(lock, [st, me] { return !st->pushing() || st->pusher == me; });
 }
 
 }  // namespace cudaipc::gst::filter

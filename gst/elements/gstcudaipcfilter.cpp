@@ -133,7 +133,7 @@ static bool drain(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   std::unique_lock<std::mutex> lock(st->mu);
   st->cv.wait(lock, [&] {
-    return st->flushing || (st->pending.empty() && !st->pushing) || st->flow != GST_FLOW_OK;
+    return st->flushing || (st->pending.empty() && !st->pushing()) || st->flow != GST_FLOW_OK;
   });
   return !st->flushing;
 }
@@ -237,7 +237,6 @@ static void set_flushing(GstCudaIpcFilter* self, bool flushing) {
   st->flushing = flushing;
   if (!flushing) {
     st->flow = GST_FLOW_OK;
-    st->pushing = false;
     st->pusher = {};
     ++st->flushes;
   }

@@ -67,8 +67,9 @@ _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
 class _Shared:
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the torch
-    tensors, cupy arrays and NumPy arrays of its slots (``views``, ``cupy_views``, ``numpy_views``: the binding makes each once, for
-    frame.torch(), frame.cupy() and a host frame's numpy())."""
+    tensors, cupy arrays and NumPy arrays of its slots (``views``, ``cupy_views``,
+    ``numpy_views``: the binding makes each once, for frame.torch(), frame.cupy() and a host
+    frame's numpy())."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
                  "shape", "strides", "meta_stats", "views", "cupy_views", "numpy_views",
