@@ -248,13 +248,15 @@ PyMethodDef frame_methods[] = {
     {"numpy", m_numpy, METH_NOARGS,
      "numpy(): the frame as a NumPy array. Host channels: a read-only view of the frame's slot, "
      "valid until the frame is released (a request: answered), made once per slot and handed out "
-     "again (an alias per frame), as torch() and cupy() are; an array that must outlive the "
+     "again (an alias, itself handed out again once nobody holds it and its layout is the "
+     "slot's), as cupy() is; an array that must outlive the "
      "frame: np.from_dlpack(frame), which holds the slot until it is freed, or numpy().copy(). "
      "CUDA channels: a copy on the host."},
     {"cupy", FASTCALL_KW(m_cupy), METH_FASTCALL | METH_KEYWORDS,
      "cupy(stream=None): the frame as a cupy array, zero-copy, valid until the frame is released "
-     "(a request: answered). As torch(): a view of the frame's slot made once per slot (an alias "
-     "per frame); its reads are ordered on `stream` (default: cupy's current stream on the "
+     "(a request: answered). As torch(): a view of the frame's slot made once per slot (an alias, "
+     "itself handed out again once nobody holds it and its shape is the slot's); its reads are "
+     "ordered on `stream` (default: cupy's current stream on the "
      "frame's device) and the release after the work queued on that stream by then. An array "
      "that must outlive the frame: cupy.from_dlpack(frame)."},
     {nullptr, nullptr, 0, nullptr}};
@@ -452,10 +454,12 @@ bool cupy_current(int device, uintptr_t* out) {
 }
 
 const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
-                       PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*)) {
+                       PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*),
+                       bool reuse) {
   if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
   m.make = make;
   m.current = current;
+  m.reuse = reuse;
   return &m;
 }
 
@@ -480,7 +484,7 @@ PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
 PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
   const ViewMaker* m =
-      torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current) : nullptr;
+      torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current, false) : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
 
@@ -493,7 +497,7 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
     return nullptr;
   }
   const ViewMaker* m =
-      cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current) : nullptr;
+      cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current, true) : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
 
@@ -520,7 +524,7 @@ PyObject* frame_numpy(FrameObject* f) {
     Ref direct(PyObject_GetAttr(f->shared, host_dlpack));
     if (!direct) return nullptr;
     if (direct.get() == Py_True) {
-      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr);
+      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr, true);
       return m ? slot_view(f, *m) : nullptr;
     }
   }

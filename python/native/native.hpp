@@ -188,11 +188,14 @@ class ProducerCall {
   ProducerCalls* calls_ = nullptr;
 };
 
-// slot_views.cpp: the frame's slot view for a library (made once per slot, an alias per frame).
+// slot_views.cpp: the frame's slot view for a library (made once per slot, an alias handed out).
 bool slot_views_ready();
 struct ViewMaker {
   PyObject* attribute;  // the _Shared's attribute its views live in
   PyObject* alias;      // the method that makes an alias of a view (torch's detach)
+  // Whether an alias nobody holds any more is handed out again when its shape, strides and dtype
+  // are still the slot's (cupy and NumPy arrays, whose other fields cannot change in place).
+  bool reuse;
   // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
   PyObject* (*make)(PyObject* capsule, int device);
   // The library's current CUstream on a device (the default for the frame's reads); false with an

@@ -2,6 +2,8 @@
 // while its set is mapped, so its view is made once (a slot view: no lease, the set kept mapped)
 // and handed out for every frame the slot carries. A frame's tensor is then an alias of its slot's,
 // not an export per frame: no capsule, no tensor made and freed, no release ordered from a deleter.
+// A cupy or NumPy alias that nobody holds any more is handed out again (no array made per frame:
+// 3-5 us of the GPU machine's CPU right after the wait for a frame, issue #39).
 #include "native.hpp"
 
 namespace cudaipc_py {
@@ -14,6 +16,12 @@ namespace {
 struct SlotViewsObject {
   PyObject_HEAD const void* set;
   PyObject* tensors[CUDAIPC_MAX_SLOTS];
+  // The alias last handed out per slot, kept where the maker reuses them, and what a slot's view
+  // looked like when made: an alias whose shape, strides or dtype differ was changed in place.
+  PyObject* lent[CUDAIPC_MAX_SLOTS];
+  PyObject* shape;
+  PyObject* strides;
+  PyObject* dtype;
 };
 
 SlotViewsObject* as_views(PyObject* o) {
@@ -21,12 +29,22 @@ SlotViewsObject* as_views(PyObject* o) {
 }
 
 int views_traverse(PyObject* o, visitproc visit, void* arg) {
-  for (PyObject* t : as_views(o)->tensors) Py_VISIT(t);
+  SlotViewsObject* v = as_views(o);
+  for (PyObject* t : v->tensors) Py_VISIT(t);
+  for (PyObject* t : v->lent) Py_VISIT(t);
+  Py_VISIT(v->shape);
+  Py_VISIT(v->strides);
+  Py_VISIT(v->dtype);
   return 0;
 }
 
 int views_clear(PyObject* o) {
-  for (PyObject*& t : as_views(o)->tensors) Py_CLEAR(t);
+  SlotViewsObject* v = as_views(o);
+  for (PyObject*& t : v->tensors) Py_CLEAR(t);
+  for (PyObject*& t : v->lent) Py_CLEAR(t);
+  Py_CLEAR(v->shape);
+  Py_CLEAR(v->strides);
+  Py_CLEAR(v->dtype);
   return 0;
 }
 
@@ -77,6 +95,39 @@ SlotViewsObject* views_of(PyObject* shared, PyObject* name) {
   return as_views(made.get());
 }
 
+// What a view's shape, strides and dtype are now (new references; false with an exception set).
+bool layout_of(PyObject* view, PyObject** shape, PyObject** strides, PyObject** dtype) {
+  static PyObject *shape_name, *strides_name, *dtype_name;
+  if (!interned(shape_name, "shape") || !interned(strides_name, "strides") ||
+      !interned(dtype_name, "dtype"))
+    return false;
+  *shape = PyObject_GetAttr(view, shape_name);
+  *strides = *shape ? PyObject_GetAttr(view, strides_name) : nullptr;
+  *dtype = *strides ? PyObject_GetAttr(view, dtype_name) : nullptr;
+  if (*dtype) return true;
+  Py_CLEAR(*shape);
+  Py_CLEAR(*strides);
+  return false;
+}
+
+// Whether `alias` can be handed out again: only the cache holds it (nobody can change it while it
+// is out) and its layout is still the slot's. A failed read says no.
+bool reusable(SlotViewsObject* v, PyObject* alias) {
+  if (Py_REFCNT(alias) != 1 || !v->dtype) return false;
+  PyObject *shape, *strides, *dtype;
+  if (!layout_of(alias, &shape, &strides, &dtype)) {
+    PyErr_Clear();
+    return false;
+  }
+  Ref a(shape), b(strides), c(dtype);
+  // The same dtype object, not an equal one: a dtype set in place is a new object.
+  if (dtype != v->dtype) return false;
+  const int same = PyObject_RichCompareBool(shape, v->shape, Py_EQ) == 1 &&
+                   PyObject_RichCompareBool(strides, v->strides, Py_EQ) == 1;
+  if (PyErr_Occurred()) PyErr_Clear();
+  return same;
+}
+
 }  // namespace
 
 bool slot_views_ready() {
@@ -112,7 +163,15 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   }
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
-  return PyObject_CallMethodNoArgs(base, maker.alias);
+  if (!maker.reuse) return PyObject_CallMethodNoArgs(base, maker.alias);
+  if (PyObject* lent = views->lent[slot]; lent && reusable(views, lent)) return Py_NewRef(lent);
+  if (!views->dtype && !layout_of(base, &views->shape, &views->strides, &views->dtype))
+    return nullptr;
+  PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
+  // Kept only where the slot's view still belongs (the alias call ran Python).
+  if (alias && views->set == set && views->tensors[slot] == base)
+    Py_XSETREF(views->lent[slot], Py_NewRef(alias));
+  return alias;
 }
 
 }  // namespace cudaipc_py

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -75,6 +76,47 @@ def test_numpy_is_the_slots_view_until_release(path):
         del c
         gc.collect()
         assert kept.shape == shape and int(kept.sum()) >= 0  # mapped: readable, stale
+
+
+def test_numpy_hands_an_unheld_view_out_again_unless_changed_in_place(path):
+    """A host frame's numpy() array that nobody holds any more is handed out again for its slot's
+    next frame (no array made per frame), showing that frame; one still held, or whose shape or
+    dtype was set in place, is not: that frame gets a fresh view with the slot's layout."""
+    shape = (6, 8)
+    with cudaipc.Producer(path, memory="host", num_slots=2, policy="block") as p, \
+            cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+
+        def next_view(seq: int) -> np.ndarray:
+            p.publish(pattern(seq, shape, np.uint16))
+            with c.next() as f:
+                a = f.numpy()
+                np.testing.assert_array_equal(a, pattern(seq, shape, np.uint16))
+                assert a.shape == shape and a.dtype == np.uint16 and not a.flags.writeable
+                assert a.ctypes.data == f.data_ptr
+                return a
+
+        # Two slots taken in turn: frame k + 2 is in frame k's slot.
+        dropped = [weakref.ref(next_view(seq)) for seq in (1, 2)]  # each dropped at once
+        for seq in (3, 4):
+            a = next_view(seq)
+            assert a is dropped[seq - 3](), seq  # the same array again, showing this frame
+        held = [next_view(5), next_view(6)]  # kept: frames 7 and 8 get other arrays
+        for seq in (7, 8):
+            a = next_view(seq)
+            assert all(a is not h for h in held), seq
+        del held, a
+        first = next_view(9)
+        second = next_view(10)
+        with warnings.catch_warnings():  # setting shape or dtype is deprecated from NumPy 2.5
+            warnings.simplefilter("ignore", DeprecationWarning)
+            first.shape = (48,)
+            second.dtype = np.int16  # the same shape and strides, another dtype
+        changed = [weakref.ref(first), weakref.ref(second)]
+        del first, second
+        for seq in (11, 12):
+            next_view(seq)  # the slot's layout, checked there
+            assert changed[seq - 11]() is None, seq  # the changed array was let go, not lent
 
 
 def test_tensor_holds_the_lease(path):

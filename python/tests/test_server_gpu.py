@@ -295,6 +295,45 @@ def test_cupy_views_each_slot_once_and_holds_no_lease(tmp_path):
         replies.close()
 
 
+def test_cupy_hands_an_unheld_array_out_again_unless_reshaped(tmp_path):
+    """frame.cupy(): an array nobody holds any more is handed out again for its slot's next frame
+    (no array made per frame), reading that frame; one still held, or reshaped in place, is not:
+    that frame gets a fresh array with the slot's shape."""
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    import weakref
+
+    path = str(tmp_path / "cupy-again")
+    with cudaipc.Producer(path, memory="cuda", num_slots=2, block_timeout=30) as p, \
+            cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers(1, timeout=10)
+
+        def next_array(k: int):
+            assert p.publish(cupy.full((16, 3), k, dtype=cupy.uint8), pts=k)
+            with c.next(10) as f:
+                a = f.cupy()
+                assert a.shape == (16, 3) and a.strides == (3, 1) and a.dtype == cupy.uint8
+                assert a.data.ptr == f.data_ptr and bool((a == k).all()), k
+                return a
+
+        # Two slots taken in turn: frame k + 2 is in frame k's slot.
+        dropped = [weakref.ref(next_array(k)) for k in (1, 2)]
+        for k in (3, 4):
+            a = next_array(k)
+            assert a is dropped[k - 3](), k  # the same array again, reading this frame
+        held = [next_array(5), next_array(6)]
+        for k in (7, 8):
+            a = next_array(k)
+            assert all(a is not h for h in held), k
+        del held, a
+        reshaped = next_array(9)
+        reshaped.shape = (48,)
+        gone = weakref.ref(reshaped)
+        del reshaped
+        next_array(10)
+        next_array(11)  # the slot's shape again, checked there
+        assert gone() is None  # the reshaped array was let go, not lent
+
+
 def test_request_torch_on_another_stream_is_waited_for(tmp_path):
     """A request's tensor read late on a stream of its own, then answered on the default stream:
     the pipeline's next frame goes into that very slot at once, and the reads still see their own
