@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -113,15 +114,18 @@ def in_rounds(specs: List[Tuple[str, Callable[[], None]]], natives: List[Tuple[s
               ) -> Tuple[List[Tuple[str, Row]], dict, dict]:
     """Every row `frames` times, in `rounds` rounds that take turns (each row and each native run
     once a round): a lent machine's speed drifts over seconds, more than the few microseconds
-    the rows differ by, and taking turns spreads the drift over all of them. Python rows: p50 and
-    p99 over all their frames; native ones (a program per round): the median of the rounds'.
-    With `counters` (the consumer's), each row's GPU waits and releases too."""
+    the rows differ by, and taking turns spreads the drift over all of them. Each round takes the
+    Python rows in another order (seeded): a row runs with its caches as the row before it left
+    them, which moved rows by up to 8 us in a fixed order. Python rows: p50 and p99 over all their
+    frames; native ones (a program per round): the median of the rounds'. With `counters` (the
+    consumer's), each row's GPU waits and releases too."""
     per = max(1, frames // rounds)
     cpu: dict = {label: [] for label, _ in specs}
     wall = {label: 0.0 for label, _ in specs}
     got: dict = {label: [] for label, _ in natives}
     gpu: dict = {label: [0, 0] for label, _ in specs}
     native_gpu: dict = {label: [] for label, _ in natives}
+    order = random.Random(39)
     for _ in range(rounds):
         for label, argv in natives:
             printed: dict = {}
@@ -129,7 +133,7 @@ def in_rounds(specs: List[Tuple[str, Callable[[], None]]], natives: List[Tuple[s
             if "gpu_waits" in printed:
                 native_gpu[label].append((float(printed["gpu_waits"]),
                                           float(printed["gpu_releases"])))
-        for label, one in specs:
+        for label, one in order.sample(specs, len(specs)):
             for _ in range(10):
                 one()
             before = counters() if counters else None
@@ -379,6 +383,16 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 specs.append(("next -> frame.torch(stream=-1), unordered -> release",
                               torch_unordered))
+
+                # Ordered on the legacy stream named by the caller: the order without torch's
+                # current stream asked.
+                def torch_legacy() -> None:
+                    f = c.next()
+                    f.torch(stream=1)
+                    f.release()
+
+                specs.append(("next -> frame.torch(stream=1), legacy named -> release",
+                              torch_legacy))
                 specs.append(("next -> torch: _cuda_getCurrentRawStream(0) -> release",
                               paced(lambda: raw_stream(0))))
                 specs.append(("next -> torch: tensor.detach() -> release", paced(small.detach)))
@@ -400,6 +414,14 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 specs.append(("next -> frame.cupy(stream=-1), unordered -> release",
                               cupy_unordered))
+
+                def cupy_legacy() -> None:
+                    f = c.next()
+                    f.cupy(stream=1)
+                    f.release()
+
+                specs.append(("next -> frame.cupy(stream=1), legacy named -> release",
+                              cupy_legacy))
                 import cupy
                 current = cupy.cuda.get_current_stream
                 stream_now = current()
@@ -572,7 +594,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory", default="host", choices=["host", "cuda"])
     ap.add_argument("--frames", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=5,
+    ap.add_argument("--rounds", type=int, default=10,
                     help="consumer rows: turns the rows take, each with frames/rounds frames")
     ap.add_argument("--rows", default="consumer,producer")
     ap.add_argument("--pin", action="store_true",
