@@ -20,7 +20,7 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
   Occupancy o;
   bool notify = false;
   std::lock_guard<std::mutex> lock(table_mu_);
-  for (auto& r : records_) {
+  for (auto& r : live_records()) {
     if (!r || r->void_leases || (!r->active && !r->evicted)) continue;
     PageSnapshot s = read_conn_page(*r->page, slot_count_, max_leases_, seq_);
     if (s.violation) {
@@ -44,7 +44,7 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
 
 bool ProducerImpl::any_sleeping() {
   std::lock_guard<std::mutex> lock(table_mu_);
-  for (const auto& r : records_)
+  for (const auto& r : live_records())
     if (r && r->active && r->page->sleeping.load(std::memory_order_seq_cst) != 0) return true;
   return false;
 }
@@ -57,7 +57,7 @@ void ProducerImpl::evict_stalled(std::uint64_t now) {
   bool notify = false;
   {
     std::lock_guard<std::mutex> lock(table_mu_);
-    for (auto& r : records_) {
+    for (auto& r : live_records()) {
       if (!r || !r->active || now - r->progress_ns < timeout) continue;
       const bool holds_slots = r->last.leases != 0;
       const bool holds_frames =
@@ -101,7 +101,7 @@ void ProducerImpl::log_holdback(std::uint64_t now) {
   std::string msg;
   {
     std::lock_guard<std::mutex> lock(table_mu_);
-    for (const auto& r : records_) {
+    for (const auto& r : live_records()) {
       if (!r || r->void_leases || (!r->active && !r->evicted)) continue;
       const bool behind = r->active && r->mode == ConsumeMode::every_frame && !r->last.retired &&
                           r->last.cursor < seq_;

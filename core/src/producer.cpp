@@ -220,7 +220,7 @@ void ProducerImpl::wait_for_space(std::uint64_t until) {
   words[n++] = FutexWord{&space_wake_, space_wake_.load(std::memory_order_seq_cst)};
   {
     std::lock_guard<std::mutex> lock(table_mu_);
-    for (const auto& r : records_) {
+    for (const auto& r : live_records()) {
       if (!r || r->void_leases) continue;
       pages[n - 1] = r->page_map;
       words[n++] = FutexWord{&r->page->release_futex,
@@ -442,7 +442,7 @@ ProducerStats ProducerImpl::stats() const {
   ProducerStats s{seq_, dropped_, generation_, {}};
   s.held = held_.load(std::memory_order_relaxed) & valid_mask_;
   std::lock_guard<std::mutex> table(table_mu_);
-  for (const auto& r : records_) {
+  for (const auto& r : live_records()) {
     if (!r || (!r->active && !r->evicted)) continue;
     // Counters are the consumer's own claims: shown, never acted on.
     const std::uint64_t cursor = std::min(r->page->cursor.load(std::memory_order_relaxed), seq_);
@@ -457,8 +457,9 @@ ProducerStats ProducerImpl::stats() const {
 
 std::size_t ProducerImpl::consumer_count() const {
   std::lock_guard<std::mutex> lock(table_mu_);
-  return static_cast<std::size_t>(std::count_if(records_.begin(), records_.end(),
-                                                [](const auto& r) { return r && r->active; }));
+  const auto live = live_records();
+  return static_cast<std::size_t>(
+      std::count_if(live.begin(), live.end(), [](const auto& r) { return r && r->active; }));
 }
 
 // ---- public facade ----

@@ -137,7 +137,7 @@ void ProducerImpl::serve_once(std::vector<pollfd>& fds) {
   std::vector<int> watched;  // record ids, in the order of their pidfds in `fds`
   {
     std::lock_guard<std::mutex> lock(table_mu_);
-    for (const auto& r : records_)
+    for (const auto& r : live_records())
       if (r && r->pidfd) {
         fds.push_back({r->pidfd.get(), POLLIN, 0});
         watched.push_back(static_cast<int>(r->id));
@@ -353,6 +353,7 @@ void ProducerImpl::on_hello(Conn& c, Received& r) {
     if (id >= 0) {
       rec->id = static_cast<std::uint32_t>(id);
       records_[static_cast<std::size_t>(id)] = std::move(rec);
+      records_end_ = std::max(records_end_, static_cast<std::uint32_t>(id) + 1);
     }
   }
   if (id < 0)
@@ -508,7 +509,7 @@ void ProducerImpl::act_on_records() {
   std::vector<int> done;
   {
     std::lock_guard<std::mutex> lock(table_mu_);
-    for (auto& r : records_) {
+    for (auto& r : live_records()) {
       if (!r) continue;
       if (r->evict_reason && r->has_socket) {
         cut.emplace_back(static_cast<int>(r->id), r->evict_reason);
@@ -585,6 +586,7 @@ void ProducerImpl::retire_record(int id) {
   {
     std::lock_guard<std::mutex> lock(table_mu_);
     rec = std::move(records_[static_cast<std::size_t>(id)]);
+    while (records_end_ > 0 && !records_[records_end_ - 1]) --records_end_;
   }
   if (!rec) return;
   try {

@@ -72,7 +72,7 @@ ChannelStatus ProducerImpl::status_snapshot() const {
   s.monitors = static_cast<std::uint32_t>(monitor_count());
   s.producer_time_ns = monotonic_ns();
   std::lock_guard<std::mutex> table(table_mu_);
-  for (const auto& r : records_) {
+  for (const auto& r : live_records()) {
     if (!r || (!r->active && !r->evicted)) continue;
     // The page is the consumer's to write: its words are clamped, shown, never acted on.
     MonitorConsumer m;
