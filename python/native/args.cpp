@@ -20,7 +20,7 @@ bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* 
     PyObject* key = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t i = 0;
     for (; i < count; ++i)
-      if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
+      if (key_is(key, names[i])) break;
     if (i == count) {
       PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", what, key);
       return false;

@@ -170,15 +170,28 @@ int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
   return 1;
 }
 
+enum Key { kBoxes, kScores, kLabels, kRotation };
+
+// det[key] (borrowed; nullptr when absent) through an interned key: PyDict_GetItemString made and
+// hashed a new str per lookup, four to a reply.
+PyObject* item(PyObject* det, Key key) {
+  static const char* const names[] = {"boxes", "scores", "labels", "rotation"};
+  static PyObject* keys[4];
+  PyObject* k = interned(keys[key], names[key]);
+  if (!k) {
+    PyErr_Clear();
+    return PyDict_GetItemString(det, names[key]);
+  }
+  return PyDict_GetItem(det, k);
+}
+
 bool known_keys(PyObject* det) {
   Py_ssize_t pos = 0;
   PyObject *key, *value;
   while (PyDict_Next(det, &pos, &key, &value)) {
     if (!PyUnicode_CheckExact(key)) return false;
-    if (PyUnicode_CompareWithASCIIString(key, "boxes") &&
-        PyUnicode_CompareWithASCIIString(key, "scores") &&
-        PyUnicode_CompareWithASCIIString(key, "labels") &&
-        PyUnicode_CompareWithASCIIString(key, "rotation"))
+    if (!key_is(key, "boxes") && !key_is(key, "scores") && !key_is(key, "labels") &&
+        !key_is(key, "rotation"))
       return false;
   }
   return true;
@@ -193,7 +206,7 @@ struct HostDetections {
 
 // The detections of `det` (a dict of NumPy arrays) staged in `d`; 0 for other forms.
 int stage_host(ReplyScratch* sc, PyObject* det, PyObject* label_names, HostDetections* d) {
-  PyObject* boxes = PyDict_GetItemString(det, "boxes");
+  PyObject* boxes = item(det, kBoxes);
   if (!boxes || !d->boxes.take(boxes)) return 0;
   const Py_buffer& b = d->boxes.view();
   if (d->boxes.kind() != 'f' || b.itemsize != 4 || b.ndim != 2 || b.shape[1] != 4) return 0;
@@ -205,15 +218,15 @@ int stage_host(ReplyScratch* sc, PyObject* det, PyObject* label_names, HostDetec
   };
   d->a.n = uint32_t(n);
   d->a.boxes = b.buf;
-  if (PyObject* s = PyDict_GetItemString(det, "scores")) {
+  if (PyObject* s = item(det, kScores)) {
     if (!vector(d->scores, s, 'f')) return 0;
     d->a.scores = static_cast<const float*>(d->scores.view().buf);
   }
-  if (PyObject* r = PyDict_GetItemString(det, "rotation")) {
+  if (PyObject* r = item(det, kRotation)) {
     if (!vector(d->rotation, r, 'f')) return 0;
     d->a.rotation = static_cast<const float*>(d->rotation.view().buf);
   }
-  if (PyObject* l = PyDict_GetItemString(det, "labels")) {
+  if (PyObject* l = item(det, kLabels)) {
     if (!d->labels.take(l)) return 0;
     const Py_buffer& v = d->labels.view();
     char k = d->labels.kind();
@@ -345,7 +358,7 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
   ReplyScratch* sc = s->scratch;
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   DeviceArray boxes, scores, labels, rotation;
-  if (!boxes.take(torch, PyDict_GetItemString(det, "boxes"))) return 0;
+  if (!boxes.take(torch, item(det, kBoxes))) return 0;
   const cudaipc_dl_tensor* b = boxes.t;
   if (b->ndim != 2 || b->shape[1] != 4) return 0;
   int64_t n = b->shape[0];
@@ -360,19 +373,19 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
   if (!res.boxes_dtype) return 0;
   int dev = b->device.device_id;
   struct Item {
-    const char* key;
+    Key key;
     DeviceArray* a;
     bool integer;
     const void** data;
     int64_t* stride;
     uint32_t* dtype;
   } items[] = {
-      {"scores", &scores, false, &res.scores, &res.scores_stride, &res.scores_dtype},
-      {"labels", &labels, true, &res.labels, &res.labels_stride, &res.labels_dtype},
-      {"rotation", &rotation, false, &res.rotation, &res.rotation_stride, &res.rotation_dtype}};
+      {kScores, &scores, false, &res.scores, &res.scores_stride, &res.scores_dtype},
+      {kLabels, &labels, true, &res.labels, &res.labels_stride, &res.labels_dtype},
+      {kRotation, &rotation, false, &res.rotation, &res.rotation_stride, &res.rotation_dtype}};
   for (Item& it : items) {
     *it.stride = 1;
-    PyObject* o = PyDict_GetItemString(det, it.key);
+    PyObject* o = item(det, it.key);
     if (!o) continue;
     if (!it.a->take(torch, o) || it.a->t->device.device_id != dev || it.a->numel() != n) return 0;
     int64_t st = it.a->step();
@@ -464,7 +477,7 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* de
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   *sent = true;
   if (det != Py_None && PyDict_CheckExact(det) && known_keys(det)) {
-    PyObject* boxes = PyDict_GetItemString(det, "boxes");
+    PyObject* boxes = item(det, kBoxes);
     const Torch* torch = boxes && !PyObject_CheckBuffer(boxes) ? torch_api(false) : nullptr;
     if (torch && torch->to_dlpack && torch->tensor_type) {
       int done = reply_device(s, r, torch, stream, det, meta, label_names);

@@ -417,7 +417,7 @@ PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
       PyObject* key = PyTuple_GET_ITEM(kw, k);
       size_t i = 0;
       for (; i < 9; ++i)
-        if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) break;
+        if (key_is(key, names[i])) break;
       if (i == 9) {
         simple = false;
         break;
