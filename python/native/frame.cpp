@@ -455,11 +455,12 @@ bool cupy_current(int device, uintptr_t* out) {
 
 const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
                        PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*),
-                       bool reuse) {
+                       bool reuse, bool numpy = false) {
   if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
   m.make = make;
   m.current = current;
   m.reuse = reuse;
+  m.numpy = numpy;
   return &m;
 }
 
@@ -524,7 +525,7 @@ PyObject* frame_numpy(FrameObject* f) {
     Ref direct(PyObject_GetAttr(f->shared, host_dlpack));
     if (!direct) return nullptr;
     if (direct.get() == Py_True) {
-      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr, true);
+      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr, true, true);
       return m ? slot_view(f, *m) : nullptr;
     }
   }

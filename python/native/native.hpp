@@ -196,6 +196,7 @@ struct ViewMaker {
   // Whether an alias nobody holds any more is handed out again when its shape, strides and dtype
   // are still the slot's (cupy and NumPy arrays, whose other fields cannot change in place).
   bool reuse;
+  bool numpy;  // NumPy arrays: the reuse check reads their C layout (slot_views.cpp)
   // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
   PyObject* (*make)(PyObject* capsule, int device);
   // The library's current CUstream on a device (the default for the frame's reads); false with an

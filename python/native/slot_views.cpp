@@ -4,6 +4,9 @@
 // not an export per frame: no capsule, no tensor made and freed, no release ordered from a deleter.
 // A cupy or NumPy alias that nobody holds any more is handed out again (no array made per frame:
 // 3-5 us of the GPU machine's CPU right after the wait for a frame, issue #39).
+#include <algorithm>
+#include <cstring>
+
 #include "native.hpp"
 
 namespace cudaipc_py {
@@ -22,6 +25,26 @@ struct SlotViewsObject {
   PyObject* shape;
   PyObject* strides;
   PyObject* dtype;
+  // NumPy views: their type once its C layout agreed with their attributes (NumpyHead), and the
+  // slot's layout as that reads it; nullptr where the attributes are read instead.
+  PyTypeObject* raw_type;
+  int nd;
+  Py_ssize_t dims[CUDAIPC_MAX_RANK];
+  Py_ssize_t steps[CUDAIPC_MAX_RANK];
+};
+
+// NumPy's array object as its C API lays it out (PyArrayObject_fields in numpy/ndarraytypes.h,
+// the same from NumPy 1.7 through 2.x): the reuse check then reads no attribute, where three
+// (shape, strides and dtype, each made into an object) cost a host frame's numpy() 6 us of the GPU
+// machine's CPU after the wait for a frame. Read only for a type whose layout agreed with its
+// attributes when the slot's view was made (raw_layout), so another layout reads the attributes.
+struct NumpyHead {
+  PyObject_HEAD char* data;
+  int nd;
+  Py_ssize_t* dimensions;
+  Py_ssize_t* strides;
+  PyObject* base;
+  PyObject* descr;
 };
 
 SlotViewsObject* as_views(PyObject* o) {
@@ -45,6 +68,7 @@ int views_clear(PyObject* o) {
   Py_CLEAR(v->shape);
   Py_CLEAR(v->strides);
   Py_CLEAR(v->dtype);
+  v->raw_type = nullptr;
   return 0;
 }
 
@@ -60,8 +84,15 @@ PyObject* views_count(PyObject* o, void*) {
   return PyLong_FromLong(n);
 }
 
+PyObject* views_c_layout(PyObject* o, void*) {
+  return PyBool_FromLong(as_views(o)->raw_type != nullptr);
+}
+
 PyGetSetDef views_getset[] = {
     {"count", views_count, nullptr, "slots whose tensor is made", nullptr},
+    {"c_layout", views_c_layout, nullptr,
+     "whether the reuse check reads the arrays' C layout (NumPy) rather than their attributes",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyTypeObject SlotViewsType = [] {
@@ -110,10 +141,46 @@ bool layout_of(PyObject* view, PyObject** shape, PyObject** strides, PyObject** 
   return false;
 }
 
+// Whether the tuple `t` holds the `n` ints of `values`.
+bool same_ints(PyObject* t, const Py_ssize_t* values, int n) {
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) return false;
+  for (int i = 0; i < n; ++i) {
+    const Py_ssize_t x = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+    if (x == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    if (x != values[i]) return false;
+  }
+  return true;
+}
+
+// For a NumPy view `base` whose layout was just read as attributes into `v`: where its C layout
+// says the same, the slot's layout from there, and the type it holds for.
+void raw_layout(SlotViewsObject* v, PyObject* base) {
+  const auto* h = reinterpret_cast<const NumpyHead*>(base);
+  if (h->nd < 0 || h->nd > CUDAIPC_MAX_RANK || h->descr != v->dtype ||
+      !same_ints(v->shape, h->dimensions, h->nd) || !same_ints(v->strides, h->strides, h->nd))
+    return;
+  v->nd = h->nd;
+  std::copy(h->dimensions, h->dimensions + h->nd, v->dims);
+  std::copy(h->strides, h->strides + h->nd, v->steps);
+  v->raw_type = Py_TYPE(base);
+}
+
 // Whether `alias` can be handed out again: only the cache holds it (nobody can change it while it
-// is out) and its layout is still the slot's. A failed read says no.
-bool reusable(SlotViewsObject* v, PyObject* alias) {
+// is out) and its layout is still the slot's (`base`'s). A failed read says no.
+bool reusable(SlotViewsObject* v, PyObject* alias, PyObject* base) {
   if (Py_REFCNT(alias) != 1 || !v->dtype) return false;
+  if (v->raw_type) {
+    if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
+    const auto* h = reinterpret_cast<const NumpyHead*>(alias);
+    const size_t n = size_t(v->nd) * sizeof(Py_ssize_t);
+    return h->nd == v->nd && h->descr == v->dtype &&
+           h->data == reinterpret_cast<const NumpyHead*>(base)->data &&
+           (n == 0 || (std::memcmp(h->dimensions, v->dims, n) == 0 &&
+                       std::memcmp(h->strides, v->steps, n) == 0));
+  }
   PyObject *shape, *strides, *dtype;
   if (!layout_of(alias, &shape, &strides, &dtype)) {
     PyErr_Clear();
@@ -164,9 +231,12 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
   if (!maker.reuse) return PyObject_CallMethodNoArgs(base, maker.alias);
-  if (PyObject* lent = views->lent[slot]; lent && reusable(views, lent)) return Py_NewRef(lent);
-  if (!views->dtype && !layout_of(base, &views->shape, &views->strides, &views->dtype))
-    return nullptr;
+  if (PyObject* lent = views->lent[slot]; lent && reusable(views, lent, base))
+    return Py_NewRef(lent);
+  if (!views->dtype) {
+    if (!layout_of(base, &views->shape, &views->strides, &views->dtype)) return nullptr;
+    if (maker.numpy) raw_layout(views, base);
+  }
   PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
   // Kept only where the slot's view still belongs (the alias call ran Python).
   if (alias && views->set == set && views->tensors[slot] == base)

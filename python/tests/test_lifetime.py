@@ -98,6 +98,8 @@ def test_numpy_hands_an_unheld_view_out_again_unless_changed_in_place(path):
 
         # Two slots taken in turn: frame k + 2 is in frame k's slot.
         dropped = [weakref.ref(next_view(seq)) for seq in (1, 2)]  # each dropped at once
+        # The check reads NumPy's C layout, which agreed with the arrays' attributes.
+        assert c._shared.numpy_views.c_layout
         for seq in (3, 4):
             a = next_view(seq)
             assert a is dropped[seq - 3](), seq  # the same array again, showing this frame
