@@ -334,15 +334,29 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
 
                 return run
 
+            def view_rows(name: str) -> List[Tuple[str, Callable[[], None]]]:
+                """frame.<name>() between next and release, made and dropped as a reader's view is
+                at its frame's end: ordered on the library's current stream, unordered (-1), and
+                on the legacy stream named by the caller (the order without the library's current
+                stream asked)."""
+                method = getattr(cudaipc.Frame, name)
+
+                def row(stream: Optional[int]) -> Callable[[], None]:
+                    def run() -> None:
+                        f = c.next()
+                        method(f, stream)
+                        f.release()
+
+                    return run
+
+                return [(f"next -> frame.{name}() -> release", row(None)),
+                        (f"next -> frame.{name}(stream=-1), unordered -> release", row(-1)),
+                        (f"next -> frame.{name}(stream=1), legacy named -> release", row(1))]
+
             if args.memory == "cuda" and any(n == "torch" for n, _ in importers):
                 import torch
 
-                def own() -> None:
-                    f = c.next()
-                    f.torch()  # made and dropped, as a reader's tensor is at its frame's end
-                    f.release()
-
-                specs.append((TORCH_ROW, own))
+                specs.extend(view_rows("torch"))
 
                 # Where frame.torch()'s time goes: the export alone (a capsule made, ordered on the
                 # legacy stream, then dropped unconsumed: its deleter orders the release), the
@@ -371,57 +385,18 @@ def consumer_rows(args, ctx, cxx_consumer) -> None:
                 specs.append((TORCH_OWN_PACED, paced(torch_alone)))
 
                 # frame.torch()'s own steps, each between a frame's next and release as it runs
-                # there: the view without its stream order, torch's current stream, and the
-                # alias of a slot's tensor (detach) that it hands out.
-                def torch_unordered() -> None:
-                    f = c.next()
-                    f.torch(stream=-1)
-                    f.release()
-
+                # there: torch's current stream, and the alias of a slot's tensor (detach) that it
+                # hands out.
                 raw_stream = torch._C._cuda_getCurrentRawStream
                 small = torch.zeros(16, dtype=torch.uint8, device="cuda")
-
-                specs.append(("next -> frame.torch(stream=-1), unordered -> release",
-                              torch_unordered))
-
-                # Ordered on the legacy stream named by the caller: the order without torch's
-                # current stream asked.
-                def torch_legacy() -> None:
-                    f = c.next()
-                    f.torch(stream=1)
-                    f.release()
-
-                specs.append(("next -> frame.torch(stream=1), legacy named -> release",
-                              torch_legacy))
                 specs.append(("next -> torch: _cuda_getCurrentRawStream(0) -> release",
                               paced(lambda: raw_stream(0))))
                 specs.append(("next -> torch: tensor.detach() -> release", paced(small.detach)))
             if args.memory == "cuda" and any(n == "CuPy" for n, _ in importers):
-                def cupy_view() -> None:
-                    f = c.next()
-                    f.cupy()
-                    f.release()
-
-                specs.append((CUPY_ROW, cupy_view))
-
-                # Where frame.cupy()'s time goes: the same with its stream order left out, and
-                # cupy's own calls that it makes (its current stream, with and without the
-                # device; the stream's pointer; an alias of a resident array).
-                def cupy_unordered() -> None:
-                    f = c.next()
-                    f.cupy(stream=-1)
-                    f.release()
-
-                specs.append(("next -> frame.cupy(stream=-1), unordered -> release",
-                              cupy_unordered))
-
-                def cupy_legacy() -> None:
-                    f = c.next()
-                    f.cupy(stream=1)
-                    f.release()
-
-                specs.append(("next -> frame.cupy(stream=1), legacy named -> release",
-                              cupy_legacy))
+                # Where frame.cupy()'s time goes: the view rows, and cupy's own calls that it
+                # makes (its current stream, with and without the device; the stream's pointer;
+                # an alias of a resident array).
+                specs.extend(view_rows("cupy"))
                 import cupy
                 current = cupy.cuda.get_current_stream
                 stream_now = current()
