@@ -29,6 +29,7 @@ struct SlotViewsObject {
   // slot's layout as that reads it; nullptr where the attributes are read instead.
   PyTypeObject* raw_type;
   int nd;
+  int flags;
   Py_ssize_t dims[CUDAIPC_MAX_RANK];
   Py_ssize_t steps[CUDAIPC_MAX_RANK];
 };
@@ -45,6 +46,7 @@ struct NumpyHead {
   Py_ssize_t* strides;
   PyObject* base;
   PyObject* descr;
+  int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
 };
 
 SlotViewsObject* as_views(PyObject* o) {
@@ -158,29 +160,37 @@ bool same_ints(PyObject* t, const Py_ssize_t* values, int n) {
 // For a NumPy view `base` whose layout was just read as attributes into `v`: where its C layout
 // says the same, the slot's layout from there, and the type it holds for.
 void raw_layout(SlotViewsObject* v, PyObject* base) {
+  if (Py_TYPE(base)->tp_basicsize < Py_ssize_t(sizeof(NumpyHead))) return;
   const auto* h = reinterpret_cast<const NumpyHead*>(base);
   if (h->nd < 0 || h->nd > CUDAIPC_MAX_RANK || h->descr != v->dtype ||
       !same_ints(v->shape, h->dimensions, h->nd) || !same_ints(v->strides, h->strides, h->nd))
     return;
   v->nd = h->nd;
+  v->flags = h->flags;
   std::copy(h->dimensions, h->dimensions + h->nd, v->dims);
   std::copy(h->strides, h->strides + h->nd, v->steps);
   v->raw_type = Py_TYPE(base);
 }
 
-// Whether `alias` can be handed out again: only the cache holds it (nobody can change it while it
-// is out) and its layout is still the slot's (`base`'s). A failed read says no.
-bool reusable(SlotViewsObject* v, PyObject* alias, PyObject* base) {
-  if (Py_REFCNT(alias) != 1 || !v->dtype) return false;
+// Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
+// it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
+bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
+  PyObject* alias = v->lent[slot];
+  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
   if (v->raw_type) {
     if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
     const auto* h = reinterpret_cast<const NumpyHead*>(alias);
     const size_t n = size_t(v->nd) * sizeof(Py_ssize_t);
-    return h->nd == v->nd && h->descr == v->dtype &&
+    return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
            h->data == reinterpret_cast<const NumpyHead*>(base)->data &&
            (n == 0 || (std::memcmp(h->dimensions, v->dims, n) == 0 &&
                        std::memcmp(h->strides, v->steps, n) == 0));
   }
+  // The attribute reads run Python (another thread may clear the cache meanwhile): the alias and
+  // the expected layout are held here, and the alias must still be the cache's, held by it alone.
+  Ref keep(Py_NewRef(alias));
+  Ref want_shape(Py_NewRef(v->shape)), want_strides(Py_NewRef(v->strides));
+  Ref want_dtype(Py_NewRef(v->dtype));
   PyObject *shape, *strides, *dtype;
   if (!layout_of(alias, &shape, &strides, &dtype)) {
     PyErr_Clear();
@@ -188,11 +198,11 @@ bool reusable(SlotViewsObject* v, PyObject* alias, PyObject* base) {
   }
   Ref a(shape), b(strides), c(dtype);
   // The same dtype object, not an equal one: a dtype set in place is a new object.
-  if (dtype != v->dtype) return false;
-  const int same = PyObject_RichCompareBool(shape, v->shape, Py_EQ) == 1 &&
-                   PyObject_RichCompareBool(strides, v->strides, Py_EQ) == 1;
+  if (dtype != want_dtype.get()) return false;
+  const bool same = PyObject_RichCompareBool(shape, want_shape.get(), Py_EQ) == 1 &&
+                    PyObject_RichCompareBool(strides, want_strides.get(), Py_EQ) == 1;
   if (PyErr_Occurred()) PyErr_Clear();
-  return same;
+  return same && v->lent[slot] == alias && Py_REFCNT(alias) == 2;
 }
 
 }  // namespace
@@ -218,6 +228,8 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   }
   Ref made;
   PyObject* base = views->tensors[slot];
+  // Held for the call: what runs Python below may drop the cache's reference.
+  Ref keep_base(base ? Py_NewRef(base) : nullptr);
   if (!base) {
     Ref capsule(static_cast<PyObject*>(cudaipc_frame_slot_view_capsule(f->h, 0)));
     if (!capsule) return capsule_error(false);
@@ -231,11 +243,19 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
   if (!maker.reuse) return PyObject_CallMethodNoArgs(base, maker.alias);
-  if (PyObject* lent = views->lent[slot]; lent && reusable(views, lent, base))
-    return Py_NewRef(lent);
+  if (reusable(views, slot, base)) return Py_NewRef(views->lent[slot]);
   if (!views->dtype) {
-    if (!layout_of(base, &views->shape, &views->strides, &views->dtype)) return nullptr;
-    if (maker.numpy) raw_layout(views, base);
+    // Read into locals first: the reads run Python, and the cache is filled only where it still
+    // belongs and nobody filled it meanwhile.
+    PyObject *shape, *strides, *dtype;
+    if (!layout_of(base, &shape, &strides, &dtype)) return nullptr;
+    Ref a(shape), b(strides), c(dtype);
+    if (views->set == set && !views->dtype) {
+      views->shape = a.release();
+      views->strides = b.release();
+      views->dtype = c.release();
+      if (maker.numpy) raw_layout(views, base);
+    }
   }
   PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
   // Kept only where the slot's view still belongs (the alias call ran Python).

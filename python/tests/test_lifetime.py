@@ -80,8 +80,9 @@ def test_numpy_is_the_slots_view_until_release(path):
 
 def test_numpy_hands_an_unheld_view_out_again_unless_changed_in_place(path):
     """A host frame's numpy() array that nobody holds any more is handed out again for its slot's
-    next frame (no array made per frame), showing that frame; one still held, or whose shape or
-    dtype was set in place, is not: that frame gets a fresh view with the slot's layout."""
+    next frame (no array made per frame), showing that frame; one still held, or whose shape,
+    dtype or flags were set in place, is not: that frame gets a fresh view with the slot's
+    layout."""
     shape = (6, 8)
     with cudaipc.Producer(path, memory="host", num_slots=2, policy="block") as p, \
             cudaipc.Consumer(path, timeout=10) as c:
@@ -119,6 +120,12 @@ def test_numpy_hands_an_unheld_view_out_again_unless_changed_in_place(path):
         for seq in (11, 12):
             next_view(seq)  # the slot's layout, checked there
             assert changed[seq - 11]() is None, seq  # the changed array was let go, not lent
+        unaligned = next_view(13)
+        unaligned.flags.aligned = False  # a flag set in place stays with that array too
+        gone = weakref.ref(unaligned)
+        del unaligned
+        next_view(14)
+        assert next_view(15).flags.aligned and gone() is None
 
 
 def test_tensor_holds_the_lease(path):
