@@ -455,12 +455,11 @@ bool cupy_current(int device, uintptr_t* out) {
 
 const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
                        PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*),
-                       bool reuse, bool numpy = false) {
+                       ViewMaker::Reuse reuse) {
   if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
   m.make = make;
   m.current = current;
   m.reuse = reuse;
-  m.numpy = numpy;
   return &m;
 }
 
@@ -484,8 +483,9 @@ PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
 
 PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
-  const ViewMaker* m =
-      torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current, false) : nullptr;
+  const ViewMaker* m = torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current,
+                                               ViewMaker::Reuse::never)
+                                       : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
 
@@ -497,8 +497,9 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
                     "cupy.asarray(frame.numpy()) for a copy on the GPU)");
     return nullptr;
   }
-  const ViewMaker* m =
-      cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current, true) : nullptr;
+  const ViewMaker* m = cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current,
+                                          ViewMaker::Reuse::attributes)
+                                  : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
 
@@ -525,7 +526,8 @@ PyObject* frame_numpy(FrameObject* f) {
     Ref direct(PyObject_GetAttr(f->shared, host_dlpack));
     if (!direct) return nullptr;
     if (direct.get() == Py_True) {
-      const ViewMaker* m = maker(views, "numpy_views", "view", numpy_view, nullptr, true, true);
+      const ViewMaker* m =
+          maker(views, "numpy_views", "view", numpy_view, nullptr, ViewMaker::Reuse::numpy_layout);
       return m ? slot_view(f, *m) : nullptr;
     }
   }

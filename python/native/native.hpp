@@ -193,10 +193,10 @@ bool slot_views_ready();
 struct ViewMaker {
   PyObject* attribute;  // the _Shared's attribute its views live in
   PyObject* alias;      // the method that makes an alias of a view (torch's detach)
-  // Whether an alias nobody holds any more is handed out again when its shape, strides and dtype
-  // are still the slot's (cupy and NumPy arrays, whose other fields cannot change in place).
-  bool reuse;
-  bool numpy;  // NumPy arrays: the reuse check reads their C layout (slot_views.cpp)
+  // Whether an alias nobody holds any more is handed out again while its layout is still the
+  // slot's: never (torch: more of a tensor changes in place than a check could read), checked
+  // through its shape, strides and dtype (cupy), or through NumPy's C layout, flags too.
+  enum class Reuse { never, attributes, numpy_layout } reuse;
   // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
   PyObject* (*make)(PyObject* capsule, int device);
   // The library's current CUstream on a device (the default for the frame's reads); false with an

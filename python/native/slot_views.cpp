@@ -242,7 +242,7 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   }
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
-  if (!maker.reuse) return PyObject_CallMethodNoArgs(base, maker.alias);
+  if (maker.reuse == ViewMaker::Reuse::never) return PyObject_CallMethodNoArgs(base, maker.alias);
   if (reusable(views, slot, base)) return Py_NewRef(views->lent[slot]);
   if (!views->dtype) {
     // Read into locals first: the reads run Python, and the cache is filled only where it still
@@ -254,7 +254,7 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
       views->shape = a.release();
       views->strides = b.release();
       views->dtype = c.release();
-      if (maker.numpy) raw_layout(views, base);
+      if (maker.reuse == ViewMaker::Reuse::numpy_layout) raw_layout(views, base);
     }
   }
   PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
