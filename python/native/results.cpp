@@ -172,17 +172,14 @@ int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
 
 enum Key { kBoxes, kScores, kLabels, kRotation };
 
-// det[key] (borrowed; nullptr when absent) through an interned key: PyDict_GetItemString made and
-// hashed a new str per lookup, four to a reply.
+// det[key] (borrowed; nullptr when absent, as PyDict_GetItemString says where it cannot make the
+// key) through an interned key: PyDict_GetItemString made and hashed a new str per lookup.
 PyObject* item(PyObject* det, Key key) {
   static const char* const names[] = {"boxes", "scores", "labels", "rotation"};
   static PyObject* keys[4];
   PyObject* k = interned(keys[key], names[key]);
-  if (!k) {
-    PyErr_Clear();
-    return PyDict_GetItemString(det, names[key]);
-  }
-  return PyDict_GetItem(det, k);
+  if (!k) PyErr_Clear();
+  return k ? PyDict_GetItem(det, k) : nullptr;
 }
 
 bool known_keys(PyObject* det) {
