@@ -456,6 +456,13 @@ int cudaipc_frame_order_release(cudaipc_frame* f, void* stream) {
   });
 }
 
+int cudaipc_frame_order_release_event(cudaipc_frame* f, void* event) {
+  return guard([&] {
+    require(f, "frame");
+    if (f->cuda_device >= 0) f->f.order_release_after_event(event);
+  });
+}
+
 int cudaipc_frame_retain(cudaipc_frame* f) {
   return guard([&] {
     require(f, "frame");

@@ -519,6 +519,11 @@ void Frame::order_release_after(void* stream) const {
   conn_->memory().order_release_after(stream);
 }
 
+void Frame::order_release_after_event(void* event) const {
+  if (!conn_) throw Error(Errc::invalid_argument, "order_release_after_event on a released frame");
+  conn_->memory().order_release_after_event(event);
+}
+
 void* Frame::cuda_stream() const noexcept {
   return conn_ ? conn_->memory().stream() : nullptr;
 }

@@ -147,6 +147,8 @@ class ConsumerMemory {
   // comes after it. Callable from any thread; never a CPU wait.
   virtual void order_reads(std::uint32_t /*slot*/, std::uint64_t /*seq*/, void* /*stream*/) {}
   virtual void order_release_after(void* /*stream*/) {}
+  // The same after a caller's event: nothing queued when it has completed.
+  virtual void order_release_after_event(void* /*event*/) {}
   // The CUDA device ordinal this consumer reads on; -1 for host memory or before it is known.
   virtual int device() const noexcept { return -1; }
   // `bytes` of a frame at `src` (this consumer's mapping of its slot) into host memory at `dst`,

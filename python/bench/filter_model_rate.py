@@ -144,11 +144,18 @@ def make_model(width: int, gpu_results: bool = False, graph: bool = False):
         y, x = divmod(int(view[0]), cols)
         return [x * scale, y * scale, (x + 1) * scale, (y + 1) * scale]
 
+    def read_event(answer):
+        """The event finish() waits on, recorded after the frame's network (None for GPU results,
+        which the core copies on the model's stream): a reply released after it puts no work on
+        the GPU once the CPU waited for it."""
+        return None if gpu_results else answer[1]
+
     def detect(frame):
         return finish(launch(frame))
 
     detect.launch = launch
     detect.finish = finish
+    detect.read_event = read_event
     return detect
 
 
@@ -401,11 +408,17 @@ def serve_overlapped(server, detect, steps: list) -> None:
     stream = torch.cuda.current_stream()
     prev = None
 
+    def order(queued) -> dict:
+        """How a reply's release follows the frame's reads: after the event the CPU just waited
+        on for the answer (nothing for the GPU to do), else (GPU results) after the stream."""
+        event = detect.read_event(queued)
+        return {"stream": stream} if event is None else {"after": event}
+
     def answer_prev():
         preq, pqueued = prev
         result = answer(detect.finish(pqueued))
-        preq.reply(stream=stream, meta={"pts": preq.frame.pts}, detections=result,
-                   label_names=["object"])
+        preq.reply(meta={"pts": preq.frame.pts}, detections=result, label_names=["object"],
+                   **order(pqueued))
 
     while True:
         t0 = time.perf_counter()
@@ -426,9 +439,10 @@ def serve_overlapped(server, detect, steps: list) -> None:
         if prev is not None:
             preq, pqueued = prev
             result = answer(detect.finish(pqueued))
+            how = order(pqueued)
             t4 = time.perf_counter()
-            preq.reply(stream=stream, meta={"pts": preq.frame.pts}, detections=result,
-                       label_names=["object"])
+            preq.reply(meta={"pts": preq.frame.pts}, detections=result, label_names=["object"],
+                       **how)
         prev = (req, queued)
         steps.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4, t0))
 

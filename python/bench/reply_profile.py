@@ -14,7 +14,9 @@ next() -> torch() -> a few kernels on the frame and a CPU wait for their answer 
 taking each step's calls apart: the reply with and without its stream, its publish alone, the
 frame's release after the stream and without one. Each row is that call's p50/mean/p99 in µs.
 --memory host does the same on NumPy frames; --busy N launches N kernels before each reply, as a
-model does (its launches leave the package's code and pages out of the caches). On CUDA the
+model does (its launches leave the package's code and pages out of the caches), waits for them
+through an event, and queues N more (the next request's, as the overlapped loop has them queued
+when it replies); reply(after=e) then releases after that event. On CUDA the
 second half of the requests runs with the request channel's stream handed out (rows marked so):
 each release then asks the driver whether that stream is idle.
 """
@@ -134,7 +136,8 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
            "labels": np.zeros(1, np.int64), "scores": np.ones(1, np.float32)}
     names = ["object"]
     rows: dict = {}
-    kinds = ("reply(stream=s)", "reply()", "publish, then release(s)", "release()")
+    kinds = ("reply(stream=s)", "reply(after=e)", "reply()", "publish, then release(s)",
+             "release()")
 
     def note(name: str, t: float) -> None:
         rows.setdefault(name + lent, []).append(time.perf_counter() - t)
@@ -148,6 +151,7 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
             import torch
             stream = torch.cuda.current_stream()
             scratch = torch.ones(4096, device="cuda")
+            answered = torch.cuda.Event()
         native = cudaipc._lib.native
         lent = ""
         for i in range(frames):
@@ -166,7 +170,12 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
                 # caches and the driver's queues), then its CPU wait.
                 for _ in range(busy):
                     scratch.mul_(1.0)
-                torch.cuda.current_stream().synchronize()
+                answered.record()  # the model's answer, which the CPU waits for
+                answered.synchronize()
+                # The next request's launches, queued before this reply as the overlapped loop
+                # does: the stream is busy when the reply names it.
+                for _ in range(busy):
+                    scratch.mul_(1.0)
             if memory == "cuda":
                 t = time.perf_counter()
                 torch.cuda.current_stream()
@@ -178,10 +187,16 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
                 assert r.__cuda_array_interface__["stream"]
                 lent = ", stream handed out"
             kind = kinds[i % len(kinds)]
+            if kind == "reply(after=e)" and not (busy and memory == "cuda"):
+                kind = "reply()"  # no answer waited for through an event
             t = time.perf_counter()
             if kind == "reply(stream=s)":
                 r.reply(stream=stream, meta={"pts": r.frame.pts}, detections=det,
                         label_names=names)
+                note(kind, t)
+            elif kind == "reply(after=e)":
+                r.reply(meta={"pts": r.frame.pts}, detections=det, label_names=names,
+                        after=answered)
                 note(kind, t)
             elif kind == "reply()":
                 r.reply(meta={"pts": r.frame.pts}, detections=det, label_names=names)

@@ -79,7 +79,8 @@ class Request(_lib.native.Request):
 
     def _reply_py(self, *, stream: Any = None, tensors: Any = None, detections: Any = None,
                   classifications: Any = None, tracks: Any = None, relations: Any = None,
-                  meta: Any = None, metas: Any = None, label_names: Any = None) -> bool:
+                  meta: Any = None, metas: Any = None, label_names: Any = None,
+                  after: Any = None) -> bool:
         """reply() for the answers the binding leaves to Python (other forms of results)."""
         server = self._server
         frame = self.frame
@@ -100,11 +101,12 @@ class Request(_lib.native.Request):
                             size = w.encode(w.buffer(), tensors, None, None, None, None, meta,
                                             metas, None)
                         except BaseException:
-                            frame.release(stream)
+                            frame.release(stream, after=after)
                             raise
                         g.set_metas(0, w.address if size else 0, size)
                     raw, device = g.stream_of(stream, dev)
                     frame._order_views(raw)  # its torch() reads on another stream: waited for
+                    frame._order_event(after)
                     rc, sent = g.send(server._handle(), 1, raw, device)
                     if sent:
                         frame._h = None
@@ -119,7 +121,7 @@ class Request(_lib.native.Request):
                                 relations, meta, metas, label_names)
                 rc = _reply(server._handle(), h, w.address if size else None, size)
             finally:
-                frame.release(stream)
+                frame.release(stream, after=after)
             if rc == _ERR_TIMEOUT:
                 return False
             if rc:

@@ -34,6 +34,35 @@ int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
   return 0;
 }
 
+// release(stream, after=event): the event, recorded after every read of the frame, stands for its
+// views' streams (a loop that waited for it releases with one query and a CPU store); a stream
+// named too is waited for as well. Released whatever fails; the first failure is raised after.
+PyObject* frame_release_after_event(FrameObject* f, PyObject* stream, PyObject* after) {
+  cudaipc_frame* h = f->h;
+  const uintptr_t views = f->view_stream;
+  uintptr_t event = 0, s = 0;
+  uint32_t flags = 0;
+  const bool event_ok = event_of(after, &event);
+  const bool stream_ok = event_ok && (stream == Py_None || stream_of(stream, &s, &flags));
+  f->h = nullptr;
+  f->view_stream = 0;
+  Py_CLEAR(f->metas);
+  if (!event_ok || !stream_ok) {
+    release_after_stream(h, f->device >= 0 ? views : 0);  // as without `after`: after its views
+    return nullptr;
+  }
+  int ordered = 0;
+  if (f->device >= 0)
+    ordered = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event));
+  int rc = release_after_stream(h, f->device >= 0 && !(flags & CUDAIPC_DLPACK_NO_SYNC) ? s : 0);
+  if (int first = ordered ? ordered : rc) {
+    char context[64];
+    snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
+    return fail(first, context);
+  }
+  Py_RETURN_NONE;
+}
+
 void frame_dealloc(PyObject* o) {
   FrameObject* f = as_frame(o);
   PyObject_GC_UnTrack(o);
@@ -131,10 +160,15 @@ PyMemberDef frame_members[] = {
     {nullptr, 0, 0, 0, nullptr}};
 
 PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  static const char* const names[] = {"stream"};
-  PyObject* stream;
-  if (!parse("release", args, nargs, kw, names, &stream, 1)) return nullptr;
-  return frame_release(as_frame(o), stream);
+  static const char* const names[] = {"stream", "after"};
+  PyObject* a[2];
+  if (!parse("release", args, nargs, kw, names, a, 2)) return nullptr;
+  return frame_release(as_frame(o), a[0], a[1]);
+}
+
+PyObject* m_order_event(PyObject* o, PyObject* after) {
+  if (!frame_order_event(as_frame(o), after)) return nullptr;
+  Py_RETURN_NONE;
 }
 
 PyObject* m_enter(PyObject* o, PyObject*) {
@@ -222,11 +256,16 @@ PyObject* m_cupy(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject*
 
 PyMethodDef frame_methods[] = {
     {"release", FASTCALL_KW(m_release), METH_FASTCALL | METH_KEYWORDS,
-     "release(stream=None): gives the frame's own hold on the slot back. With `stream` (CUDA), "
-     "the producer may reuse the slot only after the work queued on that stream so far (a "
-     "GPU-side wait, no CPU wait); each tensor exported through __dlpack__ does the same for the "
-     "stream it was exported to when it is freed. Releasing twice does nothing."},
+     "release(stream=None, after=None): gives the frame's own hold on the slot back. With "
+     "`stream` (CUDA), the producer may reuse the slot only after the work queued on that stream "
+     "so far (a GPU-side wait, no CPU wait); each tensor exported through __dlpack__ does the "
+     "same for the stream it was exported to when it is freed. With `after`, a CUDA event "
+     "(torch.cuda.Event, cupy.cuda.Event or its handle) recorded after every read of the frame, "
+     "only after that event: one query and no GPU work when it has completed (a loop that waited "
+     "for its answer through it). Releasing twice does nothing."},
     {"__enter__", m_enter, METH_NOARGS, nullptr},
+    {"_order_event", m_order_event, METH_O,
+     "_order_event(after): the release, whenever it comes, after the event `after` too"},
     {"_order_views", m_order_views, METH_O,
      "_order_views(stream): before the handle goes to the core, released after `stream` (an "
      "int): the slot tensor's reads on another stream are waited for too"},
@@ -287,9 +326,10 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
   return o;
 }
 
-PyObject* frame_release(FrameObject* f, PyObject* stream) {
+PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
   cudaipc_frame* h = f->h;
   if (!h) Py_RETURN_NONE;
+  if (after != Py_None) return frame_release_after_event(f, stream, after);
   const uintptr_t views = f->view_stream;
   f->h = nullptr;
   f->view_stream = 0;
@@ -315,6 +355,21 @@ PyObject* frame_release(FrameObject* f, PyObject* stream) {
     return fail(first, context);
   }
   Py_RETURN_NONE;
+}
+
+bool frame_order_event(FrameObject* f, PyObject* after) {
+  if (after == Py_None || !f->h) return true;
+  uintptr_t event = 0;
+  if (!event_of(after, &event)) return false;
+  if (f->device < 0) return true;
+  if (int rc = cudaipc_frame_order_release_event(f->h, reinterpret_cast<void*>(event))) {
+    char context[80];
+    snprintf(context, sizeof context, "ordering frame %llu's release after an event",
+             (unsigned long long)f->seq);
+    fail(rc, context);
+    return false;
+  }
+  return true;
 }
 
 bool frame_order_views(FrameObject* f, uintptr_t stream) {

@@ -182,6 +182,52 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
   return !PyErr_Occurred();
 }
 
+bool event_of(PyObject* event, uintptr_t* out) {
+  uint64_t raw = 0;
+  if (PyLong_Check(event)) {
+    raw = PyLong_AsUnsignedLongLong(event);
+    if (raw == static_cast<uint64_t>(-1) && PyErr_Occurred()) {
+      PyErr_Format(PyExc_ValueError, "after=%R is no CUDA event handle", event);
+      return false;
+    }
+  } else {
+    // torch's Event has cuda_event; cupy's has ptr, which its streams have too: only an Event's.
+    static PyObject* names[2];
+    const char* const texts[] = {"cuda_event", "ptr"};
+    const char* type = Py_TYPE(event)->tp_name;
+    const char* dot = std::strrchr(type, '.');
+    const bool an_event = std::strcmp(dot ? dot + 1 : type, "Event") == 0;
+    bool found = false;
+    for (int i = 0; i < 2 && an_event && !found; ++i) {
+      PyObject* attr = interned(names[i], texts[i]);
+      if (!attr) return false;
+      Ref v(PyObject_GetAttr(event, attr));
+      if (v && PyLong_Check(v.get())) {
+        raw = PyLong_AsUnsignedLongLongMask(v.get());
+        if (PyErr_Occurred()) return false;
+        found = true;
+      } else {
+        PyErr_Clear();
+      }
+    }
+    if (!found) {
+      PyErr_Format(PyExc_TypeError,
+                   "after= takes a CUDA event (torch.cuda.Event, cupy.cuda.Event or its handle as "
+                   "an int), not %.100s",
+                   type);
+      return false;
+    }
+  }
+  if (!raw) {
+    PyErr_SetString(PyExc_ValueError,
+                    "after=: the event has no CUDA event yet (torch makes it at its first record): "
+                    "record it after the frame's reads");
+    return false;
+  }
+  *out = static_cast<uintptr_t>(raw);
+  return true;
+}
+
 const Torch* torch_api(bool import_it) {
   if (torch_cache.module) return &torch_cache;
   Ref mod;

@@ -127,6 +127,9 @@ PyObject* closed(const char* format, ...);
 // A CUstream from a DLPack-style argument: None -> legacy, int (not 0; -1 -> no ordering), or an
 // object with cuda_stream/ptr. Returns false with an exception set.
 bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags);
+// A CUevent from an `after=` argument: an int (the raw handle, not 0), a torch.cuda.Event
+// (cuda_event) or a cupy.cuda.Event (ptr). Returns false with an exception set.
+bool event_of(PyObject* event, uintptr_t* out);
 
 // A frame object of the package's Frame class from a view, sharing `shared`.
 PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
@@ -135,8 +138,8 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
 // status as an int (the caller reads the event). Lets the GIL go while it waits.
 PyObject* read_frame(cudaipc_consumer* c, uint64_t wait, PyObject* events, PyObject* shared,
                      long long tensor_id, long long device);
-// frame.release(stream) in C.
-PyObject* frame_release(FrameObject* f, PyObject* stream);
+// frame.release(stream, after) in C (`after`: None, or an event for event_of).
+PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after = Py_None);
 PyObject* frame_dlpack(FrameObject* f, PyObject* stream, uint32_t flags, bool buffer_errors);
 PyObject* frame_torch(FrameObject* f, PyObject* stream);
 PyObject* frame_cupy(FrameObject* f, PyObject* stream);
@@ -145,6 +148,9 @@ PyObject* frame_dlpack_device(FrameObject* f);
 // Before the frame's handle goes to the core to be released after `stream`: the reads of its slot
 // tensor on another stream are waited for too. False with an exception set.
 bool frame_order_views(FrameObject* f, uintptr_t stream);
+// Its release, whenever it comes, after the event `after` (None: nothing to do). False with an
+// exception set; the frame is kept (its release still follows its views).
+bool frame_order_event(FrameObject* f, PyObject* after);
 
 // open_producers.cpp: the producers open in this process and the calls in each, so a close on
 // one thread neither frees the core's producer under a call on another nor lets a stale handle
@@ -207,8 +213,8 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker);
 
 // results.cpp: a reply's results in C. Returns 1 when answered (or an exception set: -1), 0 when
 // the results are not of the forms the binding takes (the Python path answers them).
-int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* detections,
-               PyObject* meta, PyObject* label_names, bool* sent);
+int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after,
+               PyObject* detections, PyObject* meta, PyObject* label_names, bool* sent);
 void scratch_free(ReplyScratch* s);
 
 // Arguments of the module's functions, checked before any reaches the core: each returns false

@@ -351,7 +351,7 @@ uint32_t int_code(const cudaipc_dl_dtype& d) {
 }
 
 int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject* stream,
-                 PyObject* det, PyObject* meta, PyObject* label_names) {
+                 PyObject* after, PyObject* det, PyObject* meta, PyObject* label_names) {
   ReplyScratch* sc = s->scratch;
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   DeviceArray boxes, scores, labels, rotation;
@@ -436,7 +436,7 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
     if (PyLong_AsLong(cur.get()) != dev) return 0;  // the Python path makes it current
     raw = kStreamLegacy;
   }
-  if (!frame_order_views(f, raw)) return -1;
+  if (!frame_order_views(f, raw) || !frame_order_event(f, after)) return -1;
   uint32_t sent = 0;
   uint64_t ticket = 0;
   int rc =
@@ -460,8 +460,8 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
 
 }  // namespace
 
-int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* det, PyObject* meta,
-               PyObject* label_names, bool* sent) {
+int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after, PyObject* det,
+               PyObject* meta, PyObject* label_names, bool* sent) {
   if (!s->h) return 0;  // the Python path says the server is closed
   if (!s->scratch) {
     Ref cap(PyObject_GetAttrString(reinterpret_cast<PyObject*>(s), "_reply_meta_size"));
@@ -477,7 +477,7 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* de
     PyObject* boxes = item(det, kBoxes);
     const Torch* torch = boxes && !PyObject_CheckBuffer(boxes) ? torch_api(false) : nullptr;
     if (torch && torch->to_dlpack && torch->tensor_type) {
-      int done = reply_device(s, r, torch, stream, det, meta, label_names);
+      int done = reply_device(s, r, torch, stream, after, det, meta, label_names);
       if (done != 0) return done;
     }
   }
@@ -490,7 +490,7 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* de
   // Released whatever happened, as the Python path's `finally`.
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  Ref released(frame_release(f, stream));
+  Ref released(frame_release(f, stream, after));
   if (type) {
     PyErr_Restore(type, value, tb);
     return -1;

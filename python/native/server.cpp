@@ -406,19 +406,19 @@ PyObject* r_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
 // label_names): the common answers (detections as NumPy arrays or torch CUDA tensors, a dict of
 // plain fields) in C; any other goes to the Python path, _reply_py, with the same arguments.
 PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
-  static const char* const names[] = {"stream",     "tensors",   "detections", "classifications",
-                                      "tracks",     "relations", "meta",       "metas",
-                                      "label_names"};
-  PyObject* a[9];
+  static const char* const names[] = {"stream",      "tensors",   "detections", "classifications",
+                                      "tracks",      "relations", "meta",       "metas",
+                                      "label_names", "after"};
+  PyObject* a[10];
   for (auto& x : a) x = Py_None;
   bool simple = nargs == 0;
   if (simple && kw) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kw); ++k) {
       PyObject* key = PyTuple_GET_ITEM(kw, k);
       size_t i = 0;
-      for (; i < 9; ++i)
+      for (; i < 10; ++i)
         if (key_is(key, names[i])) break;
-      if (i == 9) {
+      if (i == 10) {
         simple = false;
         break;
       }
@@ -429,7 +429,7 @@ PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
   if (simple && a[1] == Py_None && a[3] == Py_None && a[4] == Py_None && a[5] == Py_None &&
       a[7] == Py_None && PyObject_TypeCheck(r->server, &ServerType) && frame_of(self)->h) {
     bool sent = true;
-    int done = reply_fast(as_server(r->server), r, a[0], a[2], a[6], a[8], &sent);
+    int done = reply_fast(as_server(r->server), r, a[0], a[9], a[2], a[6], a[8], &sent);
     if (done < 0) return nullptr;
     if (done > 0) return PyBool_FromLong(sent);
   }
@@ -438,7 +438,7 @@ PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
   PyObject* stack[16];
   Py_ssize_t total = nargs + (kw ? PyTuple_GET_SIZE(kw) : 0);
   if (total > 15) {
-    PyErr_SetString(PyExc_TypeError, "reply() takes 9 keyword arguments at most");
+    PyErr_SetString(PyExc_TypeError, "reply() takes 10 keyword arguments at most");
     return nullptr;
   }
   stack[0] = self;
@@ -458,10 +458,12 @@ PyMethodDef request_methods[] = {
      "cupy(stream=None): the frame as a cupy array (Frame.cupy)"},
     {"reply", FASTCALL_KW(r_reply), METH_FASTCALL | METH_KEYWORDS,
      "reply(*, stream=None, tensors=None, detections=None, classifications=None, tracks=None, "
-     "relations=None, meta=None, metas=None, label_names=None) -> bool: Sends the frame's "
-     "results (the meta keywords of :meth:`Producer.publish`) and releases the frame, after the "
-     "work queued on `stream` so far when one is given (CUDA: no CPU wait; tensors of a torch "
-     "stream are ordered on it as they are exported). Detections that are torch tensors on the "
+     "relations=None, meta=None, metas=None, label_names=None, after=None) -> bool: Sends the "
+     "frame's results (the meta keywords of :meth:`Producer.publish`) and releases the frame, "
+     "after the work queued on `stream` so far when one is given (CUDA: no CPU wait; tensors of "
+     "a torch stream are ordered on it as they are exported), and after the CUDA event `after` "
+     "when one is given (recorded after the frame's reads: one query and no GPU work once the "
+     "model waited for it, as :meth:`Frame.release`). Detections that are torch tensors on the "
      "GPU (boxes, scores, integer labels, rotation) are not waited for: their addresses go to "
      "the core in one call (no torch op here), which copies them to page-locked memory on "
      "`stream` (default: torch's current stream) and sends the reply once that stream has run "

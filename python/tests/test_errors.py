@@ -185,6 +185,30 @@ def test_released_frame(path):
         assert f.shape == (4,)  # the description stays readable
 
 
+def test_release_after_takes_only_a_cuda_event(path):
+    """release(after=...) names what it takes, and releases the frame anyway; a host frame has no
+    GPU reads to order, so an event handle is taken and nothing else done."""
+    with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=10) as c:
+        p.wait_for_consumers()
+        for i, (after, error, match) in enumerate([
+                ("stream", TypeError, "after= takes a CUDA event"),
+                (object(), TypeError, "not object"),
+                (0, ValueError, "no CUDA event yet"),
+                (-1, ValueError, "no CUDA event handle"),
+                (0x1000, None, None)]):
+            p.publish(pattern(i, (4,), np.uint8))
+            f = c.next()
+            np.testing.assert_array_equal(f.numpy(), pattern(i, (4,), np.uint8))
+            if error is None:
+                f.release(after=after)
+            else:
+                with pytest.raises(error, match=match):
+                    f.release(after=after)
+            assert f.released, after
+        p.publish(pattern(9, (4,), np.uint8))  # the producer still has every slot
+        np.testing.assert_array_equal(c.next().numpy(), pattern(9, (4,), np.uint8))
+
+
 def test_busy_path(path):
     with cudaipc.Producer(path, memory="host"):
         with pytest.raises(cudaipc.BusyError):

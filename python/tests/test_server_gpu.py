@@ -364,3 +364,78 @@ def test_request_torch_on_another_stream_is_waited_for(tmp_path):
             with replies.next(10) as f:
                 assert f.meta == {"k": k}
         replies.close()
+
+
+def test_release_after_an_event_follows_the_reads_it_stands_for(tmp_path):
+    """frame.release(after=event), the event recorded after the frame's reads: once the CPU waited
+    for it (a model's loop reading its answer) the release puts no work on the GPU; released at
+    once after an event still ahead, the producer's next write into that slot waits for it on the
+    GPU. Two slots: each frame's slot is rewritten right after its release, and every read still
+    sums its own frame."""
+    path = str(tmp_path / "after")
+
+    def frame(k: int):
+        return torch.full((512, 512), k % 251, dtype=torch.uint8, device="cuda")
+
+    with cudaipc.Producer(path, memory="cuda", num_slots=2, block_timeout=30) as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        p.wait_for_consumers(1, timeout=10)
+        assert p.publish(frame(1), pts=1) and p.publish(frame(2), pts=2)
+        k = 0
+        for waited in (True, False):
+            before = c.counters()["gpu_releases"]
+            for _ in range(20):
+                k += 1
+                f = c.next(10)
+                assert f.pts == k
+                t = f.torch()
+                torch.cuda._sleep(2_000_000)  # the reads land late
+                total = t.to(torch.int64).sum()
+                read = torch.cuda.Event()
+                read.record()
+                if waited:
+                    read.synchronize()
+                f.release(after=read)
+                del t
+                assert p.publish(frame(k + 2), pts=k + 2)  # into k's slot, the only free one
+                torch.cuda.current_stream().synchronize()
+                assert int(total) == 512 * 512 * (k % 251), (waited, k)
+            gpu = c.counters()["gpu_releases"] - before
+            if waited:
+                assert gpu == 0, "a release after a completed event queued GPU work"
+            else:
+                assert gpu >= 18, f"{gpu} of 20 releases after a pending event were the GPU's"
+        c.close()
+
+
+def test_reply_after_the_event_the_model_waited_for(tmp_path):
+    """req.reply(..., after=event) as the overlapped loop answers: the request's slot goes back
+    with no GPU work once the model waited for its answer, and an event that is no event is refused
+    by name while the request is still answered (released after its tensor's stream)."""
+    path = str(tmp_path / "model")
+    with cudaipc.Producer(path, memory="cuda", num_slots=2, block_timeout=30,
+                          role="requests") as requests, cudaipc.Server(path) as server:
+        requests.wait_for_consumers(1, timeout=10)
+        replies = cudaipc.Consumer(path + ".reply", timeout=10)
+        for k in range(1, 13):
+            assert requests.publish(torch.full((64, 64), k, dtype=torch.uint8, device="cuda"),
+                                    pts=k)
+            req = server.next(5)
+            total = req.torch().to(torch.int64).sum()
+            answered = torch.cuda.Event()
+            answered.record()
+            answered.synchronize()
+            assert int(total) == 64 * 64 * k
+            assert req.reply(meta={"k": k}, after=answered)
+            with replies.next(10) as f:
+                assert f.meta == {"k": k}
+        assert requests.publish(torch.full((64, 64), 99, dtype=torch.uint8, device="cuda"), pts=99)
+        req = server.next(5)
+        req.torch()
+        with pytest.raises(TypeError, match="CUDA event"):
+            req.reply(meta={"k": 99}, after=torch.cuda.current_stream())
+        assert req.frame.released
+        with pytest.raises(ValueError, match="no CUDA event yet"):
+            requests.publish(torch.full((64, 64), 7, dtype=torch.uint8, device="cuda"), pts=100)
+            server.next(5).frame.release(after=torch.cuda.Event())
+        replies.close()

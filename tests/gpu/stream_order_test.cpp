@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -150,6 +151,91 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   // (all of them, unless this thread slept through a read).
   EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
   c.reset();  // the peer finishes once its consumer has gone
+  finished(*peer);
+}
+
+// Reads every frame until the end of stream as a model's loop does: `read` queued on our own
+// stream, an event recorded after it, and the frame released after that event (`wait_first`: once
+// the CPU waited for the event, as the loop waits for its answer through it).
+std::uint64_t read_all_after_events(Consumer& c, Kernels& k, bool wait_first,
+                                    const std::function<void(const Frame&)>& read) {
+  const cuda::Driver& d = cuda::driver();
+  cuda::ScopedContext current(k.context()->get());
+  CUevent raw = nullptr;
+  cuda::check(d.cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  const cuda::Event read_done(k.context(), raw);
+  std::uint64_t frames = 0;
+  for (;;) {
+    Event ev = c.next(30s);
+    if (ev.type == EventType::eos) return frames;
+    EXPECT_NE(ev.type, EventType::timeout) << "after " << frames << " frames";
+    EXPECT_NE(ev.type, EventType::disconnected) << ev.message;
+    if (ev.type == EventType::timeout || ev.type == EventType::disconnected) return frames;
+    if (ev.type != EventType::frame) continue;
+    ev.frame.order_reads(k.own_stream());
+    read(ev.frame);
+    cuda::check(d.cuEventRecord(read_done.get(), k.own_stream()), "cuEventRecord");
+    if (wait_first) cuda::check(d.cuEventSynchronize(read_done.get()), "cuEventSynchronize");
+    ev.frame.order_release_after_event(read_done.get());
+    ev.frame.release();
+    ++frames;
+  }
+}
+
+// The model's loop: its answer waited for through an event after its reads. Released after that
+// event, a frame needs one query and a CPU store, no GPU work; every frame is checked on the GPU.
+TEST_F(StreamOrder, ReleaseAfterACompletedEventIsACpuStore) {
+  const std::uint64_t n = gputest::frame_count(100);
+  auto peer = producer_peer(n, 2, 0);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  const std::uint64_t frames = read_all_after_events(*c, *kernels_, true, [&](const Frame& f) {
+    kernels_->verify(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts);
+  });
+  EXPECT_EQ(frames, n);
+  EXPECT_EQ(kernels_->counters(own()).bad, 0u);
+  EXPECT_EQ(c->counters().gpu_releases, 0u);
+  c.reset();
+  finished(*peer);
+}
+
+// Released at once after an event its 2 ms read has not reached yet: the slot must stay the
+// reader's on the GPU until then, with two slots and a producer rewriting as soon as it may.
+TEST_F(StreamOrder, ReleaseAfterAnEventHoldsTheSlotFromTheProducer) {
+  const std::uint64_t n = gputest::frame_count(200);
+  auto peer = producer_peer(n, 2, 0);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  const std::uint64_t frames = read_all_after_events(*c, *kernels_, false, [&](const Frame& f) {
+    kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
+                        2 * kMs);
+  });
+  EXPECT_EQ(frames, n);
+  const gputest::Counters k = kernels_->counters(own());
+  EXPECT_EQ(k.bad, 0u);
+  EXPECT_EQ(k.changed, 0u);
+  EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
+  c.reset();
+  finished(*peer);
+}
+
+// No event is a mistake named at once, the frame still the caller's to release.
+TEST_F(StreamOrder, ReleaseAfterNoEventIsRefused) {
+  auto peer = producer_peer(1, 2, 0);
+  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+  auto c = consumer(ConsumeMode::every_frame);
+  Event ev = c->next(30s);
+  while (ev.type == EventType::format) ev = c->next(30s);
+  ASSERT_EQ(ev.type, EventType::frame) << ev.message;
+  try {
+    ev.frame.order_release_after_event(nullptr);
+    ADD_FAILURE() << "a null event was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("event"), std::string::npos) << e.what();
+  }
+  ev.frame.release();
+  c.reset();
   finished(*peer);
 }
 

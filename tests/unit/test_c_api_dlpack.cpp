@@ -378,6 +378,7 @@ TEST(CApiDlpack, SlotViewsShowEachFrameOfTheirSlotAndHoldNoLease) {
       EXPECT_EQ(v->flags & CUDAIPC_DL_FLAG_READ_ONLY, CUDAIPC_DL_FLAG_READ_ONLY);
       EXPECT_EQ(check_pattern(v->dl_tensor.data, bytes, seq), bytes) << "frame " << seq;
       EXPECT_EQ(cudaipc_frame_order_release(f, nullptr), CUDAIPC_OK);  // host: nothing to order
+      EXPECT_EQ(cudaipc_frame_order_release_event(f, nullptr), CUDAIPC_OK);  // nor after an event
       cudaipc_frame_release(f);
       EXPECT_EQ(ch.held(), 0u) << "a view holds no lease, frame " << seq;
     }
@@ -402,6 +403,7 @@ TEST(CApiDlpack, SlotViewCallsRefuseNullArguments) {
   EXPECT_EQ(cudaipc_frame_slot(nullptr, &slot, &set), CUDAIPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(cudaipc_frame_slot_view(nullptr, 0, &out), CUDAIPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(cudaipc_frame_order_release(nullptr, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cudaipc_frame_order_release_event(nullptr, nullptr), CUDAIPC_ERR_INVALID_ARGUMENT);
   Channel ch;
   ch.format(u32_tensor(kRows, kCols));
   ch.publish(1, kRows * kCols * 4);

@@ -66,6 +66,12 @@ class Frame {
   // producer's next write into the slot comes after your reads. Once per stream that read the
   // frame, before release(); nothing is queued when `stream` is idle. Any thread.
   void order_release_after(void* stream) const;
+  // order_release_after_event: the lease, when it ends, ends once `event` (a CUevent recorded after
+  // your reads of the frame) has completed. One query when it already has (a loop that waited for
+  // its answer through that event): the release is then a CPU store, where naming the stream its
+  // next frame's work keeps busy would have made the GPU write it after that work too. Otherwise
+  // the consumer's stream waits for the event on the GPU. Before release(); any thread.
+  void order_release_after_event(void* event) const;
   // The CUstream the consumer orders its own reads on (CUDA frames; nullptr for host memory or
   // once released), as Consumer::cuda_stream(): reads queued on it need no order_release_after.
   void* cuda_stream() const noexcept;

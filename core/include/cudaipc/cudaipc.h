@@ -750,6 +750,13 @@ uint64_t cudaipc_dlpack_wrapped_alive(void);
  * idle): for reads of a view queued on another stream than the one the release names. Host
  * frames: nothing to do. */
 int cudaipc_frame_order_release(cudaipc_frame* f, void* stream);
+/* CUDA frames: the frame's release, whenever it comes, is ordered after `event` (a CUevent, or the
+ * runtime's cudaEvent_t, recorded after every read of the frame): one query when it has completed
+ * (a model's loop that waited for its answer through it), and the release is then a CPU store,
+ * where naming a stream the next frame's work keeps busy would make the GPU write it after that
+ * work; otherwise the consumer's stream waits for the event on the GPU. Release the frame after
+ * (cudaipc_frame_release). Host frames: nothing to do. */
+int cudaipc_frame_order_release_event(cudaipc_frame* f, void* event);
 /* Another hold on the frame, ended by one more cudaipc_frame_release: for a binding that lets go of
  * its runtime's lock (the GIL) around a call on a frame another thread may release meanwhile. */
 int cudaipc_frame_retain(cudaipc_frame* f);
