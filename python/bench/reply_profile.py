@@ -137,7 +137,7 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
     names = ["object"]
     rows: dict = {}
     kinds = ("reply(stream=s)", "reply(after=e)", "reply()", "publish, then release(s)",
-             "release()")
+             "publish, then release(after=e)", "release()")
 
     def note(name: str, t: float) -> None:
         rows.setdefault(name + lent, []).append(time.perf_counter() - t)
@@ -187,7 +187,7 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
                 assert r.__cuda_array_interface__["stream"]
                 lent = ", stream handed out"
             kind = kinds[i % len(kinds)]
-            if kind == "reply(after=e)" and not (busy and memory == "cuda"):
+            if kind.endswith("(after=e)") and not (busy and memory == "cuda"):
                 kind = "reply()"  # no answer waited for through an event
             t = time.perf_counter()
             if kind == "reply(stream=s)":
@@ -205,9 +205,13 @@ def loop(frames: int, memory: str, busy: int = 0) -> None:
                 native.server_reply(srv._handle(), r.frame._h, None, 0)
                 note("publish (server_reply, no metas)", t)
                 t = time.perf_counter()
-                r.frame.release(stream if kind.endswith("(s)") else None)
-                note("release(s) after its publish" if kind.endswith("(s)") else
-                     "release() after its publish", t)
+                if kind.endswith("(after=e)"):
+                    r.frame.release(after=answered)
+                    note("release(after=e) after its publish", t)
+                else:
+                    r.frame.release(stream if kind.endswith("(s)") else None)
+                    note("release(s) after its publish" if kind.endswith("(s)") else
+                         "release() after its publish", t)
         p.join(60)
         if p.exitcode != 0 or failed.is_set():
             raise SystemExit(f"the requester failed (exit {p.exitcode}, a reply not its "
