@@ -21,7 +21,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
-      [--trace DIR --trace-batch B] [--graph] [--pin] [--pattern ball|black|...]
+      [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--pattern ball|black|...]
 """
 
 from __future__ import annotations
@@ -116,6 +116,12 @@ def make_batched_model(width: int, height: int, graph: bool = False):
     return gpu, torch
 
 
+def spin_for(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def tracers(trace: str, size: int) -> Any:
     """filter_model_rate.py's Tracer for the served and the alone side (no-ops without `trace`)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -129,9 +135,12 @@ def tracers(trace: str, size: int) -> Any:
 
 
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
-          report: str, trace: str = "", trace_batch: int = 8, graph: bool = False) -> None:
+          report: str, trace: str = "", trace_batch: int = 8, graph: bool = False,
+          spin: bool = False) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
-    model alone at the batch sizes it formed and writes both to `report` (JSON)."""
+    model alone at the batch sizes it formed and writes both to `report` (JSON). With `spin` its
+    thread polls for requests (server.batch with no wait) instead of sleeping until one comes:
+    model_after_idle.py's spinning rows, served."""
     model, torch = make_batched_model(width, height, graph)
     resident: Any = None
     if torch is not None:
@@ -160,7 +169,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
         print("serving", flush=True)
         while not stop:
-            reqs = server.batch(max_batch, timeout=0.1, max_delay=max_delay)
+            reqs = server.batch(max_batch, timeout=0 if spin else 0.1, max_delay=max_delay)
             if not reqs:
                 continue
             t0 = time.perf_counter()
@@ -206,7 +215,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             for idle, into in ((0.0, alone), (float(np.median(idles.get(b, [0.0]))), alone_idle)):
                 t = []
                 for _ in range(50):
-                    time.sleep(idle)  # as long as the served batches of this size waited
+                    # as long as the served batches of this size waited, as they waited
+                    (spin_for if spin else time.sleep)(idle)
                     t0 = time.perf_counter()
                     model(model.inputs(batch))
                     torch.cuda.synchronize()
@@ -334,11 +344,14 @@ def main() -> None:
     ap.add_argument("--pattern", default="ball",
                     help="videotestsrc's pattern: ball draws each 1080p frame on the CPU (16 "
                          "pipelines share the pipelines' CPUs with it), black only fills it")
+    ap.add_argument("--spin", action="store_true",
+                    help="the model's thread polls for requests instead of sleeping (a CPU "
+                         "always busy: model_after_idle.py's spinning rows, served)")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
-              args.trace, args.trace_batch, args.graph)
+              args.trace, args.trace_batch, args.graph, args.spin)
         return
     model_cpus: set = set()
     if args.pin:
@@ -362,7 +375,8 @@ def main() -> None:
         [sys.executable, os.path.abspath(__file__), "--serve", models, "--report", report,
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
-         else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else []),
+         else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else [])
+        + (["--spin"] if args.spin else []),
         stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
