@@ -107,6 +107,30 @@ class StreamOrder : public ::testing::Test {
     }
   }
 
+  // Each frame read on our stream, then again after a 2 ms spin, and released at once by
+  // `read_all_frames` (its ordering of the release under test); with two slots the producer
+  // rewrites a slot as soon as it may. Both reads must see the same frame, and the releases came
+  // while the reads were still queued: the consumer's stream wrote them (all of them, unless this
+  // thread slept through a read).
+  template <typename ReadAll>
+  void expect_slow_reads_held(ReadAll&& read_all_frames) {
+    const std::uint64_t n = gputest::frame_count(200);
+    auto peer = producer_peer(n, 2, 0);
+    ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
+    auto c = consumer(ConsumeMode::every_frame);
+    const std::function<void(const Frame&)> read = [&](const Frame& f) {
+      kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
+                          2 * kMs);
+    };
+    EXPECT_EQ(read_all_frames(*c, read), n);
+    const gputest::Counters k = kernels_->counters(own());
+    EXPECT_EQ(k.bad, 0u);
+    EXPECT_EQ(k.changed, 0u);
+    EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
+    c.reset();  // the peer finishes once its consumer has gone
+    finished(*peer);
+  }
+
   testing::TempDir dir_;
   std::unique_ptr<Kernels> kernels_;
   std::string path_;
@@ -135,23 +159,7 @@ TEST_F(StreamOrder, ReadsOnTheCallersStreamWaitForASlowWrite) {
 // once and, with two slots, the producer rewrites that slot right away. order_release_after must
 // hold its write on the GPU until our second read: both reads see the same frame.
 TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
-  const std::uint64_t n = gputest::frame_count(200);
-  auto peer = producer_peer(n, 2, 0);
-  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
-  auto c = consumer(ConsumeMode::every_frame);
-  const std::uint64_t frames = read_all(*c, [&](const Frame& f) {
-    kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
-                        2 * kMs);
-  });
-  EXPECT_EQ(frames, n);
-  const gputest::Counters k = kernels_->counters(own());
-  EXPECT_EQ(k.bad, 0u);
-  EXPECT_EQ(k.changed, 0u);
-  // The releases came while the 2 ms reads were still queued: the consumer's stream wrote them
-  // (all of them, unless this thread slept through a read).
-  EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
-  c.reset();  // the peer finishes once its consumer has gone
-  finished(*peer);
+  expect_slow_reads_held([&](Consumer& c, const auto& read) { return read_all(c, read); });
 }
 
 // Reads every frame until the end of stream as a model's loop does: `read` queued on our own
@@ -202,21 +210,9 @@ TEST_F(StreamOrder, ReleaseAfterACompletedEventIsACpuStore) {
 // Released at once after an event its 2 ms read has not reached yet: the slot must stay the
 // reader's on the GPU until then, with two slots and a producer rewriting as soon as it may.
 TEST_F(StreamOrder, ReleaseAfterAnEventHoldsTheSlotFromTheProducer) {
-  const std::uint64_t n = gputest::frame_count(200);
-  auto peer = producer_peer(n, 2, 0);
-  ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
-  auto c = consumer(ConsumeMode::every_frame);
-  const std::uint64_t frames = read_all_after_events(*c, *kernels_, false, [&](const Frame& f) {
-    kernels_->slow_read(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts,
-                        2 * kMs);
+  expect_slow_reads_held([&](Consumer& c, const auto& read) {
+    return read_all_after_events(c, *kernels_, false, read);
   });
-  EXPECT_EQ(frames, n);
-  const gputest::Counters k = kernels_->counters(own());
-  EXPECT_EQ(k.bad, 0u);
-  EXPECT_EQ(k.changed, 0u);
-  EXPECT_GE(c->counters().gpu_releases, n * 9 / 10) << "of " << n << " frames";
-  c.reset();
-  finished(*peer);
 }
 
 // No event is a mistake named at once, the frame still the caller's to release.
