@@ -88,9 +88,10 @@ class StreamOrder : public ::testing::Test {
     return line.value_or("");
   }
 
-  // Reads every frame until the end of stream: `read` queues the reads on our own stream.
-  template <typename Read>
-  std::uint64_t read_all(Consumer& c, Read&& read) {
+  // Reads every frame until the end of stream: `read` queues the reads on our own stream, and
+  // `order_release` (by default: after our stream) orders the frame's release after them.
+  template <typename Read, typename OrderRelease>
+  std::uint64_t read_all(Consumer& c, Read&& read, OrderRelease&& order_release) {
     std::uint64_t frames = 0;
     for (;;) {
       Event ev = c.next(30s);
@@ -101,10 +102,30 @@ class StreamOrder : public ::testing::Test {
       if (ev.type != EventType::frame) continue;
       ev.frame.order_reads(own());
       read(ev.frame);
-      ev.frame.order_release_after(own());
+      order_release(ev.frame);
       ev.frame.release();  // at once: only the GPU keeps the slot from the producer now
       ++frames;
     }
+  }
+  template <typename Read>
+  std::uint64_t read_all(Consumer& c, Read&& read) {
+    return read_all(c, read, [&](const Frame& f) { f.order_release_after(own()); });
+  }
+
+  // read_all as a model's loop releases: after an event recorded behind the reads (`wait_first`:
+  // once the CPU waited for it, as the loop waits for its answer through it).
+  template <typename Read>
+  std::uint64_t read_all_after_events(Consumer& c, bool wait_first, Read&& read) {
+    const cuda::Driver& d = cuda::driver();
+    cuda::ScopedContext current(kernels_->context()->get());
+    CUevent raw = nullptr;
+    cuda::check(d.cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    const cuda::Event read_done(kernels_->context(), raw);
+    return read_all(c, read, [&](const Frame& f) {
+      cuda::check(d.cuEventRecord(read_done.get(), own()), "cuEventRecord");
+      if (wait_first) cuda::check(d.cuEventSynchronize(read_done.get()), "cuEventSynchronize");
+      f.order_release_after_event(read_done.get());
+    });
   }
 
   // Each frame read on our stream, then again after a 2 ms spin, and released at once by
@@ -162,34 +183,6 @@ TEST_F(StreamOrder, ReleaseAfterTheCallersStreamHoldsTheSlotFromTheProducer) {
   expect_slow_reads_held([&](Consumer& c, const auto& read) { return read_all(c, read); });
 }
 
-// Reads every frame until the end of stream as a model's loop does: `read` queued on our own
-// stream, an event recorded after it, and the frame released after that event (`wait_first`: once
-// the CPU waited for the event, as the loop waits for its answer through it).
-std::uint64_t read_all_after_events(Consumer& c, Kernels& k, bool wait_first,
-                                    const std::function<void(const Frame&)>& read) {
-  const cuda::Driver& d = cuda::driver();
-  cuda::ScopedContext current(k.context()->get());
-  CUevent raw = nullptr;
-  cuda::check(d.cuEventCreate(&raw, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-  const cuda::Event read_done(k.context(), raw);
-  std::uint64_t frames = 0;
-  for (;;) {
-    Event ev = c.next(30s);
-    if (ev.type == EventType::eos) return frames;
-    EXPECT_NE(ev.type, EventType::timeout) << "after " << frames << " frames";
-    EXPECT_NE(ev.type, EventType::disconnected) << ev.message;
-    if (ev.type == EventType::timeout || ev.type == EventType::disconnected) return frames;
-    if (ev.type != EventType::frame) continue;
-    ev.frame.order_reads(k.own_stream());
-    read(ev.frame);
-    cuda::check(d.cuEventRecord(read_done.get(), k.own_stream()), "cuEventRecord");
-    if (wait_first) cuda::check(d.cuEventSynchronize(read_done.get()), "cuEventSynchronize");
-    ev.frame.order_release_after_event(read_done.get());
-    ev.frame.release();
-    ++frames;
-  }
-}
-
 // The model's loop: its answer waited for through an event after its reads. Released after that
 // event, a frame needs one query and a CPU store, no GPU work; every frame is checked on the GPU.
 TEST_F(StreamOrder, ReleaseAfterACompletedEventIsACpuStore) {
@@ -197,7 +190,7 @@ TEST_F(StreamOrder, ReleaseAfterACompletedEventIsACpuStore) {
   auto peer = producer_peer(n, 2, 0);
   ASSERT_TRUE(peer->wait_for("READY", 60s)) << peer->transcript();
   auto c = consumer(ConsumeMode::every_frame);
-  const std::uint64_t frames = read_all_after_events(*c, *kernels_, true, [&](const Frame& f) {
+  const std::uint64_t frames = read_all_after_events(*c, true, [&](const Frame& f) {
     kernels_->verify(own(), reinterpret_cast<CUdeviceptr>(f.data()), f.size(), f.desc().pts);
   });
   EXPECT_EQ(frames, n);
@@ -210,9 +203,8 @@ TEST_F(StreamOrder, ReleaseAfterACompletedEventIsACpuStore) {
 // Released at once after an event its 2 ms read has not reached yet: the slot must stay the
 // reader's on the GPU until then, with two slots and a producer rewriting as soon as it may.
 TEST_F(StreamOrder, ReleaseAfterAnEventHoldsTheSlotFromTheProducer) {
-  expect_slow_reads_held([&](Consumer& c, const auto& read) {
-    return read_all_after_events(c, *kernels_, false, read);
-  });
+  expect_slow_reads_held(
+      [&](Consumer& c, const auto& read) { return read_all_after_events(c, false, read); });
 }
 
 // No event is a mistake named at once, the frame still the caller's to release.
