@@ -52,9 +52,16 @@ PyObject* frame_release_after_event(FrameObject* f, PyObject* stream, PyObject* 
     return nullptr;
   }
   int ordered = 0;
-  if (f->device >= 0)
+  uintptr_t then = flags & CUDAIPC_DLPACK_NO_SYNC ? 0 : s;
+  if (f->device >= 0) {
     ordered = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event));
-  int rc = release_after_stream(h, f->device >= 0 && !(flags & CUDAIPC_DLPACK_NO_SYNC) ? s : 0);
+    if (ordered) {  // not waited for: the release follows its views' stream, as without `after`
+      if (views && then && views != then)
+        cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
+      if (!then) then = views;
+    }
+  }
+  int rc = release_after_stream(h, f->device >= 0 ? then : 0);
   if (int first = ordered ? ordered : rc) {
     char context[64];
     snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
