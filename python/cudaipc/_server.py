@@ -104,9 +104,13 @@ class Request(_lib.native.Request):
                             frame.release(stream, after=after)
                             raise
                         g.set_metas(0, w.address if size else 0, size)
+                    try:
+                        frame._order_event(after)
+                    except (TypeError, ValueError):
+                        frame.release(stream)  # no event: released as without one
+                        raise
                     raw, device = g.stream_of(stream, dev)
                     frame._order_views(raw)  # its torch() reads on another stream: waited for
-                    frame._order_event(after)
                     rc, sent = g.send(server._handle(), 1, raw, device)
                     if sent:
                         frame._h = None

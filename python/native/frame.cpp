@@ -36,38 +36,39 @@ int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
 
 // release(stream, after=event): the event, recorded after every read of the frame, stands for its
 // views' streams (a loop that waited for it releases with one query and a CPU store); a stream
-// named too is waited for as well. Released whatever fails; the first failure is raised after.
+// named too is waited for as well. The handle is taken from the frame before any argument is read
+// (reading one may run Python that releases the frame). Released whatever fails, as without
+// `after` when the event is not one or the driver refuses it; the first failure is raised.
 PyObject* frame_release_after_event(FrameObject* f, PyObject* stream, PyObject* after) {
   cudaipc_frame* h = f->h;
   const uintptr_t views = f->view_stream;
-  uintptr_t event = 0, s = 0;
-  uint32_t flags = 0;
-  const bool event_ok = event_of(after, &event);
-  const bool stream_ok = event_ok && (stream == Py_None || stream_of(stream, &s, &flags));
   f->h = nullptr;
   f->view_stream = 0;
   Py_CLEAR(f->metas);
-  if (!event_ok || !stream_ok) {
-    release_after_stream(h, f->device >= 0 ? views : 0);  // as without `after`: after its views
-    return nullptr;
+  uintptr_t event = 0, s = 0;
+  uint32_t flags = 0;
+  const bool stream_ok = stream == Py_None || stream_of(stream, &s, &flags);
+  const bool event_ok = stream_ok && event_of(after, &event);
+  if (flags & CUDAIPC_DLPACK_NO_SYNC) s = 0;  // the caller's reads are its own to order
+  if (f->device < 0) {
+    cudaipc_frame_release(h);
+    if (!event_ok) return nullptr;
+    Py_RETURN_NONE;
   }
-  int ordered = 0;
-  uintptr_t then = flags & CUDAIPC_DLPACK_NO_SYNC ? 0 : s;
-  if (f->device >= 0) {
-    ordered = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event));
-    if (ordered) {  // not waited for: the release follows its views' stream, as without `after`
-      if (views && then && views != then)
-        cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
-      if (!then) then = views;
+  char context[64];
+  snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
+  if (event_ok) {
+    if (int rc = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event))) {
+      fail(rc, context);  // raised now, while the core's message is the event's
+    } else {
+      if (int rc = release_after_stream(h, s)) return fail(rc, context);
+      Py_RETURN_NONE;
     }
   }
-  int rc = release_after_stream(h, f->device >= 0 ? then : 0);
-  if (int first = ordered ? ordered : rc) {
-    char context[64];
-    snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
-    return fail(first, context);
-  }
-  Py_RETURN_NONE;
+  // As without `after`: after the views' stream and the one named.
+  if (views && s && views != s) cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
+  release_after_stream(h, s ? s : views);
+  return nullptr;
 }
 
 void frame_dealloc(PyObject* o) {

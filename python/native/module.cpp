@@ -184,7 +184,7 @@ bool stream_of(PyObject* stream, uintptr_t* out, uint32_t* flags) {
 
 bool event_of(PyObject* event, uintptr_t* out) {
   uint64_t raw = 0;
-  if (PyLong_Check(event)) {
+  if (PyLong_CheckExact(event)) {
     raw = PyLong_AsUnsignedLongLong(event);
     if (raw == static_cast<uint64_t>(-1) && PyErr_Occurred()) {
       PyErr_Format(PyExc_ValueError, "after=%R is no CUDA event handle", event);

@@ -195,6 +195,7 @@ def test_release_after_takes_only_a_cuda_event(path):
                 (object(), TypeError, "not object"),
                 (0, ValueError, "no CUDA event yet"),
                 (-1, ValueError, "no CUDA event handle"),
+                (True, TypeError, "not bool"),
                 (0x1000, None, None)]):
             p.publish(pattern(i, (4,), np.uint8))
             f = c.next()
@@ -205,6 +206,19 @@ def test_release_after_takes_only_a_cuda_event(path):
                 with pytest.raises(error, match=match):
                     f.release(after=after)
             assert f.released, after
+        # An event whose handle is read by Python that releases the frame meanwhile: released
+        # once, not twice.
+        p.publish(pattern(8, (4,), np.uint8))
+        f = c.next()
+
+        class Event:
+            @property
+            def cuda_event(self):
+                f.release()
+                return 0x1000
+
+        f.release(after=Event())
+        assert f.released
         p.publish(pattern(9, (4,), np.uint8))  # the producer still has every slot
         np.testing.assert_array_equal(c.next().numpy(), pattern(9, (4,), np.uint8))
 

@@ -751,7 +751,8 @@ uint64_t cudaipc_dlpack_wrapped_alive(void);
  * frames: nothing to do. */
 int cudaipc_frame_order_release(cudaipc_frame* f, void* stream);
 /* CUDA frames: the frame's release, whenever it comes, is ordered after `event` (a CUevent, or the
- * runtime's cudaEvent_t, recorded after every read of the frame): one query when it has completed
+ * runtime's cudaEvent_t, recorded after every read of the frame; CUDA counts an event never
+ * recorded as completed): one query when it has completed
  * (a model's loop that waited for its answer through it), and the release is then a CPU store,
  * where naming a stream the next frame's work keeps busy would make the GPU write it after that
  * work; otherwise the consumer's stream waits for the event on the GPU. Release the frame after
