@@ -34,43 +34,6 @@ int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
   return 0;
 }
 
-// release(stream, after=event): the event, recorded after every read of the frame, stands for its
-// views' streams (a loop that waited for it releases with one query and a CPU store); a stream
-// named too is waited for as well. The handle is taken from the frame before any argument is read
-// (reading one may run Python that releases the frame). Released whatever fails, as without
-// `after` when the event is not one or the driver refuses it; the first failure is raised.
-PyObject* frame_release_after_event(FrameObject* f, PyObject* stream, PyObject* after) {
-  cudaipc_frame* h = f->h;
-  const uintptr_t views = f->view_stream;
-  f->h = nullptr;
-  f->view_stream = 0;
-  Py_CLEAR(f->metas);
-  uintptr_t event = 0, s = 0;
-  uint32_t flags = 0;
-  const bool stream_ok = stream == Py_None || stream_of(stream, &s, &flags);
-  const bool event_ok = stream_ok && event_of(after, &event);
-  if (flags & CUDAIPC_DLPACK_NO_SYNC) s = 0;  // the caller's reads are its own to order
-  if (f->device < 0) {
-    cudaipc_frame_release(h);
-    if (!event_ok) return nullptr;
-    Py_RETURN_NONE;
-  }
-  char context[64];
-  snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
-  if (event_ok) {
-    if (int rc = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event))) {
-      fail(rc, context);  // raised now, while the core's message is the event's
-    } else {
-      if (int rc = release_after_stream(h, s)) return fail(rc, context);
-      Py_RETURN_NONE;
-    }
-  }
-  // As without `after`: after the views' stream and the one named.
-  if (views && s && views != s) cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
-  release_after_stream(h, s ? s : views);
-  return nullptr;
-}
-
 void frame_dealloc(PyObject* o) {
   FrameObject* f = as_frame(o);
   PyObject_GC_UnTrack(o);
@@ -175,7 +138,9 @@ PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObje
 }
 
 PyObject* m_order_event(PyObject* o, PyObject* after) {
-  if (!frame_order_event(as_frame(o), after)) return nullptr;
+  uintptr_t event = 0;
+  if (after != Py_None && (!event_of(after, &event) || !frame_order_event(as_frame(o), event)))
+    return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -334,42 +299,53 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
   return o;
 }
 
+// The handle is taken from the frame before any argument is read (reading one may run Python that
+// releases the frame). `after`, an event recorded after every read of the frame, stands for its
+// views' stream (a loop that waited for it releases with one query and a CPU store); without it,
+// or when it is not one or the driver refuses it, the release follows the views' stream. A stream
+// named is followed either way. Released whatever fails; the first failure is raised.
 PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
   cudaipc_frame* h = f->h;
   if (!h) Py_RETURN_NONE;
-  if (after != Py_None) return frame_release_after_event(f, stream, after);
   const uintptr_t views = f->view_stream;
   f->h = nullptr;
   f->view_stream = 0;
   Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
-  if (f->device < 0 || (stream == Py_None && !views)) {
+  uintptr_t s = 0, event = 0;
+  uint32_t flags = 0;
+  bool ok = f->device < 0 || stream == Py_None || stream_of(stream, &s, &flags);
+  if (!ok) s = 0;  // released after the views' stream, as without one
+  if (ok && after != Py_None) ok = event_of(after, &event);
+  if (f->device < 0) {
     cudaipc_frame_release(h);
+    if (!ok) return nullptr;
     Py_RETURN_NONE;
   }
-  uintptr_t s = views;
-  uint32_t flags = 0;
-  if (stream != Py_None && !stream_of(stream, &s, &flags)) {
-    release_after_stream(h, views);  // released even when the stream is not one
-    return nullptr;
-  }
-  if (flags & CUDAIPC_DLPACK_NO_SYNC) s = views;  // the caller's reads are its own to order
-  int ordered = 0;
-  if (views && views != s) ordered = cudaipc_frame_order_release(h, reinterpret_cast<void*>(views));
-  // The frame is released even when the ordering fails; the failure is raised after.
-  int rc = release_after_stream(h, s);
-  if (int first = ordered ? ordered : rc) {
+  if (flags & CUDAIPC_DLPACK_NO_SYNC) s = 0;  // the caller's reads are its own to order
+  const auto failure = [f](int rc) {
     char context[64];
     snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
-    return fail(first, context);
+    return fail(rc, context);
+  };
+  if (ok && event) {
+    const int failed = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event));
+    if (!failed) {
+      if (int rc = release_after_stream(h, s)) return failure(rc);
+      Py_RETURN_NONE;
+    }
+    failure(failed);  // now, while the core's message is the event's
+    ok = false;
   }
+  const int ordered =
+      views && s && views != s ? cudaipc_frame_order_release(h, reinterpret_cast<void*>(views)) : 0;
+  const int rc = release_after_stream(h, s ? s : views);
+  if (!ok) return nullptr;
+  if (int first = ordered ? ordered : rc) return failure(first);
   Py_RETURN_NONE;
 }
 
-bool frame_order_event(FrameObject* f, PyObject* after) {
-  if (after == Py_None || !f->h) return true;
-  uintptr_t event = 0;
-  if (!event_of(after, &event)) return false;
-  if (f->device < 0) return true;
+bool frame_order_event(FrameObject* f, uintptr_t event) {
+  if (!f->h || f->device < 0) return true;
   if (int rc = cudaipc_frame_order_release_event(f->h, reinterpret_cast<void*>(event))) {
     char context[80];
     snprintf(context, sizeof context, "ordering frame %llu's release after an event",

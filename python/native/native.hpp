@@ -148,9 +148,9 @@ PyObject* frame_dlpack_device(FrameObject* f);
 // Before the frame's handle goes to the core to be released after `stream`: the reads of its slot
 // tensor on another stream are waited for too. False with an exception set.
 bool frame_order_views(FrameObject* f, uintptr_t stream);
-// Its release, whenever it comes, after the event `after` (None: nothing to do). False with an
-// exception set; the frame is kept (its release still follows its views).
-bool frame_order_event(FrameObject* f, PyObject* after);
+// Its release, whenever it comes, after `event` (a CUevent from event_of). False with an exception
+// set; the frame is kept (its release still follows its views).
+bool frame_order_event(FrameObject* f, uintptr_t event);
 
 // open_producers.cpp: the producers open in this process and the calls in each, so a close on
 // one thread neither frees the core's producer under a call on another nor lets a stale handle

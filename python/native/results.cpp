@@ -438,17 +438,15 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
   }
   // An `after` that is no event releases the frame as without it, before anything is queued; one
   // the driver refuses leaves the frame held with its views' stream, released after it when freed.
-  if (after != Py_None) {
-    uintptr_t event = 0;
-    if (!event_of(after, &event)) {
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      Ref released(frame_release(f, stream));
-      PyErr_Restore(type, value, tb);
-      return -1;
-    }
+  uintptr_t event = 0;
+  if (after != Py_None && !event_of(after, &event)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    Ref released(frame_release(f, stream));
+    PyErr_Restore(type, value, tb);
+    return -1;
   }
-  if (!frame_order_event(f, after) || !frame_order_views(f, raw)) return -1;
+  if ((event && !frame_order_event(f, event)) || !frame_order_views(f, raw)) return -1;
   uint32_t sent = 0;
   uint64_t ticket = 0;
   int rc =
