@@ -384,8 +384,9 @@ class CudaConsumerMemory final : public ConsumerMemory {
 
   // A model's loop that waited for its answer through an event recorded after its network knows
   // the frame's reads are over; its stream, meanwhile busy with the next frame's network, would
-  // cost a join and a GPU write (four driver calls, ~4 µs of the GPU machine's CPU in a reply).
-  // One query here, and on_release's CPU store.
+  // make the release a GPU write behind that network (the slot back a network later; without MPS,
+  // the producer's stream waiting on the model's context). One query here, and on_release's CPU
+  // store.
   void order_release_after_event(void* event) override {
     if (!engine_) throw Error(Errc::invalid_argument, "no frame was read on this connection yet");
     if (!event) throw Error(Errc::invalid_argument, "no CUDA event to release after (null)");
