@@ -158,6 +158,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     # landed), the wait for them to land (the pipelines' upload and copy, latency rather than the
     # model's cost), and the whole batch on the wall clock.
     sizes: Dict[int, List[float]] = {}
+    began: Dict[int, List[int]] = {}  # when each batch began (monotonic ns, the frames' clock)
     landing: Dict[int, List[float]] = {}
     walls: Dict[int, List[float]] = {}
     # How long the model's thread had waited for each batch since it answered the one before: a
@@ -172,7 +173,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             reqs = server.batch(max_batch, timeout=0 if spin else 0.1, max_delay=max_delay)
             if not reqs:
                 continue
-            t0 = time.perf_counter()
+            t0, began_ns = time.perf_counter(), time.monotonic_ns()
             if answered_at:
                 idles.setdefault(len(reqs), []).append(t0 - answered_at)
             # timeline.py compares the batches of the traced size ("frame") with that size alone.
@@ -189,6 +190,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                 t3 = time.perf_counter()
                 b = len(reqs)
                 sizes.setdefault(b, []).append((t1 - t0) + (t3 - t2))
+                began.setdefault(b, []).append(began_ns)
                 landing.setdefault(b, []).append(t2 - t1)
                 walls.setdefault(b, []).append(t3 - t0)
                 with served_trace.step("reply"):
@@ -207,26 +209,44 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                 model(model.inputs(batch))
                 torch.cuda.synchronize()
         alone_trace.stop()
-    alone: Dict[int, float] = {}
-    alone_idle: Dict[int, float] = {}
-    if torch is not None:
+
+    def alone_times(back_to_back: bool = True) -> Tuple[Dict[int, float], Dict[int, float]]:
+        """The model alone at each batch size it formed, p50 s: back to back (unless not
+        `back_to_back`), and after the wait the served batches of that size had (asleep, or
+        spinning with `spin`)."""
+        times: Tuple[Dict[int, float], Dict[int, float]] = ({}, {})
+        if torch is None:
+            return times
         for b in sizes:
             batch = [resident] * b
-            for idle, into in ((0.0, alone), (float(np.median(idles.get(b, [0.0]))), alone_idle)):
+            waits = [(float(np.median(idles.get(b, [0.0]))), times[1])]
+            for idle, into in ([(0.0, times[0])] if back_to_back else []) + waits:
                 t = []
                 for _ in range(50):
-                    # as long as the served batches of this size waited, as they waited
                     (spin_for if spin else time.sleep)(idle)
                     t0 = time.perf_counter()
                     model(model.inputs(batch))
                     torch.cuda.synchronize()
                     t.append(time.perf_counter() - t0)
                 into[b] = float(np.median(t))
+        return times
+
+    # Alone beside the same pipelines, unserved (their filters pass frames on without a model):
+    # the GPU shared with their uploads and outputs as it was while serving, without cudaipc's
+    # part. Measured when the bench says they run ("load"), before alone on an idle GPU ("idle").
+    loaded: Tuple[Dict[int, float], Dict[int, float]] = ({}, {})
+    if sys.stdin.readline().strip() == "load":
+        loaded = alone_times(back_to_back=False)
+        print("measured", flush=True)
+        sys.stdin.readline()
+    alone, alone_idle = alone_times()
     with open(report, "w") as f:
         json.dump({"served": {b: [len(v), float(np.median(v))] for b, v in sizes.items()},
+                   "batches": {b: [began[b], v] for b, v in sizes.items()},
                    "landing": {b: float(np.median(v)) for b, v in landing.items()},
                    "wall": {b: float(np.median(v)) for b, v in walls.items()},
                    "alone": alone, "alone_idle": alone_idle,
+                   "loaded_idle": loaded[1],
                    "idle": {b: float(np.median(v)) for b, v in idles.items()}}, f)
 
 
@@ -321,6 +341,59 @@ class Reader:
             self.errors.append(str(e))
 
 
+def pipeline(args: argparse.Namespace, n: int, model_path: str, out: str,
+             read: bool) -> List[str]:
+    """One camera's gst-launch command: `n` frames (0: until stopped) through the filter of
+    `model_path` to an output channel at `out`, held for its reader when `read`."""
+    host = args.memory == "host"
+    upload = [] if host else ["!", "cudaupload"]
+    mode = ["ipc-mode=host"] if host else []
+    return [args.gst_launch, "-q", "-e", "videotestsrc", "is-live=true",
+            f"pattern={args.pattern}", f"num-buffers={n or -1}", "!",
+            f"video/x-raw,format=NV12,width={args.width},height={args.height},"
+            f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
+            f"socket-path={model_path}", "on-missing=pass", "timeout=1000000000", "!",
+            "cudaipcringsink", *mode, f"wait-for-consumer={'true' if read else 'false'}",
+            "sync=false", f"socket-path={out}"]
+
+
+def unserved_load(args: argparse.Namespace, server: subprocess.Popen, work: str) -> None:
+    """The same pipelines again, their filters unserved (no model at their paths: they pass
+    frames on), while the model process, done serving, times the model alone beside them."""
+    unserved, outs = os.path.join(work, "unserved"), os.path.join(work, "unserved-out")
+    os.mkdir(unserved, 0o700)
+    os.mkdir(outs, 0o700)
+    pipes = [subprocess.Popen(pipeline(args, 0, os.path.join(unserved, f"cam{i}"),
+                                       os.path.join(outs, f"cam{i}"), False),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for i in range(args.pipelines)]
+    try:
+        time.sleep(2.0)  # every pipeline playing, their first frames behind them
+        running = all(p.poll() is None for p in pipes)
+        server.stdin.write("load\n" if running else "none\n")
+        server.stdin.flush()
+        if running and server.stdout.readline().strip() != "measured":
+            print("FAIL the model process did not time the model beside the unserved pipelines")
+    finally:
+        for p in pipes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)  # -e: an EOS, then a clean stop
+        for i, p in enumerate(pipes):
+            try:
+                _, err = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode not in (0, -signal.SIGINT):
+                print(f"note: unserved pipeline {i} ended with {p.returncode}: "
+                      f"{err.strip()[-300:]}")
+        try:
+            server.stdin.write("idle\n")
+            server.stdin.flush()
+        except BrokenPipeError:  # the model process is gone: its exit status says why
+            pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", metavar="DIR", help=argparse.SUPPRESS)
@@ -377,28 +450,19 @@ def main() -> None:
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
          else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else [])
         + (["--spin"] if args.spin else []),
-        stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
     n = int(args.seconds * args.fps)
-    host = args.memory == "host"
-    upload = [] if host else ["!", "cudaupload"]
-    mode = ["ipc-mode=host"] if host else []
     pipes, readers = [], []
     pipeline_cpus = os.sched_getaffinity(0)  # the pipelines' CPUs (pinned: not the model's)
     load = CpuLoad(pipeline_cpus)
     for i in range(args.pipelines):
         model_path, out = os.path.join(models, f"cam{i}"), os.path.join(outs, f"cam{i}")
-        pipes.append(subprocess.Popen(
-            [args.gst_launch, "-q", "videotestsrc", "is-live=true", f"pattern={args.pattern}",
-             f"num-buffers={n}", "!",
-             f"video/x-raw,format=NV12,width={args.width},height={args.height},"
-             f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
-             f"socket-path={model_path}", "on-missing=pass", "timeout=1000000000", "!",
-             "cudaipcringsink", *mode, "wait-for-consumer=true", "sync=false",
-             f"socket-path={out}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        pipes.append(subprocess.Popen(pipeline(args, n, model_path, out, True),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True))
         readers.append(Reader(out, model_path, n))
     failed = []
     for i, p in enumerate(pipes):
@@ -409,6 +473,7 @@ def main() -> None:
         r.thread.join(timeout=30)
     cpu_load = load.stop()
     server.send_signal(signal.SIGTERM)
+    unserved_load(args, server, work)
     server.communicate(timeout=120)
     with open(report) as f:
         rep = json.load(f)
@@ -421,6 +486,7 @@ def main() -> None:
     served = {int(b): v for b, v in rep["served"].items()}
     alone = {int(b): v for b, v in rep["alone"].items()}
     alone_idle = {int(b): v for b, v in rep.get("alone_idle", {}).items()}
+    loaded_idle = {int(b): v for b, v in rep.get("loaded_idle", {}).items()}
     idle = {int(b): v for b, v in rep.get("idle", {}).items()}
     batches = sum(v[0] for v in served.values())
     frames = sum(b * v[0] for b, v in served.items())
@@ -435,6 +501,13 @@ def main() -> None:
     steady = np.array([lt for r in readers for t, lt in zip(r.published, r.latency)
                        if t > joined + 1_000_000_000] or [0.0])
     model_side = np.array(sum((r.model_side for r in readers), []) or [0.0])
+    # The same steady state for the model's time per batch size: the joins (sixteen processes
+    # making their CUDA contexts and slots at once) slow the GPU under every batch of their second.
+    steady_model: Dict[int, List[float]] = {}
+    for b, (starts, times) in rep.get("batches", {}).items():
+        kept = [t for at, t in zip(starts, times) if at > joined + 1_000_000_000]
+        if kept:
+            steady_model[int(b)] = kept
     print(f"\n{args.pipelines} pipelines of {args.width}x{args.height}@{args.fps} "
           f"({args.memory} memory), {n} frames each, batch <= {args.batch}, "
           f"max_delay {args.max_delay * 1e3:.1f} ms"
@@ -456,19 +529,27 @@ def main() -> None:
     if alone:
         print("\nThe model's time: its frames imported, then its network once they have landed "
               "(the wait for them is the pipelines' upload, counted in the latency above).\n")
-        print("Alone twice: back to back, and after the same wait as the served batches of its "
-              "size had (the model's thread asleep that long before it: its caches cold, as "
-              "served).\n")
+        print("Alone three times: back to back; after the same wait as the served batches of "
+              "its size had (the model's thread asleep that long before it: its caches cold, as "
+              "served); and after that wait beside the same pipelines unserved (their filters "
+              "pass frames on without a model: the GPU shared with their uploads and outputs as "
+              "while serving, cudaipc's part left out), against the batches served once all "
+              "joined, +1 s (the like-for-like: both beside the running pipelines).\n")
         print("| batch size | batches | model ms serving (p50) | model ms alone (p50) | "
               "rate ratio | waited before it, ms (p50) | alone after that wait, ms | "
-              "rate ratio to it | frames landing ms (p50) | whole batch ms (p50) |\n"
-              "|---|---|---|---|---|---|---|---|---|---|")
+              "rate ratio to it | once all joined, +1 s: batches, model ms serving (p50) | "
+              "beside the unserved pipelines after that wait, ms | rate ratio to the joined | "
+              "frames landing ms (p50) | whole batch ms (p50) |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for b in sorted(served):
             count, t = served[b]
-            a, ai = alone.get(b, 0.0), alone_idle.get(b, 0.0)
+            a, ai, li = alone.get(b, 0.0), alone_idle.get(b, 0.0), loaded_idle.get(b, 0.0)
+            kept = steady_model.get(b, [])
+            st = float(np.median(kept)) if kept else 0.0
             print(f"| {b} | {count} | {t * 1e3:.2f} | {a * 1e3:.2f} | "
                   f"{a / t if t else 0:.3f} | {idle.get(b, 0.0) * 1e3:.2f} | {ai * 1e3:.2f} | "
-                  f"{ai / t if t else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
+                  f"{ai / t if t else 0:.3f} | {len(kept)}, {st * 1e3:.2f} | {li * 1e3:.2f} | "
+                  f"{li / st if st else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
                   f"{wall.get(b, 0.0) * 1e3:.2f} |")
     firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
     print(f"first three frames' latency per pipeline, ms: {firsts}")
