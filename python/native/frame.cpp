@@ -537,7 +537,7 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
     return nullptr;
   }
   const ViewMaker* m = cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current,
-                                          ViewMaker::Reuse::attributes)
+                                          ViewMaker::Reuse::cupy_layout)
                                   : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }

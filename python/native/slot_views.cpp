@@ -25,13 +25,16 @@ struct SlotViewsObject {
   PyObject* shape;
   PyObject* strides;
   PyObject* dtype;
-  // NumPy views: their type once its C layout agreed with their attributes (NumpyHead), and the
-  // slot's layout as that reads it; nullptr where the attributes are read instead.
+  // NumPy and cupy views: their type once its C layout agreed with their attributes (NumpyHead;
+  // cupy's fields, found at `shape_at` and `dtype_at`), and the slot's layout as that reads it;
+  // nullptr where the attributes are read instead.
   PyTypeObject* raw_type;
   int nd;
   int flags;
   Py_ssize_t dims[CUDAIPC_MAX_RANK];
   Py_ssize_t steps[CUDAIPC_MAX_RANK];
+  Py_ssize_t shape_at;  // cupy: where `_shape` is, `_strides` right after it (0: NumPy's head)
+  Py_ssize_t dtype_at;
 };
 
 // NumPy's array object as its C API lays it out (PyArrayObject_fields in numpy/ndarraytypes.h,
@@ -47,6 +50,18 @@ struct NumpyHead {
   PyObject* base;
   PyObject* descr;
   int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
+};
+
+// A C++ std::vector<Py_ssize_t> as libstdc++ lays it out, which cupy's ndarray holds its shape
+// and strides in (`_shape`, `_strides`: cupy/_core/core.pxd, Cython fields in declared order after
+// `size`). cupy's shape and strides getters build a tuple each per call and run its code, cold
+// after every wait for a frame; these are read in place instead. Nothing is assumed at an offset:
+// the fields are found in a slot's first view by their values (cupy_raw_layout), else the
+// attributes are read.
+struct VectorHead {
+  uintptr_t begin;
+  uintptr_t end;
+  uintptr_t capacity_end;
 };
 
 SlotViewsObject* as_views(PyObject* o) {
@@ -71,6 +86,7 @@ int views_clear(PyObject* o) {
   Py_CLEAR(v->strides);
   Py_CLEAR(v->dtype);
   v->raw_type = nullptr;
+  v->shape_at = v->dtype_at = 0;
   return 0;
 }
 
@@ -93,7 +109,8 @@ PyObject* views_c_layout(PyObject* o, void*) {
 PyGetSetDef views_getset[] = {
     {"count", views_count, nullptr, "slots whose tensor is made", nullptr},
     {"c_layout", views_c_layout, nullptr,
-     "whether the reuse check reads the arrays' C layout (NumPy) rather than their attributes",
+     "whether the reuse check reads the arrays' C layout (NumPy's head, cupy's fields) rather "
+     "than their attributes",
      nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
@@ -172,11 +189,76 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
   v->raw_type = Py_TYPE(base);
 }
 
+// Whether the vector at `at` in `o` holds the `n` values of `values`. `checked`: a place that has
+// not held a vector before, whose words are checked to be one's before its memory is read.
+bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, int n, bool checked) {
+  VectorHead v;
+  std::memcpy(&v, reinterpret_cast<const char*>(o) + at, sizeof v);
+  if (checked && (!v.begin || v.begin % alignof(Py_ssize_t) || v.end < v.begin ||
+                  v.capacity_end < v.end || v.capacity_end - v.begin > (1u << 16)))
+    return false;
+  if (v.end - v.begin != size_t(n) * sizeof(Py_ssize_t)) return false;
+  return n == 0 || std::memcmp(reinterpret_cast<const void*>(v.begin), values,
+                               size_t(n) * sizeof(Py_ssize_t)) == 0;
+}
+
+// For a cupy view `base` whose layout was just read as attributes into `v`: where its fields say
+// the same (`size`, then the shape's and the strides' vectors, then the dtype object further on),
+// their places and the type they hold for. A word is read as a vector only after `size`'s value
+// is found before it and its words pass as one's.
+void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
+  const int n = PyTuple_Check(v->shape) ? int(PyTuple_GET_SIZE(v->shape)) : -1;
+  if (n < 0 || n > CUDAIPC_MAX_RANK || !PyTuple_Check(v->strides) ||
+      PyTuple_GET_SIZE(v->strides) != n)
+    return;
+  Py_ssize_t dims[CUDAIPC_MAX_RANK], steps[CUDAIPC_MAX_RANK], size = 1;
+  for (int i = 0; i < n; ++i) {
+    dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(v->shape, i));
+    steps[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(v->strides, i));
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return;
+    }
+    size *= dims[i];
+  }
+  const Py_ssize_t word = sizeof(void*), end = Py_TYPE(base)->tp_basicsize;
+  const char* bytes = reinterpret_cast<const char*>(base);
+  const Py_ssize_t vector = sizeof(VectorHead);
+  for (Py_ssize_t at = sizeof(PyObject); at + word + 2 * vector <= end; at += word) {
+    Py_ssize_t found;
+    std::memcpy(&found, bytes + at, sizeof found);
+    if (found != size || !vector_holds(base, at + word, dims, n, true) ||
+        !vector_holds(base, at + word + vector, steps, n, true))
+      continue;
+    for (Py_ssize_t d = at + word + 2 * vector; d + word <= end; d += word) {
+      PyObject* dtype;
+      std::memcpy(&dtype, bytes + d, sizeof dtype);
+      if (dtype != v->dtype) continue;
+      v->nd = n;
+      std::copy(dims, dims + n, v->dims);
+      std::copy(steps, steps + n, v->steps);
+      v->shape_at = at + word;
+      v->dtype_at = d;
+      v->raw_type = Py_TYPE(base);
+      return;
+    }
+    return;
+  }
+}
+
 // Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
 // it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
 bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
   PyObject* alias = v->lent[slot];
   if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
+  if (v->raw_type && v->shape_at) {
+    if (Py_TYPE(alias) != v->raw_type) return false;
+    PyObject* dtype;
+    std::memcpy(&dtype, reinterpret_cast<const char*>(alias) + v->dtype_at, sizeof dtype);
+    return dtype == v->dtype && vector_holds(alias, v->shape_at, v->dims, v->nd, false) &&
+           vector_holds(alias, v->shape_at + Py_ssize_t(sizeof(VectorHead)), v->steps, v->nd,
+                        false);
+  }
   if (v->raw_type) {
     if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
     const auto* h = reinterpret_cast<const NumpyHead*>(alias);
@@ -255,6 +337,7 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
       views->strides = b.release();
       views->dtype = c.release();
       if (maker.reuse == ViewMaker::Reuse::numpy_layout) raw_layout(views, base);
+      if (maker.reuse == ViewMaker::Reuse::cupy_layout) cupy_raw_layout(views, base);
     }
   }
   PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
