@@ -52,11 +52,12 @@ struct NumpyHead {
   int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
 };
 
-// A C++ std::vector<Py_ssize_t> as libstdc++ lays it out, which cupy's ndarray holds its shape
-// and strides in (`_shape`, `_strides`: cupy/_core/core.pxd, Cython fields in declared order after
-// `size`). cupy's shape and strides getters build a tuple each per call and run its code, cold
-// after every wait for a frame; these are read in place instead. Nothing is assumed at an offset:
-// the fields are found in a slot's first view by their values (cupy_raw_layout), else the
+// A C++ std::vector<Py_ssize_t> as a release build of the standard library lays it out, which
+// cupy's ndarray holds its shape and strides in (`_shape`, `_strides`: cupy/_core/core.pxd, Cython
+// fields in declared order: `__weakref__`, `size`, `_shape`, `_strides`, ..., `dtype`). cupy's
+// shape and strides getters build a tuple each per call and run its code, cold after every wait
+// for a frame; these are read in place instead, where a slot's first view shows them right after
+// its weak-reference list and holding its attributes' values (cupy_raw_layout); else the
 // attributes are read.
 struct VectorHead {
   uintptr_t begin;
@@ -189,8 +190,8 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
   v->raw_type = Py_TYPE(base);
 }
 
-// Whether the vector at `at` in `o` holds the `n` values of `values`. `checked`: a place that has
-// not held a vector before, whose words are checked to be one's before its memory is read.
+// Whether the vector at `at` in `o` holds the `n` values of `values`. `checked`: a place not yet
+// known to hold a vector, whose words must at least look like one's before its memory is read.
 bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, int n, bool checked) {
   VectorHead v;
   std::memcpy(&v, reinterpret_cast<const char*>(o) + at, sizeof v);
@@ -203,9 +204,9 @@ bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, in
 }
 
 // For a cupy view `base` whose layout was just read as attributes into `v`: where its fields say
-// the same (`size`, then the shape's and the strides' vectors, then the dtype object further on),
-// their places and the type they hold for. A word is read as a vector only after `size`'s value
-// is found before it and its words pass as one's.
+// the same (`size` right after the weak-reference list, then the shape's and the strides'
+// vectors, then the dtype object further on), their places and the type they hold for. Only that
+// one place is tried: no other word is ever read as a vector.
 void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
   const int n = PyTuple_Check(v->shape) ? int(PyTuple_GET_SIZE(v->shape)) : -1;
   if (n < 0 || n > CUDAIPC_MAX_RANK || !PyTuple_Check(v->strides) ||
@@ -224,24 +225,23 @@ void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
   const Py_ssize_t word = sizeof(void*), end = Py_TYPE(base)->tp_basicsize;
   const char* bytes = reinterpret_cast<const char*>(base);
   const Py_ssize_t vector = sizeof(VectorHead);
-  for (Py_ssize_t at = sizeof(PyObject); at + word + 2 * vector <= end; at += word) {
-    Py_ssize_t found;
-    std::memcpy(&found, bytes + at, sizeof found);
-    if (found != size || !vector_holds(base, at + word, dims, n, true) ||
-        !vector_holds(base, at + word + vector, steps, n, true))
-      continue;
-    for (Py_ssize_t d = at + word + 2 * vector; d + word <= end; d += word) {
-      PyObject* dtype;
-      std::memcpy(&dtype, bytes + d, sizeof dtype);
-      if (dtype != v->dtype) continue;
-      v->nd = n;
-      std::copy(dims, dims + n, v->dims);
-      std::copy(steps, steps + n, v->steps);
-      v->shape_at = at + word;
-      v->dtype_at = d;
-      v->raw_type = Py_TYPE(base);
-      return;
-    }
+  const Py_ssize_t at = Py_TYPE(base)->tp_weaklistoffset + word;  // `size`
+  if (at < Py_ssize_t(sizeof(PyObject)) + word || at + word + 2 * vector > end) return;
+  Py_ssize_t found;
+  std::memcpy(&found, bytes + at, sizeof found);
+  if (found != size || !vector_holds(base, at + word, dims, n, true) ||
+      !vector_holds(base, at + word + vector, steps, n, true))
+    return;
+  for (Py_ssize_t d = at + word + 2 * vector; d + word <= end; d += word) {
+    PyObject* dtype;
+    std::memcpy(&dtype, bytes + d, sizeof dtype);
+    if (dtype != v->dtype) continue;
+    v->nd = n;
+    std::copy(dims, dims + n, v->dims);
+    std::copy(steps, steps + n, v->steps);
+    v->shape_at = at + word;
+    v->dtype_at = d;
+    v->raw_type = Py_TYPE(base);
     return;
   }
 }

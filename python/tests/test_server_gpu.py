@@ -333,7 +333,8 @@ def test_cupy_hands_an_unheld_array_out_again_unless_reshaped(tmp_path):
         next_array(11)  # the slot's shape again, checked there
         assert gone() is None  # the reshaped array was let go, not lent
         # The check read cupy's fields in place (found in the slot's first view), not its
-        # attributes: what a cupy whose ndarray lays them out otherwise would still read.
+        # attributes. A canary: a cupy that lays its ndarray out otherwise still works (the
+        # attributes are read, as checked above) but fails here, to be looked at.
         assert c._shared.cupy_views.c_layout, f"cupy {cupy.__version__}: fields not found"
 
 
