@@ -21,7 +21,8 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
-      [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--pattern ball|black|...]
+      [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave]
+      [--pattern ball|black|...]
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def tracers(trace: str, size: int) -> Any:
 
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
           report: str, trace: str = "", trace_batch: int = 8, graph: bool = False,
-          spin: bool = False) -> None:
+          spin: bool = False, interleave: bool = False) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
     model alone at the batch sizes it formed and writes both to `report` (JSON). With `spin` its
     thread polls for requests (server.batch with no wait) instead of sleeping until one comes:
@@ -165,6 +166,26 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     # batch of 1 comes after the longest waits, from which a model's launches start cold.
     idles: Dict[int, List[float]] = {}
     answered_at = 0.0
+    # With `interleave`, each batch beside a batch of the same size from a resident tensor, timed
+    # as a served one is; which of the two comes first after the wait alternates per size. The
+    # first of a pair meets the GPU and the CPU as the wait left them, beside the same pipelines
+    # at the same moment: served first against resident first is what a request costs the model
+    # over a tensor of its own.
+    flip: Dict[int, bool] = {}
+    pairs: Dict[str, Dict[int, List[float]]] = {
+        k: {} for k in ("served first", "resident first", "served second", "resident second")}
+
+    def resident_time(b: int) -> float:
+        t0 = time.perf_counter()
+        tensors = model.inputs([resident] * b)
+        t1 = time.perf_counter()
+        torch.cuda.current_stream().synchronize()
+        t2 = time.perf_counter()
+        model(tensors)
+        torch.cuda.synchronize()
+        return (t1 - t0) + (time.perf_counter() - t2)
+
+    interleave = interleave and torch is not None
     served_trace, alone_trace = tracers(trace if torch is not None else "", trace_batch)
     served_trace.frame()  # starts recording: the profiler's start stalls, so before serving
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
@@ -173,6 +194,12 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             reqs = server.batch(max_batch, timeout=0 if spin else 0.1, max_delay=max_delay)
             if not reqs:
                 continue
+            b = len(reqs)
+            resident_first = interleave and flip.setdefault(b, False)
+            if interleave:
+                flip[b] = not flip[b]
+            if resident_first:
+                pairs["resident first"].setdefault(b, []).append(resident_time(b))
             t0, began_ns = time.perf_counter(), time.monotonic_ns()
             if answered_at:
                 idles.setdefault(len(reqs), []).append(t0 - answered_at)
@@ -188,8 +215,10 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     if torch is not None:
                         torch.cuda.synchronize()  # the batch's own time, for the comparison alone
                 t3 = time.perf_counter()
-                b = len(reqs)
                 sizes.setdefault(b, []).append((t1 - t0) + (t3 - t2))
+                if interleave:
+                    pairs["served second" if resident_first else "served first"].setdefault(
+                        b, []).append((t1 - t0) + (t3 - t2))
                 began.setdefault(b, []).append(began_ns)
                 landing.setdefault(b, []).append(t2 - t1)
                 walls.setdefault(b, []).append(t3 - t0)
@@ -199,6 +228,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                                 meta={"pts": r.frame.pts, "path": r.path,
                                       "sent": r.frame.publish_time_ns,
                                       "replied": time.monotonic_ns()})
+            if interleave and not resident_first:
+                pairs["resident second"].setdefault(b, []).append(resident_time(b))
             answered_at = time.perf_counter()
     served_trace.stop()
     if torch is not None and trace:
@@ -247,6 +278,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                    "wall": {b: float(np.median(v)) for b, v in walls.items()},
                    "alone": alone, "alone_idle": alone_idle,
                    "loaded_idle": loaded[1],
+                   "pairs": {k: {b: [len(v), float(np.median(v))] for b, v in d.items()}
+                             for k, d in pairs.items()},
                    "idle": {b: float(np.median(v)) for b, v in idles.items()}}, f)
 
 
@@ -420,11 +453,15 @@ def main() -> None:
     ap.add_argument("--spin", action="store_true",
                     help="the model's thread polls for requests instead of sleeping (a CPU "
                          "always busy: model_after_idle.py's spinning rows, served)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="each served batch beside a batch of a resident tensor of its size, "
+                         "which of them first after the wait alternating (a diagnosis: the "
+                         "replies wait for both)")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
-              args.trace, args.trace_batch, args.graph, args.spin)
+              args.trace, args.trace_batch, args.graph, args.spin, args.interleave)
         return
     model_cpus: set = set()
     if args.pin:
@@ -449,7 +486,7 @@ def main() -> None:
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
          else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else [])
-        + (["--spin"] if args.spin else []),
+        + (["--spin"] if args.spin else []) + (["--interleave"] if args.interleave else []),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
@@ -551,6 +588,21 @@ def main() -> None:
                   f"{ai / t if t else 0:.3f} | {len(kept)}, {st * 1e3:.2f} | {li * 1e3:.2f} | "
                   f"{li / st if st else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
                   f"{wall.get(b, 0.0) * 1e3:.2f} |")
+    pairs = {k: {int(b): v for b, v in d.items()} for k, d in rep.get("pairs", {}).items()}
+    if any(pairs.values()):
+        print("\nInterleaved: each served batch beside a resident batch of its size, which first "
+              "after the wait alternating; model ms p50 (batches).\n")
+        print("| batch size | served first | resident first | ratio, first | served second | "
+              "resident second | ratio, second |\n|---|---|---|---|---|---|---|")
+        for b in sorted(set().union(*(d.keys() for d in pairs.values()))):
+            cells = []
+            for served_key, resident_key in (("served first", "resident first"),
+                                             ("served second", "resident second")):
+                (ns, ts), (nr, tr) = (pairs[served_key].get(b, (0, 0.0)),
+                                      pairs[resident_key].get(b, (0, 0.0)))
+                cells.append(f"{ts * 1e3:.2f} ({ns}) | {tr * 1e3:.2f} ({nr}) | "
+                             f"{tr / ts if ts else 0:.3f}")
+            print(f"| {b} | " + " | ".join(cells) + " |")
     firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
     print(f"first three frames' latency per pipeline, ms: {firsts}")
     # Where a slow start went: the model's side (request published -> reply made), and the rest
