@@ -26,6 +26,13 @@ int frame_clear(PyObject* o) {
   return 0;
 }
 
+// fail() naming the frame: "<doing> frame <seq><what>".
+PyObject* fail_on_frame(int rc, const FrameObject* f, const char* doing, const char* what = "") {
+  char context[96];
+  snprintf(context, sizeof context, "%s frame %llu%s", doing, (unsigned long long)f->seq, what);
+  return fail(rc, context);
+}
+
 // Releases `h`, ordered after `stream` when there is one (0: none); the release happens even when
 // the ordering fails, whose status is returned.
 int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
@@ -322,11 +329,7 @@ PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
     Py_RETURN_NONE;
   }
   if (flags & CUDAIPC_DLPACK_NO_SYNC) s = 0;  // the caller's reads are its own to order
-  const auto failure = [f](int rc) {
-    char context[64];
-    snprintf(context, sizeof context, "releasing frame %llu", (unsigned long long)f->seq);
-    return fail(rc, context);
-  };
+  const auto failure = [f](int rc) { return fail_on_frame(rc, f, "releasing"); };
   if (ok && event) {
     const int failed = cudaipc_frame_order_release_event(h, reinterpret_cast<void*>(event));
     if (!failed) {
@@ -346,14 +349,10 @@ PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
 
 bool frame_order_event(FrameObject* f, uintptr_t event) {
   if (!f->h || f->device < 0) return true;
-  if (int rc = cudaipc_frame_order_release_event(f->h, reinterpret_cast<void*>(event))) {
-    char context[80];
-    snprintf(context, sizeof context, "ordering frame %llu's release after an event",
-             (unsigned long long)f->seq);
-    fail(rc, context);
-    return false;
-  }
-  return true;
+  const int rc = cudaipc_frame_order_release_event(f->h, reinterpret_cast<void*>(event));
+  if (!rc) return true;
+  fail_on_frame(rc, f, "ordering", "'s release after an event");
+  return false;
 }
 
 bool frame_order_views(FrameObject* f, uintptr_t stream) {
@@ -361,10 +360,7 @@ bool frame_order_views(FrameObject* f, uintptr_t stream) {
   if (f->h && views && views != stream) {
     // Kept on failure: the frame's release still waits for those reads then.
     if (int rc = cudaipc_frame_order_release(f->h, reinterpret_cast<void*>(views))) {
-      char context[80];
-      snprintf(context, sizeof context, "ordering frame %llu's release after its tensor's reads",
-               (unsigned long long)f->seq);
-      fail(rc, context);
+      fail_on_frame(rc, f, "ordering", "'s release after its tensor's reads");
       return false;
     }
   }
