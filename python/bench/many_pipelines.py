@@ -118,6 +118,7 @@ def make_batched_model(width: int, height: int, graph: bool = False):
 
 
 def spin_for(seconds: float) -> None:
+    """A wait that keeps the CPU busy (the --spin rows, here and in model_after_idle.py)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
@@ -202,7 +203,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                 pairs["resident first"].setdefault(b, []).append(resident_time(b))
             t0, began_ns = time.perf_counter(), time.monotonic_ns()
             if answered_at:
-                idles.setdefault(len(reqs), []).append(t0 - answered_at)
+                idles.setdefault(b, []).append(t0 - answered_at)
             # timeline.py compares the batches of the traced size ("frame") with that size alone.
             with served_trace.step("frame" if len(reqs) == trace_batch else "batch"):
                 with served_trace.step("model"):
@@ -215,10 +216,11 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     if torch is not None:
                         torch.cuda.synchronize()  # the batch's own time, for the comparison alone
                 t3 = time.perf_counter()
-                sizes.setdefault(b, []).append((t1 - t0) + (t3 - t2))
+                model_time = (t1 - t0) + (t3 - t2)
+                sizes.setdefault(b, []).append(model_time)
                 if interleave:
                     pairs["served second" if resident_first else "served first"].setdefault(
-                        b, []).append((t1 - t0) + (t3 - t2))
+                        b, []).append(model_time)
                 began.setdefault(b, []).append(began_ns)
                 landing.setdefault(b, []).append(t2 - t1)
                 walls.setdefault(b, []).append(t3 - t0)

@@ -22,15 +22,9 @@ from typing import Callable, List, Tuple
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from many_pipelines import make_batched_model  # noqa: E402
+from many_pipelines import make_batched_model, spin_for  # noqa: E402
 
 WIDTH, HEIGHT = 1920, 1080
-
-
-def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def main() -> None:
@@ -79,7 +73,7 @@ def main() -> None:
         rows = [("back to back", lambda: None)]
         for ms in (float(x) for x in args.idle_ms.split(",")):
             rows.append((f"asleep {ms:g} ms", lambda s=ms / 1e3: time.sleep(s)))
-            rows.append((f"spinning {ms:g} ms", lambda s=ms / 1e3: spin(s)))
+            rows.append((f"spinning {ms:g} ms", lambda s=ms / 1e3: spin_for(s)))
         for label, wait in rows:
             wall, gpu = timed(b, wait)
             p50 = float(np.median(wall))
