@@ -1,7 +1,7 @@
 // One connection's page: a small read-write memfd the producer makes for each consumer and sends
-// only to it. It holds everything that consumer writes (leases, cursor, counters, its sleep flag),
-// so a consumer can only ever spoil its own page. The producer never trusts it: every value goes
-// through read_conn_page() into a private, validated snapshot.
+// only to it. It holds everything that consumer writes (leases, cursor, counters, its sleep flag)
+// and the words it sleeps on, so a consumer can only ever spoil its own page. The producer never
+// trusts it: every value goes through read_conn_page() into a private, validated snapshot.
 #pragma once
 
 #include <atomic>
@@ -27,11 +27,17 @@ struct ConnPage {
   std::atomic<std::uint64_t> cursor;              // last seq it acquired (~0: reads no more)
   std::atomic<std::uint64_t> delivered;
   std::atomic<std::uint64_t> skipped;
-  // Non-zero while the consumer sleeps on the producer region's frame_futex: publishing wakes it
-  // then. kSleepingAtLimit when it also sleeps on its own release_futex (at its lease limit): only
-  // then does a release of its own wake it, so a release while it waits for the next frame (a
-  // server's reader, between a model's requests) makes no syscall.
+  // Non-zero while the consumer sleeps on frame_wake: publishing wakes it then. kSleepingAtLimit
+  // when it also sleeps on its own release_futex (at its lease limit): only then does a release of
+  // its own wake it, so a release while it waits for the next frame (a server's reader, between a
+  // model's requests) makes no syscall.
   alignas(64) std::atomic<std::uint32_t> sleeping;
+  // Bumped by the producer (then FUTEX_WAKE) on an event for a consumer that says `sleeping`; the
+  // consumer sleeps on it. Here, not in the producer region: that one is mapped read-only, and the
+  // kernel keys a futex by first asking for write access to its page, which on a read-only mapping
+  // fails through the slow path (a VMA lookup under the mmap lock) on every wait. Beside
+  // `sleeping`: the producer reads one and bumps the other in a single cache line.
+  std::atomic<std::uint32_t> frame_wake;
   // Bumped on every release; the producer sleeps on it (with every other page's) for space.
   alignas(64) std::atomic<std::uint32_t> release_futex;
 

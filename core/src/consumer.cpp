@@ -410,6 +410,8 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
 
     ControlBlock& cb = conn_->cb();
     ConnPage& page = conn_->page();
+    // The word slept on is read before anything is checked: a wake after this returns the wait.
+    const std::uint32_t woken = page.frame_wake.load(std::memory_order_seq_cst);
     const std::uint32_t seen = cb.frame_futex.load(std::memory_order_seq_cst);
     const std::uint32_t released = page.release_futex.load(std::memory_order_seq_cst);
     late_ = false;
@@ -452,7 +454,8 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       continue;
     }
     if (now >= deadline) return ev;  // timeout
-    // Announce the sleep, then re-check: the producer bumps frame_futex before it reads the flag.
+    // Announce the sleep, then re-check: the producer bumps frame_futex before it reads the flag
+    // (and then bumps frame_wake, where we sleep, if it saw it).
     page.sleeping.store(at_limit_ ? kSleepingAtLimit : kSleeping, std::memory_order_seq_cst);
     WaitResult w = WaitResult::woken;
     // interrupt() sets its flag before it bumps local_wake_: read the word before the flag.
@@ -460,7 +463,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
     if (cb.frame_futex.load(std::memory_order_seq_cst) == seen &&
         !interrupted_.load(std::memory_order_seq_cst)) {
       FutexWord words[3] = {
-          {&cb.frame_futex, seen}, {&local_wake_, local}, {&page.release_futex, released}};
+          {&page.frame_wake, woken}, {&local_wake_, local}, {&page.release_futex, released}};
       w = futex_wait_any(words, at_limit_ ? 3 : 2,
                          std::min<std::chrono::nanoseconds>(
                              kLivenessSlice, std::chrono::nanoseconds(deadline - now)));

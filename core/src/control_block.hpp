@@ -10,7 +10,8 @@
 // Publication protocol (seq numbers start at 1 and are never reused within a producer run):
 //   producer: slots[i].seq = 0 (seq_cst) -> read every page's leases (seq_cst) -> write slot + desc
 //             -> slots[i].seq = t (release) -> ring[t % kRing] = t<<8|i (release)
-//             -> published = t (release) -> frame_futex++ -> wake if any page says `sleeping`
+//             -> published = t (release) -> frame_futex++ (seq_cst) -> for each page that says
+//             `sleeping` (seq_cst): its frame_wake++ and FUTEX_WAKE on it (conn_page.hpp)
 //   consumer: t from published/cursor -> i from ring -> own page leases |= bit i (seq_cst)
 //             -> slots[i].seq == t (seq_cst)? lease held : clear bit, retry
 // The seq_cst pair (producer: invalidate then read leases; consumer: set lease then read seq) means
@@ -27,7 +28,7 @@
 namespace cudaipc {
 
 inline constexpr std::uint64_t kControlMagic = 0x3243504941445543ull;  // "CUDAIPC2"
-inline constexpr std::uint32_t kLayoutVersion = 5;
+inline constexpr std::uint32_t kLayoutVersion = 6;
 inline constexpr std::uint32_t kMaxConsumers = 32;
 inline constexpr std::uint32_t kRing = 64;  // > kMaxSlots: a ring entry outlives its slot's reuse
 inline constexpr unsigned kRingSlotBits = 8;

@@ -1,11 +1,13 @@
 // The lease side of the producer: what every consumer page says, checked, and what to do about a
-// consumer that holds publishing back. Runs on the publish path under table_mu_, with no syscall
-// but the rare eviction notice to the socket thread.
+// consumer that holds publishing back, and the wake of a consumer asleep on its page. Runs on the
+// publish path under table_mu_, with no syscall but that wake and the rare eviction notice to the
+// socket thread.
 #include <algorithm>
 #include <bitset>
 #include <string>
 
 #include "cudaipc/log.hpp"
+#include "futex.hpp"
 #include "process_watch.hpp"
 #include "producer_impl.hpp"
 
@@ -42,11 +44,17 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
   return o;
 }
 
-bool ProducerImpl::any_sleeping() {
+// After frame_futex's bump: a consumer that read the old value before it announced its sleep is
+// seen here (both seq_cst) and woken on its own page's word; one that did not sleeps no more. Only
+// pages that say `sleeping` cost a syscall (an evicted consumer's too: it wakes to hear of it).
+void ProducerImpl::wake_sleepers(bool everyone) {
   std::lock_guard<std::mutex> lock(table_mu_);
-  for (const auto& r : live_records())
-    if (r && r->active && r->page->sleeping.load(std::memory_order_seq_cst) != 0) return true;
-  return false;
+  for (const auto& r : live_records()) {
+    if (!r || !r->page) continue;
+    if (!everyone && r->page->sleeping.load(std::memory_order_seq_cst) == 0) continue;
+    r->page->frame_wake.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all_noexcept(r->page->frame_wake);
+  }
 }
 
 // Publishing has found no free slot for lease_timeout: every consumer that holds a slot or an

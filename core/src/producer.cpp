@@ -118,8 +118,7 @@ void ProducerImpl::create_control_block() {
 
 void ProducerImpl::wake_consumers(bool everyone) {
   cb_->frame_futex.fetch_add(1, std::memory_order_seq_cst);
-  // Only a consumer that announced its sleep in its page is in the futex: skip the syscall else.
-  if (everyone || any_sleeping()) futex_wake_all_noexcept(cb_->frame_futex);
+  wake_sleepers(everyone);
 }
 
 void ProducerImpl::wake_space() noexcept {

@@ -132,7 +132,7 @@ class ProducerImpl {
   void evict_gpu_holders(const std::vector<std::uint32_t>& ids);
   void mark_evicted(Record& r, const char* reason);
   void log_holdback(std::uint64_t now);
-  bool any_sleeping();
+  void wake_sleepers(bool everyone);
 
   // producer_server.cpp: the socket thread
   void serve();
@@ -192,7 +192,7 @@ class ProducerImpl {
   mutable std::mutex table_mu_;
   std::array<std::unique_ptr<Record>, kMaxRecords> records_;
   // One past the last record in use: every publish scans the records twice (occupancy(),
-  // any_sleeping()), and over all kMaxRecords places that was two thirds of a reply's publish
+  // wake_sleepers()), and over all kMaxRecords places that was two thirds of a reply's publish
   // (callgrind, issue #39) for the one or two connections a channel has.
   std::uint32_t records_end_ = 0;
   template <typename T>

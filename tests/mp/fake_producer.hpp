@@ -59,6 +59,7 @@ class FakeProducer {
   }
 
   ControlBlock& cb() { return *cb_; }
+  ConnPage& page() { return *static_cast<ConnPage*>(page_.data()); }
   ProducerSlots& slots() { return *slots_; }
 
   // Runs `script` on the first connection, on a thread; every wait in it is bounded.
@@ -123,7 +124,9 @@ class FakeProducer {
     cb_->ring[seq % kRing].store(ring_entry(seq, ring_slot));
     cb_->published.store(seq);
     cb_->frame_futex.fetch_add(1);
-    futex_wake_all(cb_->frame_futex);
+    // The consumer sleeps on its page's word (conn_page.hpp): woken there, as a producer does.
+    page().frame_wake.fetch_add(1);
+    futex_wake_all(page().frame_wake);
   }
 
   FrameDesc good_desc(std::uint64_t seq) const {
