@@ -169,6 +169,7 @@ EOF
     # MANY_PIPELINES: the pipelines of many_pipelines.py (default 16; empty skips it), each
     # `videotestsrc ! cudaupload ! cudaipcfilter ! cudaipcringsink` in a gst-launch-1.0 of the
     # bundle, into one batching model process; MANY_ARGS adds to its options (e.g. --pin);
+    # MANY_RUNS runs it once per option set, each joined by "+" (e.g. "--pin --pin+--interleave");
     # MANY_MPS_ONLY=1 runs it under MPS only.
     printf '#!/usr/bin/env bash\n%s\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64\nexec "%s" "$@"\n' \
       "$gst_env" "$gst_launch" >"$site/gst-launch"
@@ -186,10 +187,17 @@ EOF
         done
       done
       if [ -n "${MANY_PIPELINES-16}" ] && { [ -z "${MANY_MPS_ONLY:-}" ] || [ -n "$mps_on" ]; }; then
-        echo "== many_pipelines.py ${*:3}" | tee -a "$out/bench-many-pipelines.txt"
-        timeout 240 "$py" -u python/bench/many_pipelines.py --pipelines "${MANY_PIPELINES-16}" \
-          --gst-launch "$site/gst-launch" ${MANY_ARGS:-} 2>&1 | tee -a "$out/bench-many-pipelines.txt"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        local many_args many_runs=${MANY_ARGS:-}
+        many_runs=${MANY_RUNS:-${many_runs// /+}}
+        for many_args in ${many_runs:--}; do
+          [ "$many_args" = - ] && many_args=
+          echo "== many_pipelines.py ${*:3} ${many_args//+/ }" | tee -a "$out/bench-many-pipelines.txt"
+          # shellcheck disable=SC2086
+          timeout 240 "$py" -u python/bench/many_pipelines.py --pipelines "${MANY_PIPELINES-16}" \
+            --gst-launch "$site/gst-launch" ${many_args//+/ } 2>&1 |
+            tee -a "$out/bench-many-pipelines.txt"
+          [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        done
       fi
     }
     mps_on=
