@@ -22,7 +22,7 @@ struct ConnPage {
   std::uint32_t version;
   std::uint32_t page_size;
 
-  // Written by the consumer.
+  // Written by the consumer (all but frame_wake, the producer's).
   alignas(64) std::atomic<std::uint64_t> leases;  // bit per slot it holds now
   std::atomic<std::uint64_t> cursor;              // last seq it acquired (~0: reads no more)
   std::atomic<std::uint64_t> delivered;

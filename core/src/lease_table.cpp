@@ -46,12 +46,14 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
 
 // After frame_futex's bump: a consumer that read the old value before it announced its sleep is
 // seen here (both seq_cst) and woken on its own page's word; one that did not sleeps no more. Only
-// pages that say `sleeping` cost a syscall (an evicted consumer's too: it wakes to hear of it).
+// pages that say `sleeping` cost a syscall. An evicted consumer is woken by drop(), once the socket
+// holds the reason: woken by a publish before that, it would leave without it.
 void ProducerImpl::wake_sleepers(bool everyone) {
   std::lock_guard<std::mutex> lock(table_mu_);
   for (const auto& r : live_records()) {
     if (!r || !r->page) continue;
-    if (!everyone && r->page->sleeping.load(std::memory_order_seq_cst) == 0) continue;
+    if (!everyone && (!r->active || r->page->sleeping.load(std::memory_order_seq_cst) == 0))
+      continue;
     r->page->frame_wake.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all_noexcept(r->page->frame_wake);
   }

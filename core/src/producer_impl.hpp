@@ -1,7 +1,8 @@
 // The producer's state, split by who touches it so that publishing never waits for the socket:
 //   mu_        the publish path (slots, seq, generation); the socket thread never takes it.
-//   table_mu_  the lease records (one per consumer page); held only for short loops with no
-//              syscall, by the publish path and by the socket thread.
+//   table_mu_  the lease records (one per consumer page); held only for short loops, by the
+//              publish path and by the socket thread, whose only syscall is the wake of a
+//              consumer asleep on its page.
 //   format_mu_ the newest format, which the socket thread sends to consumers.
 // Lock order: mu_ before table_mu_; format_mu_ is never held with another.
 #pragma once
