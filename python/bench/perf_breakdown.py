@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Where the CPU spends the package's per-frame calls, function by function, from perf's samples:
-a served model's reply() (as reply_profile.py --loop --busy 20 has it: next -> torch() -> 20
-launches -> a CPU wait through an event -> 20 more -> reply(after=event)), or a consumer's next ->
-[view] -> release (as consumer_overhead.py's rows: a paced producer process, a frame per 0.5 ms,
-read back to back).
+"""Where the CPU spends the package's per-frame calls, function by function, from perf's samples.
+
+The loops: a served model's reply() (as reply_profile.py --loop --busy 20 has it: next -> torch()
+-> 20 launches -> a CPU wait through an event -> 20 more -> reply(after=event)), or a consumer's
+next -> [view] -> release (as consumer_overhead.py's rows: a paced producer process, a frame per
+0.5 ms, read back to back).
 
   python3 python/bench/perf_breakdown.py --perf PERF reply [--frames N]
   python3 python/bench/perf_breakdown.py --perf PERF consumer --row plain|torch|cupy|numpy [--frames N]
