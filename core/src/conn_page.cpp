@@ -2,7 +2,14 @@
 
 #include <bitset>
 
+#include "futex.hpp"
+
 namespace cudaipc {
+
+void wake_page(ConnPage& page) noexcept {
+  page.frame_wake.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all_noexcept(page.frame_wake);
+}
 
 PageSnapshot read_conn_page(const ConnPage& page, std::uint32_t slot_count,
                             std::uint32_t max_leases, std::uint64_t published) noexcept {

@@ -70,6 +70,9 @@ struct PageSnapshot {
 
 // Reads a page a consumer may have filled with anything. `slot_count` is the channel's,
 // `max_leases` the most slots one consumer may hold, `published` the newest seq.
+// Wakes the page's consumer if it sleeps on frame_wake (it re-reads what it waits for on waking).
+void wake_page(ConnPage& page) noexcept;
+
 PageSnapshot read_conn_page(const ConnPage& page, std::uint32_t slot_count,
                             std::uint32_t max_leases, std::uint64_t published) noexcept;
 

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "cudaipc/log.hpp"
-#include "futex.hpp"
 #include "process_watch.hpp"
 #include "producer_impl.hpp"
 
@@ -51,11 +50,9 @@ ProducerImpl::Occupancy ProducerImpl::occupancy(std::uint64_t now) {
 void ProducerImpl::wake_sleepers(bool everyone) {
   std::lock_guard<std::mutex> lock(table_mu_);
   for (const auto& r : live_records()) {
-    if (!r || !r->page) continue;
-    if (!everyone && (!r->active || r->page->sleeping.load(std::memory_order_seq_cst) == 0))
-      continue;
-    r->page->frame_wake.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake_all_noexcept(r->page->frame_wake);
+    if (!r) continue;
+    if (everyone || (r->active && r->page->sleeping.load(std::memory_order_seq_cst) != 0))
+      wake_page(*r->page);
   }
 }
 

@@ -13,7 +13,6 @@
 #include "clock.hpp"
 #include "cudaipc/log.hpp"
 #include "descriptor_shortage.hpp"
-#include "futex.hpp"
 #include "process_watch.hpp"
 #include "producer_impl.hpp"
 #include "protocol.hpp"
@@ -566,8 +565,7 @@ void ProducerImpl::drop(Conn& c, const std::string& why) {
     r.page->revoked.store(1, std::memory_order_seq_cst);
     // Asleep on its own page's word, it hears of it now (the socket already says why) rather than
     // at its next liveness slice.
-    r.page->frame_wake.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake_all_noexcept(r.page->frame_wake);
+    wake_page(*r.page);
     // Without a pidfd the hang-up is the only sign of death we get, so it has to count as one.
     if (r.pidfd && !r.void_leases) {
       PageSnapshot s = read_conn_page(*r.page, slot_count_, max_leases_, ~std::uint64_t{0});

@@ -201,9 +201,9 @@ struct ViewMaker {
   PyObject* alias;      // the method that makes an alias of a view (torch's detach)
   // Whether an alias nobody holds any more is handed out again while its layout is still the
   // slot's: never (torch: more of a tensor changes in place than a check could read), checked
-  // through its shape, strides and dtype (attributes), through NumPy's C layout, flags too, or
-  // through cupy's fields where they were found (its attributes where not).
-  enum class Reuse { never, attributes, numpy_layout, cupy_layout } reuse;
+  // through NumPy's C layout, flags too, or through cupy's fields; through the view's shape,
+  // strides and dtype attributes where those were not found.
+  enum class Reuse { never, numpy_layout, cupy_layout } reuse;
   // The view of a slot from its slot-view capsule (a new reference; NULL with an exception set).
   PyObject* (*make)(PyObject* capsule, int device);
   // The library's current CUstream on a device (the default for the frame's reads); false with an

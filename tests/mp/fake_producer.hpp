@@ -13,7 +13,6 @@
 
 #include "conn_page.hpp"
 #include "control_block.hpp"
-#include "futex.hpp"
 #include "mapping.hpp"
 #include "memory_backend.hpp"
 #include "protocol.hpp"
@@ -125,8 +124,7 @@ class FakeProducer {
     cb_->published.store(seq);
     cb_->frame_futex.fetch_add(1);
     // The consumer sleeps on its page's word (conn_page.hpp): woken there, as a producer does.
-    page().frame_wake.fetch_add(1);
-    futex_wake_all(page().frame_wake);
+    wake_page(page());
   }
 
   FrameDesc good_desc(std::uint64_t seq) const {
