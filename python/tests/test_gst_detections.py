@@ -43,8 +43,10 @@ pytestmark = [
     pytest.mark.skipif(GST_LAUNCH is None, reason="gst-launch-1.0 is not installed"),
 ]
 
-PROBE = ("import gi, numpy; gi.require_version('Gst', '1.0'); gi.require_version('GstApp', '1.0');"
-         "from gi.repository import Gst, GstApp; Gst.init(None); print(Gst.version_string())")
+PROBE = ("import gi, numpy, sys; gi.require_version('Gst', '1.0');"
+         "gi.require_version('GstApp', '1.0'); from gi.repository import Gst, GstApp;"
+         "Gst.init(None);"
+         "print('%d.%d' % sys.version_info[:2], Gst.version_string())")
 
 
 def app_env(tmp_path) -> Tuple[str, Dict[str, str], Tuple[int, int]]:
@@ -61,7 +63,13 @@ def app_env(tmp_path) -> Tuple[str, Dict[str, str], Tuple[int, int]]:
         why = (r.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"{python} has no PyGObject with GStreamer's Gst and GstApp typelibs and NumPy "
                     f"({why}); set CUDAIPC_GI_PYTHON to one (scripts/dev.sh: build/gi-venv)")
-    version = r.stdout.split()[-1]
+    # The binding is built for one CPython (pip builds it for the Python that runs pip): an
+    # application of another one could not import this cudaipc, nor could the user's.
+    theirs, version = r.stdout.split()[0], r.stdout.split()[-1]
+    ours = "%d.%d" % sys.version_info[:2]
+    if theirs != ours:
+        pytest.skip(f"{python} is CPython {theirs}, and this cudaipc's binding is built for "
+                    f"{ours}: set CUDAIPC_GI_PYTHON to a PyGObject Python of {ours}")
     launch = subprocess.run([GST_LAUNCH, "--version"], env=env, capture_output=True, text=True)
     # The application must run the GStreamer under test, not another one on the machine.
     assert f"GStreamer {version}" in launch.stdout, (version, launch.stdout)
