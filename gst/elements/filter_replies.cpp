@@ -177,6 +177,7 @@ void model_serves(GstCudaIpcFilter* self) {
 void reply_loop(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   pthread_setname_np(pthread_self(), "cudaipc-replies");  // it runs downstream's chains too
+  raise_pushing_thread(self);
   NoModelWarning no_model(self);
   while (!st->reader_stop.load(std::memory_order_acquire)) {
     no_model.check(self);

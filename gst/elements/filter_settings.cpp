@@ -78,6 +78,17 @@ void install_filter_properties(GObjectClass* klass) {
                         "shown frame, a queue): the ring has this many slots beyond "
                         "max-inflight and two, for upstream writing into slots (32 at most)",
                         0, kMaxDownstreamBuffers, kDefaultDownstreamBuffers, rw));
+  g_object_class_install_property(
+      klass, PROP_RT_PRIORITY,
+      g_param_spec_uint("rt-priority", "Real-time priority",
+                        "SCHED_FIFO priority of the two threads that read the model's replies and "
+                        "push the answered frames on (0: the default scheduling). Where the "
+                        "pipelines keep every CPU busy, a woken thread of the default policy may "
+                        "wait milliseconds for one. Needs CAP_SYS_NICE or an RLIMIT_RTPRIO "
+                        "(ulimit -r) this high; without, a warning says so and the threads keep "
+                        "the default. Downstream of the filter runs in these threads: put a queue "
+                        "after it for heavy work",
+                        0, 99, 0, rw));
 }
 
 bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
@@ -121,6 +132,9 @@ bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
     case PROP_DOWNSTREAM_BUFFERS:
       s.downstream_buffers = g_value_get_uint(value);
       break;
+    case PROP_RT_PRIORITY:
+      s.rt_priority = g_value_get_uint(value);
+      break;
     default:
       return false;
   }
@@ -161,6 +175,9 @@ bool get_filter_setting(const Settings& s, guint prop_id, GValue* value) {
       break;
     case PROP_DOWNSTREAM_BUFFERS:
       g_value_set_uint(value, s.downstream_buffers);
+      break;
+    case PROP_RT_PRIORITY:
+      g_value_set_uint(value, s.rt_priority);
       break;
     default:
       return false;

@@ -26,6 +26,7 @@ enum {
   PROP_FORWARD_METAS,
   PROP_REPLY_METAS,
   PROP_DOWNSTREAM_BUFFERS,
+  PROP_RT_PRIORITY,
   PROP_STATS,
 };
 
@@ -53,6 +54,7 @@ struct Settings {
   std::string forward_metas = "*";
   std::string reply_metas = "*";
   guint downstream_buffers = kDefaultDownstreamBuffers;
+  guint rt_priority = 0;  // 0: the threads keep the default scheduling
 };
 
 // The frames' ring: the frames in flight, the spare ones and what downstream keeps, at most 32.

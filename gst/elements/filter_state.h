@@ -81,7 +81,7 @@ struct FilterState {
   bool model_wait_spent = false;
   // Whether a model is there was asked since a model last served (once per absence).
   bool model_looked_for = false;
-  std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false};
+  std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false}, warned_priority{false};
   std::atomic<unsigned> told_version_gaps{0};  // VersionGap bits warned about since READY
 
   Counters counts;
@@ -108,6 +108,11 @@ void read_reply(GstCudaIpcFilter* self, std::chrono::nanoseconds timeout);
 
 // Says on the bus, once per arrival, that a model process serves this pipeline.
 void announce_model(GstCudaIpcFilter* self);
+
+// The calling thread, one of the two that push answered frames on (the reply reader's, the
+// source pad's task on entering it), on rt-priority when that is set; a warning once per start
+// when it cannot be.
+void raise_pushing_thread(GstCudaIpcFilter* self);
 
 // The reply reader's thread, from opening the channels (READY) to closing them.
 void start_reply_reader(GstCudaIpcFilter* self);

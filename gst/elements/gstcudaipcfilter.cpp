@@ -44,6 +44,7 @@
 #include "elements/element_errors.h"
 #include "elements/filter_state.h"
 #include "elements/gstcudaipcsink.h"
+#include "elements/thread_priority.h"
 #include "format/caps_tensor.h"
 #include "format/time_sync.h"
 #include "memory/slot_pool.h"
@@ -477,6 +478,7 @@ static bool open_channel(GstCudaIpcFilter* self) {
   st->counts.reset();
   st->warned_bad_reply = false;
   st->warned_bad_metas = false;
+  st->warned_priority = false;
   st->told_version_gaps = 0;
   start_reply_reader(self);
   if (s.max_inflight + kSpareSlots + s.downstream_buffers > kMaxSlots)
@@ -500,6 +502,43 @@ static void close_channel(GstCudaIpcFilter* self) {
   st->producer.reset();
   GST_OBJECT_UNLOCK(self);
   gst_element_set_state(st->sink, GST_STATE_NULL);
+}
+
+// ---- The pushing threads' priority ----
+
+void cudaipc::gst::filter::raise_pushing_thread(GstCudaIpcFilter* self) {
+  GST_OBJECT_LOCK(self);
+  const guint priority = self->st->settings.rt_priority;
+  GST_OBJECT_UNLOCK(self);
+  if (!priority) return;
+  const std::string why = raise_thread_priority(priority);
+  if (why.empty()) {
+    GST_DEBUG_OBJECT(self, "this pushing thread runs at SCHED_FIFO priority %u", priority);
+  } else if (!self->st->warned_priority.exchange(true)) {
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("The threads that push answered frames on could not get real-time "
+                         "priority %u (rt-priority): they run at the default priority.",
+                         priority),
+                        ("%s", why.c_str()));
+  }
+}
+
+// The source pad's task says when it enters and leaves its thread, from that thread: raised on
+// entering, and given back its scheduling on leaving, since GStreamer's pool lends the thread to
+// other tasks afterwards. (Applications set their own threads' priorities on these messages.)
+static gboolean gst_cuda_ipc_filter_post_message(GstElement* element, GstMessage* msg) {
+  auto* self = GST_CUDA_IPC_FILTER(element);
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_STREAM_STATUS &&
+      GST_MESSAGE_SRC(msg) == GST_OBJECT_CAST(self->srcpad)) {
+    GstStreamStatusType type;
+    GstElement* owner = nullptr;
+    gst_message_parse_stream_status(msg, &type, &owner);
+    if (type == GST_STREAM_STATUS_TYPE_ENTER)
+      raise_pushing_thread(self);
+    else if (type == GST_STREAM_STATUS_TYPE_LEAVE)
+      restore_thread_priority();
+  }
+  return GST_ELEMENT_CLASS(parent_class)->post_message(element, msg);
 }
 
 static GstStateChangeReturn gst_cuda_ipc_filter_change_state(GstElement* element,
@@ -661,6 +700,7 @@ static void gst_cuda_ipc_filter_class_init(GstCudaIpcFilterClass* klass) {
   gst_caps_unref(caps);
   element_class->change_state = gst_cuda_ipc_filter_change_state;
   element_class->set_context = gst_cuda_ipc_filter_set_context;
+  element_class->post_message = gst_cuda_ipc_filter_post_message;
 
   GST_DEBUG_CATEGORY_INIT(gst_cuda_ipc_filter_debug, "cudaipcfilter", 0, "cudaipcfilter");
   gst_type_mark_as_plugin_api(GST_TYPE_CUDA_IPC_FILTER_MISSING, static_cast<GstPluginAPIFlags>(0));

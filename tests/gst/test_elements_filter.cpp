@@ -6,12 +6,17 @@
 // comes back; EOS drains the frames in flight, a flushing seek drops them; the filter's channel is
 // one a server takes, a cudaipcsink's one it refuses.
 #include <gst/app/gstappsrc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,6 +227,8 @@ struct Out {
   gint64 result = -1;  // the first one's index
   gint box_x = -1;     // GStreamer 1.22: the CudaipcAnalyticsMeta's first object's x
   GstClockTime pts = GST_CLOCK_TIME_NONE;
+  pid_t pusher = 0;  // the thread that pushed it, and its scheduling then
+  int policy = -1, priority = -1;
 };
 
 class FilterPipeline {
@@ -295,6 +302,9 @@ class FilterPipeline {
     GstBuffer* buf = gst_sample_get_buffer(sample.get());
     Out o;
     o.pts = GST_BUFFER_PTS(buf);
+    o.pusher = gettid();
+    sched_param sp{};
+    if (pthread_getschedparam(pthread_self(), &o.policy, &sp) == 0) o.priority = sp.sched_priority;
     GstMapInfo m;
     if (gst_buffer_map(buf, &m, GST_MAP_READ)) {
       o.bytes.assign(m.data, m.data + m.size);
@@ -417,6 +427,89 @@ TEST_F(FilterTest, EveryFrameComesBackWithItsOwnResult) {
   EXPECT_EQ(p.stat("answered"), static_cast<guint64>(kN));
   EXPECT_EQ(p.stat("passed"), 0u);
   EXPECT_EQ(model.requests(), kN);
+}
+
+// The thread of this process whose name is `name` (15 characters at most); 0 when none is.
+pid_t thread_named(const std::string& name) {
+  GDir* dir = g_dir_open("/proc/self/task", 0, nullptr);
+  if (!dir) return 0;
+  pid_t found = 0;
+  while (const gchar* tid = g_dir_read_name(dir)) {
+    std::ifstream comm(std::string("/proc/self/task/") + tid + "/comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) found = static_cast<pid_t>(std::atoi(tid));
+  }
+  g_dir_close(dir);
+  return found;
+}
+
+// Whether this process may put a thread on SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO).
+bool may_use_fifo() {
+  int rc = -1;
+  std::thread([&rc] {
+    sched_param p{};
+    p.sched_priority = 1;
+    rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+  }).join();
+  return rc == 0;
+}
+
+// rt-priority: both threads that push answered frames on (the reply reader's, "cudaipc-replies",
+// and the source pad's task, "f:src") run at SCHED_FIFO while the pipeline plays, and the task's
+// thread, which GStreamer's pool lends to other tasks afterwards, leaves with the scheduling it
+// came with. Where this process may not use SCHED_FIFO, one warning names the property and every
+// frame is answered at the default priority.
+TEST_F(FilterTest, RtPriorityRunsThePushingThreadsAtItAndGivesThePooledOneBack) {
+  const bool fifo = may_use_fifo();
+  std::cout << "SCHED_FIFO "
+            << (fifo ? "allowed: the raised threads are checked"
+                     : "not allowed here: the warning is checked")
+            << std::endl;
+  FilterPipeline p(path_, "max-inflight=4 rt-priority=7");
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  constexpr int kN = 120;
+  for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p.push(i));
+  ASSERT_TRUE(p.wait(kN / 2));
+  const pid_t reader = thread_named("cudaipc-replies"), task = thread_named("f:src");
+  ASSERT_NE(reader, 0) << "no reply reader thread";
+  ASSERT_NE(task, 0) << "no source pad task thread";
+  for (pid_t t : {reader, task}) {
+    sched_param sp{};
+    EXPECT_EQ(sched_getscheduler(t), fifo ? SCHED_FIFO : SCHED_OTHER) << "thread " << t;
+    ASSERT_EQ(sched_getparam(t, &sp), 0);
+    EXPECT_EQ(sp.sched_priority, fifo ? 7 : 0) << "thread " << t;
+  }
+  for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  expect_answered(out, kN);
+  std::set<pid_t> pushers;
+  for (const Out& o : out) {
+    pushers.insert(o.pusher);
+    EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
+    EXPECT_EQ(o.policy, fifo ? SCHED_FIFO : SCHED_OTHER);
+    EXPECT_EQ(o.priority, fifo ? 7 : 0);
+  }
+  int warnings = 0;
+  while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
+    GError* err = nullptr;
+    gst_message_parse_warning(m.get(), &err, nullptr);
+    Ptr<GError> e(err);
+    EXPECT_NE(std::string(e->message).find("rt-priority"), std::string::npos) << e->message;
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, fifo ? 0 : 1);
+  p.pipeline().stop();
+  // The task's thread, back in the pool (if the pool kept it), has its scheduling back.
+  if (access(("/proc/self/task/" + std::to_string(task)).c_str(), F_OK) == 0) {
+    EXPECT_EQ(sched_getscheduler(task), SCHED_OTHER);
+    std::cout << "the task's thread, back in GStreamer's pool, has SCHED_OTHER again" << std::endl;
+  } else {
+    std::cout << "the task's thread has left GStreamer's pool" << std::endl;
+  }
 }
 
 // GStreamer 1.22 has no analytics metas: a model's detections arrive as the CudaipcAnalyticsMeta
