@@ -89,6 +89,15 @@ void install_filter_properties(GObjectClass* klass) {
                         "the default. Downstream of the filter runs in these threads: put a queue "
                         "after it for heavy work",
                         0, 99, 0, rw));
+  g_object_class_install_property(
+      klass, PROP_NICE,
+      g_param_spec_int("nice", "Nice value",
+                       "Nice value of the same two threads (0: the process's own). A lower one "
+                       "wakes them sooner on a busy CPU (the kernel's EEVDF scheduler, Linux "
+                       "6.6+), where real-time priority is refused. A negative one needs "
+                       "CAP_SYS_NICE or an RLIMIT_NICE (ulimit -e) that allows it; without, a "
+                       "warning says so",
+                       -20, 19, 0, rw));
 }
 
 bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
@@ -135,6 +144,9 @@ bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
     case PROP_RT_PRIORITY:
       s.rt_priority = g_value_get_uint(value);
       break;
+    case PROP_NICE:
+      s.nice = g_value_get_int(value);
+      break;
     default:
       return false;
   }
@@ -178,6 +190,9 @@ bool get_filter_setting(const Settings& s, guint prop_id, GValue* value) {
       break;
     case PROP_RT_PRIORITY:
       g_value_set_uint(value, s.rt_priority);
+      break;
+    case PROP_NICE:
+      g_value_set_int(value, s.nice);
       break;
     default:
       return false;

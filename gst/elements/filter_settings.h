@@ -27,6 +27,7 @@ enum {
   PROP_REPLY_METAS,
   PROP_DOWNSTREAM_BUFFERS,
   PROP_RT_PRIORITY,
+  PROP_NICE,
   PROP_STATS,
 };
 
@@ -55,6 +56,7 @@ struct Settings {
   std::string reply_metas = "*";
   guint downstream_buffers = kDefaultDownstreamBuffers;
   guint rt_priority = 0;  // 0: the threads keep the default scheduling
+  gint nice = 0;          // 0: the threads keep the process's nice value
 };
 
 // The frames' ring: the frames in flight, the spare ones and what downstream keeps, at most 32.

@@ -110,8 +110,8 @@ void read_reply(GstCudaIpcFilter* self, std::chrono::nanoseconds timeout);
 void announce_model(GstCudaIpcFilter* self);
 
 // The calling thread, one of the two that push answered frames on (the reply reader's, the
-// source pad's task on entering it), on rt-priority when that is set; a warning once per start
-// when it cannot be.
+// source pad's task on entering it), at rt-priority and nice when they are set; a warning once
+// per start when it cannot be.
 void raise_pushing_thread(GstCudaIpcFilter* self);
 
 // The reply reader's thread, from opening the channels (READY) to closing them.

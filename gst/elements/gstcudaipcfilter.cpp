@@ -507,18 +507,20 @@ static void close_channel(GstCudaIpcFilter* self) {
 // ---- The pushing threads' priority ----
 
 void cudaipc::gst::filter::raise_pushing_thread(GstCudaIpcFilter* self) {
+  ThreadPriority p;
   GST_OBJECT_LOCK(self);
-  const guint priority = self->st->settings.rt_priority;
+  p.rt = self->st->settings.rt_priority;
+  p.nice = self->st->settings.nice;
   GST_OBJECT_UNLOCK(self);
-  if (!priority) return;
-  const std::string why = raise_thread_priority(priority);
+  if (!p.rt && !p.nice) return;
+  const std::string why = raise_thread_priority(p);
   if (why.empty()) {
-    GST_DEBUG_OBJECT(self, "this pushing thread runs at SCHED_FIFO priority %u", priority);
+    GST_DEBUG_OBJECT(self, "this pushing thread runs at rt-priority %u, nice %d", p.rt, p.nice);
   } else if (!self->st->warned_priority.exchange(true)) {
     GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("The threads that push answered frames on could not get real-time "
-                         "priority %u (rt-priority): they run at the default priority.",
-                         priority),
+                        ("The threads that push answered frames on could not get the priority "
+                         "asked for (rt-priority %u, nice %d): what was refused stays as it was.",
+                         p.rt, p.nice),
                         ("%s", why.c_str()));
   }
 }

@@ -22,7 +22,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
       [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave]
-      [--pattern ball|black|...] [--rt-priority N]
+      [--pattern ball|black|...] [--rt-priority N] [--nice N]
 """
 
 from __future__ import annotations
@@ -388,7 +388,8 @@ def pipeline(args: argparse.Namespace, n: int, model_path: str, out: str,
             f"video/x-raw,format=NV12,width={args.width},height={args.height},"
             f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
             f"socket-path={model_path}", "on-missing=pass", "timeout=1000000000",
-            *([f"rt-priority={args.rt_priority}"] if args.rt_priority else []), "!",
+            *([f"rt-priority={args.rt_priority}"] if args.rt_priority else []),
+            *([f"nice={args.nice}"] if args.nice else []), "!",
             "cudaipcringsink", *mode, f"wait-for-consumer={'true' if read else 'false'}",
             "sync=false", f"socket-path={out}"]
 
@@ -464,6 +465,9 @@ def main() -> None:
                     help="the filters' rt-priority: the threads that push answered frames on "
                          "at SCHED_FIFO N, so they need not wait for a CPU the drawing "
                          "pipelines hold (0: the default scheduling)")
+    ap.add_argument("--nice", type=int, default=0, metavar="N",
+                    help="the filters' nice: the same threads at nice N (-20..19), for where "
+                         "real-time priority is refused (0: the process's own)")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
@@ -556,7 +560,8 @@ def main() -> None:
           f"({args.memory} memory), {n} frames each, batch <= {args.batch}, "
           f"max_delay {args.max_delay * 1e3:.1f} ms"
           f"{', the network as CUDA graphs' if args.graph and torch_gpu() else ''}"
-          f"{f', filters at rt-priority {args.rt_priority}' if args.rt_priority else ''}\n")
+          f"{f', filters at rt-priority {args.rt_priority}' if args.rt_priority else ''}"
+          f"{f', filters at nice {args.nice}' if args.nice else ''}\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
           "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
           "bound: max_delay + 2 batch times ms |")

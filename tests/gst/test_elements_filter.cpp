@@ -8,6 +8,7 @@
 #include <gst/app/gstappsrc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -228,7 +229,7 @@ struct Out {
   gint box_x = -1;     // GStreamer 1.22: the CudaipcAnalyticsMeta's first object's x
   GstClockTime pts = GST_CLOCK_TIME_NONE;
   pid_t pusher = 0;  // the thread that pushed it, and its scheduling then
-  int policy = -1, priority = -1;
+  int policy = -1, priority = -1, nice = 100;
 };
 
 class FilterPipeline {
@@ -305,6 +306,7 @@ class FilterPipeline {
     o.pusher = gettid();
     sched_param sp{};
     if (pthread_getschedparam(pthread_self(), &o.policy, &sp) == 0) o.priority = sp.sched_priority;
+    o.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(o.pusher));
     GstMapInfo m;
     if (gst_buffer_map(buf, &m, GST_MAP_READ)) {
       o.bytes.assign(m.data, m.data + m.size);
@@ -443,7 +445,8 @@ pid_t thread_named(const std::string& name) {
   return found;
 }
 
-// Whether this process may put a thread on SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO).
+// Whether this process may put a thread on SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO), and
+// give one a negative nice value (CAP_SYS_NICE or RLIMIT_NICE).
 bool may_use_fifo() {
   int rc = -1;
   std::thread([&rc] {
@@ -453,19 +456,25 @@ bool may_use_fifo() {
   }).join();
   return rc == 0;
 }
+bool may_lower_nice(int nice) {
+  int rc = -1;
+  std::thread([&rc, nice] {
+    rc = setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
+  }).join();
+  return rc == 0;
+}
 
-// rt-priority: both threads that push answered frames on (the reply reader's, "cudaipc-replies",
-// and the source pad's task, "f:src") run at SCHED_FIFO while the pipeline plays, and the task's
-// thread, which GStreamer's pool lends to other tasks afterwards, leaves with the scheduling it
-// came with. Where this process may not use SCHED_FIFO, one warning names the property and every
-// frame is answered at the default priority.
-TEST_F(FilterTest, RtPriorityRunsThePushingThreadsAtItAndGivesThePooledOneBack) {
-  const bool fifo = may_use_fifo();
-  std::cout << "SCHED_FIFO "
-            << (fifo ? "allowed: the raised threads are checked"
-                     : "not allowed here: the warning is checked")
-            << std::endl;
-  FilterPipeline p(path_, "max-inflight=4 rt-priority=7");
+// rt-priority and nice: both threads that push answered frames on (the reply reader's,
+// "cudaipc-replies", and the source pad's task, "f:src") run at SCHED_FIFO and that nice value
+// while the pipeline plays, and the task's thread, which GStreamer's pool lends to other tasks
+// afterwards, leaves with the scheduling it came with. Where this process may not have either,
+// one warning names the properties and every frame is answered with what the threads had.
+TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGivenBack) {
+  const bool fifo = may_use_fifo(), nice_ok = may_lower_nice(-5);
+  const int base_nice = getpriority(PRIO_PROCESS, 0);
+  std::cout << "SCHED_FIFO " << (fifo ? "allowed" : "refused") << ", nice -5 "
+            << (nice_ok ? "allowed" : "refused") << " here" << std::endl;
+  FilterPipeline p(path_, "max-inflight=4 rt-priority=7 nice=-5");
   ASSERT_TRUE(p.start());
   Model model(path_, Behaviour::answer);
   ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
@@ -480,33 +489,42 @@ TEST_F(FilterTest, RtPriorityRunsThePushingThreadsAtItAndGivesThePooledOneBack) 
     EXPECT_EQ(sched_getscheduler(t), fifo ? SCHED_FIFO : SCHED_OTHER) << "thread " << t;
     ASSERT_EQ(sched_getparam(t, &sp), 0);
     EXPECT_EQ(sp.sched_priority, fifo ? 7 : 0) << "thread " << t;
+    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(t)), nice_ok ? -5 : base_nice)
+        << "thread " << t;
   }
   for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
   p.end();
   ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
   const std::vector<Out> out = p.out();
   expect_answered(out, kN);
-  std::set<pid_t> pushers;
   for (const Out& o : out) {
-    pushers.insert(o.pusher);
     EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
     EXPECT_EQ(o.policy, fifo ? SCHED_FIFO : SCHED_OTHER);
     EXPECT_EQ(o.priority, fifo ? 7 : 0);
+    EXPECT_EQ(o.nice, nice_ok ? -5 : base_nice);
   }
   int warnings = 0;
   while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
     GError* err = nullptr;
-    gst_message_parse_warning(m.get(), &err, nullptr);
+    gchar* debug = nullptr;
+    gst_message_parse_warning(m.get(), &err, &debug);
     Ptr<GError> e(err);
-    EXPECT_NE(std::string(e->message).find("rt-priority"), std::string::npos) << e->message;
+    Ptr<gchar> d(debug);
+    EXPECT_NE(std::string(e->message).find("rt-priority 7, nice -5"), std::string::npos)
+        << e->message;
+    // The debug text names what was refused.
+    EXPECT_EQ(std::string(d.get()).find("SCHED_FIFO") != std::string::npos, !fifo) << d.get();
+    EXPECT_EQ(std::string(d.get()).find("nice -5") != std::string::npos, !nice_ok) << d.get();
     ++warnings;
   }
-  EXPECT_EQ(warnings, fifo ? 0 : 1);
+  EXPECT_EQ(warnings, fifo && nice_ok ? 0 : 1);
   p.pipeline().stop();
   // The task's thread, back in the pool (if the pool kept it), has its scheduling back.
   if (access(("/proc/self/task/" + std::to_string(task)).c_str(), F_OK) == 0) {
     EXPECT_EQ(sched_getscheduler(task), SCHED_OTHER);
-    std::cout << "the task's thread, back in GStreamer's pool, has SCHED_OTHER again" << std::endl;
+    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(task)), base_nice);
+    std::cout << "the task's thread, back in GStreamer's pool, has its scheduling again"
+              << std::endl;
   } else {
     std::cout << "the task's thread has left GStreamer's pool" << std::endl;
   }
