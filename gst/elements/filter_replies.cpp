@@ -11,6 +11,7 @@
 #include "cudaipc/error.hpp"
 #include "elements/element_messages.h"
 #include "elements/filter_state.h"
+#include "elements/thread_priority.h"
 #include "metas/meta_decoder.h"
 
 #define GST_CAT_DEFAULT gst_cuda_ipc_filter_debug
@@ -177,9 +178,17 @@ void model_serves(GstCudaIpcFilter* self) {
 void reply_loop(GstCudaIpcFilter* self) {
   FilterState* st = self->st;
   pthread_setname_np(pthread_self(), "cudaipc-replies");  // it runs downstream's chains too
+  std::uint32_t applied = st->priority_asked.load(std::memory_order_acquire);
   raise_pushing_thread(self);
   NoModelWarning no_model(self);
   while (!st->reader_stop.load(std::memory_order_acquire)) {
+    // Set while READY, where this thread already runs (the task reads them when it enters).
+    const std::uint32_t asked = st->priority_asked.load(std::memory_order_acquire);
+    if (asked != applied) {
+      applied = asked;
+      restore_thread_priority();
+      raise_pushing_thread(self);
+    }
     no_model.check(self);
     std::unique_lock<std::mutex> lock(st->mu);
     run_round(self, lock, Runner::reader);

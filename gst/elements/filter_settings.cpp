@@ -92,12 +92,12 @@ void install_filter_properties(GObjectClass* klass) {
   g_object_class_install_property(
       klass, PROP_NICE,
       g_param_spec_int("nice", "Nice value",
-                       "Nice value of the same two threads (0: the process's own). A lower one "
+                       "Nice value of the same two threads (0: left as it is). A lower one "
                        "wakes them sooner on a busy CPU (the kernel's EEVDF scheduler, Linux "
                        "6.6+), where real-time priority is refused. A negative one needs "
                        "CAP_SYS_NICE or an RLIMIT_NICE (ulimit -e) that allows it; without, a "
                        "warning says so",
-                       -20, 19, 0, rw));
+                       -20, 0, 0, rw));
 }
 
 bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {

@@ -82,6 +82,8 @@ struct FilterState {
   // Whether a model is there was asked since a model last served (once per absence).
   bool model_looked_for = false;
   std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false}, warned_priority{false};
+  // Bumped when rt-priority or nice is set: the reply reader, running from READY, applies them.
+  std::atomic<std::uint32_t> priority_asked{0};
   std::atomic<unsigned> told_version_gaps{0};  // VersionGap bits warned about since READY
 
   Counters counts;

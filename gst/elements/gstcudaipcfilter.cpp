@@ -605,6 +605,8 @@ static void gst_cuda_ipc_filter_set_property(GObject* object, guint prop_id, con
   const bool known = set_filter_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);
   if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  if (prop_id == PROP_RT_PRIORITY || prop_id == PROP_NICE)
+    self->st->priority_asked.fetch_add(1, std::memory_order_release);
 }
 
 static void gst_cuda_ipc_filter_get_property(GObject* object, guint prop_id, GValue* value,

@@ -15,20 +15,19 @@ namespace {
 
 constexpr unsigned kCapSysNice = 23;  // linux/capability.h's CAP_SYS_NICE
 
-// What the thread had before it was raised; a part not raised has nothing to give back.
+// What the thread had before it was raised; a part not changed has nothing to give back.
 struct Kept {
-  bool policy_raised = false;
-  int policy = SCHED_OTHER;
+  bool sched_changed = false;  // the policy, or only its reset-on-fork flag
+  int policy = SCHED_OTHER;    // as sched_getscheduler() said, flag included
   sched_param param{};
-  bool nice_raised = false;
+  bool nice_changed = false;
   int nice = 0;
 };
 thread_local Kept kept;
 
-// Whether CAP_SYS_NICE is in the process's effective set (/proc/self/status's CapEff), which
-// tells a refused SCHED_FIFO's causes apart.
+// Whether CAP_SYS_NICE is in this thread's effective set, which tells a refusal's causes apart.
 bool has_sys_nice() {
-  std::ifstream status("/proc/self/status");
+  std::ifstream status("/proc/thread-self/status");
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("CapEff:", 0) != 0) continue;
@@ -38,38 +37,61 @@ bool has_sys_nice() {
   return false;
 }
 
-std::string limit_text(int resource) {
+// RLIMIT_RTPRIO or RLIMIT_NICE as a number, RLIM_INFINITY as the most any priority needs.
+unsigned long long limit_of(int resource) {
   rlimit r{};
-  if (getrlimit(resource, &r) != 0) return "unknown";
-  return r.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(r.rlim_cur);
+  if (getrlimit(resource, &r) != 0) return 0;
+  return r.rlim_cur == RLIM_INFINITY ? 99 + 40 : r.rlim_cur;
 }
 
-// Why the kernel refused `what` with `err`, with the causes it could have had.
-std::string refused(const std::string& what, int err, int limit, const char* ulimit) {
-  std::string why = what + ": " + std::strerror(err);
-  if (err != EPERM && err != EACCES) return why;
-  if (has_sys_nice())
-    return why + " (the process has CAP_SYS_NICE: its control group, cpu.rt_runtime_us, or a " +
-           "security policy refuses it)";
-  return why + " (the process has no CAP_SYS_NICE, and its " +
-         (limit == RLIMIT_RTPRIO ? "RLIMIT_RTPRIO" : "RLIMIT_NICE") + ", ulimit " + ulimit +
-         ", is " + limit_text(limit) + ")";
+std::string fifo_refused(unsigned priority, int err) {
+  std::string why = "SCHED_FIFO at " + std::to_string(priority) + ": " + std::strerror(err);
+  if (err != EPERM) return why;
+  const unsigned long long rtprio = limit_of(RLIMIT_RTPRIO);
+  if (has_sys_nice() || rtprio >= priority)
+    return why + " (the thread may have it, by CAP_SYS_NICE or RLIMIT_RTPRIO " +
+           std::to_string(rtprio) + ": its control group, cpu.rt_runtime_us, a user namespace " +
+           "or a security policy refuses real-time threads)";
+  return why + " (the process has no CAP_SYS_NICE, and its RLIMIT_RTPRIO, ulimit -r, is " +
+         std::to_string(rtprio) + ": priority " + std::to_string(priority) + " needs " +
+         std::to_string(priority) + " or more)";
+}
+
+std::string nice_refused(int nice, int err) {
+  std::string why = "nice " + std::to_string(nice) + ": " + std::strerror(err);
+  if (err != EACCES && err != EPERM) return why;
+  if (has_sys_nice()) return why + " (a user namespace or a security policy refuses it)";
+  return why + " (the process has no CAP_SYS_NICE, and its RLIMIT_NICE, ulimit -e, is " +
+         std::to_string(limit_of(RLIMIT_NICE)) + ": nice " + std::to_string(nice) + " needs " +
+         std::to_string(20 - nice) + " or more)";
+}
+
+// Sets the calling thread's policy, the first change keeping what it had. Through pthreads, whose
+// own record of a thread's policy (pthread_getschedparam's answer) stays right so.
+int set_policy(int policy, const sched_param& param, int old_policy, const sched_param& old) {
+  if (int err = pthread_setschedparam(pthread_self(), policy, &param)) return err;
+  if (!kept.sched_changed) {
+    kept.sched_changed = true;
+    kept.policy = old_policy;
+    kept.param = old;
+  }
+  return 0;
 }
 
 std::string raise_policy(unsigned priority) {
-  Kept before;
-  if (int rc = pthread_getschedparam(pthread_self(), &before.policy, &before.param))
-    return std::string("pthread_getschedparam: ") + std::strerror(rc);
+  int policy = SCHED_OTHER;
+  sched_param old{};
+  if (int err = pthread_getschedparam(pthread_self(), &policy, &old))
+    return std::string("pthread_getschedparam: ") + std::strerror(err);
+  const int plain = policy & ~SCHED_RESET_ON_FORK;
+  if ((plain == SCHED_FIFO || plain == SCHED_RR) &&
+      old.sched_priority >= static_cast<int>(priority))
+    return "";  // already as high: an application's choice is not lowered
   sched_param p{};
   p.sched_priority = static_cast<int>(priority);
-  if (int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p))
-    return refused("SCHED_FIFO at " + std::to_string(priority), rc, RLIMIT_RTPRIO, "-r");
-  // A thread raised twice (a task that enters again) keeps what it had the first time.
-  if (!kept.policy_raised) {
-    kept.policy = before.policy;
-    kept.param = before.param;
-    kept.policy_raised = true;
-  }
+  // Reset on fork: a thread a downstream element starts here does not inherit real time.
+  if (int err = set_policy(SCHED_FIFO | SCHED_RESET_ON_FORK, p, policy, old))
+    return fifo_refused(priority, err);
   return "";
 }
 
@@ -79,12 +101,19 @@ std::string raise_nice(int nice) {
   errno = 0;
   const int before = getpriority(PRIO_PROCESS, self);
   if (before == -1 && errno != 0) return std::string("getpriority: ") + std::strerror(errno);
-  if (setpriority(PRIO_PROCESS, self, nice) != 0)
-    return refused("nice " + std::to_string(nice), errno, RLIMIT_NICE, "-e");
-  if (!kept.nice_raised) {
+  if (before <= nice) return "";  // already as high
+  if (setpriority(PRIO_PROCESS, self, nice) != 0) return nice_refused(nice, errno);
+  if (!kept.nice_changed) {
+    kept.nice_changed = true;
     kept.nice = before;
-    kept.nice_raised = true;
   }
+  // Threads started here begin at nice 0 rather than this (the reset-on-fork flag, which any
+  // thread may set on itself).
+  int policy = SCHED_OTHER;
+  sched_param param{};
+  if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 &&
+      !(policy & SCHED_RESET_ON_FORK))
+    (void)set_policy(policy | SCHED_RESET_ON_FORK, param, policy, param);
   return "";
 }
 
@@ -93,7 +122,7 @@ std::string raise_nice(int nice) {
 std::string raise_thread_priority(const ThreadPriority& p) {
   std::string why;
   if (p.rt) why = raise_policy(p.rt);
-  if (p.nice) {
+  if (p.nice < 0) {
     const std::string nice_why = raise_nice(p.nice);
     if (!nice_why.empty()) why += (why.empty() ? "" : "; ") + nice_why;
   }
@@ -101,9 +130,13 @@ std::string raise_thread_priority(const ThreadPriority& p) {
 }
 
 void restore_thread_priority() noexcept {
-  // Lowering a thread's own priority needs no privilege; a failure leaves nothing to act on.
-  if (kept.policy_raised) (void)pthread_setschedparam(pthread_self(), kept.policy, &kept.param);
-  if (kept.nice_raised) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kept.nice);
+  if (kept.sched_changed &&
+      pthread_setschedparam(pthread_self(), kept.policy, &kept.param) == EPERM) {
+    // Without CAP_SYS_NICE the reset-on-fork flag cannot be cleared: the rest still goes back.
+    (void)pthread_setschedparam(pthread_self(), kept.policy | SCHED_RESET_ON_FORK, &kept.param);
+  }
+  // A higher nice value needs no privilege.
+  if (kept.nice_changed) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kept.nice);
   kept = Kept{};
 }
 

@@ -17,7 +17,7 @@
 #include <deque>
 #include <fstream>
 #include <memory>
-#include <set>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -445,13 +445,13 @@ pid_t thread_named(const std::string& name) {
   return found;
 }
 
-// Whether this process may put a thread on SCHED_FIFO (root, CAP_SYS_NICE or RLIMIT_RTPRIO), and
-// give one a negative nice value (CAP_SYS_NICE or RLIMIT_NICE).
-bool may_use_fifo() {
+// Whether this process may put a thread on SCHED_FIFO at `priority` (root, CAP_SYS_NICE or
+// RLIMIT_RTPRIO), and give one a negative nice value (CAP_SYS_NICE or RLIMIT_NICE).
+bool may_use_fifo(int priority) {
   int rc = -1;
-  std::thread([&rc] {
+  std::thread([&rc, priority] {
     sched_param p{};
-    p.sched_priority = 1;
+    p.sched_priority = priority;
     rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
   }).join();
   return rc == 0;
@@ -464,33 +464,87 @@ bool may_lower_nice(int nice) {
   return rc == 0;
 }
 
-// rt-priority and nice: both threads that push answered frames on (the reply reader's,
-// "cudaipc-replies", and the source pad's task, "f:src") run at SCHED_FIFO and that nice value
-// while the pipeline plays, and the task's thread, which GStreamer's pool lends to other tasks
-// afterwards, leaves with the scheduling it came with. Where this process may not have either,
-// one warning names the properties and every frame is answered with what the threads had.
+// A thread's scheduling: its policy (the reset-on-fork flag apart), priority and nice value.
+struct Sched {
+  pid_t tid = 0;
+  int policy = -1, priority = -1, nice = 100;
+  bool reset_on_fork = false;
+};
+Sched sched_of(pid_t tid) {
+  Sched s;
+  s.tid = tid;
+  const int policy = sched_getscheduler(tid);
+  s.policy = policy < 0 ? policy : policy & ~SCHED_RESET_ON_FORK;
+  s.reset_on_fork = policy >= 0 && (policy & SCHED_RESET_ON_FORK);
+  sched_param sp{};
+  if (sched_getparam(tid, &sp) == 0) s.priority = sp.sched_priority;
+  s.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  return s;
+}
+
+// The filter's source pad task's ENTER and LEAVE, as its own thread posts them: that thread and
+// its scheduling then (the filter raises it before the message goes on, and gives it back first).
+struct TaskThreads {
+  GstElement* filter = nullptr;
+  std::mutex mu;
+  std::vector<Sched> entered, left;
+  static GstBusSyncReply on_message(GstBus*, GstMessage* m, gpointer data) {
+    auto* self = static_cast<TaskThreads*>(data);
+    if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_STREAM_STATUS) return GST_BUS_PASS;
+    GstStreamStatusType type;
+    GstElement* owner = nullptr;
+    gst_message_parse_stream_status(m, &type, &owner);
+    if (owner != self->filter) return GST_BUS_PASS;
+    const Sched now = sched_of(gettid());
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (type == GST_STREAM_STATUS_TYPE_ENTER) self->entered.push_back(now);
+    if (type == GST_STREAM_STATUS_TYPE_LEAVE) self->left.push_back(now);
+    return GST_BUS_PASS;
+  }
+};
+
+// rt-priority and nice, set in READY, where the reply reader ("cudaipc-replies") already runs:
+// it and the source pad's task thread run at SCHED_FIFO and that nice value while the pipeline
+// plays, flagged so that threads they start do not inherit it, and the task's thread, which
+// GStreamer's pool lends to other tasks afterwards, leaves with the scheduling it came with.
+// Where this process may not have either, one warning names the properties and every frame is
+// answered with what the threads had.
 TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGivenBack) {
-  const bool fifo = may_use_fifo(), nice_ok = may_lower_nice(-5);
+  const bool fifo = may_use_fifo(7), nice_ok = may_lower_nice(-5);
   const int base_nice = getpriority(PRIO_PROCESS, 0);
   std::cout << "SCHED_FIFO " << (fifo ? "allowed" : "refused") << ", nice -5 "
             << (nice_ok ? "allowed" : "refused") << " here" << std::endl;
-  FilterPipeline p(path_, "max-inflight=4 rt-priority=7 nice=-5");
+  TaskThreads tasks;
+  FilterPipeline p(path_, "max-inflight=4");
+  tasks.filter = p.pipeline().element("f");
+  Ptr<GstBus> bus(gst_element_get_bus(p.pipeline().get()));
+  gst_bus_set_sync_handler(bus.get(), &TaskThreads::on_message, &tasks, nullptr);
+  ASSERT_NE(p.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
+  // The reader has started and taken the settings it had (none) well before this.
+  std::this_thread::sleep_for(Ms(200));
+  g_object_set(tasks.filter, "rt-priority", 7u, "nice", -5, nullptr);
   ASSERT_TRUE(p.start());
   Model model(path_, Behaviour::answer);
   ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
   constexpr int kN = 120;
   for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p.push(i));
   ASSERT_TRUE(p.wait(kN / 2));
-  const pid_t reader = thread_named("cudaipc-replies"), task = thread_named("f:src");
+  const pid_t reader = thread_named("cudaipc-replies");
   ASSERT_NE(reader, 0) << "no reply reader thread";
-  ASSERT_NE(task, 0) << "no source pad task thread";
+  pid_t task = 0;
+  {
+    std::lock_guard<std::mutex> lock(tasks.mu);
+    ASSERT_EQ(tasks.entered.size(), 1u) << "the source pad's task entered its thread once";
+    task = tasks.entered[0].tid;
+    EXPECT_EQ(tasks.entered[0].policy, fifo ? SCHED_FIFO : SCHED_OTHER);
+    EXPECT_EQ(tasks.entered[0].nice, nice_ok ? -5 : base_nice);
+  }
   for (pid_t t : {reader, task}) {
-    sched_param sp{};
-    EXPECT_EQ(sched_getscheduler(t), fifo ? SCHED_FIFO : SCHED_OTHER) << "thread " << t;
-    ASSERT_EQ(sched_getparam(t, &sp), 0);
-    EXPECT_EQ(sp.sched_priority, fifo ? 7 : 0) << "thread " << t;
-    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(t)), nice_ok ? -5 : base_nice)
-        << "thread " << t;
+    const Sched s = sched_of(t);
+    EXPECT_EQ(s.policy, fifo ? SCHED_FIFO : SCHED_OTHER) << "thread " << t;
+    EXPECT_EQ(s.priority, fifo ? 7 : 0) << "thread " << t;
+    EXPECT_EQ(s.nice, nice_ok ? -5 : base_nice) << "thread " << t;
+    EXPECT_EQ(s.reset_on_fork, fifo || nice_ok) << "thread " << t;
   }
   for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
   p.end();
@@ -499,7 +553,7 @@ TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGiven
   expect_answered(out, kN);
   for (const Out& o : out) {
     EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
-    EXPECT_EQ(o.policy, fifo ? SCHED_FIFO : SCHED_OTHER);
+    EXPECT_EQ(o.policy & ~SCHED_RESET_ON_FORK, fifo ? SCHED_FIFO : SCHED_OTHER);
     EXPECT_EQ(o.priority, fifo ? 7 : 0);
     EXPECT_EQ(o.nice, nice_ok ? -5 : base_nice);
   }
@@ -519,15 +573,14 @@ TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGiven
   }
   EXPECT_EQ(warnings, fifo && nice_ok ? 0 : 1);
   p.pipeline().stop();
-  // The task's thread, back in the pool (if the pool kept it), has its scheduling back.
-  if (access(("/proc/self/task/" + std::to_string(task)).c_str(), F_OK) == 0) {
-    EXPECT_EQ(sched_getscheduler(task), SCHED_OTHER);
-    EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(task)), base_nice);
-    std::cout << "the task's thread, back in GStreamer's pool, has its scheduling again"
-              << std::endl;
-  } else {
-    std::cout << "the task's thread has left GStreamer's pool" << std::endl;
-  }
+  gst_bus_set_sync_handler(bus.get(), nullptr, nullptr, nullptr);
+  // The task left its thread with the scheduling the thread came with.
+  std::lock_guard<std::mutex> lock(tasks.mu);
+  ASSERT_EQ(tasks.left.size(), 1u) << "the source pad's task left its thread once";
+  EXPECT_EQ(tasks.left[0].tid, task);
+  EXPECT_EQ(tasks.left[0].policy, SCHED_OTHER);
+  EXPECT_EQ(tasks.left[0].priority, 0);
+  EXPECT_EQ(tasks.left[0].nice, base_nice);
 }
 
 // GStreamer 1.22 has no analytics metas: a model's detections arrive as the CudaipcAnalyticsMeta
