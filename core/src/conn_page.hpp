@@ -68,11 +68,11 @@ struct PageSnapshot {
   const char* violation = nullptr;
 };
 
-// Reads a page a consumer may have filled with anything. `slot_count` is the channel's,
-// `max_leases` the most slots one consumer may hold, `published` the newest seq.
 // Wakes the page's consumer if it sleeps on frame_wake (it re-reads what it waits for on waking).
 void wake_page(ConnPage& page) noexcept;
 
+// Reads a page a consumer may have filled with anything. `slot_count` is the channel's,
+// `max_leases` the most slots one consumer may hold, `published` the newest seq.
 PageSnapshot read_conn_page(const ConnPage& page, std::uint32_t slot_count,
                             std::uint32_t max_leases, std::uint64_t published) noexcept;
 

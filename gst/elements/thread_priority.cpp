@@ -18,7 +18,7 @@ constexpr unsigned kCapSysNice = 23;  // linux/capability.h's CAP_SYS_NICE
 // What the thread had before it was raised; a part not changed has nothing to give back.
 struct Kept {
   bool sched_changed = false;  // the policy, or only its reset-on-fork flag
-  int policy = SCHED_OTHER;    // as sched_getscheduler() said, flag included
+  int policy = SCHED_OTHER;    // as pthread_getschedparam() said, flag included
   sched_param param{};
   bool nice_changed = false;
   int nice = 0;

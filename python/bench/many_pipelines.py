@@ -466,8 +466,8 @@ def main() -> None:
                          "at SCHED_FIFO N, so they need not wait for a CPU the drawing "
                          "pipelines hold (0: the default scheduling)")
     ap.add_argument("--nice", type=int, default=0, metavar="N",
-                    help="the filters' nice: the same threads at nice N (-20..19), for where "
-                         "real-time priority is refused (0: the process's own)")
+                    help="the filters' nice: the same threads at nice N (-20..0), for where "
+                         "real-time priority is refused (0: left as it is)")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
