@@ -9,6 +9,9 @@
 #                                  (suite python-examples), then the documented commands (tests/docs)
 #   scripts/dev.sh test --sanitize the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/dev.sh test --tsan     the core's unit and multi-process suites under ThreadSanitizer
+#   scripts/dev.sh python PYTHON...  build, then install the Python package with each other
+#                                  CPython named (3.10 to 3.13) into build/python-X.Y and run its
+#                                  suites there
 #   scripts/dev.sh fuzz [SECONDS] [TARGET...]  libFuzzer (clang) on the fuzz targets, SECONDS each
 #                                  (default 300); docs/fuzzing.md
 #   scripts/dev.sh install [PREFIX] build and install into PREFIX (default /usr, where GStreamer
@@ -128,12 +131,20 @@ PY
 # The Python package, installed the way users install it (pip, meson-python) into a virtualenv
 # under build/, then its suites. The venv and pip's Meson build dir live under build/, so the step
 # needs no root and no global install; both are rebuilt when the checkout has moved.
+#   python_tests [PYTHON]: python3 in build/python-venv, or PYTHON (another CPython, 3.10-3.13)
+#   in build/python-X.Y, its JUnit report beside the first one's.
 python_tests() {
-  local venv=build/python-venv mbuild=build/python-build
+  local python=python3 venv=build/python-venv mbuild=build/python-build junit=pytest.xml
+  if [ $# -gt 0 ]; then
+    local version
+    python=$1
+    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    venv=build/python-$version/venv mbuild=build/python-$version/build junit=pytest-$version.xml
+  fi
   if ! "$venv/bin/python" -c 'import sys; sys.exit(sys.prefix != sys.argv[1])' "$PWD/$venv" \
       2>/dev/null; then
     rm -rf "$venv"
-    python3 -m venv "$venv"
+    "$python" -m venv "$venv"
   fi
   if [ -f "$mbuild/meson-info/meson-info.json" ] && ! grep -q "\"source\": \"$PWD\"" \
       "$mbuild/meson-info/meson-info.json"; then
@@ -150,7 +161,7 @@ python_tests() {
   # CUDAIPC_GI_PYTHON: the PyGObject applications of test_gst_detections.py (gi_venv, run first).
   (cd build && CUDAIPC_GST_PLUGIN_DIR="$PWD/gst" CUDAIPC_GI_PYTHON="$PWD/gi-venv/bin/python" \
     CUDAIPC_GST_SYSTEM_PLUGINS="$PWD/tests/gst/system-plugins" "../$py" -m pytest ../python/tests -ra \
-    --junitxml=meson-logs/pytest.xml) || rc=$?
+    --junitxml="meson-logs/$junit") || rc=$?
   # 5: nothing collected (every suite skipped at import): not a failure.
   [ "$rc" -eq 5 ] && rc=0
   return "$rc"
@@ -325,10 +336,22 @@ case "$cmd" in
         --suite docs --logbase docs-testlog || status=1
       exit "$status"
     fi ;;
+  python)
+    shift
+    [ $# -gt 0 ] || { echo "usage: $0 python PYTHON [PYTHON...]" >&2; exit 2; }
+    install_deps
+    configure build
+    gi_venv
+    status=0
+    for python in "$@"; do
+      echo "== the package's suites with $python"
+      python_tests "$python" || status=1
+    done
+    exit "$status" ;;
   fuzz)
     shift
     run_fuzz "$@" ;;
   *)
-    echo "usage: $0 demo|test [--sanitize|--tsan]|install [PREFIX]|fuzz [SECONDS] [TARGET...]|deps" >&2
+    echo "usage: $0 demo|test [--sanitize|--tsan]|python PYTHON...|install [PREFIX]|fuzz [SECONDS] [TARGET...]|deps" >&2
     exit 2 ;;
 esac
