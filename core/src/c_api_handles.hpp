@@ -160,8 +160,12 @@ template <typename F>
 int guard(F&& f) {
   try {
     f();
-    g_error.clear();
-    g_code = CUDAIPC_OK;
+    // The text is cleared only after a failure: a call on the frame's path reads one trivial
+    // thread-local word, where the string's thread-local wrapper and a store cost two lookups.
+    if (g_code != CUDAIPC_OK) {
+      g_error.clear();
+      g_code = CUDAIPC_OK;
+    }
     return CUDAIPC_OK;
   } catch (const Error& e) {
     return fail(e.code(), e.what());

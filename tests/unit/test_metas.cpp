@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cudaipc/metas.hpp"
+#include "metas/text.hpp"
 
 using namespace cudaipc::metas;
 
@@ -496,4 +497,46 @@ TEST(Metas, DtypeBits) {
   EXPECT_EQ(tensor_dtype_bits("complex128"), 128u);
   EXPECT_EQ(tensor_dtype_bits("string"), 0u);
   EXPECT_EQ(tensor_dtype_bits("nonsense"), 0u);
+}
+
+// valid_utf8 reads ASCII eight bytes a step: every sequence, well-formed or not, is judged the same
+// at every offset from the string's start and with every length of ASCII after it, across the
+// eight-byte steps' boundaries.
+TEST(MetasText, Utf8IsJudgedTheSameAtEveryOffset) {
+  struct Case {
+    const char* bytes;
+    bool valid;
+  } cases[] = {
+      {"", true},
+      {"\xc3\xa9", true},           // U+00E9
+      {"\xe2\x82\xac", true},       // U+20AC
+      {"\xf0\x9f\x98\x80", true},   // U+1F600
+      {"\xf4\x8f\xbf\xbf", true},   // U+10FFFF
+      {"\x80", false},              // a continuation alone
+      {"\xc3", false},              // cut short
+      {"\xe2\x82", false},          // cut short
+      {"\xc0\xaf", false},          // overlong
+      {"\xe0\x80\xaf", false},      // overlong
+      {"\xed\xa0\x80", false},      // a surrogate
+      {"\xf4\x90\x80\x80", false},  // past U+10FFFF
+      {"\xff", false},
+      {"\xc3\x28", false},  // a lead byte before ASCII
+  };
+  for (const Case& c : cases) {
+    for (std::size_t before = 0; before <= 17; ++before) {
+      for (std::size_t after = 0; after <= 17; ++after) {
+        std::string s(before, 'a');
+        s += c.bytes;
+        s.append(after, 'z');
+        // A sequence cut short and then followed by ASCII is as ill-formed as one at the end.
+        EXPECT_EQ(text::valid_utf8(s), c.valid)
+            << text::quoted(s) << " (" << before << " before, " << after << " after)";
+      }
+    }
+  }
+  std::string ascii(100, 'x');
+  ascii[3] = '\0';  // NUL is UTF-8; callers that refuse it say so
+  EXPECT_TRUE(text::valid_utf8(ascii));
+  ascii[99] = '\x80';
+  EXPECT_FALSE(text::valid_utf8(ascii));
 }
