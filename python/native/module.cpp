@@ -64,6 +64,10 @@ PyObject* dlpack_views_alive(PyObject*, PyObject*) {
   return PyLong_FromUnsignedLongLong(cudaipc_dlpack_views_alive());
 }
 
+PyObject* numpy_read_in_place(PyObject*, PyObject*) {
+  return PyLong_FromLong(numpy_dtypes_read_in_place());
+}
+
 PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(Frame, Request, from_code, stream_handle, ClosedError, EndOfStream, "
@@ -75,6 +79,8 @@ PyMethodDef methods[] = {
      "live DLPack exports (frames and slots) of this process"},
     {"dlpack_views_alive", dlpack_views_alive, METH_NOARGS,
      "live slot views (frame.torch()'s tensors, one per slot) of this process"},
+    {"numpy_read_in_place", numpy_read_in_place, METH_NOARGS,
+     "how many NumPy dtypes reply() reads from arrays' C heads rather than their buffers"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,

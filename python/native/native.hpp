@@ -217,6 +217,8 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker);
 int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after,
                PyObject* detections, PyObject* meta, PyObject* label_names, bool* sent);
 void scratch_free(ReplyScratch* s);
+// How many NumPy dtypes replies read from arrays' heads (0: none yet, or NumPy's head not known).
+long numpy_dtypes_read_in_place();
 
 // Arguments of the module's functions, checked before any reaches the core: each returns false
 // with TypeError or ValueError set, naming the function and the argument. A handle is a nonzero
@@ -241,6 +243,20 @@ inline bool key_is(PyObject* key, const char* name) {
     return name[n] == '\0';
   }
   return PyUnicode_CompareWithASCIIString(key, name) == 0;
+}
+// The index of the str `key` among `names` (`count` of them), -1 for none. Keyword names at a
+// call site and dict keys written as literals are interned strs: matched by address against
+// `cache` (each name interned on its first match by text) before any text is compared.
+inline int name_index(PyObject* key, const char* const* names, PyObject** cache, int count) {
+  for (int i = 0; i < count; ++i)
+    if (key == cache[i]) return i;
+  for (int i = 0; i < count; ++i) {
+    if (key_is(key, names[i])) {
+      if (!interned(cache[i], names[i])) PyErr_Clear();  // matched by text until it is made
+      return i;
+    }
+  }
+  return -1;
 }
 // A FASTCALL method's arguments, positional then by keyword, into `out` (Py_None where absent).
 bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,

@@ -5,11 +5,13 @@
 // answers them with the same rules, and its messages.
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "native.hpp"
+#include "numpy_head.hpp"
 
 namespace cudaipc_py {
 
@@ -83,6 +85,59 @@ void scratch_free(ReplyScratch* s) {
 
 namespace {
 
+// NumPy's arrays as the buffer protocol describes them, read from their head (numpy_head.hpp)
+// instead: NumPy builds each array's buffer description on its first export (a format string and
+// shape copies, allocated and freed with the array), and a model's results are new arrays every
+// reply. Its type is trusted once an array's head agreed with the buffer NumPy exported for it,
+// and a dtype once its buffer format was read: an array's format is its dtype's alone, and NumPy's
+// built-in dtypes are single objects, kept here (a reference each) so their addresses stay theirs.
+struct KnownDtype {
+  PyObject* descr;
+  char format[2];
+  Py_ssize_t itemsize;
+};
+
+struct NumpyBuffers {
+  PyTypeObject* type = nullptr;  // numpy.ndarray, a reference held
+  KnownDtype dtypes[8]{};
+  int count = 0;
+
+  const KnownDtype* dtype(const PyObject* descr) const {
+    for (int i = 0; i < count; ++i)
+      if (dtypes[i].descr == descr) return &dtypes[i];
+    return nullptr;
+  }
+} numpy_buffers;
+
+bool same_sizes(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
+  return n == 0 || (a && b && std::memcmp(a, b, size_t(n) * sizeof(Py_ssize_t)) == 0);
+}
+
+// After NumPy exported `view` for `o`: where `o` is an exact numpy.ndarray whose head says the
+// same, its type and (a single-letter format) its dtype are read from heads from now on.
+void learn_numpy(PyObject* o, const Py_buffer& view, char kind) {
+  if (numpy_buffers.type ? Py_TYPE(o) != numpy_buffers.type
+                         : std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") != 0)
+    return;
+  if (!may_hold_numpy_head(o)) return;
+  const NumpyHead* h = numpy_head(o);
+  if (h->data != view.buf || h->nd != view.ndim || h->nd < 0 || h->nd > CUDAIPC_MAX_RANK ||
+      !(h->flags & kNumpyCContiguous) || !same_sizes(h->dimensions, view.shape, h->nd))
+    return;
+  if (!numpy_buffers.type) {
+    Py_INCREF(Py_TYPE(o));
+    numpy_buffers.type = Py_TYPE(o);
+  }
+  if (!kind || !h->descr || numpy_buffers.dtype(h->descr) ||
+      numpy_buffers.count == int(std::size(numpy_buffers.dtypes)))
+    return;
+  KnownDtype& d = numpy_buffers.dtypes[numpy_buffers.count++];
+  d.descr = Py_NewRef(h->descr);
+  d.format[0] = kind;
+  d.format[1] = 0;
+  d.itemsize = view.itemsize;
+}
+
 // A NumPy array's (any buffer's) C-contiguous view, released with the object.
 class Buffer {
  public:
@@ -92,14 +147,18 @@ class Buffer {
   ~Buffer() {
     if (held_) PyBuffer_Release(&view_);
   }
-  // False (no exception) when `o` is no C-contiguous buffer.
+  // False (no exception) when `o` is no C-contiguous buffer. An array read from its head holds no
+  // export: it is read before any Python code runs (none can resize it meanwhile), and the reply's
+  // dict holds it.
   bool take(PyObject* o) {
+    if (Py_TYPE(o) == numpy_buffers.type && from_head(o)) return true;
     if (!PyObject_CheckBuffer(o)) return false;
     if (PyObject_GetBuffer(o, &view_, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
       PyErr_Clear();
       return false;
     }
     held_ = true;
+    learn_numpy(o, view_, kind());
     return true;
   }
   const Py_buffer& view() const { return view_; }
@@ -111,6 +170,24 @@ class Buffer {
   }
 
  private:
+  bool from_head(PyObject* o) {
+    const NumpyHead* h = numpy_head(o);
+    const KnownDtype* d = numpy_buffers.dtype(h->descr);
+    if (!d || !(h->flags & kNumpyCContiguous) || h->nd < 0 || h->nd > CUDAIPC_MAX_RANK)
+      return false;
+    Py_ssize_t n = 1;
+    for (int i = 0; i < h->nd; ++i) n *= h->dimensions[i];
+    view_ = Py_buffer{};
+    view_.buf = h->data;
+    view_.len = n * d->itemsize;
+    view_.itemsize = d->itemsize;
+    view_.readonly = 1;
+    view_.ndim = h->nd;
+    view_.format = const_cast<char*>(d->format);
+    view_.shape = h->dimensions;  // no strides: C-contiguous, as NumPy's flag says
+    return true;
+  }
+
   Py_buffer view_{};
   bool held_ = false;
 };
@@ -172,24 +249,25 @@ int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
 
 enum Key { kBoxes, kScores, kLabels, kRotation };
 
-// det[key] (borrowed; nullptr when absent, as PyDict_GetItemString says where it cannot make the
-// key) through an interned key: PyDict_GetItemString made and hashed a new str per lookup.
-PyObject* item(PyObject* det, Key key) {
+// A detections dict's values by key (borrowed), read in one pass over it: a key and four lookups
+// were a quarter of a served reply's instructions. A key written as a literal in the model's code
+// is the interned str itself, so most keys match by address (name_index).
+struct Detections {
+  PyObject* v[4] = {};
+  PyObject* operator[](Key k) const { return v[k]; }
+};
+
+// False (no exception) where `det` is no dict of those keys only.
+bool read_detections(PyObject* det, Detections* out) {
   static const char* const names[] = {"boxes", "scores", "labels", "rotation"};
   static PyObject* keys[4];
-  PyObject* k = interned(keys[key], names[key]);
-  if (!k) PyErr_Clear();
-  return k ? PyDict_GetItem(det, k) : nullptr;
-}
-
-bool known_keys(PyObject* det) {
+  if (!PyDict_CheckExact(det)) return false;
   Py_ssize_t pos = 0;
   PyObject *key, *value;
   while (PyDict_Next(det, &pos, &key, &value)) {
-    if (!PyUnicode_CheckExact(key)) return false;
-    if (!key_is(key, "boxes") && !key_is(key, "scores") && !key_is(key, "labels") &&
-        !key_is(key, "rotation"))
-      return false;
+    const int i = PyUnicode_CheckExact(key) ? name_index(key, names, keys, 4) : -1;
+    if (i < 0) return false;
+    out->v[i] = value;
   }
   return true;
 }
@@ -202,8 +280,8 @@ struct HostDetections {
 };
 
 // The detections of `det` (a dict of NumPy arrays) staged in `d`; 0 for other forms.
-int stage_host(ReplyScratch* sc, PyObject* det, PyObject* label_names, HostDetections* d) {
-  PyObject* boxes = item(det, kBoxes);
+int stage_host(ReplyScratch* sc, const Detections& det, PyObject* label_names, HostDetections* d) {
+  PyObject* boxes = det[kBoxes];
   if (!boxes || !d->boxes.take(boxes)) return 0;
   const Py_buffer& b = d->boxes.view();
   if (d->boxes.kind() != 'f' || b.itemsize != 4 || b.ndim != 2 || b.shape[1] != 4) return 0;
@@ -215,15 +293,15 @@ int stage_host(ReplyScratch* sc, PyObject* det, PyObject* label_names, HostDetec
   };
   d->a.n = uint32_t(n);
   d->a.boxes = b.buf;
-  if (PyObject* s = item(det, kScores)) {
+  if (PyObject* s = det[kScores]) {
     if (!vector(d->scores, s, 'f')) return 0;
     d->a.scores = static_cast<const float*>(d->scores.view().buf);
   }
-  if (PyObject* r = item(det, kRotation)) {
+  if (PyObject* r = det[kRotation]) {
     if (!vector(d->rotation, r, 'f')) return 0;
     d->a.rotation = static_cast<const float*>(d->rotation.view().buf);
   }
-  if (PyObject* l = item(det, kLabels)) {
+  if (PyObject* l = det[kLabels]) {
     if (!d->labels.take(l)) return 0;
     const Py_buffer& v = d->labels.view();
     char k = d->labels.kind();
@@ -257,11 +335,12 @@ int stage_host(ReplyScratch* sc, PyObject* det, PyObject* label_names, HostDetec
 
 // The reply's area in the scratch: its size (0: none), -1 with an exception, or -2 when the
 // Python path is to write it.
-int64_t encode_host(ReplyScratch* sc, PyObject* det, PyObject* meta, PyObject* label_names) {
+int64_t encode_host(ReplyScratch* sc, PyObject* det, const Detections* read, PyObject* meta,
+                    PyObject* label_names) {
   HostDetections d;
   if (det != Py_None) {
-    if (!PyDict_CheckExact(det) || !known_keys(det)) return -2;
-    int staged = stage_host(sc, det, label_names, &d);
+    if (!read) return -2;
+    int staged = stage_host(sc, *read, label_names, &d);
     if (staged <= 0) return staged < 0 ? -1 : -2;
   }
   auto cap = uint32_t(sc->area.size());
@@ -351,11 +430,11 @@ uint32_t int_code(const cudaipc_dl_dtype& d) {
 }
 
 int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject* stream,
-                 PyObject* after, PyObject* det, PyObject* meta, PyObject* label_names) {
+                 PyObject* after, const Detections& det, PyObject* meta, PyObject* label_names) {
   ReplyScratch* sc = s->scratch;
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   DeviceArray boxes, scores, labels, rotation;
-  if (!boxes.take(torch, item(det, kBoxes))) return 0;
+  if (!boxes.take(torch, det[kBoxes])) return 0;
   const cudaipc_dl_tensor* b = boxes.t;
   if (b->ndim != 2 || b->shape[1] != 4) return 0;
   int64_t n = b->shape[0];
@@ -382,7 +461,7 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
       {kRotation, &rotation, false, &res.rotation, &res.rotation_stride, &res.rotation_dtype}};
   for (Item& it : items) {
     *it.stride = 1;
-    PyObject* o = item(det, it.key);
+    PyObject* o = det[it.key];
     if (!o) continue;
     if (!it.a->take(torch, o) || it.a->t->device.device_id != dev || it.a->numel() != n) return 0;
     int64_t st = it.a->step();
@@ -470,6 +549,10 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
 
 }  // namespace
 
+long numpy_dtypes_read_in_place() {
+  return numpy_buffers.type ? numpy_buffers.count : 0;
+}
+
 int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after, PyObject* det,
                PyObject* meta, PyObject* label_names, bool* sent) {
   if (!s->h) return 0;  // the Python path says the server is closed
@@ -483,15 +566,17 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* af
   }
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   *sent = true;
-  if (det != Py_None && PyDict_CheckExact(det) && known_keys(det)) {
-    PyObject* boxes = item(det, kBoxes);
+  Detections read;
+  const bool known = det != Py_None && read_detections(det, &read);
+  if (known) {
+    PyObject* boxes = read[kBoxes];
     const Torch* torch = boxes && !PyObject_CheckBuffer(boxes) ? torch_api(false) : nullptr;
     if (torch && torch->to_dlpack && torch->tensor_type) {
-      int done = reply_device(s, r, torch, stream, after, det, meta, label_names);
+      int done = reply_device(s, r, torch, stream, after, read, meta, label_names);
       if (done != 0) return done;
     }
   }
-  int64_t size = encode_host(s->scratch, det, meta, label_names);
+  int64_t size = encode_host(s->scratch, det, known ? &read : nullptr, meta, label_names);
   if (size == -2) return 0;
   int rc = 0;
   if (size >= 0) {

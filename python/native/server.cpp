@@ -409,16 +409,14 @@ PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObj
   static const char* const names[] = {"stream",      "tensors",   "detections", "classifications",
                                       "tracks",      "relations", "meta",       "metas",
                                       "label_names", "after"};
+  static PyObject* keys[10];
   PyObject* a[10];
   for (auto& x : a) x = Py_None;
   bool simple = nargs == 0;
   if (simple && kw) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kw); ++k) {
-      PyObject* key = PyTuple_GET_ITEM(kw, k);
-      size_t i = 0;
-      for (; i < 10; ++i)
-        if (key_is(key, names[i])) break;
-      if (i == 10) {
+      const int i = name_index(PyTuple_GET_ITEM(kw, k), names, keys, 10);
+      if (i < 0) {
         simple = false;
         break;
       }

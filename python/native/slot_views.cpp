@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "native.hpp"
+#include "numpy_head.hpp"
 
 namespace cudaipc_py {
 
@@ -35,21 +36,6 @@ struct SlotViewsObject {
   Py_ssize_t steps[CUDAIPC_MAX_RANK];
   Py_ssize_t shape_at;  // cupy: where `_shape` is, `_strides` right after it (0: NumPy's head)
   Py_ssize_t dtype_at;
-};
-
-// NumPy's array object as its C API lays it out (PyArrayObject_fields in numpy/ndarraytypes.h,
-// the same from NumPy 1.7 through 2.x): the reuse check then reads no attribute, where three
-// (shape, strides and dtype, each made into an object) cost a host frame's numpy() 6 us of the GPU
-// machine's CPU after the wait for a frame. Read only for a type whose layout agreed with its
-// attributes when the slot's view was made (raw_layout), so another layout reads the attributes.
-struct NumpyHead {
-  PyObject_HEAD char* data;
-  int nd;
-  Py_ssize_t* dimensions;
-  Py_ssize_t* strides;
-  PyObject* base;
-  PyObject* descr;
-  int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
 };
 
 // A C++ std::vector<Py_ssize_t> as a release build of the standard library lays it out, which
@@ -177,9 +163,11 @@ bool same_ints(PyObject* t, const Py_ssize_t* values, int n) {
 
 // For a NumPy view `base` whose layout was just read as attributes into `v`: where its C layout
 // says the same, the slot's layout from there, and the type it holds for.
+// (Three attribute reads, each made into an object, cost a host frame's numpy() 6 us of the GPU
+// machine's CPU after the wait for a frame.)
 void raw_layout(SlotViewsObject* v, PyObject* base) {
-  if (Py_TYPE(base)->tp_basicsize < Py_ssize_t(sizeof(NumpyHead))) return;
-  const auto* h = reinterpret_cast<const NumpyHead*>(base);
+  if (!may_hold_numpy_head(base)) return;
+  const NumpyHead* h = numpy_head(base);
   if (h->nd < 0 || h->nd > CUDAIPC_MAX_RANK || h->descr != v->dtype ||
       !same_ints(v->shape, h->dimensions, h->nd) || !same_ints(v->strides, h->strides, h->nd))
     return;
@@ -261,10 +249,10 @@ bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
   }
   if (v->raw_type) {
     if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
-    const auto* h = reinterpret_cast<const NumpyHead*>(alias);
+    const NumpyHead* h = numpy_head(alias);
     const size_t n = size_t(v->nd) * sizeof(Py_ssize_t);
     return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
-           h->data == reinterpret_cast<const NumpyHead*>(base)->data &&
+           h->data == numpy_head(base)->data &&
            (n == 0 || (std::memcmp(h->dimensions, v->dims, n) == 0 &&
                        std::memcmp(h->strides, v->steps, n) == 0));
   }

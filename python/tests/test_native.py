@@ -108,6 +108,70 @@ def test_other_forms_take_the_python_path_with_the_same_result(tmp_path):
         assert r.frame.released  # refused results still release the frame
 
 
+class _Boxes(np.ndarray):
+    """A NumPy subclass: read through the buffer protocol, not NumPy's own head."""
+
+
+def test_numpy_results_in_every_layout_reply_their_own_values(tmp_path):
+    """reply() reads float32 and integer arrays from NumPy's C head once it agreed with NumPy's own
+    buffer; arrays in other layouts (strided, Fortran order, byte-swapped, a subclass, reshaped or
+    sliced in place, read-only, float64) are read through the buffer protocol or the Python path:
+    each reply carries exactly its own frame's boxes, scores and labels."""
+    names = ["a", "b", "c", "d"]
+
+    def plain(i):
+        return np.array([[i, i + 1, i + 2, i + 3]], np.float32)
+
+    def strided(i):
+        return (np.arange(32, dtype=np.float32) + i).reshape(4, 8)[:, ::2]
+
+    def fortran(i):
+        return np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4) + i)
+
+    def swapped(i):
+        return (np.arange(8, dtype=np.float32) + i).reshape(2, 4).astype(">f4")
+
+    def subclass(i):
+        return (np.arange(8, dtype=np.float32) + i).reshape(2, 4).view(_Boxes)
+
+    def reshaped(i):
+        a = np.arange(12, dtype=np.float32) + i
+        a.shape = (3, 4)
+        return a
+
+    def sliced(i):
+        return (np.arange(24, dtype=np.float32) + i).reshape(6, 4)[2:5]
+
+    def readonly(i):
+        a = np.arange(8, dtype=np.float32).reshape(2, 4) + i
+        a.flags.writeable = False
+        return a
+
+    def wide(i):
+        return np.arange(8, dtype=np.float64).reshape(2, 4) + i
+
+    forms = [plain, strided, fortran, swapped, subclass, reshaped, sliced, readonly, wide]
+    req, srv, replies = serve(tmp_path)
+    with req, srv, replies:
+        for i in range(3 * len(forms)):
+            boxes = forms[i % len(forms)](i)
+            n = boxes.shape[0]
+            labels = (np.arange(n) + i) % len(names)
+            det = {"boxes": boxes, "scores": (np.arange(n, dtype=np.float32) + i) / 100,
+                   "labels": labels.astype(np.int32 if i % 2 else np.int64)}
+            r = request(req, srv, i)
+            assert r.reply(detections=det, meta={"i": i}, label_names=names)
+            with replies.next(5) as f:
+                d = f.detections
+                np.testing.assert_array_equal(d["boxes"].reshape(-1, 4),
+                                              np.asarray(boxes, np.float32))
+                np.testing.assert_allclose(d["scores"], det["scores"], rtol=1e-6)
+                assert d["labels"] == [names[int(k)] for k in labels]
+                assert f.meta == {"i": i}
+    # float32 and both integer widths were read in place (NumPy 1.7 through 2.x lay it out so).
+    assert _lib.native.numpy_read_in_place() >= 3
+
+
 def test_a_reply_too_big_for_the_area_says_so_and_releases(tmp_path):
     path = str(tmp_path / "m")
     with cudaipc.Producer(path, memory="host", num_slots=8, role="requests") as req, \

@@ -1,0 +1,33 @@
+// NumPy's array object as its C API lays it out (PyArrayObject_fields in numpy/ndarraytypes.h, the
+// same from NumPy 1.7 through 2.x), read in place where attributes or the buffer protocol cost a
+// frame's path microseconds of the GPU machine's CPU (issue #39). Read only for a type whose head
+// was first seen to agree with what NumPy itself says of the same array.
+#pragma once
+
+#include <Python.h>
+
+namespace cudaipc_py {
+
+struct NumpyHead {
+  PyObject_HEAD char* data;
+  int nd;
+  Py_ssize_t* dimensions;
+  Py_ssize_t* strides;
+  PyObject* base;
+  PyObject* descr;
+  int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
+};
+
+// NPY_ARRAY_C_CONTIGUOUS: NumPy keeps it right as an array's shape or strides change in place.
+constexpr int kNumpyCContiguous = 0x0001;
+
+inline const NumpyHead* numpy_head(const PyObject* o) {
+  return reinterpret_cast<const NumpyHead*>(o);
+}
+
+// Whether `o`'s type is large enough to hold the head at all (a check before the first read).
+inline bool may_hold_numpy_head(const PyObject* o) {
+  return Py_TYPE(o)->tp_basicsize >= Py_ssize_t(sizeof(NumpyHead));
+}
+
+}  // namespace cudaipc_py
