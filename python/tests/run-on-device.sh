@@ -92,9 +92,10 @@ if [ "$tests" -eq 1 ]; then
 fi
 if [ "$bench" -eq 1 ]; then
   # CONSUMER_RUNS: the consumer_overhead.py runs, each a memory and its options joined by "+"
-  # (default "cuda host"; e.g. "cuda+--pin cuda host+--pin"), their tables in bench-MEMORY.txt.
+  # (default "cuda host"; e.g. "cuda+--pin cuda host+--pin"; "none" runs none), their tables in
+  # bench-MEMORY.txt.
   for run in ${CONSUMER_RUNS:-cuda host}; do
-    [ "$filter_only" -eq 1 ] && break
+    { [ "$filter_only" -eq 1 ] || [ "$run" = none ]; } && break
     memory=${run%%+*}
     opts=
     [ "$run" != "$memory" ] && opts=${run#*+}
