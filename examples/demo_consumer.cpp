@@ -14,7 +14,8 @@ namespace {
 std::uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 }  // namespace
 
@@ -55,13 +56,15 @@ int main(int argc, char** argv) {
     }
     std::sort(latency.begin(), latency.end());
     auto pct = [&](double q) {
-      return latency.empty() ? 0.0 : latency[static_cast<std::size_t>(q * (latency.size() - 1))] / 1e3;
+      return latency.empty() ? 0.0
+                             : latency[static_cast<std::size_t>(q * (latency.size() - 1))] / 1e3;
     };
     double secs = (last_ns - first_ns) / 1e9;
-    std::printf("consumer: %llu frames verified, %llu bad, %.0f frames/s, "
-                "publish->acquire p50 %.1f us, p99 %.1f us\n",
-                static_cast<unsigned long long>(verified), static_cast<unsigned long long>(bad),
-                secs > 0 ? (latency.size() - 1) / secs : 0.0, pct(0.5), pct(0.99));
+    std::printf(
+        "consumer: %llu frames verified, %llu bad, %.0f frames/s, "
+        "publish->acquire p50 %.1f us, p99 %.1f us\n",
+        static_cast<unsigned long long>(verified), static_cast<unsigned long long>(bad),
+        secs > 0 ? (latency.size() - 1) / secs : 0.0, pct(0.5), pct(0.99));
     return bad == 0 && verified > 0 ? 0 : 1;
   } catch (const cudaipc::Error& e) {
     std::fprintf(stderr, "consumer: %s (%s)\n", e.what(), cudaipc::errc_name(e.code()));

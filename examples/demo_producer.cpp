@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
     opts.block_timeout = std::chrono::seconds(5);
     cudaipc::Producer producer(opts);
     cudaipc::Format fmt;
-    fmt.caps = "other/tensors,format=static,num_tensors=1,types=uint8,dimensions=" +
-               std::to_string(bytes);
+    fmt.caps =
+        "other/tensors,format=static,num_tensors=1,types=uint8,dimensions=" + std::to_string(bytes);
     fmt.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(bytes)});
     producer.set_format(fmt);
     // Wait for the consumer so the demo's every-frame count is exact.

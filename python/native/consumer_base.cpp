@@ -237,8 +237,8 @@ PyObject* consumer_iternext(PyObject* self) {
   PyObject* got = m_next(self, nullptr, 0, nullptr);
   if (got) return got;
   const bool ended = package.end_of_stream && PyErr_ExceptionMatches(package.end_of_stream);
-  const bool closed = !as_consumer(self)->c && package.closed_error &&
-                      PyErr_ExceptionMatches(package.closed_error);
+  const bool closed =
+      !as_consumer(self)->c && package.closed_error && PyErr_ExceptionMatches(package.closed_error);
   if (ended || closed) PyErr_Clear();
   return nullptr;
 }

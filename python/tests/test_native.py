@@ -136,7 +136,7 @@ def test_numpy_results_in_every_layout_reply_their_own_values(tmp_path):
 
     def reshaped(i):
         a = np.arange(12, dtype=np.float32) + i
-        a.shape = (3, 4)
+        a.resize((3, 4))  # its shape changed in place: the head's dimensions and flags with it
         return a
 
     def sliced(i):

@@ -16,10 +16,10 @@ enum class Errc : int {
   permission_denied = 5,
   timeout = 6,
   interrupted = 7,
-  disconnected = 8,      // the peer went away
-  busy = 9,              // another producer is live on the path, or no consumer entry is free
-  no_cuda = 10,          // no driver, no device, or the build has no CUDA backend
-  cuda = 11,             // a CUDA driver call failed
+  disconnected = 8,  // the peer went away
+  busy = 9,          // another producer is live on the path, or no consumer entry is free
+  no_cuda = 10,      // no driver, no device, or the build has no CUDA backend
+  cuda = 11,         // a CUDA driver call failed
   unsupported = 12,
 };
 

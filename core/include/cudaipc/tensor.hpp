@@ -43,12 +43,12 @@ struct Plane {
 
 struct TensorDesc {
   DType dtype;
-  std::uint32_t rank;                // 0..kMaxRank
-  std::int64_t shape[kMaxRank];      // outermost first
-  std::int64_t strides[kMaxRank];    // bytes, outermost first
-  std::uint64_t byte_offset;         // where element 0 is, from the start of the slot
-  std::uint64_t size;                // bytes the tensor spans from byte_offset
-  std::uint32_t num_planes;          // 0..kMaxPlanes (video: Y, UV, ...)
+  std::uint32_t rank;              // 0..kMaxRank
+  std::int64_t shape[kMaxRank];    // outermost first
+  std::int64_t strides[kMaxRank];  // bytes, outermost first
+  std::uint64_t byte_offset;       // where element 0 is, from the start of the slot
+  std::uint64_t size;              // bytes the tensor spans from byte_offset
+  std::uint32_t num_planes;        // 0..kMaxPlanes (video: Y, UV, ...)
   std::uint32_t reserved;
   Plane planes[kMaxPlanes];
 };
@@ -61,7 +61,9 @@ TensorDesc make_tensor(DType dtype, std::initializer_list<std::int64_t> shape);
 void validate(const TensorDesc& t, std::uint64_t capacity);
 
 bool operator==(const TensorDesc& a, const TensorDesc& b) noexcept;
-inline bool operator!=(const TensorDesc& a, const TensorDesc& b) noexcept { return !(a == b); }
+inline bool operator!=(const TensorDesc& a, const TensorDesc& b) noexcept {
+  return !(a == b);
+}
 
 // "uint8[480,640,4]" — for logs and messages.
 std::string to_string(const TensorDesc& t);

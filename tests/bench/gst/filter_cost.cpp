@@ -510,7 +510,8 @@ int main(int argc, char** argv) {
         o.width, o.height, o.cuda ? "CUDA" : "system", o.frames, o.inflight,
         o.upstream.empty() ? "appsrc (pre-made frames, copied into slots)" : o.upstream.c_str());
     std::printf(
-        "| element | entry -> pushed p50 us | p99 us | frames/s once warm | own result | into slots |\n");
+        "| element | entry -> pushed p50 us | p99 us | frames/s once warm | own result | into "
+        "slots |\n");
     std::printf("|---|---|---|---|---|---|\n");
     for (const Row& r : rows)
       std::printf("| %s | %.1f | %.1f | %.0f | %d/%d | %s |\n", r.name.c_str(), r.p50, r.p99, r.fps,

@@ -43,8 +43,7 @@ void expect_failure_naming(const std::string& label, const std::string& descript
   EXPECT_EQ(p.output().find(kGeneric), std::string::npos) << p.describe();
   EXPECT_EQ(p.output().find("Another cudaipc producer"), std::string::npos) << p.describe();
   if (!waits_first) {
-    EXPECT_EQ(p.output().find("Waiting for a cudaipc producer"), std::string::npos)
-        << p.describe();
+    EXPECT_EQ(p.output().find("Waiting for a cudaipc producer"), std::string::npos) << p.describe();
   }
 }
 
