@@ -65,7 +65,7 @@ PyObject* dlpack_views_alive(PyObject*, PyObject*) {
 }
 
 PyObject* numpy_read_in_place(PyObject*, PyObject*) {
-  return PyLong_FromLong(numpy_dtypes_read_in_place());
+  return PyLong_FromLong(numpy_arrays_read_in_place());
 }
 
 PyMethodDef methods[] = {
@@ -80,7 +80,7 @@ PyMethodDef methods[] = {
     {"dlpack_views_alive", dlpack_views_alive, METH_NOARGS,
      "live slot views (frame.torch()'s tensors, one per slot) of this process"},
     {"numpy_read_in_place", numpy_read_in_place, METH_NOARGS,
-     "how many NumPy dtypes reply() reads from arrays' C heads rather than their buffers"},
+     "how many NumPy result arrays reply() read from their C heads rather than their buffers"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,

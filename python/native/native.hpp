@@ -217,8 +217,8 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker);
 int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after,
                PyObject* detections, PyObject* meta, PyObject* label_names, bool* sent);
 void scratch_free(ReplyScratch* s);
-// How many NumPy dtypes replies read from arrays' heads (0: none yet, or NumPy's head not known).
-long numpy_dtypes_read_in_place();
+// How many NumPy result arrays replies read from their heads rather than their buffers.
+long numpy_arrays_read_in_place();
 
 // Arguments of the module's functions, checked before any reaches the core: each returns false
 // with TypeError or ValueError set, naming the function and the argument. A handle is a nonzero

@@ -18,8 +18,11 @@ struct NumpyHead {
   int flags;  // a.flags.aligned = False, set on an alias, would stay with the next frame's
 };
 
-// NPY_ARRAY_C_CONTIGUOUS: NumPy keeps it right as an array's shape or strides change in place.
+// NPY_ARRAY_C_CONTIGUOUS and NPY_ARRAY_ALIGNED: NumPy keeps them right as an array's shape or
+// strides change in place. An array read in place has both.
 constexpr int kNumpyCContiguous = 0x0001;
+constexpr int kNumpyAligned = 0x0100;
+constexpr int kNumpyReadable = kNumpyCContiguous | kNumpyAligned;
 
 inline const NumpyHead* numpy_head(const PyObject* o) {
   return reinterpret_cast<const NumpyHead*>(o);

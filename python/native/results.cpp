@@ -89,8 +89,10 @@ namespace {
 // instead: NumPy builds each array's buffer description on its first export (a format string and
 // shape copies, allocated and freed with the array), and a model's results are new arrays every
 // reply. Its type is trusted once an array's head agreed with the buffer NumPy exported for it,
-// and a dtype once its buffer format was read: an array's format is its dtype's alone, and NumPy's
-// built-in dtypes are single objects, kept here (a reference each) so their addresses stay theirs.
+// and a dtype once an aligned array's buffer format was read: an aligned array's format follows
+// from its dtype alone (an unaligned one's gains a byte-order prefix, and is read through the
+// buffer protocol), and NumPy's built-in dtypes are single objects, kept here (a reference each)
+// so their addresses stay theirs.
 struct KnownDtype {
   PyObject* descr;
   char format[2];
@@ -101,6 +103,7 @@ struct NumpyBuffers {
   PyTypeObject* type = nullptr;  // numpy.ndarray, a reference held
   KnownDtype dtypes[8]{};
   int count = 0;
+  long read_in_place = 0;  // arrays read from their heads (numpy_read_in_place, for the tests)
 
   const KnownDtype* dtype(const PyObject* descr) const {
     for (int i = 0; i < count; ++i)
@@ -122,7 +125,8 @@ void learn_numpy(PyObject* o, const Py_buffer& view, char kind) {
   if (!may_hold_numpy_head(o)) return;
   const NumpyHead* h = numpy_head(o);
   if (h->data != view.buf || h->nd != view.ndim || h->nd < 0 || h->nd > CUDAIPC_MAX_RANK ||
-      !(h->flags & kNumpyCContiguous) || !same_sizes(h->dimensions, view.shape, h->nd))
+      (h->flags & kNumpyReadable) != kNumpyReadable ||
+      !same_sizes(h->dimensions, view.shape, h->nd))
     return;
   if (!numpy_buffers.type) {
     Py_INCREF(Py_TYPE(o));
@@ -145,11 +149,15 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() {
-    if (held_) PyBuffer_Release(&view_);
+    if (held_)
+      PyBuffer_Release(&view_);
+    else
+      Py_XDECREF(view_.obj);
   }
-  // False (no exception) when `o` is no C-contiguous buffer. An array read from its head holds no
-  // export: it is read before any Python code runs (none can resize it meanwhile), and the reply's
-  // dict holds it.
+  // False (no exception) when `o` is no C-contiguous buffer. An array read from its head is held
+  // by a reference, not an export: another value's buffer export may run Python code (a
+  // __buffer__ method) before the reply is written, and NumPy resizes no array that others
+  // reference (only with refcheck=False, which NumPy documents as unsafe).
   bool take(PyObject* o) {
     if (Py_TYPE(o) == numpy_buffers.type && from_head(o)) return true;
     if (!PyObject_CheckBuffer(o)) return false;
@@ -173,7 +181,8 @@ class Buffer {
   bool from_head(PyObject* o) {
     const NumpyHead* h = numpy_head(o);
     const KnownDtype* d = numpy_buffers.dtype(h->descr);
-    if (!d || !(h->flags & kNumpyCContiguous) || h->nd < 0 || h->nd > CUDAIPC_MAX_RANK)
+    if (!d || (h->flags & kNumpyReadable) != kNumpyReadable || h->nd < 0 ||
+        h->nd > CUDAIPC_MAX_RANK)
       return false;
     Py_ssize_t n = 1;
     for (int i = 0; i < h->nd; ++i) n *= h->dimensions[i];
@@ -185,6 +194,8 @@ class Buffer {
     view_.ndim = h->nd;
     view_.format = const_cast<char*>(d->format);
     view_.shape = h->dimensions;  // no strides: C-contiguous, as NumPy's flag says
+    view_.obj = Py_NewRef(o);
+    ++numpy_buffers.read_in_place;
     return true;
   }
 
@@ -249,11 +260,18 @@ int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
 
 enum Key { kBoxes, kScores, kLabels, kRotation };
 
-// A detections dict's values by key (borrowed), read in one pass over it: a key and four lookups
-// were a quarter of a served reply's instructions. A key written as a literal in the model's code
-// is the interned str itself, so most keys match by address (name_index).
+// A detections dict's values by key, read in one pass over it (a key check and four lookups were
+// a quarter of a served reply's instructions) and held: reading one value's buffer may run Python
+// code that changes the dict. A key written as a literal in the model's code is the interned str
+// itself, so most keys match by address (name_index).
 struct Detections {
   PyObject* v[4] = {};
+  Detections() = default;
+  Detections(const Detections&) = delete;
+  Detections& operator=(const Detections&) = delete;
+  ~Detections() {
+    for (PyObject* o : v) Py_XDECREF(o);
+  }
   PyObject* operator[](Key k) const { return v[k]; }
 };
 
@@ -267,7 +285,7 @@ bool read_detections(PyObject* det, Detections* out) {
   while (PyDict_Next(det, &pos, &key, &value)) {
     const int i = PyUnicode_CheckExact(key) ? name_index(key, names, keys, 4) : -1;
     if (i < 0) return false;
-    out->v[i] = value;
+    Py_XSETREF(out->v[i], Py_NewRef(value));
   }
   return true;
 }
@@ -549,8 +567,8 @@ int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject
 
 }  // namespace
 
-long numpy_dtypes_read_in_place() {
-  return numpy_buffers.type ? numpy_buffers.count : 0;
+long numpy_arrays_read_in_place() {
+  return numpy_buffers.read_in_place;
 }
 
 int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after, PyObject* det,

@@ -6,6 +6,7 @@ keeps its description and refuses exports; a request is answered once."""
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -113,14 +114,18 @@ class _Boxes(np.ndarray):
 
 
 def test_numpy_results_in_every_layout_reply_their_own_values(tmp_path):
-    """reply() reads float32 and integer arrays from NumPy's C head once it agreed with NumPy's own
-    buffer; arrays in other layouts (strided, Fortran order, byte-swapped, a subclass, reshaped or
-    sliced in place, read-only, float64) are read through the buffer protocol or the Python path:
-    each reply carries exactly its own frame's boxes, scores and labels."""
+    """reply() reads aligned C-contiguous arrays of a dtype it has met from NumPy's C head (once
+    it agreed with NumPy's own buffer); arrays in other layouts (strided, Fortran order,
+    byte-swapped, unaligned, a subclass) are read through the buffer protocol or the Python path,
+    as are dtypes it has not met: each reply carries exactly its own frame's boxes, scores and
+    labels, and the arrays read in place are the ones expected."""
     names = ["a", "b", "c", "d"]
 
     def plain(i):
         return np.array([[i, i + 1, i + 2, i + 3]], np.float32)
+
+    def empty(i):
+        return np.zeros((0, 4), np.float32)
 
     def strided(i):
         return (np.arange(32, dtype=np.float32) + i).reshape(4, 8)[:, ::2]
@@ -130,6 +135,13 @@ def test_numpy_results_in_every_layout_reply_their_own_values(tmp_path):
 
     def swapped(i):
         return (np.arange(8, dtype=np.float32) + i).reshape(2, 4).astype(">f4")
+
+    def unaligned(i):
+        raw = np.zeros(33, np.uint8)
+        a = np.frombuffer(raw.data, np.float32, count=8, offset=1).reshape(2, 4)
+        assert not a.flags.aligned
+        raw[1:] = (np.arange(8, dtype=np.float32) + i).view(np.uint8)
+        return a
 
     def subclass(i):
         return (np.arange(8, dtype=np.float32) + i).reshape(2, 4).view(_Boxes)
@@ -150,26 +162,72 @@ def test_numpy_results_in_every_layout_reply_their_own_values(tmp_path):
     def wide(i):
         return np.arange(8, dtype=np.float64).reshape(2, 4) + i
 
-    forms = [plain, strided, fortran, swapped, subclass, reshaped, sliced, readonly, wide]
+    # Arrays read in place per reply: the boxes first, then scores and labels where the boxes are
+    # a float32 the C path writes (others leave it at the boxes: the Python path answers).
+    in_place = {plain: 3, empty: 3, strided: 0, fortran: 0, swapped: 0, unaligned: 2, subclass: 2,
+                reshaped: 3, sliced: 3, readonly: 3, wide: 1}
+    forms = [plain, empty, strided, fortran, swapped, unaligned, subclass, reshaped, sliced,
+             readonly, wide]
     req, srv, replies = serve(tmp_path)
     with req, srv, replies:
-        for i in range(3 * len(forms)):
-            boxes = forms[i % len(forms)](i)
+        for i in range(-2, 2 * len(forms)):
+            # The first two replies meet float32, float64, int32 and int64 (read through their
+            # buffers then); every later array of those dtypes in place where its layout allows.
+            boxes = wide(i) if i == -2 else forms[i % len(forms)](i)
             n = boxes.shape[0]
             labels = (np.arange(n) + i) % len(names)
             det = {"boxes": boxes, "scores": (np.arange(n, dtype=np.float32) + i) / 100,
                    "labels": labels.astype(np.int32 if i % 2 else np.int64)}
-            r = request(req, srv, i)
+            before = _lib.native.numpy_read_in_place()
+            r = request(req, srv, i % 256)
             assert r.reply(detections=det, meta={"i": i}, label_names=names)
+            if i >= 0:
+                form = forms[i % len(forms)]
+                assert _lib.native.numpy_read_in_place() - before == in_place[form], form.__name__
             with replies.next(5) as f:
                 d = f.detections
-                np.testing.assert_array_equal(d["boxes"].reshape(-1, 4),
+                np.testing.assert_array_equal(np.asarray(d.get("boxes", [])).reshape(-1, 4),
                                               np.asarray(boxes, np.float32))
-                np.testing.assert_allclose(d["scores"], det["scores"], rtol=1e-6)
-                assert d["labels"] == [names[int(k)] for k in labels]
+                np.testing.assert_allclose(d.get("scores", []), det["scores"], rtol=1e-6)
+                assert d.get("labels", []) == [names[int(k)] for k in labels]
                 assert f.meta == {"i": i}
-    # float32 and both integer widths were read in place (NumPy 1.7 through 2.x lay it out so).
-    assert _lib.native.numpy_read_in_place() >= 3
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12),
+                    reason="a Python class exports a buffer (__buffer__) from CPython 3.12 on")
+def test_a_result_whose_export_empties_the_dict_leaves_the_reply_its_own_values(tmp_path):
+    """reply() holds every result it read from the dict: scores whose buffer export takes the
+    boxes out of the dict (and memory of their size is allocated again meanwhile) leave the
+    reply the boxes it was given, each frame's own."""
+    det: dict = {}
+    refill: list = []
+
+    class Scores:
+        def __init__(self, values):
+            self.values = values
+
+        def __buffer__(self, flags):
+            det.pop("boxes")  # the dict held the boxes' only reference
+            refill.append([np.full((3, 4), -1, np.float32) for _ in range(16)])
+            return memoryview(self.values)
+
+        def __release_buffer__(self, view):
+            view.release()
+
+    req, srv, replies = serve(tmp_path)
+    with req, srv, replies:
+        for i in range(6):
+            det.clear()
+            det["boxes"] = np.arange(12, dtype=np.float32).reshape(3, 4) + i
+            det["scores"] = Scores(np.full(3, i / 10, np.float32))
+            r = request(req, srv, i)
+            assert r.reply(detections=det)
+            assert "boxes" not in det
+            with replies.next(5) as f:
+                np.testing.assert_array_equal(
+                    f.detections["boxes"].reshape(-1, 4),
+                    np.arange(12, dtype=np.float32).reshape(3, 4) + i)
+                np.testing.assert_allclose(f.detections["scores"], i / 10, rtol=1e-6)
 
 
 def test_a_reply_too_big_for_the_area_says_so_and_releases(tmp_path):
