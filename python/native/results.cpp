@@ -352,19 +352,18 @@ int stage_host(ReplyScratch* sc, const Detections& det, PyObject* label_names, H
 }
 
 // The reply's area in the scratch: its size (0: none), -1 with an exception, or -2 when the
-// Python path is to write it.
-int64_t encode_host(ReplyScratch* sc, PyObject* det, const Detections* read, PyObject* meta,
+// Python path is to write it. `det`: nullptr for a reply without detections.
+int64_t encode_host(ReplyScratch* sc, const Detections* det, PyObject* meta,
                     PyObject* label_names) {
   HostDetections d;
-  if (det != Py_None) {
-    if (!read) return -2;
-    int staged = stage_host(sc, *read, label_names, &d);
+  if (det) {
+    int staged = stage_host(sc, *det, label_names, &d);
     if (staged <= 0) return staged < 0 ? -1 : -2;
   }
   auto cap = uint32_t(sc->area.size());
   uint8_t* area = sc->area.data();
   if (meta == Py_None) {
-    if (det == Py_None) return 0;
+    if (!det) return 0;
     cudaipc_detections one{};
     one.area = area;
     one.capacity = cap;
@@ -384,7 +383,7 @@ int64_t encode_host(ReplyScratch* sc, PyObject* det, const Detections* read, PyO
     if (int rc = cudaipc_metas_writer_new(&sc->writer)) return fail(rc, "a meta writer"), -1;
   }
   if (int rc = cudaipc_metas_writer_begin(sc->writer, area, cap)) return fail(rc, ""), -1;
-  if (det != Py_None) {
+  if (det) {
     if (int rc = cudaipc_metas_add_analytics(sc->writer, kAnalytics, sizeof kAnalytics - 1, &d.a))
       return fail(rc, "the reply's detections"), -1;
   }
@@ -585,8 +584,8 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* af
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   *sent = true;
   Detections read;
-  const bool known = det != Py_None && read_detections(det, &read);
-  if (known) {
+  if (det != Py_None && !read_detections(det, &read)) return 0;  // other forms: the Python path
+  if (det != Py_None) {
     PyObject* boxes = read[kBoxes];
     const Torch* torch = boxes && !PyObject_CheckBuffer(boxes) ? torch_api(false) : nullptr;
     if (torch && torch->to_dlpack && torch->tensor_type) {
@@ -594,7 +593,7 @@ int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* af
       if (done != 0) return done;
     }
   }
-  int64_t size = encode_host(s->scratch, det, known ? &read : nullptr, meta, label_names);
+  int64_t size = encode_host(s->scratch, det != Py_None ? &read : nullptr, meta, label_names);
   if (size == -2) return 0;
   int rc = 0;
   if (size >= 0) {
