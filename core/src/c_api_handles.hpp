@@ -134,7 +134,9 @@ inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_fra
   if (f) {
     // As a new handle is: no lease, no pipeline or format kept alive, one hold, not answered.
     f->f.release();
-    f->route = Request{};
+    // A consumer's frames carry no route: resetting one builds and moves a whole Request (a Frame
+    // with its description among it), lines a reader's release would touch for nothing.
+    if (f->route.pipeline()) f->route = Request{};
     keep = std::move(f->held);
     f->cuda_device = -1;
     f->refs.store(1, std::memory_order_relaxed);
