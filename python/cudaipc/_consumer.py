@@ -64,16 +64,15 @@ _CapsuleFailed = _lib.CapsuleFailed
 _np_from_dlpack = getattr(np, "from_dlpack", None)  # public from NumPy 1.23
 
 
-class _Shared:
+class _Shared(_native.Shared):
     """What the frames of one format and tensor description share (built when either changes,
     never per frame): the description as Python values, where the frames live, and the torch
     tensors, cupy arrays and NumPy arrays of its slots (``views``, ``cupy_views``,
     ``numpy_views``: the binding makes each once, for frame.torch(), frame.cupy() and a host
-    frame's numpy())."""
+    frame's numpy(); they and ``host_dlpack`` are the base's fields, which it reads per frame)."""
 
     __slots__ = ("tensor_id", "device_id", "cuda", "dl_device", "caps", "generation", "dtype",
-                 "shape", "strides", "meta_stats", "views", "cupy_views", "numpy_views",
-                 "host_dlpack")
+                 "shape", "strides", "meta_stats")
 
     def __init__(self, tensor_id: int, device_id: int, tensor: Optional[TensorTuple],
                  fmt: Optional[Format], meta_stats: Optional[_metas_io.MetaStats] = None) -> None:

@@ -29,10 +29,16 @@ struct ConsumerObject {
   PyObject* dict;
   PyObject* weakrefs;
   // The reading turn: one thread at a time in the core's consumer. Re-entrant, because a callback
-  // of next() (on_format) may close the consumer, which takes the turn too.
-  PyThread_type_lock turn;
-  unsigned long owner;  // the thread holding it, 0: none (both under the GIL)
+  // of next() (on_format) may close the consumer, which takes the turn too. Its owner, depth,
+  // waiters and ring are read and written under the GIL only, so a turn free for the taking costs
+  // no lock call (the lock's calls cost next() ~25 cache lines after each wait for a frame on the
+  // GPU machine's CPU, issue #39); `doorbell` is where a thread that found it taken waits, with the
+  // GIL let go, for the owner to give it back.
+  PyThread_type_lock doorbell;  // held but while rung: its release wakes one waiter
+  unsigned long owner;          // the thread holding the turn, 0: none
   long depth;
+  long waiters;  // threads waiting for the turn
+  bool rung;     // the doorbell was released for them and none has taken it since
 };
 
 ConsumerObject* as_consumer(PyObject* o) {
@@ -49,11 +55,12 @@ PyObject* consumer_new(PyTypeObject* type, PyObject*, PyObject*) {
   PyObject* o = type->tp_alloc(type, 0);
   if (!o) return nullptr;
   ConsumerObject* c = as_consumer(o);
-  c->turn = PyThread_allocate_lock();
-  if (!c->turn) {
+  c->doorbell = PyThread_allocate_lock();
+  if (!c->doorbell) {
     Py_DECREF(o);
     return PyErr_NoMemory();
   }
+  PyThread_acquire_lock(c->doorbell, WAIT_LOCK);  // a new lock: taken at once
   c->handle = Py_NewRef(Py_None);
   c->timeout = Py_NewRef(Py_None);
   c->tensor_id = c->device = -1;
@@ -87,8 +94,8 @@ void consumer_dealloc(PyObject* o) {
   // The handle is the subclass's to free (its __del__, which ran before this).
   if (c->weakrefs) PyObject_ClearWeakRefs(o);
   consumer_clear(o);
-  if (c->turn) PyThread_free_lock(c->turn);
-  c->turn = nullptr;
+  if (c->doorbell) PyThread_free_lock(c->doorbell);
+  c->doorbell = nullptr;
   Py_TYPE(o)->tp_free(o);
 }
 
@@ -100,31 +107,46 @@ int take_turn(ConsumerObject* c, int64_t deadline) {
     ++c->depth;
     return 1;
   }
-  const bool waited = !PyThread_acquire_lock(c->turn, NOWAIT_LOCK);
+  const bool waited = c->owner != 0;
   if (waited) {
+    ++c->waiters;
+    int result = 0;
     for (;;) {
       int64_t left = kSliceNs;
       if (deadline >= 0) {
         left = std::min(left, deadline - monotonic_ns());
-        if (left <= 0) return 0;
+        if (left <= 0) break;
       }
       PyLockStatus got;  // a signal ends the wait (PY_LOCK_INTR), for its handler to run now
-      Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->turn, left / 1000 + 1, 1);
-      Py_END_ALLOW_THREADS if (got == PY_LOCK_ACQUIRED) break;
-      if (PyErr_CheckSignals() < 0) return -1;
+      Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->doorbell, left / 1000 + 1, 1);
+      Py_END_ALLOW_THREADS if (got == PY_LOCK_ACQUIRED) c->rung = false;  // held again
+      if (c->owner == 0) {
+        result = 2;
+        break;
+      }
+      if (got != PY_LOCK_ACQUIRED && PyErr_CheckSignals() < 0) {
+        result = -1;
+        break;
+      }
     }
+    --c->waiters;
+    if (result != 2) return result;
   }
   c->owner = me;
   c->depth = 1;
   return waited ? 2 : 1;
 }
 
-// Gives this thread's hold on the turn back (a thread that does not hold it gives nothing).
+// Gives this thread's hold on the turn back (a thread that does not hold it gives nothing), and
+// wakes a thread waiting for it.
 void give_turn(ConsumerObject* c) {
   if (c->owner != PyThread_get_thread_ident()) return;
   if (--c->depth == 0) {
     c->owner = 0;
-    PyThread_release_lock(c->turn);
+    if (c->waiters > 0 && !c->rung) {
+      c->rung = true;
+      PyThread_release_lock(c->doorbell);
+    }
   }
 }
 
@@ -196,7 +218,7 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   if (!c->c) return refuse(self, "closed", timeout);
   int64_t deadline = -1, wait = kSliceNs;
   if (timeout != Py_None) {
-    const double seconds = PyFloat_AsDouble(timeout);
+    const double seconds = seconds_of(timeout);
     if (seconds == -1 && PyErr_Occurred()) return nullptr;
     if (!(seconds >= 0)) return refuse(self, "invalid", timeout);  // negative or NaN
     const int64_t now = monotonic_ns();
@@ -248,7 +270,7 @@ PyObject* consumer_iternext(PyObject* self) {
 PyObject* m_take_turn(PyObject* self, PyObject* timeout) {
   int64_t deadline = -1;
   if (timeout != Py_None) {
-    const double seconds = PyFloat_AsDouble(timeout);
+    const double seconds = seconds_of(timeout);
     if (seconds == -1 && PyErr_Occurred()) return nullptr;
     deadline = deadline_after(monotonic_ns(), std::max(0.0, seconds));
   }

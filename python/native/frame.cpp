@@ -488,10 +488,11 @@ bool cupy_current(int device, uintptr_t* out) {
   return raw_stream(current.get(), ptr, out);
 }
 
-const ViewMaker* maker(ViewMaker& m, const char* attribute, const char* alias,
+const ViewMaker* maker(ViewMaker& m, PyObject* SharedObject::*field, const char* alias,
                        PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*),
                        ViewMaker::Reuse reuse) {
-  if (!interned(m.attribute, attribute) || !interned(m.alias, alias)) return nullptr;
+  if (!interned(m.alias, alias)) return nullptr;
+  m.field = field;
   m.make = make;
   m.current = current;
   m.reuse = reuse;
@@ -518,8 +519,8 @@ PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
 
 PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
-  const ViewMaker* m = torch_api(true) ? maker(views, "views", "detach", torch_view, torch_current,
-                                               ViewMaker::Reuse::never)
+  const ViewMaker* m = torch_api(true) ? maker(views, &SharedObject::views, "detach", torch_view,
+                                               torch_current, ViewMaker::Reuse::never)
                                        : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
@@ -532,8 +533,8 @@ PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
                     "cupy.asarray(frame.numpy()) for a copy on the GPU)");
     return nullptr;
   }
-  const ViewMaker* m = cupy_api() ? maker(views, "cupy_views", "view", cupy_view, cupy_current,
-                                          ViewMaker::Reuse::cupy_layout)
+  const ViewMaker* m = cupy_api() ? maker(views, &SharedObject::cupy_views, "view", cupy_view,
+                                          cupy_current, ViewMaker::Reuse::cupy_layout)
                                   : nullptr;
   return m ? library_view(f, stream, *m) : nullptr;
 }
@@ -554,15 +555,13 @@ PyObject* numpy_view(PyObject* capsule, int) {
 
 PyObject* frame_numpy(FrameObject* f) {
   static ViewMaker views;
-  static PyObject* host_dlpack;
   static PyObject* other;
   if (f->h && f->device < 0 && f->shared) {
-    if (!interned(host_dlpack, "host_dlpack")) return nullptr;
-    Ref direct(PyObject_GetAttr(f->shared, host_dlpack));
-    if (!direct) return nullptr;
-    if (direct.get() == Py_True) {
-      const ViewMaker* m =
-          maker(views, "numpy_views", "view", numpy_view, nullptr, ViewMaker::Reuse::numpy_layout);
+    const SharedObject* shared = as_shared(f->shared);
+    if (!shared) return nullptr;
+    if (shared->host_dlpack) {
+      const ViewMaker* m = maker(views, &SharedObject::numpy_views, "view", numpy_view, nullptr,
+                                 ViewMaker::Reuse::numpy_layout);
       return m ? slot_view(f, *m) : nullptr;
     }
   }

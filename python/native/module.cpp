@@ -325,6 +325,7 @@ extern "C" PyMODINIT_FUNC PyInit__native(void) {
                             {"Request", &RequestType},
                             {"Server", &ServerType},
                             {"Consumer", &ConsumerType},
+                            {"Shared", &SharedType},
                             {"Events", &EventsType},
                             {"MetasWriter", &MetasWriterType},
                             {"DetectionsArgs", &DetectionsArgsType},

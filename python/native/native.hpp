@@ -89,6 +89,14 @@ struct ServerObject {
   bool views_taken;  // a call reads into `views` now; another takes a buffer of its own
 };
 
+// A timeout in seconds as a double. An int (`timeout=60`) is read as one: PyFloat_AsDouble would
+// make a float object of it, every call.
+inline double seconds_of(PyObject* timeout) {
+  if (PyFloat_CheckExact(timeout)) return PyFloat_AS_DOUBLE(timeout);
+  if (PyLong_CheckExact(timeout)) return PyLong_AsDouble(timeout);
+  return PyFloat_AsDouble(timeout);
+}
+
 // Now on the clock time.monotonic_ns() reads (steady_clock is CLOCK_MONOTONIC on Linux): the
 // deadlines the binding computes are compared with the Python side's.
 inline int64_t monotonic_ns() {
@@ -196,9 +204,22 @@ class ProducerCall {
 
 // slot_views.cpp: the frame's slot view for a library (made once per slot, an alias handed out).
 bool slot_views_ready();
+// What the frames of one format share that the binding reads per frame (cudaipc._consumer._Shared's
+// base): each library's slot views, and whether numpy() of a host frame is its slot's view. Read
+// as fields, not attributes: two attribute reads cost a host frame's numpy() ~25 cache lines after
+// each wait for a frame on the GPU machine's CPU (issue #39).
+struct SharedObject {
+  PyObject_HEAD PyObject* views;  // torch's SlotViews, or None/NULL before the first
+  PyObject* cupy_views;
+  PyObject* numpy_views;
+  char host_dlpack;
+};
+extern PyTypeObject SharedType;
+// `o` as a SharedObject; nullptr with TypeError set when it is none.
+SharedObject* as_shared(PyObject* o);
 struct ViewMaker {
-  PyObject* attribute;  // the _Shared's attribute its views live in
-  PyObject* alias;      // the method that makes an alias of a view (torch's detach)
+  PyObject* SharedObject::*field;  // where the _Shared keeps its views
+  PyObject* alias;                 // the method that makes an alias of a view (torch's detach)
   // Whether an alias nobody holds any more is handed out again while its layout is still the
   // slot's: never (torch: more of a tensor changes in place than a check could read), checked
   // through NumPy's C layout, flags too, or through cupy's fields; through the view's shape,

@@ -262,7 +262,7 @@ PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
   bool forever = timeout == Py_None;
   double seconds = 0;
   if (!forever) {
-    seconds = PyFloat_Check(timeout) || PyLong_Check(timeout) ? PyFloat_AsDouble(timeout) : -1;
+    seconds = PyFloat_Check(timeout) || PyLong_Check(timeout) ? seconds_of(timeout) : -1;
     if (seconds == -1 && PyErr_Occurred()) PyErr_Clear();
     if (!(seconds >= 0) || seconds > 1e9) {  // not a number, negative, NaN or beyond a deadline
       Ref out(PyObject_CallMethod(self, "_wait", "idO", 1, 0.0, timeout));

@@ -10,6 +10,8 @@
 #include "native.hpp"
 #include "numpy_head.hpp"
 
+#include <structmember.h>
+
 namespace cudaipc_py {
 
 namespace {
@@ -118,18 +120,20 @@ PyTypeObject SlotViewsType = [] {
   return t;
 }();
 
-// The cache of `shared` in its attribute `name` (one per library), made on first use.
-SlotViewsObject* views_of(PyObject* shared, PyObject* name) {
-  Ref v(PyObject_GetAttr(shared, name));
-  if (!v) return nullptr;
-  if (Py_TYPE(v.get()) == &SlotViewsType) return as_views(v.get());  // shared keeps it alive
-  if (v.get() != Py_None) {
-    PyErr_Format(PyExc_TypeError, "a format's `%U` is not a SlotViews", name);
+// The cache of `shared` in its `field` (one per library), made on first use.
+SlotViewsObject* views_of(PyObject* shared, PyObject* SharedObject::*field) {
+  SharedObject* s = as_shared(shared);
+  if (!s) return nullptr;
+  PyObject* v = s->*field;
+  if (v && Py_TYPE(v) == &SlotViewsType) return as_views(v);  // shared keeps it alive
+  if (v && v != Py_None) {
+    PyErr_SetString(PyExc_TypeError, "a format's slot views are not a SlotViews");
     return nullptr;
   }
-  Ref made(PyType_GenericAlloc(&SlotViewsType, 0));
-  if (!made || PyObject_SetAttr(shared, name, made.get()) < 0) return nullptr;
-  return as_views(made.get());
+  PyObject* made = PyType_GenericAlloc(&SlotViewsType, 0);
+  if (!made) return nullptr;
+  Py_XSETREF(s->*field, made);
+  return as_views(made);
 }
 
 // What a view's shape, strides and dtype are now (new references; false with an exception set).
@@ -178,6 +182,14 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
   v->raw_type = Py_TYPE(base);
 }
 
+// Whether `a` and `b` hold the same `n` values: a loop over the few dimensions, not a call into
+// libc's memcmp (whose code is one more place to fetch after each wait for a frame).
+bool same_values(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
+  for (int i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 // Whether the vector at `at` in `o` holds the `n` values of `values`. `checked`: a place not yet
 // known to hold a vector, whose words must at least look like one's before its memory is read.
 bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, int n, bool checked) {
@@ -187,8 +199,7 @@ bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, in
                   v.capacity_end < v.end || v.capacity_end - v.begin > (1u << 16)))
     return false;
   if (v.end - v.begin != size_t(n) * sizeof(Py_ssize_t)) return false;
-  return n == 0 || std::memcmp(reinterpret_cast<const void*>(v.begin), values,
-                               size_t(n) * sizeof(Py_ssize_t)) == 0;
+  return same_values(reinterpret_cast<const Py_ssize_t*>(v.begin), values, n);
 }
 
 // For a cupy view `base` whose layout was just read as attributes into `v`: where its fields say
@@ -250,11 +261,9 @@ bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
   if (v->raw_type) {
     if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
     const NumpyHead* h = numpy_head(alias);
-    const size_t n = size_t(v->nd) * sizeof(Py_ssize_t);
     return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
-           h->data == numpy_head(base)->data &&
-           (n == 0 || (std::memcmp(h->dimensions, v->dims, n) == 0 &&
-                       std::memcmp(h->strides, v->steps, n) == 0));
+           h->data == numpy_head(base)->data && same_values(h->dimensions, v->dims, v->nd) &&
+           same_values(h->strides, v->steps, v->nd);
   }
   // The attribute reads run Python (another thread may clear the cache meanwhile): the alias and
   // the expected layout are held here, and the alias must still be the cache's, held by it alone.
@@ -275,10 +284,71 @@ bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
   return same && v->lent[slot] == alias && Py_REFCNT(alias) == 2;
 }
 
+int shared_traverse(PyObject* o, visitproc visit, void* arg) {
+  SharedObject* s = reinterpret_cast<SharedObject*>(o);
+  Py_VISIT(s->views);
+  Py_VISIT(s->cupy_views);
+  Py_VISIT(s->numpy_views);
+  return 0;
+}
+
+int shared_clear(PyObject* o) {
+  SharedObject* s = reinterpret_cast<SharedObject*>(o);
+  Py_CLEAR(s->views);
+  Py_CLEAR(s->cupy_views);
+  Py_CLEAR(s->numpy_views);
+  return 0;
+}
+
+void shared_dealloc(PyObject* o) {
+  PyObject_GC_UnTrack(o);
+  shared_clear(o);
+  // A static base: the subclass's deallocator (CPython's subtype_dealloc) drops the type's
+  // reference, and its traverse visits the type.
+  Py_TYPE(o)->tp_free(o);
+}
+
+PyMemberDef shared_members[] = {
+    {"views", T_OBJECT, offsetof(SharedObject, views), 0, "torch's slot views (None: none yet)"},
+    {"cupy_views", T_OBJECT, offsetof(SharedObject, cupy_views), 0,
+     "cupy's slot views (None: none yet)"},
+    {"numpy_views", T_OBJECT, offsetof(SharedObject, numpy_views), 0,
+     "NumPy's slot views of a host format (None: none yet)"},
+    {"host_dlpack", T_BOOL, offsetof(SharedObject, host_dlpack), 0,
+     "whether numpy() of a host frame is its slot's view (else the package's Python makes it)"},
+    {nullptr, 0, 0, 0, nullptr}};
+
 }  // namespace
 
+PyTypeObject SharedType = [] {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "cudaipc._native.Shared";
+  t.tp_basicsize = sizeof(SharedObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "What the frames of one format share that the binding reads per frame";
+  t.tp_traverse = shared_traverse;
+  t.tp_clear = shared_clear;
+  t.tp_dealloc = shared_dealloc;
+  t.tp_members = shared_members;
+  t.tp_new = PyType_GenericNew;
+  return t;
+}();
+
+SharedObject* as_shared(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  // The package's _Shared first: its base is this type (no walk of its MRO).
+  if (t->tp_base == &SharedType || PyType_IsSubtype(t, &SharedType))
+    return reinterpret_cast<SharedObject*>(o);
+  PyErr_Format(PyExc_TypeError, "a frame's format description is a %.100s, not a Shared",
+               t->tp_name);
+  return nullptr;
+}
+
 bool slot_views_ready() {
-  return PyType_Ready(&SlotViewsType) == 0;
+  return PyType_Ready(&SlotViewsType) == 0 && PyType_Ready(&SharedType) == 0;
 }
 
 PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
@@ -289,7 +359,7 @@ PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
     PyErr_Format(PyExc_ValueError, "slot %u out of range", slot);
     return nullptr;
   }
-  SlotViewsObject* views = views_of(f->shared, maker.attribute);
+  SlotViewsObject* views = views_of(f->shared, maker.field);
   if (!views) return nullptr;
   Ref hold(Py_NewRef(reinterpret_cast<PyObject*>(views)));
   if (views->set != set) {
