@@ -41,8 +41,6 @@ cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
   return *c->c;
 }
 
-// The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
-// consumer's held frames until the last hold ends.
 // Whether two tensor descriptions are the same bytes, compared a word at a time in place (libc's
 // memcmp is one more function's code to fetch per frame).
 bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
@@ -56,6 +54,8 @@ bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
   return true;
 }
 
+// The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
+// consumer's held frames until the last hold ends.
 cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
   // What may throw comes before take(): from there on nothing does, and the seq counted held is a
   // frame handed out.
@@ -71,8 +71,9 @@ cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
 void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
   if (e.type == cudaipc::EventType::frame) {
     // Its fields but the tensor (a FORMAT event's), which a frame leaves as it was: clearing it
-    // wrote three more cache lines per frame.
+    // wrote three more cache lines per frame. A hand-out that throws leaves no handle in it.
     ev->type = CUDAIPC_EVENT_FRAME;
+    ev->frame = nullptr;
     ev->frame = hand_out(c, std::move(e.frame));
     ev->caps = nullptr;
     ev->generation = e.generation;

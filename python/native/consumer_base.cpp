@@ -101,40 +101,59 @@ void consumer_dealloc(PyObject* o) {
 
 // 1: the turn is this thread's at once, 2: after a wait for it; 0: not before `deadline` (-1: no
 // deadline; a deadline already past tries once); -1: a signal handler raised meanwhile.
+// A free turn nobody waits for is taken at once. Otherwise the thread waits its turn on the
+// doorbell: one that gives the turn back and asks again right away (a loop of next() calls) then
+// queues behind the waiters, as it did behind the lock's, instead of taking the turn back before
+// a woken waiter gets the GIL.
 int take_turn(ConsumerObject* c, int64_t deadline) {
   const unsigned long me = PyThread_get_thread_ident();
   if (c->owner == me) {
     ++c->depth;
     return 1;
   }
-  const bool waited = c->owner != 0;
-  if (waited) {
-    ++c->waiters;
-    int result = 0;
-    for (;;) {
-      int64_t left = kSliceNs;
-      if (deadline >= 0) {
-        left = std::min(left, deadline - monotonic_ns());
-        if (left <= 0) break;
-      }
-      PyLockStatus got;  // a signal ends the wait (PY_LOCK_INTR), for its handler to run now
+  if (c->owner == 0 && c->waiters == 0) {
+    c->owner = me;
+    c->depth = 1;
+    return 1;
+  }
+  ++c->waiters;
+  int result = 0;
+  for (;;) {
+    int64_t left = kSliceNs;
+    if (deadline >= 0) left = std::min(left, deadline - monotonic_ns());
+    PyLockStatus got;
+    if (left <= 0) {
+      got = PyThread_acquire_lock(c->doorbell, NOWAIT_LOCK) ? PY_LOCK_ACQUIRED : PY_LOCK_FAILURE;
+    } else {
+      // A signal ends the wait (PY_LOCK_INTR), for its handler to run now.
       Py_BEGIN_ALLOW_THREADS got = PyThread_acquire_lock_timed(c->doorbell, left / 1000 + 1, 1);
-      Py_END_ALLOW_THREADS if (got == PY_LOCK_ACQUIRED) c->rung = false;  // held again
+      Py_END_ALLOW_THREADS
+    }
+    if (got == PY_LOCK_ACQUIRED) {
+      c->rung = false;  // held again, for the next waiter to wait on
+      // Nobody takes a free turn while this thread waits, but a ring left by a waiter that gave
+      // up may come while another thread holds it.
       if (c->owner == 0) {
         result = 2;
         break;
       }
-      if (got != PY_LOCK_ACQUIRED && PyErr_CheckSignals() < 0) {
-        result = -1;
-        break;
-      }
     }
-    --c->waiters;
-    if (result != 2) return result;
+    if (left <= 0) break;
+    if (got == PY_LOCK_INTR && PyErr_CheckSignals() < 0) {
+      result = -1;
+      break;
+    }
   }
-  c->owner = me;
-  c->depth = 1;
-  return waited ? 2 : 1;
+  --c->waiters;
+  if (result == 2) {
+    c->owner = me;
+    c->depth = 1;
+  } else if (c->owner == 0 && c->waiters > 0 && !c->rung) {
+    // The ring this thread may have been given passes on to the next waiter.
+    c->rung = true;
+    PyThread_release_lock(c->doorbell);
+  }
+  return result;
 }
 
 // Gives this thread's hold on the turn back (a thread that does not hold it gives nothing), and

@@ -167,6 +167,42 @@ def test_threads_reading_one_consumer_take_turns(path):
     assert sorted(seen) == list(range(1, n + 1))
 
 
+def test_a_thread_reading_in_a_loop_lets_a_waiting_thread_have_its_turn(path):
+    """A thread that gives the reading turn back and calls next() again at once (its loop body
+    holding the GIL) queues behind a thread already waiting for the turn, as behind a lock: both
+    read, neither is shut out until its timeout."""
+    n, got = 200, {0: [], 1: []}
+    with cudaipc.Producer(path, memory="host", num_slots=8, block_timeout=10) as p:
+        c = cudaipc.Consumer(path, mode="every-frame", timeout=10)
+        p.wait_for_consumers()
+
+        def read(stop, who):
+            while not stop.is_set():
+                try:
+                    f = c.next(0.5)
+                except cudaipc.TimeoutError:
+                    continue
+                with f:
+                    np.testing.assert_array_equal(f.numpy(), pattern(f.seq, (32, 3), np.int16))
+                    got[who].append(f.seq)
+                    busy = time.perf_counter() + 0.0002
+                    while time.perf_counter() < busy:  # work on the frame, holding the GIL
+                        pass
+
+        def feed():  # paced: the reader holding the turn waits for each frame, the GIL let go
+            for seq in range(1, n + 1):
+                assert p.publish(pattern(seq, (32, 3), np.int16))
+                time.sleep(0.0005)
+
+        errors = threads_at_once(read, [(0,), (1,)], feed,
+                                 lambda: len(got[0]) + len(got[1]) >= n)
+        c.close()
+    assert not errors, errors[:3]
+    assert sorted(got[0] + got[1]) == list(range(1, n + 1))
+    # Taking turns, each reads about half; shut out, one would read nearly none.
+    assert min(len(got[0]), len(got[1])) >= n // 10, (len(got[0]), len(got[1]))
+
+
 def test_close_from_another_thread_ends_a_waiting_next(path):
     """close() while another thread waits in next(): the wait ends with ClosedError, and the
     core's consumer is not taken from under it (it was, now and then: a crash)."""
