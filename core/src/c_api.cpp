@@ -1,6 +1,7 @@
 // The C API: catches every exception at the boundary and turns it into a code plus a per-thread
 // message.
 #include "cudaipc/cudaipc.h"
+#include "hot_path.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -35,7 +36,7 @@ long long enum_value(const E& field) {
   return v;
 }
 
-cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
+CUDAIPC_HOT cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
   require(c, "consumer");
   if (!c->c) throw cudaipc::Error(cudaipc::Errc::invalid_argument, "the consumer is closed");
   return *c->c;
@@ -43,7 +44,7 @@ cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
 
 // Whether two tensor descriptions are the same bytes, compared a word at a time in place (libc's
 // memcmp is one more function's code to fetch per frame).
-bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
+CUDAIPC_HOT bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
   static_assert(sizeof a % sizeof(std::uint64_t) == 0, "TensorDesc is whole words");
   for (std::size_t at = 0; at < sizeof a; at += sizeof(std::uint64_t)) {
     std::uint64_t x, y;
@@ -56,7 +57,7 @@ bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
 
 // The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
 // consumer's held frames until the last hold ends.
-cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
+CUDAIPC_HOT cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
   // What may throw comes before take(): from there on nothing does, and the seq counted held is a
   // frame handed out.
   const int device = c->c->memory_kind() == cudaipc::MemoryKind::cuda ? c->c->cuda_device() : -1;
@@ -68,7 +69,7 @@ cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
 }
 
 // Fills *ev from a core event; a frame goes to a new C handle.
-void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
+CUDAIPC_HOT void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
   if (e.type == cudaipc::EventType::frame) {
     // Its fields but the tensor (a FORMAT event's), which a frame leaves as it was: clearing it
     // wrote three more cache lines per frame. A hand-out that throws leaves no handle in it.
@@ -109,7 +110,7 @@ void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
 
 namespace cudaipc::capi {
 
-void unref(cudaipc_frame* f, void* stream, bool ordered) {
+CUDAIPC_HOT void unref(cudaipc_frame* f, void* stream, bool ordered) {
   std::exception_ptr failure;
   if (ordered && f->cuda_device >= 0) {
     try {
@@ -327,9 +328,9 @@ int cudaipc_consumer_next(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_even
   });
 }
 
-int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns, cudaipc_event* ev,
-                                cudaipc_frame_view* view) {
-  return guard([&] {
+CUDAIPC_HOT int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeout_ns,
+                                            cudaipc_event* ev, cudaipc_frame_view* view) {
+  return guard([&]() CUDAIPC_HOT {
     require(c, "consumer");
     require(ev, "event");
     require(view, "view");
@@ -450,7 +451,7 @@ const void* cudaipc_frame_user_meta(const cudaipc_frame* f, uint32_t* size) {
   if (size) *size = f->f.desc().user_meta_size;
   return f->f.desc().user_meta;
 }
-void cudaipc_frame_release(cudaipc_frame* f) {
+CUDAIPC_HOT void cudaipc_frame_release(cudaipc_frame* f) {
   if (f) cudaipc::capi::unref(f, nullptr, false);
 }
 

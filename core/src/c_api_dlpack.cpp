@@ -14,6 +14,7 @@
 #include "c_api_handles.hpp"
 #include "cudaipc/log.hpp"
 #include "cudaipc/tensor.hpp"
+#include "hot_path.hpp"
 
 using cudaipc::DType;
 using cudaipc::Errc;
@@ -486,7 +487,7 @@ int cudaipc_frame_dlpack(cudaipc_frame* f, void* stream, uint32_t flags, void** 
   });
 }
 
-int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void** set) {
+CUDAIPC_HOT int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void** set) {
   return guard([&] {
     require(f, "frame");
     require(slot, "slot");

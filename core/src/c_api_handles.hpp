@@ -18,6 +18,7 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 #include "cudaipc/server.hpp"
+#include "hot_path.hpp"
 
 namespace cudaipc::capi {
 
@@ -113,7 +114,7 @@ namespace cudaipc::capi {
 
 inline HeldFrames::~HeldFrames() = default;
 
-inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
+CUDAIPC_HOT inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
   std::unique_ptr<cudaipc_frame> f;
   if (spares_.empty()) {
@@ -128,7 +129,8 @@ inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
   return f;
 }
 
-inline void HeldFrames::give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> f) noexcept {
+CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
+                                              std::unique_ptr<cudaipc_frame> f) noexcept {
   // The handle's own reference to this set may be the last one: it is let go only after the lock.
   std::shared_ptr<HeldFrames> keep;
   if (f) {

@@ -1,12 +1,12 @@
 // The consumer's acquire loop: wait on the control block's futex, lease a frame, validate what
 // the producer wrote before handing it out. See control_block.hpp for the protocol.
 #include "cudaipc/consumer.hpp"
+#include "hot_path.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <bitset>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -201,7 +201,7 @@ void ConsumerImpl::disconnect(const std::string& fallback) {
   gone.reset();
 }
 
-bool ConsumerImpl::take_interrupt() noexcept {
+CUDAIPC_HOT bool ConsumerImpl::take_interrupt() noexcept {
   if (!interrupted_.exchange(false, std::memory_order_seq_cst)) return false;
   std::uint64_t count;
   if (::read(wake_fd_.get(), &count, sizeof count) < 0) {
@@ -222,7 +222,16 @@ bool ConsumerImpl::format_event(std::uint64_t g, Event& ev) {
 
 // Leases the next frame (every-frame) or the newest (latest). True with ev filled when it produced
 // an event (a frame, or the format that must come before it).
-bool ConsumerImpl::try_acquire(Event& ev) {
+// How many leases a mask holds: a loop over its few set bits (std::bitset's count called
+// libgcc's table-driven popcount, two more places to fetch per frame on a CPU baseline without
+// POPCNT).
+static unsigned leases_in(std::uint64_t held) noexcept {
+  unsigned n = 0;
+  for (; held; held &= held - 1) ++n;
+  return n;
+}
+
+CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
   ControlBlock& cb = conn_->cb();
   ConnPage& me = conn_->page();
   const bool every = opts_.mode == ConsumeMode::every_frame;
@@ -231,7 +240,7 @@ bool ConsumerImpl::try_acquire(Event& ev) {
     const std::uint64_t published = cb.published.load(std::memory_order_acquire);
     if (published <= cursor_) return false;
     const std::uint64_t held = me.leases.load(std::memory_order_relaxed);
-    if (std::bitset<64>(held).count() >= conn_->max_leases()) {
+    if (leases_in(held) >= conn_->max_leases()) {
       // The producer would void every lease past its limit: wait for one of ours to end.
       at_limit_ = true;
       return false;
@@ -345,7 +354,7 @@ Event ConsumerImpl::disconnected_event() {
   return ev;
 }
 
-Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
+CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
   const std::uint64_t start = monotonic_ns();
   deadline_ = timeout.count() <= 0 ? start
               : static_cast<std::uint64_t>(timeout.count()) > ~std::uint64_t{0} - start
@@ -475,7 +484,7 @@ Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
 
 // ---- Frame ----
 
-Frame::Frame(Frame&& o) noexcept
+CUDAIPC_HOT Frame::Frame(Frame&& o) noexcept
     : conn_(std::move(o.conn_)),
       slots_(std::move(o.slots_)),
       base_(o.base_),
@@ -483,7 +492,7 @@ Frame::Frame(Frame&& o) noexcept
       metas_(std::exchange(o.metas_, nullptr)),
       desc_(o.desc_) {}
 
-Frame& Frame::operator=(Frame&& o) noexcept {
+CUDAIPC_HOT Frame& Frame::operator=(Frame&& o) noexcept {
   if (this != &o) {
     release();
     conn_ = std::move(o.conn_);
@@ -496,7 +505,7 @@ Frame& Frame::operator=(Frame&& o) noexcept {
   return *this;
 }
 
-std::shared_ptr<const void> Frame::slot_memory() const noexcept {
+CUDAIPC_HOT std::shared_ptr<const void> Frame::slot_memory() const noexcept {
   return slots_;
 }
 
@@ -504,7 +513,7 @@ bool Frame::written() const noexcept {
   return conn_ && conn_->memory().written(desc_.seq);
 }
 
-void Frame::release() noexcept {
+CUDAIPC_HOT void Frame::release() noexcept {
   if (!conn_) return;
   conn_->release(slot_, desc_.seq);
   slots_.reset();
@@ -545,7 +554,7 @@ void Frame::copy_to_host(void* dst, std::uint64_t bytes) const {
 Consumer::Consumer(const ConsumerOptions& options)
     : impl_(std::make_unique<ConsumerImpl>(options)) {}
 Consumer::~Consumer() = default;
-Event Consumer::next(std::chrono::nanoseconds timeout) {
+CUDAIPC_HOT Event Consumer::next(std::chrono::nanoseconds timeout) {
   return impl_->next(timeout);
 }
 void Consumer::interrupt() noexcept {
@@ -557,7 +566,7 @@ bool Consumer::connected() const noexcept {
 ConsumerCounters Consumer::counters() const {
   return impl_->counters();
 }
-MemoryKind Consumer::memory_kind() const {
+CUDAIPC_HOT MemoryKind Consumer::memory_kind() const {
   return impl_->memory_kind();
 }
 void* Consumer::cuda_stream() const {

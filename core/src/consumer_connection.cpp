@@ -1,4 +1,5 @@
 #include "consumer_connection.hpp"
+#include "hot_path.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -271,19 +272,20 @@ bool ConsumerConnection::sync_formats(std::uint64_t g, std::uint64_t deadline_ns
   return true;
 }
 
-const ConsumerConnection::Generation* ConsumerConnection::find_generation(std::uint64_t g) const {
+CUDAIPC_HOT const ConsumerConnection::Generation* ConsumerConnection::find_generation(
+    std::uint64_t g) const {
   for (const auto& e : gens_)
     if (e.generation == g) return &e;
   return nullptr;
 }
 
-void ConsumerConnection::prune_before(std::uint64_t g) {
+CUDAIPC_HOT void ConsumerConnection::prune_before(std::uint64_t g) {
   gens_.erase(std::remove_if(gens_.begin(), gens_.end(),
                              [g](const Generation& e) { return e.generation < g; }),
               gens_.end());
 }
 
-void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept {
+CUDAIPC_HOT void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept {
   try {
     memory_->on_release(slot, seq);
   } catch (const Error& e) {
@@ -293,7 +295,7 @@ void ConsumerConnection::release(std::uint32_t slot, std::uint64_t seq) noexcept
   unlease(1ull << slot);
 }
 
-void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
+CUDAIPC_HOT void ConsumerConnection::unlease(std::uint64_t bit) noexcept {
   page_->leases.fetch_and(~bit, std::memory_order_seq_cst);
   page_->release_futex.fetch_add(1, std::memory_order_seq_cst);
   // The producer waiting for space, or our own next() waiting at its lease limit (one waiting for

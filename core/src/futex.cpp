@@ -1,4 +1,5 @@
 #include "futex.hpp"
+#include "hot_path.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -36,8 +37,8 @@ std::atomic<bool> g_no_waitv{false};
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
               "a futex word is a plain 32-bit integer");
 
-WaitResult futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
-                      std::chrono::nanoseconds timeout) {
+CUDAIPC_HOT WaitResult futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                                  std::chrono::nanoseconds timeout) {
   if (timeout.count() <= 0) return WaitResult::timeout;
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);

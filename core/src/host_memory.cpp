@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hot_path.hpp"
 #include "mapping.hpp"
 #include "memory_backend.hpp"
 
@@ -29,8 +30,8 @@ class HostProducerSlots final : public ProducerSlots {
     }
   }
   std::uint32_t count() const noexcept override { return static_cast<std::uint32_t>(fds_.size()); }
-  std::uint64_t slot_size() const noexcept override { return size_; }
-  std::uintptr_t address(std::uint32_t slot) const noexcept override {
+  CUDAIPC_HOT std::uint64_t slot_size() const noexcept override { return size_; }
+  CUDAIPC_HOT std::uintptr_t address(std::uint32_t slot) const noexcept override {
     return reinterpret_cast<std::uintptr_t>(maps_[slot].data());
   }
   WireBlob export_slots() const override {
@@ -70,8 +71,8 @@ class HostConsumerSlots final : public ConsumerSlots {
     }
   }
   std::uint32_t count() const noexcept override { return static_cast<std::uint32_t>(maps_.size()); }
-  std::uint64_t slot_size() const noexcept override { return size_; }
-  std::uintptr_t address(std::uint32_t slot) const noexcept override {
+  CUDAIPC_HOT std::uint64_t slot_size() const noexcept override { return size_; }
+  CUDAIPC_HOT std::uintptr_t address(std::uint32_t slot) const noexcept override {
     return reinterpret_cast<std::uintptr_t>(maps_[slot].data());
   }
 
@@ -82,7 +83,7 @@ class HostConsumerSlots final : public ConsumerSlots {
 
 class HostProducerMemory final : public ProducerMemory {
  public:
-  MemoryKind kind() const noexcept override { return MemoryKind::host; }
+  CUDAIPC_HOT MemoryKind kind() const noexcept override { return MemoryKind::host; }
   std::unique_ptr<ProducerSlots> allocate(std::uint32_t count, std::uint64_t bytes) override {
     return std::make_unique<HostProducerSlots>(count, bytes);
   }
@@ -106,7 +107,7 @@ class HostProducerMemory final : public ProducerMemory {
 
 class HostConsumerMemory final : public ConsumerMemory {
  public:
-  MemoryKind kind() const noexcept override { return MemoryKind::host; }
+  CUDAIPC_HOT MemoryKind kind() const noexcept override { return MemoryKind::host; }
   std::shared_ptr<ConsumerSlots> import_slots(std::uint32_t count, std::uint64_t slot_size,
                                               const WireBlob& blob) override {
     return std::make_shared<HostConsumerSlots>(count, slot_size, blob);

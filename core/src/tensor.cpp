@@ -1,4 +1,5 @@
 #include "cudaipc/tensor.hpp"
+#include "hot_path.hpp"
 
 #include <cstring>
 
@@ -35,7 +36,7 @@ const DTypeInfo* find(DType t) {
 
 }  // namespace
 
-std::size_t dtype_size(DType t) noexcept {
+CUDAIPC_HOT std::size_t dtype_size(DType t) noexcept {
   const auto* d = find(t);
   return d ? d->size : 0;
 }
@@ -70,7 +71,7 @@ TensorDesc make_tensor(DType dtype, std::initializer_list<std::int64_t> shape) {
   return t;
 }
 
-void validate(const TensorDesc& t, std::uint64_t capacity) {
+CUDAIPC_HOT void validate(const TensorDesc& t, std::uint64_t capacity) {
   std::size_t elem = dtype_size(t.dtype);
   if (elem == 0) bad("unknown dtype " + std::to_string(static_cast<std::uint32_t>(t.dtype)));
   if (t.rank > kMaxRank)

@@ -7,8 +7,9 @@
 
 namespace cudaipc_py {
 
-bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-           const char* const* names, PyObject** out, Py_ssize_t count) {
+CUDAIPC_PY_HOT bool parse(const char* what, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames, const char* const* names, PyObject** out,
+                          Py_ssize_t count) {
   for (Py_ssize_t i = 0; i < count; ++i) out[i] = Py_None;
   if (nargs > count) {
     PyErr_Format(PyExc_TypeError, "%s takes at most %zd arguments", what, count);

@@ -33,7 +33,7 @@ PyObject* events_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
 // A frame read but not handed out (an exception between the read and frame(): a format's
 // description failing, a KeyboardInterrupt) is released here, or its lease would be lost for good.
 // Frames outlive their consumer's handle, so this is safe after close() too.
-void drop_unclaimed(EventsObject* e) {
+CUDAIPC_PY_HOT void drop_unclaimed(EventsObject* e) {
   if (cudaipc_frame* f = e->view.frame) {
     e->view.frame = nullptr;
     e->ev.frame = nullptr;
@@ -96,8 +96,8 @@ PyMethodDef events_methods[] = {
 
 }  // namespace
 
-PyObject* read_frame(cudaipc_consumer* c, uint64_t wait, PyObject* events, PyObject* shared,
-                     long long tensor_id, long long device) {
+CUDAIPC_PY_HOT PyObject* read_frame(cudaipc_consumer* c, uint64_t wait, PyObject* events,
+                                    PyObject* shared, long long tensor_id, long long device) {
   EventsObject* e = as_events(events);
   drop_unclaimed(e);
   int rc;

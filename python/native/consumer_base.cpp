@@ -105,7 +105,7 @@ void consumer_dealloc(PyObject* o) {
 // doorbell: one that gives the turn back and asks again right away (a loop of next() calls) then
 // queues behind the waiters, as it did behind the lock's, instead of taking the turn back before
 // a woken waiter gets the GIL.
-int take_turn(ConsumerObject* c, int64_t deadline) {
+CUDAIPC_PY_HOT int take_turn(ConsumerObject* c, int64_t deadline) {
   const unsigned long me = PyThread_get_thread_ident();
   if (c->owner == me) {
     ++c->depth;
@@ -158,7 +158,7 @@ int take_turn(ConsumerObject* c, int64_t deadline) {
 
 // Gives this thread's hold on the turn back (a thread that does not hold it gives nothing), and
 // wakes a thread waiting for it.
-void give_turn(ConsumerObject* c) {
+CUDAIPC_PY_HOT void give_turn(ConsumerObject* c) {
   if (c->owner != PyThread_get_thread_ident()) return;
   if (--c->depth == 0) {
     c->owner = 0;
@@ -226,7 +226,8 @@ PyObject* refuse(PyObject* self, const char* why, PyObject* timeout) {
 }
 
 // next(timeout=None): see Consumer.next's docstring (cudaipc/_consumer.py).
-PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                PyObject* kw) {
   static const char* const names[] = {"timeout"};
   static PyObject* slow;
   PyObject* timeout;

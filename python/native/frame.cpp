@@ -19,7 +19,7 @@ int frame_traverse(PyObject* o, visitproc visit, void* arg) {
   return 0;
 }
 
-int frame_clear(PyObject* o) {
+CUDAIPC_PY_HOT int frame_clear(PyObject* o) {
   FrameObject* f = as_frame(o);
   Py_CLEAR(f->shared);
   Py_CLEAR(f->metas);
@@ -35,13 +35,13 @@ PyObject* fail_on_frame(int rc, const FrameObject* f, const char* doing, const c
 
 // Releases `h`, ordered after `stream` when there is one (0: none); the release happens even when
 // the ordering fails, whose status is returned.
-int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
+CUDAIPC_PY_HOT int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
   if (stream) return cudaipc_frame_release_after(h, reinterpret_cast<void*>(stream));
   cudaipc_frame_release(h);
   return 0;
 }
 
-void frame_dealloc(PyObject* o) {
+CUDAIPC_PY_HOT void frame_dealloc(PyObject* o) {
   FrameObject* f = as_frame(o);
   PyObject_GC_UnTrack(o);
   if (f->weakrefs) PyObject_ClearWeakRefs(o);
@@ -137,7 +137,8 @@ PyMemberDef frame_members[] = {
     {"_m", T_OBJECT, offsetof(FrameObject, metas), 0, "its metas, once decoded"},
     {nullptr, 0, 0, 0, nullptr}};
 
-PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs,
+                                   PyObject* kw) {
   static const char* const names[] = {"stream", "after"};
   PyObject* a[2];
   if (!parse("release", args, nargs, kw, names, a, 2)) return nullptr;
@@ -151,12 +152,12 @@ PyObject* m_order_event(PyObject* o, PyObject* after) {
   Py_RETURN_NONE;
 }
 
-PyObject* m_enter(PyObject* o, PyObject*) {
+CUDAIPC_PY_HOT PyObject* m_enter(PyObject* o, PyObject*) {
   Py_INCREF(o);
   return o;
 }
 
-PyObject* m_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
+CUDAIPC_PY_HOT PyObject* m_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
   return frame_release(as_frame(o), Py_None);
 }
 
@@ -214,18 +215,20 @@ PyObject* m_dlpack_device(PyObject* o, PyObject*) {
   return frame_dlpack_device(as_frame(o));
 }
 
-PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* m_torch(PyObject* o, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kw) {
   static const char* const names[] = {"stream"};
   PyObject* stream;
   if (!parse("torch", args, nargs, kw, names, &stream, 1)) return nullptr;
   return frame_torch(as_frame(o), stream);
 }
 
-PyObject* m_numpy(PyObject* o, PyObject*) {
+CUDAIPC_PY_HOT PyObject* m_numpy(PyObject* o, PyObject*) {
   return frame_numpy(as_frame(o));
 }
 
-PyObject* m_cupy(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* m_cupy(PyObject* o, PyObject* const* args, Py_ssize_t nargs,
+                                PyObject* kw) {
   static const char* const names[] = {"stream"};
   PyObject* stream;
   if (!parse("cupy", args, nargs, kw, names, &stream, 1)) return nullptr;
@@ -282,7 +285,7 @@ PyMethodDef frame_methods[] = {
 
 }  // namespace
 
-PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
+CUDAIPC_PY_HOT PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
   PyTypeObject* type = package.frame ? package.frame : &FrameType;
   PyObject* o = type->tp_alloc(type, 0);
   if (!o) {
@@ -311,7 +314,7 @@ PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
 // views' stream (a loop that waited for it releases with one query and a CPU store); without it,
 // or when it is not one or the driver refuses it, the release follows the views' stream. A stream
 // named is followed either way. Released whatever fails; the first failure is raised.
-PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
+CUDAIPC_PY_HOT PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
   cudaipc_frame* h = f->h;
   if (!h) Py_RETURN_NONE;
   const uintptr_t views = f->view_stream;
@@ -418,7 +421,7 @@ namespace {
 
 // The frame's reads ordered on the caller's stream `s`, and its release after that stream's work
 // (and after a stream its view went out on before), unless `flags` leave that to the caller.
-bool order_views_on(FrameObject* f, uintptr_t s, uint32_t flags) {
+CUDAIPC_PY_HOT bool order_views_on(FrameObject* f, uintptr_t s, uint32_t flags) {
   if (flags & CUDAIPC_DLPACK_NO_SYNC) return true;
   if (int rc = cudaipc_frame_order_reads(f->h, reinterpret_cast<void*>(s))) {
     fail(rc, "ordering the frame's reads");
@@ -450,7 +453,7 @@ PyObject* torch_view(PyObject* capsule, int) {
 }
 
 // torch's current stream on `device` (the legacy one for a torch that cannot say).
-bool torch_current(int device, uintptr_t* out) {
+CUDAIPC_PY_HOT bool torch_current(int device, uintptr_t* out) {
   const Torch* t = torch_api(true);
   if (!t) return false;
   if (!t->raw_stream) {
@@ -467,7 +470,7 @@ PyObject* cupy_view(PyObject* capsule, int device) {
 }
 
 // cupy's current stream on `device`.
-bool cupy_current(int device, uintptr_t* out) {
+CUDAIPC_PY_HOT bool cupy_current(int device, uintptr_t* out) {
   static PyObject* ptr;
   const CuPy* c = cupy_api();
   if (c && c->stream_ptr) {
@@ -488,9 +491,9 @@ bool cupy_current(int device, uintptr_t* out) {
   return raw_stream(current.get(), ptr, out);
 }
 
-const ViewMaker* maker(ViewMaker& m, PyObject* SharedObject::*field, const char* alias,
-                       PyObject* (*make)(PyObject*, int), bool (*current)(int, uintptr_t*),
-                       ViewMaker::Reuse reuse) {
+CUDAIPC_PY_HOT const ViewMaker* maker(ViewMaker& m, PyObject* SharedObject::*field,
+                                      const char* alias, PyObject* (*make)(PyObject*, int),
+                                      bool (*current)(int, uintptr_t*), ViewMaker::Reuse reuse) {
   if (!interned(m.alias, alias)) return nullptr;
   m.field = field;
   m.make = make;
@@ -501,7 +504,7 @@ const ViewMaker* maker(ViewMaker& m, PyObject* SharedObject::*field, const char*
 
 // The frame as a library's view of its slot, its reads ordered on `stream` (None: the library's
 // current stream on the frame's device) and its release after that stream's work.
-PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
+CUDAIPC_PY_HOT PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
   if (!f->h) return closed("frame %llu was released", (unsigned long long)f->seq);
   if (f->device >= 0) {
     uintptr_t s = 0;
@@ -517,7 +520,7 @@ PyObject* library_view(FrameObject* f, PyObject* stream, const ViewMaker& m) {
 
 }  // namespace
 
-PyObject* frame_torch(FrameObject* f, PyObject* stream) {
+CUDAIPC_PY_HOT PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
   const ViewMaker* m = torch_api(true) ? maker(views, &SharedObject::views, "detach", torch_view,
                                                torch_current, ViewMaker::Reuse::never)
@@ -525,7 +528,7 @@ PyObject* frame_torch(FrameObject* f, PyObject* stream) {
   return m ? library_view(f, stream, *m) : nullptr;
 }
 
-PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
+CUDAIPC_PY_HOT PyObject* frame_cupy(FrameObject* f, PyObject* stream) {
   static ViewMaker views;
   if (f->h && f->device < 0) {
     PyErr_SetString(PyExc_BufferError,
@@ -553,7 +556,7 @@ PyObject* numpy_view(PyObject* capsule, int) {
 
 }  // namespace
 
-PyObject* frame_numpy(FrameObject* f) {
+CUDAIPC_PY_HOT PyObject* frame_numpy(FrameObject* f) {
   static ViewMaker views;
   static PyObject* other;
   if (f->h && f->device < 0 && f->shared) {

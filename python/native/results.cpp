@@ -205,7 +205,7 @@ class Buffer {
 
 // The custom meta of a dict of plain fields; 0 when one is not plain (the Python path writes it,
 // or says why it cannot), -1 with an exception.
-int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
+CUDAIPC_PY_HOT int write_fields(cudaipc_metas_writer* w, PyObject* meta) {
   if (!PyDict_CheckExact(meta)) return 0;
   // Checked whole first: a field the Python path must write leaves the area to it untouched.
   Py_ssize_t pos = 0;
@@ -276,7 +276,7 @@ struct Detections {
 };
 
 // False (no exception) where `det` is no dict of those keys only.
-bool read_detections(PyObject* det, Detections* out) {
+CUDAIPC_PY_HOT bool read_detections(PyObject* det, Detections* out) {
   static const char* const names[] = {"boxes", "scores", "labels", "rotation"};
   static PyObject* keys[4];
   if (!PyDict_CheckExact(det)) return false;
@@ -298,7 +298,8 @@ struct HostDetections {
 };
 
 // The detections of `det` (a dict of NumPy arrays) staged in `d`; 0 for other forms.
-int stage_host(ReplyScratch* sc, const Detections& det, PyObject* label_names, HostDetections* d) {
+CUDAIPC_PY_HOT int stage_host(ReplyScratch* sc, const Detections& det, PyObject* label_names,
+                              HostDetections* d) {
   PyObject* boxes = det[kBoxes];
   if (!boxes || !d->boxes.take(boxes)) return 0;
   const Py_buffer& b = d->boxes.view();
@@ -353,8 +354,8 @@ int stage_host(ReplyScratch* sc, const Detections& det, PyObject* label_names, H
 
 // The reply's area in the scratch: its size (0: none), -1 with an exception, or -2 when the
 // Python path is to write it. `det`: nullptr for a reply without detections.
-int64_t encode_host(ReplyScratch* sc, const Detections* det, PyObject* meta,
-                    PyObject* label_names) {
+CUDAIPC_PY_HOT int64_t encode_host(ReplyScratch* sc, const Detections* det, PyObject* meta,
+                                   PyObject* label_names) {
   HostDetections d;
   if (det) {
     int staged = stage_host(sc, *det, label_names, &d);
@@ -446,8 +447,9 @@ uint32_t int_code(const cudaipc_dl_dtype& d) {
   return 0;
 }
 
-int reply_device(ServerObject* s, RequestObject* r, const Torch* torch, PyObject* stream,
-                 PyObject* after, const Detections& det, PyObject* meta, PyObject* label_names) {
+CUDAIPC_PY_HOT int reply_device(ServerObject* s, RequestObject* r, const Torch* torch,
+                                PyObject* stream, PyObject* after, const Detections& det,
+                                PyObject* meta, PyObject* label_names) {
   ReplyScratch* sc = s->scratch;
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   DeviceArray boxes, scores, labels, rotation;
@@ -570,8 +572,8 @@ long numpy_arrays_read_in_place() {
   return numpy_buffers.read_in_place;
 }
 
-int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after, PyObject* det,
-               PyObject* meta, PyObject* label_names, bool* sent) {
+CUDAIPC_PY_HOT int reply_fast(ServerObject* s, RequestObject* r, PyObject* stream, PyObject* after,
+                              PyObject* det, PyObject* meta, PyObject* label_names, bool* sent) {
   if (!s->h) return 0;  // the Python path says the server is closed
   if (!s->scratch) {
     Ref cap(PyObject_GetAttrString(reinterpret_cast<PyObject*>(s), "_reply_meta_size"));

@@ -97,7 +97,7 @@ PyMemberDef server_members[] = {
     {"_shared", T_OBJECT, offsetof(ServerObject, shared), 0, "pipeline -> its frames' _Shared"},
     {nullptr, 0, 0, 0, nullptr}};
 
-PyObject* request_new(PyObject* frame, uint32_t pipeline, PyObject* server) {
+CUDAIPC_PY_HOT PyObject* request_new(PyObject* frame, uint32_t pipeline, PyObject* server) {
   PyTypeObject* type = package.request ? package.request : &RequestType;
   PyObject* o = type->tp_alloc(type, 0);
   if (!o) return nullptr;
@@ -119,7 +119,8 @@ void remember_shared(ServerObject* s, PyObject* shared, const cudaipc_request_vi
 
 // The shared description of a pipeline's frames for this view, or made by the Python side
 // (_describe) once per format.
-PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view& v) {
+CUDAIPC_PY_HOT PyObject* shared_for(ServerObject* s, PyObject* self,
+                                    const cudaipc_request_view& v) {
   Ref key(PyLong_FromUnsignedLong(v.pipeline));
   if (!key) return nullptr;
   PyObject* shared = s->shared ? PyDict_GetItemWithError(s->shared, key.get()) : nullptr;
@@ -154,7 +155,8 @@ PyObject* shared_for(ServerObject* s, PyObject* self, const cudaipc_request_view
 // One cudaipc_server_batch, each request made a Request (each owns its lease from then on, even
 // when the call failed part-way); a failure is raised by _batch_failed(status), the pipelines'
 // events said by _say_events().
-PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t timeout) {
+CUDAIPC_PY_HOT PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay,
+                              uint64_t timeout) {
   ServerObject* s = as_server(self);
   if (!s->h) return PyObject_CallMethod(self, "_handle", nullptr);  // raises ClosedError
   uint32_t count = 0, events = 0;
@@ -233,7 +235,7 @@ PyObject* take(PyObject* self, unsigned long max_batch, uint64_t delay, uint64_t
 }
 
 // _take(max_batch, max_delay_ns, timeout_ns): the requests of one cudaipc_server_batch.
-PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+CUDAIPC_PY_HOT PyObject* m_take(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (!arity("_take", nargs, 3)) return nullptr;
   unsigned long max_batch = PyLong_AsUnsignedLong(args[0]);
   uint64_t delay = PyLong_AsUnsignedLongLong(args[1]);
@@ -255,7 +257,8 @@ uint64_t now_ns() {
 
 // next(timeout=None): the model loop's call, in C (issue #39): a timeout that is None or a
 // non-negative number waits here, in slices; any other is the Python path's to refuse.
-PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                PyObject* kw) {
   static const char* const names[] = {"timeout"};
   PyObject* timeout;
   if (!parse("next", args, nargs, kw, names, &timeout, 1)) return nullptr;
@@ -347,7 +350,7 @@ int request_clear(PyObject* o) {
   return 0;
 }
 
-void request_dealloc(PyObject* o) {
+CUDAIPC_PY_HOT void request_dealloc(PyObject* o) {
   PyObject_GC_UnTrack(o);
   if (as_request(o)->weakrefs) PyObject_ClearWeakRefs(o);
   request_clear(o);
@@ -388,7 +391,8 @@ PyObject* r_dlpack_device(PyObject* self, PyObject*) {
   return frame_dlpack_device(frame_of(self));
 }
 
-PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* r_torch(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kw) {
   static const char* const names[] = {"stream"};
   PyObject* stream;
   if (!parse("torch", args, nargs, kw, names, &stream, 1)) return nullptr;
@@ -405,7 +409,8 @@ PyObject* r_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObje
 // reply(*, stream, tensors, detections, classifications, tracks, relations, meta, metas,
 // label_names): the common answers (detections as NumPy arrays or torch CUDA tensors, a dict of
 // plain fields) in C; any other goes to the Python path, _reply_py, with the same arguments.
-PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kw) {
+CUDAIPC_PY_HOT PyObject* r_reply(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kw) {
   static const char* const names[] = {"stream",      "tensors",   "detections", "classifications",
                                       "tracks",      "relations", "meta",       "metas",
                                       "label_names", "after"};

@@ -121,7 +121,7 @@ PyTypeObject SlotViewsType = [] {
 }();
 
 // The cache of `shared` in its `field` (one per library), made on first use.
-SlotViewsObject* views_of(PyObject* shared, PyObject* SharedObject::*field) {
+CUDAIPC_PY_HOT SlotViewsObject* views_of(PyObject* shared, PyObject* SharedObject::*field) {
   SharedObject* s = as_shared(shared);
   if (!s) return nullptr;
   PyObject* v = s->*field;
@@ -184,7 +184,7 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
 
 // Whether `a` and `b` hold the same `n` values: a loop over the few dimensions, not a call into
 // libc's memcmp (whose code is one more place to fetch after each wait for a frame).
-bool same_values(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
+CUDAIPC_PY_HOT bool same_values(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
   for (int i = 0; i < n; ++i)
     if (a[i] != b[i]) return false;
   return true;
@@ -247,7 +247,7 @@ void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
 
 // Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
 // it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
-bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
+CUDAIPC_PY_HOT bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
   PyObject* alias = v->lent[slot];
   if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
   if (v->raw_type && v->shape_at) {
@@ -337,7 +337,7 @@ PyTypeObject SharedType = [] {
   return t;
 }();
 
-SharedObject* as_shared(PyObject* o) {
+CUDAIPC_PY_HOT SharedObject* as_shared(PyObject* o) {
   PyTypeObject* t = Py_TYPE(o);
   // The package's _Shared first: its base is this type (no walk of its MRO).
   if (t->tp_base == &SharedType || PyType_IsSubtype(t, &SharedType))
@@ -351,7 +351,7 @@ bool slot_views_ready() {
   return PyType_Ready(&SlotViewsType) == 0 && PyType_Ready(&SharedType) == 0;
 }
 
-PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
+CUDAIPC_PY_HOT PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   uint32_t slot = 0;
   const void* set = nullptr;
   if (int rc = cudaipc_frame_slot(f->h, &slot, &set)) return fail(rc, "the frame's slot");
