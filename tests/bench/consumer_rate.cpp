@@ -9,13 +9,17 @@
 // With --stream-handed-out the consumer's own stream is asked for first, so that work of others
 // may be queued there and every release asks the driver whether it has run (what each release
 // cost before the consumer counted its own work on the stream).
+// With --flush-mib=N each frame is preceded by a write of N MiB, which empties the caches as a wait
+// on a busy machine does: python/bench/cold_lines.py counts under callgrind the cache lines
+// read_one() touches then (its frame's path alone, the write left out).
 //   cudaipc-bench-consumer-rate --path=PATH [--frames=2000] [--warmup=10] [--timeout-s=30]
-//                               [--ordered] [--stream-handed-out]
+//                               [--ordered] [--stream-handed-out] [--flush-mib=0]
 #include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -60,9 +64,29 @@ cudaipc::Frame next_frame(cudaipc::Consumer& c, std::chrono::nanoseconds timeout
   }
 }
 
+// One frame read: next -> its data touched -> (ordered) -> release. Not inlined: callgrind's
+// --toggle-collect names it.
+[[gnu::noinline]] void read_one(cudaipc::Consumer& consumer, std::chrono::nanoseconds timeout,
+                                bool ordered) {
+  cudaipc::Frame f = next_frame(consumer, timeout);
+  volatile const void* data = f.data();  // what a reader touches first; not optimised away
+  (void)data;
+  if (ordered) {
+    f.order_reads(kLegacyStream);
+    f.order_release_after(kLegacyStream);
+  }
+  f.release();
+}
+
+// Writes `bytes` through a pointer the compiler cannot see through, so the write is not dropped.
+[[gnu::noinline]] void flush_caches(std::vector<unsigned char>& buffer, unsigned char value) {
+  void* (*volatile write)(void*, int, std::size_t) = std::memset;
+  write(buffer.data(), value, buffer.size());
+}
+
 int run(int argc, char** argv) {
   std::string path;
-  std::uint64_t frames = 2000, warmup = 10, timeout_s = 30;
+  std::uint64_t frames = 2000, warmup = 10, timeout_s = 30, flush_mib = 0;
   bool ordered = false, hand_out = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -82,6 +106,8 @@ int run(int argc, char** argv) {
       warmup = parse_count(a, value);
     } else if (key == "--timeout-s") {
       timeout_s = parse_count(a, value);
+    } else if (key == "--flush-mib") {
+      flush_mib = parse_count(a, value);
     } else {
       throw std::invalid_argument("unknown argument " + a);
     }
@@ -102,17 +128,12 @@ int run(int argc, char** argv) {
 
   std::vector<std::uint64_t> cpu;
   cpu.reserve(frames);
+  std::vector<unsigned char> flush(flush_mib << 20);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < frames; ++i) {
+    if (!flush.empty()) flush_caches(flush, static_cast<unsigned char>(i));
     const std::uint64_t s = thread_cpu_ns();
-    cudaipc::Frame f = next_frame(consumer, timeout);
-    volatile const void* data = f.data();  // what a reader touches first; not optimised away
-    (void)data;
-    if (ordered) {
-      f.order_reads(kLegacyStream);
-      f.order_release_after(kLegacyStream);
-    }
-    f.release();
+    read_one(consumer, timeout, ordered);
     cpu.push_back(thread_cpu_ns() - s);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
