@@ -42,19 +42,6 @@ CUDAIPC_HOT cudaipc::Consumer& open_consumer(cudaipc_consumer* c) {
   return *c->c;
 }
 
-// Whether two tensor descriptions are the same bytes, compared a word at a time in place (libc's
-// memcmp is one more function's code to fetch per frame).
-CUDAIPC_HOT bool same_tensor(const cudaipc::TensorDesc& a, const cudaipc::TensorDesc& b) {
-  static_assert(sizeof a % sizeof(std::uint64_t) == 0, "TensorDesc is whole words");
-  for (std::size_t at = 0; at < sizeof a; at += sizeof(std::uint64_t)) {
-    std::uint64_t x, y;
-    std::memcpy(&x, reinterpret_cast<const char*>(&a) + at, sizeof x);
-    std::memcpy(&y, reinterpret_cast<const char*>(&b) + at, sizeof y);
-    if (x != y) return false;
-  }
-  return true;
-}
-
 // The C handle of a frame the consumer just handed out: one hold (the caller's), counted among the
 // consumer's held frames until the last hold ends.
 CUDAIPC_HOT cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame) {
@@ -343,7 +330,7 @@ CUDAIPC_HOT int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeou
       return;
     }
     const cudaipc::FrameDesc& d = ev->frame->f.desc();
-    if (!same_tensor(d.tensor, c->last_tensor)) {
+    if (d.tensor != c->last_tensor) {
       c->last_tensor = d.tensor;
       ++c->tensor_id;
     }

@@ -1,7 +1,6 @@
 // The C API's model side of cudaipcfilter (cudaipc.h, cudaipc/server.hpp): a Server handle whose
 // requests are handed out as ordinary frame handles that remember their pipeline.
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -68,7 +67,7 @@ void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) 
     std::lock_guard<std::mutex> lock(s->hand_out_mu);
     Described& seen = s->described[r.pipeline()];
     std::shared_ptr<const void> format = r.format_handle();
-    if (seen.format != format || std::memcmp(&d.tensor, &seen.tensor, sizeof d.tensor) != 0) {
+    if (seen.format != format || d.tensor != seen.tensor) {
       seen.format = std::move(format);
       seen.tensor = d.tensor;
       seen.tensor_id = ++s->next_tensor_id;

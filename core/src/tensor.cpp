@@ -104,7 +104,8 @@ CUDAIPC_HOT void validate(const TensorDesc& t, std::uint64_t capacity) {
       bad("plane " + std::to_string(p) + " lies outside the slot");
 }
 
-bool operator==(const TensorDesc& a, const TensorDesc& b) noexcept {
+// Only the fields in use are compared: a frame's path reads no more of either than it needs.
+CUDAIPC_HOT bool operator==(const TensorDesc& a, const TensorDesc& b) noexcept {
   if (a.dtype != b.dtype || a.rank != b.rank || a.byte_offset != b.byte_offset ||
       a.size != b.size || a.num_planes != b.num_planes)
     return false;

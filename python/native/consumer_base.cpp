@@ -99,6 +99,14 @@ void consumer_dealloc(PyObject* o) {
   Py_TYPE(o)->tp_free(o);
 }
 
+// Wakes one thread waiting for the turn, unless none waits or one was woken and has not taken it.
+void ring(ConsumerObject* c) {
+  if (c->waiters > 0 && !c->rung) {
+    c->rung = true;
+    PyThread_release_lock(c->doorbell);
+  }
+}
+
 // 1: the turn is this thread's at once, 2: after a wait for it; 0: not before `deadline` (-1: no
 // deadline; a deadline already past tries once); -1: a signal handler raised meanwhile.
 // A free turn nobody waits for is taken at once. Otherwise the thread waits its turn on the
@@ -148,10 +156,8 @@ CUDAIPC_PY_HOT int take_turn(ConsumerObject* c, int64_t deadline) {
   if (result == 2) {
     c->owner = me;
     c->depth = 1;
-  } else if (c->owner == 0 && c->waiters > 0 && !c->rung) {
-    // The ring this thread may have been given passes on to the next waiter.
-    c->rung = true;
-    PyThread_release_lock(c->doorbell);
+  } else if (c->owner == 0) {
+    ring(c);  // the ring this thread may have been given passes on to the next waiter
   }
   return result;
 }
@@ -162,10 +168,7 @@ CUDAIPC_PY_HOT void give_turn(ConsumerObject* c) {
   if (c->owner != PyThread_get_thread_ident()) return;
   if (--c->depth == 0) {
     c->owner = 0;
-    if (c->waiters > 0 && !c->rung) {
-      c->rung = true;
-      PyThread_release_lock(c->doorbell);
-    }
+    ring(c);
   }
 }
 

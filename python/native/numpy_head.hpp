@@ -33,4 +33,14 @@ inline bool may_hold_numpy_head(const PyObject* o) {
   return Py_TYPE(o)->tp_basicsize >= Py_ssize_t(sizeof(NumpyHead));
 }
 
+// Whether `a` and `b` hold the same `n` sizes (dimensions or strides; either may be NULL when n is
+// 0): a loop over the few of them, not a call into libc's memcmp, whose code is one more place to
+// fetch after each wait for a frame.
+inline bool same_sizes(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
+  if (n > 0 && (!a || !b)) return false;
+  for (int i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 }  // namespace cudaipc_py

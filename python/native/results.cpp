@@ -112,10 +112,6 @@ struct NumpyBuffers {
   }
 } numpy_buffers;
 
-bool same_sizes(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
-  return n == 0 || (a && b && std::memcmp(a, b, size_t(n) * sizeof(Py_ssize_t)) == 0);
-}
-
 // After NumPy exported `view` for `o`: where `o` is an exact numpy.ndarray whose head says the
 // same, its type and (a single-letter format) its dtype are read from heads from now on.
 void learn_numpy(PyObject* o, const Py_buffer& view, char kind) {

@@ -182,14 +182,6 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
   v->raw_type = Py_TYPE(base);
 }
 
-// Whether `a` and `b` hold the same `n` values: a loop over the few dimensions, not a call into
-// libc's memcmp (whose code is one more place to fetch after each wait for a frame).
-CUDAIPC_PY_HOT bool same_values(const Py_ssize_t* a, const Py_ssize_t* b, int n) {
-  for (int i = 0; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 // Whether the vector at `at` in `o` holds the `n` values of `values`. `checked`: a place not yet
 // known to hold a vector, whose words must at least look like one's before its memory is read.
 bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, int n, bool checked) {
@@ -199,7 +191,7 @@ bool vector_holds(const PyObject* o, Py_ssize_t at, const Py_ssize_t* values, in
                   v.capacity_end < v.end || v.capacity_end - v.begin > (1u << 16)))
     return false;
   if (v.end - v.begin != size_t(n) * sizeof(Py_ssize_t)) return false;
-  return same_values(reinterpret_cast<const Py_ssize_t*>(v.begin), values, n);
+  return same_sizes(reinterpret_cast<const Py_ssize_t*>(v.begin), values, n);
 }
 
 // For a cupy view `base` whose layout was just read as attributes into `v`: where its fields say
@@ -262,8 +254,8 @@ CUDAIPC_PY_HOT bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) 
     if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
     const NumpyHead* h = numpy_head(alias);
     return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
-           h->data == numpy_head(base)->data && same_values(h->dimensions, v->dims, v->nd) &&
-           same_values(h->strides, v->steps, v->nd);
+           h->data == numpy_head(base)->data && same_sizes(h->dimensions, v->dims, v->nd) &&
+           same_sizes(h->strides, v->steps, v->nd);
   }
   // The attribute reads run Python (another thread may clear the cache meanwhile): the alias and
   // the expected layout are held here, and the alias must still be the cache's, held by it alone.
