@@ -98,16 +98,19 @@ struct cudaipc_consumer {
 // A frame handed out: the caller's hold plus one per live DLPack export; the lease ends with the
 // last of them. The first export of a frame lives in it (no allocation per frame for the usual
 // one).
-struct cudaipc_frame {
-  cudaipc::Frame f;
+struct alignas(64) cudaipc_frame {
+  // What every hand-out and release touches comes first, in the line the frame's own head starts
+  // in: spread out, they refilled two lines more per frame after a wait.
   std::atomic<std::uint32_t> refs{1};
-  std::shared_ptr<cudaipc::capi::HeldFrames> held;
   int cuda_device = -1;  // -1: host memory
+  std::shared_ptr<cudaipc::capi::HeldFrames> held;
   std::atomic<bool> inline_busy{false};
+  std::atomic<bool> answered{false};
+  bool routed = false;  // `route` is set (a server's request)
+  cudaipc::Frame f;
   cudaipc::capi::DlExport inline_export;
   // A server's request: its pipeline and format (the frame itself is `f`), answered once.
   cudaipc::Request route;
-  std::atomic<bool> answered{false};
 };
 
 namespace cudaipc::capi {
@@ -138,7 +141,10 @@ CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
     f->f.release();
     // A consumer's frames carry no route: resetting one builds and moves a whole Request (a Frame
     // with its description among it), lines a reader's release would touch for nothing.
-    if (f->route.pipeline()) f->route = Request{};
+    if (f->routed) {
+      f->route = Request{};
+      f->routed = false;
+    }
     keep = std::move(f->held);
     f->cuda_device = -1;
     f->refs.store(1, std::memory_order_relaxed);

@@ -80,6 +80,7 @@ void hand_out(cudaipc_server* s, cudaipc::Request&& r, cudaipc_request_view* v) 
   f->cuda_device = device;
   f->f = std::move(r.frame);
   f->route = std::move(r);
+  f->routed = true;
   *v = cudaipc_request_view{};
   v->pipeline = f->route.pipeline();
   cudaipc::capi::describe_frame(f.release(), tensor_id, &v->frame);

@@ -6,7 +6,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -19,6 +21,17 @@
 
 namespace cudaipc {
 namespace {
+
+// A frame description's fields and the user metadata it has, not the rest of its 256 bytes: a
+// frame is copied out of shared memory and moved on to its holder, and each whole copy refilled
+// four cache lines more, read and written, for bytes nobody may read.
+CUDAIPC_HOT void copy_used(FrameDesc& to, const FrameDesc& from) noexcept {
+  constexpr std::size_t head = offsetof(FrameDesc, user_meta);
+  std::memcpy(&to, &from, head);
+  // The size as copied, clamped: an out-of-range one is refused after the copy (try_acquire).
+  const std::uint32_t meta = std::min(to.user_meta_size, kMaxUserMeta);
+  std::memcpy(to.user_meta, from.user_meta, meta);
+}
 
 // How often a waiting consumer checks that the producer is still there when no wake comes.
 constexpr std::chrono::milliseconds kLivenessSlice{50};
@@ -220,8 +233,6 @@ bool ConsumerImpl::format_event(std::uint64_t g, Event& ev) {
   return true;
 }
 
-// Leases the next frame (every-frame) or the newest (latest). True with ev filled when it produced
-// an event (a frame, or the format that must come before it).
 // How many leases a mask holds: a loop over its few set bits (std::bitset's count called
 // libgcc's table-driven popcount, two more places to fetch per frame on a CPU baseline without
 // POPCNT).
@@ -231,6 +242,9 @@ static unsigned leases_in(std::uint64_t held) noexcept {
   return n;
 }
 
+// Leases the next frame (every-frame) or the newest (latest). True with ev filled when it produced
+// an event (a frame, or the format that must come before it). The frame is described in place in
+// `ev`, empty on entry: a frame made here and moved there cost its description's lines twice.
 CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
   ControlBlock& cb = conn_->cb();
   ConnPage& me = conn_->page();
@@ -275,8 +289,8 @@ CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
       conn_->unlease(bit);
       throw Error(Errc::disconnected, "evicted by the producer");
     }
-    Frame f;
-    std::memcpy(&f.desc_, &cb.slots[slot].desc, sizeof(FrameDesc));
+    Frame& f = ev.frame;  // not held until conn_ is set below
+    copy_used(f.desc_, cb.slots[slot].desc);
     const std::uint64_t g = f.desc_.generation;
     try {
       if (f.desc_.seq != t)
@@ -320,6 +334,7 @@ CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
       f.slots_ = gen->slots;
       f.base_ = gen->slots->address(slot);
     } catch (...) {
+      f.slots_.reset();
       conn_->release(slot, t);
       throw;
     }
@@ -329,6 +344,8 @@ CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
     if (!conn_->memory().on_acquire(slot, t, deadline_)) {
       // cpu_wait: the frame was not written by the deadline. Taken again on the next call.
       f.conn_.reset();
+      f.slots_.reset();
+      f.metas_ = nullptr;
       conn_->release(slot, t);
       late_ = true;
       return false;
@@ -341,7 +358,6 @@ CUDAIPC_HOT bool ConsumerImpl::try_acquire(Event& ev) {
     me.cursor.store(t, std::memory_order_release);
     me.delivered.store(++delivered_, std::memory_order_relaxed);
     ev.type = EventType::frame;
-    ev.frame = std::move(f);
     return true;
   }
   return false;
@@ -484,13 +500,19 @@ CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
 
 // ---- Frame ----
 
+// Its description zeroed but the user metadata's bytes, which no size makes readable (copy_used).
+CUDAIPC_HOT Frame::Frame() noexcept {
+  std::memset(&desc_, 0, offsetof(FrameDesc, user_meta));
+}
+
 CUDAIPC_HOT Frame::Frame(Frame&& o) noexcept
     : conn_(std::move(o.conn_)),
       slots_(std::move(o.slots_)),
       base_(o.base_),
       slot_(o.slot_),
-      metas_(std::exchange(o.metas_, nullptr)),
-      desc_(o.desc_) {}
+      metas_(std::exchange(o.metas_, nullptr)) {
+  copy_used(desc_, o.desc_);
+}
 
 CUDAIPC_HOT Frame& Frame::operator=(Frame&& o) noexcept {
   if (this != &o) {
@@ -500,7 +522,7 @@ CUDAIPC_HOT Frame& Frame::operator=(Frame&& o) noexcept {
     base_ = o.base_;
     slot_ = o.slot_;
     metas_ = std::exchange(o.metas_, nullptr);
-    desc_ = o.desc_;
+    copy_used(desc_, o.desc_);
   }
   return *this;
 }

@@ -11,7 +11,10 @@ every 5 ms, so every read waits. Rows: the C++ consumer's next -> release
 (cudaipc-bench-consumer-rate --flush-mib, its read_one() alone), then the package's Python reads,
 each less the same loop with an empty body. With --pages, lines of 4 KiB: pages instead.
 
-  python3 python/bench/cold_lines.py [--frames 40] [--pages] [--cxx-consumer PATH]
+  python3 python/bench/cold_lines.py [--frames 40] [--pages] [--cxx-consumer PATH] [--keep DIR]
+
+--keep leaves each row's profile in DIR (callgrind.ROW), for callgrind_annotate to say which
+functions the lines are in.
 
 Needs valgrind (callgrind, callgrind_control, callgrind_annotate); without it each row says why.
 Run on the build machine: valgrind is not on the GPU machine."""
@@ -173,6 +176,7 @@ def main() -> None:
     ap.add_argument("--pages", action="store_true", help="count 4 KiB pages instead of lines")
     ap.add_argument("--cxx-consumer", metavar="PATH",
                     help="cudaipc-bench-consumer-rate (default: the one in build/tests/bench)")
+    ap.add_argument("--keep", metavar="DIR", help="leave the rows' callgrind profiles in DIR")
     ap.add_argument("--reader", choices=sorted(ROWS), help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--sync", help=argparse.SUPPRESS)
@@ -220,6 +224,12 @@ def main() -> None:
     finally:
         stop.set()
         prod.join(10)
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            for name in os.listdir(work):
+                if name.startswith("callgrind."):
+                    shutil.move(os.path.join(work, name), os.path.join(args.keep, name))
+            print(f"  profiles in {args.keep}")
         shutil.rmtree(work, ignore_errors=True)
 
 

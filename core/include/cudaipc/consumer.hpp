@@ -18,7 +18,7 @@ class ConsumerSlots;
 // the producer changes format or dies meanwhile.
 class Frame {
  public:
-  Frame() = default;
+  Frame() noexcept;
   Frame(Frame&& o) noexcept;
   Frame& operator=(Frame&& o) noexcept;
   Frame(const Frame&) = delete;
@@ -87,7 +87,7 @@ class Frame {
   std::uintptr_t base_ = 0;
   std::uint32_t slot_ = 0;
   const std::uint8_t* metas_ = nullptr;
-  FrameDesc desc_{};
+  FrameDesc desc_;  // user_meta beyond user_meta_size left unset
 };
 
 enum class EventType {
