@@ -368,16 +368,6 @@ class FilterPipeline {
 };
 
 // Waits until the filter sees a model (its reply channel connected and the model on the frames').
-// Whether `model` has taken `n` requests within kWait.
-bool wait_requests(const Model& model, int n) {
-  const auto until = Clock::now() + kWait;
-  while (model.requests() < n) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(Ms(1));
-  }
-  return true;
-}
-
 bool wait_model(FilterPipeline& p, bool connected = true) {
   const auto until = Clock::now() + kWait;
   while (Clock::now() < until) {
@@ -858,7 +848,7 @@ TEST_F(FilterTest, AFlushingSeekDropsTheFrameInFlightAndTheNextOnesAreAnswered) 
   ASSERT_TRUE(p.wait(4)) << p.pipeline().errors();  // frame 4 waits for its pair
   // ...once the model holds it: a seek that came first would flush frame 4 out of appsrc's queue
   // before the filter sent it (a loaded machine showed it), and the pairs after would shift.
-  ASSERT_TRUE(wait_requests(model, 5));
+  ASSERT_TRUE(poll_until([&] { return model.requests() >= 5; }, kWait));
   ASSERT_TRUE(p.seek_to_start()) << p.pipeline().errors();
   // The model pairs frame 4 with frame 100 (whose answer still reaches it), then 101-108 in pairs.
   for (int i = 100; i < 109; ++i) ASSERT_TRUE(p.push(i));
