@@ -55,18 +55,10 @@ CUDAIPC_HOT cudaipc_frame* hand_out(cudaipc_consumer* c, cudaipc::Frame&& frame)
   return f.release();
 }
 
-// Fills *ev from a core event; a frame goes to a new C handle.
-CUDAIPC_HOT void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
-  if (e.type == cudaipc::EventType::frame) {
-    // Its fields but the tensor (a FORMAT event's), which a frame leaves as it was: clearing it
-    // wrote three more cache lines per frame. A hand-out that throws leaves no handle in it.
-    ev->type = CUDAIPC_EVENT_FRAME;
-    ev->frame = nullptr;
-    ev->frame = hand_out(c, std::move(e.frame));
-    ev->caps = nullptr;
-    ev->generation = e.generation;
-    return;
-  }
+// Fills *ev from a core event other than a frame (out of the frame's path, whose code it would
+// otherwise spread over more cache lines).
+__attribute__((noinline, cold)) void to_c_other_event(cudaipc_consumer* c, cudaipc::Event& e,
+                                                      cudaipc_event* ev) {
   *ev = cudaipc_event{};
   ev->generation = e.generation;
   switch (e.type) {
@@ -91,6 +83,26 @@ CUDAIPC_HOT void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_even
       ev->type = CUDAIPC_EVENT_DISCONNECTED;
       break;
   }
+}
+
+// Fills *ev from a core event; a frame goes to a new C handle.
+CUDAIPC_HOT inline void to_c_event(cudaipc_consumer* c, cudaipc::Event& e, cudaipc_event* ev) {
+  if (__builtin_expect(e.type != cudaipc::EventType::frame, 0)) return to_c_other_event(c, e, ev);
+  // Its fields but the tensor (a FORMAT event's), which a frame leaves as it was: clearing it
+  // wrote three more cache lines per frame. A hand-out that throws leaves no handle in it.
+  ev->type = CUDAIPC_EVENT_FRAME;
+  ev->frame = nullptr;
+  ev->frame = hand_out(c, std::move(e.frame));
+  ev->caps = nullptr;
+  ev->generation = e.generation;
+}
+
+// The view of a read that brought no frame.
+__attribute__((noinline, cold)) void no_frame_view(const cudaipc_event* ev,
+                                                   cudaipc_frame_view* view) {
+  *view = cudaipc_frame_view{};
+  view->type = ev->type;
+  view->cuda_device = -1;
 }
 
 }  // namespace
@@ -323,12 +335,7 @@ CUDAIPC_HOT int cudaipc_consumer_next_frame(cudaipc_consumer* c, uint64_t timeou
     require(view, "view");
     cudaipc::Event e = open_consumer(c).next(to_duration(timeout_ns));
     to_c_event(c, e, ev);
-    if (ev->type != CUDAIPC_EVENT_FRAME) {
-      *view = cudaipc_frame_view{};
-      view->type = ev->type;
-      view->cuda_device = -1;
-      return;
-    }
+    if (__builtin_expect(ev->type != CUDAIPC_EVENT_FRAME, 0)) return no_frame_view(ev, view);
     const cudaipc::FrameDesc& d = ev->frame->f.desc();
     if (d.tensor != c->last_tensor) {
       c->last_tensor = d.tensor;

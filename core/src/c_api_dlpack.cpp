@@ -492,10 +492,12 @@ CUDAIPC_HOT int cudaipc_frame_slot(cudaipc_frame* f, uint32_t* slot, const void*
     require(f, "frame");
     require(slot, "slot");
     require(set, "set");
-    std::shared_ptr<const void> memory = f->f.slot_memory();
+    // The set's identity only: a reference taken and dropped (two atomic operations) for it cost
+    // a host frame's numpy() more code lines after each wait for a frame (issue #39).
+    const void* memory = f->f.slot_set();
     if (!memory) throw Error(Errc::invalid_argument, "the frame was released");
     *slot = f->f.slot();
-    *set = memory.get();
+    *set = memory;
   });
 }
 

@@ -26,12 +26,12 @@ namespace cudaipc::capi {
 // handles of frames that ended. Frames share it with their consumer, so it outlives a consumer
 // freed before its frames. A frame's handle is a spare made again when there is one: once as many
 // frames were held at once as will be, handing one out allocates nothing (the hot path's rule).
+// Both live in fixed arrays, with what outgrows them (more frames held at once than kInline) in a
+// vector on a path of its own: a vector's growth and search on the frame's path was 16 more code
+// lines to refill after each wait for a frame (issue #39).
 class HeldFrames {
  public:
-  HeldFrames() {
-    seqs_.reserve(kSpares);
-    spares_.reserve(kSpares);
-  }
+  HeldFrames() = default;
   ~HeldFrames();
   HeldFrames(const HeldFrames&) = delete;
   HeldFrames& operator=(const HeldFrames&) = delete;
@@ -43,16 +43,28 @@ class HeldFrames {
   void give_back(std::uint64_t seq, std::unique_ptr<cudaipc_frame> handle) noexcept;
   std::vector<std::uint64_t> sorted() const {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::uint64_t> out = seqs_;
+    std::vector<std::uint64_t> out(seqs_, seqs_ + held_);
+    out.insert(out.end(), more_seqs_.begin(), more_seqs_.end());
     std::sort(out.begin(), out.end());
     return out;
   }
 
  private:
-  static constexpr std::size_t kSpares = 64;
+  static constexpr std::size_t kInline = 64;
+  // take() without a spare or room in seqs_ (under the lock, which a new handle's allocation is
+  // made outside of).
+  std::unique_ptr<cudaipc_frame> take_slow(std::uint64_t seq, std::unique_lock<std::mutex>& lock);
+  void forget_slow(std::uint64_t seq) noexcept;
+  // A server's request's route reset (out of line: a Request's whole construction, which a
+  // consumer's frame never needs).
+  static void forget_route(cudaipc_frame& f) noexcept;
+
   mutable std::mutex mu_;
-  std::vector<std::uint64_t> seqs_;
-  std::vector<std::unique_ptr<cudaipc_frame>> spares_;
+  std::size_t held_ = 0;
+  std::size_t spare_count_ = 0;
+  std::uint64_t seqs_[kInline];
+  std::vector<std::uint64_t> more_seqs_;  // held beyond kInline at once
+  std::unique_ptr<cudaipc_frame> spares_[kInline];
 };
 
 // One DLPack export: the managed tensor handed out (versioned or legacy) and the arrays it points
@@ -101,6 +113,13 @@ struct cudaipc_consumer {
 struct alignas(64) cudaipc_frame {
   // What every hand-out and release touches comes first, in the line the frame's own head starts
   // in: spread out, they refilled two lines more per frame after a wait.
+  cudaipc_frame() = default;
+  // Out of line: inlined, its Request's and Frame's destruction filled every function that may free
+  // a handle with code the frame's path jumps over (c_api_held_frames.cpp).
+  ~cudaipc_frame();
+  cudaipc_frame(const cudaipc_frame&) = delete;
+  cudaipc_frame& operator=(const cudaipc_frame&) = delete;
+
   std::atomic<std::uint32_t> refs{1};
   int cuda_device = -1;  // -1: host memory
   std::shared_ptr<cudaipc::capi::HeldFrames> held;
@@ -119,17 +138,9 @@ inline HeldFrames::~HeldFrames() = default;
 
 CUDAIPC_HOT inline std::unique_ptr<cudaipc_frame> HeldFrames::take(std::uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
-  std::unique_ptr<cudaipc_frame> f;
-  if (spares_.empty()) {
-    lock.unlock();
-    f = std::make_unique<cudaipc_frame>();  // the only allocation: before the seq is counted
-    lock.lock();
-  } else {
-    f = std::move(spares_.back());
-    spares_.pop_back();
-  }
-  seqs_.push_back(seq);
-  return f;
+  if (spare_count_ == 0 || held_ == kInline) return take_slow(seq, lock);
+  seqs_[held_++] = seq;
+  return std::move(spares_[--spare_count_]);
 }
 
 CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
@@ -141,10 +152,7 @@ CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
     f->f.release();
     // A consumer's frames carry no route: resetting one builds and moves a whole Request (a Frame
     // with its description among it), lines a reader's release would touch for nothing.
-    if (f->routed) {
-      f->route = Request{};
-      f->routed = false;
-    }
+    if (f->routed) forget_route(*f);
     keep = std::move(f->held);
     f->cuda_device = -1;
     f->refs.store(1, std::memory_order_relaxed);
@@ -152,9 +160,13 @@ CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
     f->answered.store(false, std::memory_order_relaxed);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find(seqs_.begin(), seqs_.end(), seq);
-  if (it != seqs_.end()) seqs_.erase(it);
-  if (f && spares_.size() < kSpares) spares_.push_back(std::move(f));
+  std::size_t i = 0;
+  while (i < held_ && seqs_[i] != seq) ++i;
+  if (i < held_)
+    seqs_[i] = seqs_[--held_];  // the order is sorted()'s to make
+  else
+    forget_slow(seq);
+  if (f && spare_count_ < kInline) spares_[spare_count_++] = std::move(f);
 }
 
 inline thread_local std::string g_error;

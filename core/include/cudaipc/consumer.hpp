@@ -45,6 +45,9 @@ class Frame {
   // handle lives, and tells sets apart: a wrapper made once per slot and reused frame after frame
   // (cudaipcsrc's buffer pool) holds it. Empty once released.
   std::shared_ptr<const void> slot_memory() const noexcept;
+  // What slot_memory() holds, without a reference: which set the slot is in, for as long as the
+  // frame is held (nullptr once released).
+  const void* slot_set() const noexcept { return slots_.get(); }
   // Ends the lease (for CUDA, after recording the consumer's "done reading" event).
   void release() noexcept;
   // False when the producer died before its GPU had written this frame (CUDA): the consumer let
