@@ -4,6 +4,8 @@
 
 #include <structmember.h>
 
+#include <cstring>
+
 namespace cudaipc_py {
 
 namespace {
@@ -41,7 +43,9 @@ CUDAIPC_PY_HOT int release_after_stream(cudaipc_frame* h, uintptr_t stream) {
   return 0;
 }
 
-CUDAIPC_PY_HOT void frame_dealloc(PyObject* o) {
+// Everything a frame object's end does but freeing it: untracked, weak references cleared, the
+// frame released, its references dropped.
+CUDAIPC_PY_HOT void frame_dealloc_body(PyObject* o) {
   FrameObject* f = as_frame(o);
   PyObject_GC_UnTrack(o);
   if (f->weakrefs) PyObject_ClearWeakRefs(o);
@@ -51,9 +55,34 @@ CUDAIPC_PY_HOT void frame_dealloc(PyObject* o) {
     f->h = nullptr;
   }
   frame_clear(o);
+}
+
+void frame_dealloc(PyObject* o) {
+  frame_dealloc_body(o);
   // A static base: the subclass's deallocator (CPython's subtype_dealloc) drops the type's
   // reference itself.
   Py_TYPE(o)->tp_free(o);
+}
+
+// Frame objects whose frames ended, kept for the next ones (under the GIL): making and freeing one
+// per frame through CPython's allocator and its generic deallocator cost the package's next()
+// ~25 cache lines after each wait for a frame on the GPU machine's CPU (issue #39). Only objects
+// of the package's Frame class, which adds no fields, are kept; they hold no reference.
+constexpr int kSpareFrames = 8;
+PyObject* spare_frames[kSpareFrames];
+int spare_count = 0;
+
+// The package's Frame class's deallocator, in place of CPython's generic one (see
+// frame_pool_install): what that one does for a class with no fields, __del__ or dict of its
+// own, with the object kept as a spare instead of freed.
+CUDAIPC_PY_HOT void frame_pooled_dealloc(PyObject* o) {
+  PyTypeObject* type = Py_TYPE(o);
+  frame_dealloc_body(o);
+  if (type == package.frame && spare_count < kSpareFrames)
+    spare_frames[spare_count++] = o;
+  else
+    type->tp_free(o);
+  Py_DECREF(type);  // a heap type: each of its objects held a reference to it
 }
 
 PyObject* time_or_none(uint64_t t) {
@@ -140,6 +169,7 @@ PyMemberDef frame_members[] = {
 CUDAIPC_PY_HOT PyObject* m_release(PyObject* o, PyObject* const* args, Py_ssize_t nargs,
                                    PyObject* kw) {
   static const char* const names[] = {"stream", "after"};
+  if (!nargs && !kw) return frame_release(as_frame(o), Py_None, Py_None);
   PyObject* a[2];
   if (!parse("release", args, nargs, kw, names, a, 2)) return nullptr;
   return frame_release(as_frame(o), a[0], a[1]);
@@ -285,9 +315,34 @@ PyMethodDef frame_methods[] = {
 
 }  // namespace
 
+bool frame_pool_install(PyTypeObject* type) {
+  // CPython's generic deallocator also runs __del__, clears an instance dict and the slots a class
+  // adds: a Frame class with any of those keeps it.
+  const bool plain = type->tp_basicsize == FrameType.tp_basicsize && !type->tp_finalize &&
+                     !type->tp_del && type->tp_dictoffset == 0 &&
+                     (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+                     type->tp_weaklistoffset == FrameType.tp_weaklistoffset;
+  if (plain) type->tp_dealloc = frame_pooled_dealloc;
+  return plain;
+}
+
+void frame_pool_clear() {
+  while (spare_count > 0) PyObject_GC_Del(spare_frames[--spare_count]);
+}
+
 CUDAIPC_PY_HOT PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {
   PyTypeObject* type = package.frame ? package.frame : &FrameType;
-  PyObject* o = type->tp_alloc(type, 0);
+  PyObject* o;
+  if (spare_count > 0 && type->tp_dealloc == frame_pooled_dealloc) {
+    // As tp_alloc leaves one: the type referenced, one reference, the fields zero, tracked.
+    o = spare_frames[--spare_count];
+    std::memset(reinterpret_cast<char*>(o) + sizeof(PyObject), 0,
+                sizeof(FrameObject) - sizeof(PyObject));
+    PyObject_Init(o, type);
+    PyObject_GC_Track(o);
+  } else {
+    o = type->tp_alloc(type, 0);
+  }
   if (!o) {
     cudaipc_frame_release(v.frame);  // never leaked: nobody else holds it
     return nullptr;
@@ -309,14 +364,16 @@ CUDAIPC_PY_HOT PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared
   return o;
 }
 
+namespace {
+
+// frame_release with a stream or an event to order it after.
 // The handle is taken from the frame before any argument is read (reading one may run Python that
 // releases the frame). `after`, an event recorded after every read of the frame, stands for its
 // views' stream (a loop that waited for it releases with one query and a CPU store); without it,
 // or when it is not one or the driver refuses it, the release follows the views' stream. A stream
 // named is followed either way. Released whatever fails; the first failure is raised.
-CUDAIPC_PY_HOT PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
+PyObject* release_ordered(FrameObject* f, PyObject* stream, PyObject* after) {
   cudaipc_frame* h = f->h;
-  if (!h) Py_RETURN_NONE;
   const uintptr_t views = f->view_stream;
   f->h = nullptr;
   f->view_stream = 0;
@@ -347,6 +404,28 @@ CUDAIPC_PY_HOT PyObject* frame_release(FrameObject* f, PyObject* stream, PyObjec
   const int rc = release_after_stream(h, s ? s : views);
   if (!ok) return nullptr;
   if (int first = ordered ? ordered : rc) return failure(first);
+  Py_RETURN_NONE;
+}
+
+}  // namespace
+
+// The release a loop makes (no stream, no event) runs here alone, straight through: spread over
+// the ordered cases, it touched 7 cache lines of code after each wait for a frame (issue #39).
+CUDAIPC_PY_HOT PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
+  cudaipc_frame* h = f->h;
+  if (!h) Py_RETURN_NONE;
+  if (!CUDAIPC_PY_LIKELY(stream == Py_None && after == Py_None))
+    return release_ordered(f, stream, after);
+  const uintptr_t views = f->view_stream;
+  f->h = nullptr;
+  f->view_stream = 0;
+  Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
+  if (f->device < 0 || !views) {
+    cudaipc_frame_release(h);
+    Py_RETURN_NONE;
+  }
+  if (int rc = cudaipc_frame_release_after(h, reinterpret_cast<void*>(views)))
+    return fail_on_frame(rc, f, "releasing");
   Py_RETURN_NONE;
 }
 

@@ -39,6 +39,7 @@ PyObject* configure(PyObject*, PyObject* args) {
     Py_INCREF(given[i]);
     Py_XSETREF(*slots[i], given[i]);
   }
+  frame_pool_install(package.frame);
   Py_RETURN_NONE;
 }
 
@@ -83,6 +84,10 @@ PyMethodDef methods[] = {
      "how many NumPy result arrays reply() read from their C heads rather than their buffers"},
     {nullptr, nullptr, 0, nullptr}};
 
+void module_free(void*) {
+  frame_pool_clear();
+}
+
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
                           "_native",
                           "cudaipc's compiled binding of the core (issue #39)",
@@ -91,7 +96,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
                           nullptr,
                           nullptr,
                           nullptr,
-                          nullptr};
+                          module_free};
 
 // The core makes and reads DLPack capsules through these (cudaipc_capsule_api).
 void* capsule_new(void* pointer, const char* name, void (*destructor)(void*)) {

@@ -21,6 +21,16 @@
 #define CUDAIPC_PY_HOT
 #endif
 
+// What a frame's path does not run: a call to a cold function is a branch the compiler lays out
+// away from that path (in .text.unlikely), so the path's own code stays in fewer cache lines.
+#if defined(__GNUC__)
+#define CUDAIPC_PY_COLD __attribute__((cold, noinline))
+#define CUDAIPC_PY_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define CUDAIPC_PY_COLD
+#define CUDAIPC_PY_LIKELY(x) (x)
+#endif
+
 namespace cudaipc_py {
 
 // An owned reference: the binding's RAII for PyObject*.
@@ -150,6 +160,11 @@ bool event_of(PyObject* event, uintptr_t* out);
 
 // A frame object of the package's Frame class from a view, sharing `shared`.
 PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
+// Whether the package's Frame class `type` (configure) ends its objects through the binding's
+// pool of spare frame objects, which it can when it adds nothing the generic deallocator ends.
+bool frame_pool_install(PyTypeObject* type);
+// Frees the spare frame objects (the module's end).
+void frame_pool_clear();
 // consumer.cpp: one cudaipc_consumer_next_frame into `events` (an Events buffer): a Frame sharing
 // `shared` when a frame of the description it stands for (tensor_id, device) came, else the call's
 // status as an int (the caller reads the event). Lets the GIL go while it waits.

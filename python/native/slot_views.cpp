@@ -237,26 +237,8 @@ void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
   }
 }
 
-// Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
-// it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
-CUDAIPC_PY_HOT bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
-  PyObject* alias = v->lent[slot];
-  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
-  if (v->raw_type && v->shape_at) {
-    if (Py_TYPE(alias) != v->raw_type) return false;
-    PyObject* dtype;
-    std::memcpy(&dtype, reinterpret_cast<const char*>(alias) + v->dtype_at, sizeof dtype);
-    return dtype == v->dtype && vector_holds(alias, v->shape_at, v->dims, v->nd, false) &&
-           vector_holds(alias, v->shape_at + Py_ssize_t(sizeof(VectorHead)), v->steps, v->nd,
-                        false);
-  }
-  if (v->raw_type) {
-    if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
-    const NumpyHead* h = numpy_head(alias);
-    return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
-           h->data == numpy_head(base)->data && same_sizes(h->dimensions, v->dims, v->nd) &&
-           same_sizes(h->strides, v->steps, v->nd);
-  }
+// reusable() where the layout is read as attributes (views whose C layout was not recognised).
+CUDAIPC_PY_COLD bool reusable_by_attributes(SlotViewsObject* v, uint32_t slot, PyObject* alias) {
   // The attribute reads run Python (another thread may clear the cache meanwhile): the alias and
   // the expected layout are held here, and the alias must still be the cache's, held by it alone.
   Ref keep(Py_NewRef(alias));
@@ -274,6 +256,33 @@ CUDAIPC_PY_HOT bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) 
                     PyObject_RichCompareBool(strides, want_strides.get(), Py_EQ) == 1;
   if (PyErr_Occurred()) PyErr_Clear();
   return same && v->lent[slot] == alias && Py_REFCNT(alias) == 2;
+}
+
+// reusable() for views whose C layout is known (no Python runs): false where it is not.
+CUDAIPC_PY_HOT inline bool reusable_raw(SlotViewsObject* v, uint32_t slot, PyObject* base) {
+  PyObject* alias = v->lent[slot];
+  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype || !v->raw_type) return false;
+  if (v->shape_at) {
+    if (Py_TYPE(alias) != v->raw_type) return false;
+    PyObject* dtype;
+    std::memcpy(&dtype, reinterpret_cast<const char*>(alias) + v->dtype_at, sizeof dtype);
+    return dtype == v->dtype && vector_holds(alias, v->shape_at, v->dims, v->nd, false) &&
+           vector_holds(alias, v->shape_at + Py_ssize_t(sizeof(VectorHead)), v->steps, v->nd,
+                        false);
+  }
+  if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
+  const NumpyHead* h = numpy_head(alias);
+  return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
+         h->data == numpy_head(base)->data && same_sizes(h->dimensions, v->dims, v->nd) &&
+         same_sizes(h->strides, v->steps, v->nd);
+}
+
+// Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
+// it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
+bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
+  PyObject* alias = v->lent[slot];
+  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
+  return v->raw_type ? reusable_raw(v, slot, base) : reusable_by_attributes(v, slot, alias);
 }
 
 int shared_traverse(PyObject* o, visitproc visit, void* arg) {
@@ -343,10 +352,11 @@ bool slot_views_ready() {
   return PyType_Ready(&SlotViewsType) == 0 && PyType_Ready(&SharedType) == 0;
 }
 
-CUDAIPC_PY_HOT PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
-  uint32_t slot = 0;
-  const void* set = nullptr;
-  if (int rc = cudaipc_frame_slot(f->h, &slot, &set)) return fail(rc, "the frame's slot");
+namespace {
+
+// slot_view for all but a slot whose alias is handed out again: the first frame of a slot (its
+// view made), a new slot set, an alias still held or changed (a new alias made).
+PyObject* slot_view_made(FrameObject* f, const ViewMaker& maker, uint32_t slot, const void* set) {
   if (slot >= CUDAIPC_MAX_SLOTS) {
     PyErr_Format(PyExc_ValueError, "slot %u out of range", slot);
     return nullptr;
@@ -395,6 +405,29 @@ CUDAIPC_PY_HOT PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
   if (alias && views->set == set && views->tensors[slot] == base)
     Py_XSETREF(views->lent[slot], Py_NewRef(alias));
   return alias;
+}
+
+}  // namespace
+
+// The frame's view of its slot. The call a loop makes (the slot's alias, nobody else holding it,
+// handed out again) runs here alone, straight through: spread over every case, it touched 12
+// cache lines of code after each wait for a frame (issue #39).
+CUDAIPC_PY_HOT PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
+  uint32_t slot = 0;
+  const void* set = nullptr;
+  if (int rc = cudaipc_frame_slot(f->h, &slot, &set)) return fail(rc, "the frame's slot");
+  PyObject* shared = f->shared;
+  if (CUDAIPC_PY_LIKELY(slot < CUDAIPC_MAX_SLOTS && maker.reuse != ViewMaker::Reuse::never &&
+                        shared && Py_TYPE(shared)->tp_base == &SharedType)) {
+    PyObject* cache = reinterpret_cast<SharedObject*>(shared)->*maker.field;
+    if (CUDAIPC_PY_LIKELY(cache && Py_TYPE(cache) == &SlotViewsType)) {
+      SlotViewsObject* views = as_views(cache);
+      PyObject* base = views->tensors[slot];
+      if (CUDAIPC_PY_LIKELY(views->set == set && base && reusable_raw(views, slot, base)))
+        return Py_NewRef(views->lent[slot]);
+    }
+  }
+  return slot_view_made(f, maker, slot, set);
 }
 
 }  // namespace cudaipc_py
