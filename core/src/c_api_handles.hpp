@@ -171,8 +171,15 @@ CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
 
 inline thread_local std::string g_error;
 inline thread_local int g_code = CUDAIPC_OK;
+// Whether a call of this process has failed yet: until one has, no thread has an error to clear
+// after a call that works, and the call reads no thread-local. (In a library loaded at run time,
+// as the plugin and the Python binding are, each read is a __tls_get_addr call: 6 cache lines
+// after each wait for a frame on the GPU machine's CPU, issue #39.) A thread's own failure sets
+// it before that thread's next call, so the relaxed read sees it there.
+inline std::atomic<bool> g_failed_once{false};
 
 inline int fail(Errc code, const char* what) {
+  g_failed_once.store(true, std::memory_order_relaxed);
   g_error = what;
   g_code = static_cast<int>(code);
   return g_code;
@@ -182,9 +189,9 @@ template <typename F>
 int guard(F&& f) {
   try {
     f();
-    // The text is cleared only after a failure: a call on the frame's path reads one trivial
-    // thread-local word, where the string's thread-local wrapper and a store cost two lookups.
-    if (g_code != CUDAIPC_OK) {
+    // The text is cleared only after a failure (g_failed_once): a call on the frame's path reads
+    // no thread-local until one.
+    if (g_failed_once.load(std::memory_order_relaxed) && g_code != CUDAIPC_OK) {
       g_error.clear();
       g_code = CUDAIPC_OK;
     }

@@ -246,10 +246,18 @@ TEST(CApi, ErrorsCarryCodeAndMessage) {
   }).join();
   EXPECT_TRUE(mentions("no producer")) << cudaipc_last_error();
 
-  // Success clears it.
+  // Success clears it, and the code with it.
+  EXPECT_EQ(cudaipc_last_error_code(), CUDAIPC_ERR_DISCONNECTED);
   cudaipc_tensor good = bytes_tensor(16);
   EXPECT_EQ(cudaipc_producer_set_format(p, "x", &good, 0), CUDAIPC_OK);
   EXPECT_STREQ(cudaipc_last_error(), "");
+  EXPECT_EQ(cudaipc_last_error_code(), CUDAIPC_OK);
+  // A thread that never failed has nothing to clear after others' failures.
+  std::thread([&] {
+    EXPECT_EQ(cudaipc_producer_set_format(p, "x", &good, 0), CUDAIPC_OK);
+    EXPECT_EQ(cudaipc_last_error_code(), CUDAIPC_OK);
+    EXPECT_STREQ(cudaipc_last_error(), "");
+  }).join();
   // NULL handles are harmless where the API says so.
   EXPECT_EQ(cudaipc_frame_seq(nullptr), 0u);
   cudaipc_frame_release(nullptr);
