@@ -334,7 +334,12 @@ CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_
   if (!CUDAIPC_PY_LIKELY(got && !PyLong_CheckExact(got)))
     got = got ? next_not_frame(self, got, timeout, deadline) : nullptr;
   Py_DECREF(timeout);
-  give_turn(c);
+  // This thread's turn since it took it above (nobody takes a held turn), and a callback of
+  // next_not_frame that took it again gave it back.
+  if (--c->depth == 0) {
+    c->owner = 0;
+    ring(c);
+  }
   return got;
 }
 

@@ -207,3 +207,33 @@ def test_consumers_and_producers_leave_no_fds(path):
                 np.testing.assert_array_equal(f.numpy(), pattern(1, (64,), np.float32))
     gc.collect()
     assert fds() == fd0
+
+
+def test_frame_objects_made_again_carry_nothing_over(path):
+    """The binding keeps the objects of frames that ended for the next frames: each comes back
+    with the new frame's description, content, metas and state alone (no metas, weak references
+    or release of the frame it was before), and a frame still referenced is never one of them."""
+    shape = (4, 6)
+    with cudaipc.Producer(path, memory="host", num_slots=4) as p:
+        c = cudaipc.Consumer(path, timeout=10)
+        p.wait_for_consumers()
+        kept = []
+        ended = []
+        for seq in range(1, 41):
+            p.publish(pattern(seq, shape, np.int32), meta={"seq": seq} if seq % 2 else None)
+            f = c.next()
+            assert f.seq == seq and not f.released
+            np.testing.assert_array_equal(f.numpy(), pattern(seq, shape, np.int32))
+            assert f.meta == ({"seq": seq} if seq % 2 else {})
+            assert all(k is not f for k in kept)
+            ref = weakref.ref(f, lambda _r, seq=seq: ended.append(seq))
+            if seq % 10 == 0:
+                kept.append(f)  # released but referenced: never made again meanwhile
+            f.release()
+            del f
+            assert ref() is None or seq % 10 == 0
+        assert ended == [s for s in range(1, 41) if s % 10], ended
+        for k, seq in zip(kept, (10, 20, 30, 40)):
+            assert k.seq == seq and k.released
+        assert c.held == 0
+        c.close()
