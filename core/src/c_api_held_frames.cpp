@@ -33,7 +33,7 @@ void HeldFrames::forget_slow(std::uint64_t seq) noexcept {
 }
 
 void HeldFrames::forget_route(cudaipc_frame& f) noexcept {
-  f.route = Request{};
+  f.route.reset();
   f.routed = false;
 }
 

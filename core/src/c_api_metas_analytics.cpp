@@ -51,8 +51,8 @@ ObjectDetection box(const T* b) {
 
 // Detections 0 .. n-1, their labels the names at `where`.
 template <typename T>
-bool detections(AnalyticsWriter& aw, const cudaipc_metas_analytics& a, const T* boxes,
-                const HeapString* where) {
+[[gnu::noinline]] bool detections(AnalyticsWriter& aw, const cudaipc_metas_analytics& a,
+                                  const T* boxes, const HeapString* where) {
   const float* scores = a.scores;
   const float* rotation = a.rotation;
   const std::int64_t* labels = a.labels;
@@ -75,14 +75,54 @@ struct Plan {
   std::size_t table_bytes = 0;
 };
 
-void check_label(const cudaipc_metas_analytics& a, std::int64_t l, const char* what,
-                 std::uint32_t i) {
+[[gnu::cold, gnu::noinline]] void check_label(const cudaipc_metas_analytics& a, std::int64_t l,
+                                              const char* what, std::uint32_t i) {
   if (l < 0)
     refuse(std::string("label ") + std::to_string(l) + " of " + what + " " + std::to_string(i) +
            " is negative");
   if (static_cast<std::uint64_t>(l) >= a.name_count)
     refuse(std::string("label ") + std::to_string(l) + " of " + what + " " + std::to_string(i) +
            " has no name (" + std::to_string(a.name_count) + " names)");
+}
+
+// plan() for the classifications, tracks and relations (off the path of a record of detections
+// alone, whose code it would otherwise spread over more cache lines): their checks, and the
+// relations they add.
+template <typename Use>
+[[gnu::noinline]] std::uint64_t plan_more(const cudaipc_metas_analytics& a, const Plan& p,
+                                          Use& use) {
+  const std::uint32_t n = a.n, nc = a.classifications, nt = a.tracks;
+  std::uint64_t relations = 0;
+  for (std::uint32_t k = 0; k < nc; ++k) {
+    const std::int32_t d = a.class_detection[k];
+    if (d < -1 || d >= static_cast<std::int64_t>(n))
+      refuse("classification " + std::to_string(k) + " names detection " + std::to_string(d) +
+             " of " + std::to_string(n));
+    if (d >= 0) relations += 2;
+    const std::uint32_t first = a.class_first[k], last = a.class_first[k + 1];
+    if (last < first) refuse("classification " + std::to_string(k) + "'s classes go backwards");
+    if (last > first && (!a.class_scores || !a.class_labels))
+      refuse("classification " + std::to_string(k) + ": its scores or labels are NULL");
+    for (std::uint32_t j = first; j < last; ++j) {
+      check_label(a, a.class_labels[j], "class", j);
+      use(a.class_labels[j]);
+    }
+  }
+  for (std::uint32_t j = 0; j < nt; ++j) {
+    const std::int32_t d = a.track_detection[j];
+    if (d < -1 || d >= static_cast<std::int64_t>(n))
+      refuse("track " + std::to_string(j) + " names detection " + std::to_string(d) + " of " +
+             std::to_string(n));
+    if (d >= 0) ++relations;
+  }
+  for (std::uint32_t r = 0; r < a.relation_count; ++r) {
+    const std::uint32_t from = a.relations[3 * r], to = a.relations[3 * r + 1];
+    if (from >= p.mtds || to >= p.mtds)
+      refuse("relation (" + std::to_string(from) + ", " + std::to_string(to) +
+             ") names an mtd outside the " + std::to_string(p.mtds) +
+             " published (detections first, then classifications, then tracks)");
+  }
+  return relations;
 }
 
 // Checks every count, index and label, and lays the record out: its body's bytes.
@@ -121,36 +161,7 @@ Plan plan(const cudaipc_metas_analytics& a, std::vector<std::uint8_t>& used) {
       for (std::uint32_t i = 0; i < n; ++i) use(labels[i]);
   }
   std::uint64_t relations = a.relation_count;
-  std::size_t payloads = 0;  // counted from the end of the names, each on a 4-byte boundary
-  for (std::uint32_t k = 0; k < nc; ++k) {
-    const std::int32_t d = a.class_detection[k];
-    if (d < -1 || d >= static_cast<std::int64_t>(n))
-      refuse("classification " + std::to_string(k) + " names detection " + std::to_string(d) +
-             " of " + std::to_string(n));
-    if (d >= 0) relations += 2;
-    const std::uint32_t first = a.class_first[k], last = a.class_first[k + 1];
-    if (last < first) refuse("classification " + std::to_string(k) + "'s classes go backwards");
-    if (last > first && (!a.class_scores || !a.class_labels))
-      refuse("classification " + std::to_string(k) + ": its scores or labels are NULL");
-    for (std::uint32_t j = first; j < last; ++j) {
-      check_label(a, a.class_labels[j], "class", j);
-      use(a.class_labels[j]);
-    }
-  }
-  for (std::uint32_t j = 0; j < nt; ++j) {
-    const std::int32_t d = a.track_detection[j];
-    if (d < -1 || d >= static_cast<std::int64_t>(n))
-      refuse("track " + std::to_string(j) + " names detection " + std::to_string(d) + " of " +
-             std::to_string(n));
-    if (d >= 0) ++relations;
-  }
-  for (std::uint32_t r = 0; r < a.relation_count; ++r) {
-    const std::uint32_t from = a.relations[3 * r], to = a.relations[3 * r + 1];
-    if (from >= p.mtds || to >= p.mtds)
-      refuse("relation (" + std::to_string(from) + ", " + std::to_string(to) +
-             ") names an mtd outside the " + std::to_string(p.mtds) +
-             " published (detections first, then classifications, then tracks)");
-  }
+  if (nc || nt || a.relation_count) relations += plan_more(a, p, use);
   if (relations > 0xffffffffu / kRelation) refuse("analytics: too many relations");
   p.relations = static_cast<std::uint32_t>(relations);
   std::size_t names = 0;
@@ -167,9 +178,48 @@ Plan plan(const cudaipc_metas_analytics& a, std::vector<std::uint8_t>& used) {
     p.heap = (p.heap + 3) & ~std::size_t{3};
     p.heap += 4 + kClass * (std::size_t{a.class_first[k + 1]} - a.class_first[k]);
   }
-  (void)payloads;
   p.body = kHeader + kMtd * std::size_t{p.mtds} + kRelation * std::size_t{p.relations} + p.heap;
   return p;
+}
+
+// analytics() for the classifications, tracks and relations, after the detections (off the path
+// of a record of detections alone). False when the writer ran out of room.
+[[gnu::noinline]] bool write_more(AnalyticsWriter& aw, const cudaipc_metas_analytics& a,
+                                  const std::vector<HeapString>& where,
+                                  std::vector<HeapString>& class_labels) {
+  bool ok = true;
+  for (std::uint32_t k = 0; ok && k < a.classifications; ++k) {
+    const std::uint32_t first = a.class_first[k], count = a.class_first[k + 1] - first;
+    class_labels.resize(count);
+    for (std::uint32_t j = 0; j < count; ++j)
+      class_labels[j] = where[static_cast<std::size_t>(a.class_labels[first + j])];
+    ok = aw.add_classification(a.n + k, count ? a.class_scores + first : nullptr,
+                               class_labels.data(), count) >= 0;
+  }
+  const std::uint32_t t0 = a.n + a.classifications;
+  for (std::uint32_t j = 0; ok && j < a.tracks; ++j) {
+    Tracking t;
+    t.tracking_id = a.track_ids[j];
+    t.first_seen = a.first_seen ? a.first_seen[j] : 0;
+    t.last_seen = a.last_seen ? a.last_seen[j] : 0;
+    t.lost = a.lost && a.lost[j];
+    ok = aw.add_tracking(t0 + j, t) >= 0;
+  }
+  // GStreamer's own pairs: detection CONTAIN classification, classification IS_PART_OF detection;
+  // detection RELATE_TO track. Then the caller's.
+  for (std::uint32_t k = 0; ok && k < a.classifications; ++k) {
+    const std::int32_t d = a.class_detection[k];
+    if (d < 0) continue;
+    const auto c = a.n + k, det = static_cast<std::uint32_t>(d);
+    ok = aw.add_relation(det, c, kContain) && aw.add_relation(c, det, kIsPartOf);
+  }
+  for (std::uint32_t j = 0; ok && j < a.tracks; ++j) {
+    const std::int32_t d = a.track_detection[j];
+    if (d >= 0) ok = aw.add_relation(static_cast<std::uint32_t>(d), t0 + j, kRelateTo);
+  }
+  for (std::uint32_t r = 0; ok && r < a.relation_count; ++r)
+    ok = aw.add_relation(a.relations[3 * r], a.relations[3 * r + 1], a.relations[3 * r + 2]);
+  return ok;
 }
 
 }  // namespace
@@ -202,37 +252,8 @@ void MetasWriter::analytics(std::string_view name, const cudaipc_metas_analytics
   if (ok)
     ok = a.boxes_f64 ? detections(aw, a, static_cast<const double*>(a.boxes), where.data())
                      : detections(aw, a, static_cast<const float*>(a.boxes), where.data());
-  for (std::uint32_t k = 0; ok && k < a.classifications; ++k) {
-    const std::uint32_t first = a.class_first[k], count = a.class_first[k + 1] - first;
-    class_labels.resize(count);
-    for (std::uint32_t j = 0; j < count; ++j)
-      class_labels[j] = where[static_cast<std::size_t>(a.class_labels[first + j])];
-    ok = aw.add_classification(a.n + k, count ? a.class_scores + first : nullptr,
-                               class_labels.data(), count) >= 0;
-  }
-  const std::uint32_t t0 = a.n + a.classifications;
-  for (std::uint32_t j = 0; ok && j < a.tracks; ++j) {
-    Tracking t;
-    t.tracking_id = a.track_ids[j];
-    t.first_seen = a.first_seen ? a.first_seen[j] : 0;
-    t.last_seen = a.last_seen ? a.last_seen[j] : 0;
-    t.lost = a.lost && a.lost[j];
-    ok = aw.add_tracking(t0 + j, t) >= 0;
-  }
-  // GStreamer's own pairs: detection CONTAIN classification, classification IS_PART_OF detection;
-  // detection RELATE_TO track. Then the caller's.
-  for (std::uint32_t k = 0; ok && k < a.classifications; ++k) {
-    const std::int32_t d = a.class_detection[k];
-    if (d < 0) continue;
-    const auto c = a.n + k, det = static_cast<std::uint32_t>(d);
-    ok = aw.add_relation(det, c, kContain) && aw.add_relation(c, det, kIsPartOf);
-  }
-  for (std::uint32_t j = 0; ok && j < a.tracks; ++j) {
-    const std::int32_t d = a.track_detection[j];
-    if (d >= 0) ok = aw.add_relation(static_cast<std::uint32_t>(d), t0 + j, kRelateTo);
-  }
-  for (std::uint32_t r = 0; ok && r < a.relation_count; ++r)
-    ok = aw.add_relation(a.relations[3 * r], a.relations[3 * r + 1], a.relations[3 * r + 2]);
+  if (ok && (a.classifications || a.tracks || a.relation_count))
+    ok = write_more(aw, a, where, class_labels);
   const std::size_t written = ok ? aw.finish() : 0;
   if (written != p.body) {
     w_->cancel_record();

@@ -443,9 +443,11 @@ uint32_t int_code(const cudaipc_dl_dtype& d) {
   return 0;
 }
 
-CUDAIPC_PY_HOT int reply_device(ServerObject* s, RequestObject* r, const Torch* torch,
-                                PyObject* stream, PyObject* after, const Detections& det,
-                                PyObject* meta, PyObject* label_names) {
+// Out of line: inlined, it spread the host reply's path over 40 code lines.
+CUDAIPC_PY_HOT __attribute__((noinline)) int reply_device(ServerObject* s, RequestObject* r,
+                                                          const Torch* torch, PyObject* stream,
+                                                          PyObject* after, const Detections& det,
+                                                          PyObject* meta, PyObject* label_names) {
   ReplyScratch* sc = s->scratch;
   FrameObject* f = reinterpret_cast<FrameObject*>(r->frame);
   DeviceArray boxes, scores, labels, rotation;

@@ -60,6 +60,9 @@ class Request {
   Request(Request&&) noexcept = default;
   Request& operator=(Request&&) noexcept = default;
   ~Request();
+  // As a default-constructed one: the frame released, the pipeline and format let go. Cheaper
+  // than assigning Request{}, which builds a whole Frame to move in.
+  void reset() noexcept;
 
   explicit operator bool() const noexcept { return static_cast<bool>(frame); }
   // The pipeline's number in this server (from 1, never reused) and its request channel.

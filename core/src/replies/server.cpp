@@ -70,6 +70,14 @@ PublishStatus publish_reply(Producer& replies, const FrameDesc& request, const v
 
 Request::~Request() = default;
 
+void Request::reset() noexcept {
+  frame.release();
+  pipeline_.reset();
+  format_.reset();
+  pipeline_id_ = 0;
+  taken_ns_ = 0;
+}
+
 const std::string& Request::path() const noexcept {
   static const std::string kNone;
   return pipeline_ ? pipeline_->path() : kNone;
