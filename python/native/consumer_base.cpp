@@ -322,7 +322,8 @@ CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_
     deadline = deadline_after(now, seconds);
     wait = std::min(kSliceNs, deadline - now);
   }
-  c->owner = PyThread_get_thread_ident();
+  const unsigned long me = PyThread_get_thread_ident();
+  c->owner = me;
   c->depth = 1;
   // Held for the read, which lets the GIL go: another thread may set any of them meanwhile.
   Py_INCREF(timeout);
@@ -334,9 +335,9 @@ CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_
   if (!CUDAIPC_PY_LIKELY(got && !PyLong_CheckExact(got)))
     got = got ? next_not_frame(self, got, timeout, deadline) : nullptr;
   Py_DECREF(timeout);
-  // This thread's turn since it took it above (nobody takes a held turn), and a callback of
-  // next_not_frame that took it again gave it back.
-  if (--c->depth == 0) {
+  // This thread's turn since it took it above (nobody takes a held turn), unless a callback of
+  // next_not_frame gave it back once too often (then, as give_turn, nothing to give).
+  if (c->owner == me && --c->depth == 0) {
     c->owner = 0;
     ring(c);
   }

@@ -78,7 +78,10 @@ int spare_count = 0;
 CUDAIPC_PY_HOT void frame_pooled_dealloc(PyObject* o) {
   PyTypeObject* type = Py_TYPE(o);
   frame_dealloc_body(o);
-  if (type == package.frame && spare_count < kSpareFrames)
+  // The package's class itself, not a subclass of it (whose objects may be laid out otherwise),
+  // and still a plain one.
+  if (type == package.frame && type->tp_dealloc == frame_pooled_dealloc &&
+      spare_count < kSpareFrames)
     spare_frames[spare_count++] = o;
   else
     type->tp_free(o);
@@ -317,7 +320,8 @@ PyMethodDef frame_methods[] = {
 
 bool frame_pool_install(PyTypeObject* type) {
   // CPython's generic deallocator also runs __del__, clears an instance dict and the slots a class
-  // adds: a Frame class with any of those keeps it.
+  // adds: a Frame class with any of those keeps it. (A __del__ given to the class after this is
+  // not run: the package's class is not one to change.)
   const bool plain = type->tp_basicsize == FrameType.tp_basicsize && !type->tp_finalize &&
                      !type->tp_del && type->tp_dictoffset == 0 &&
                      (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
@@ -327,7 +331,13 @@ bool frame_pool_install(PyTypeObject* type) {
 }
 
 void frame_pool_clear() {
-  while (spare_count > 0) PyObject_GC_Del(spare_frames[--spare_count]);
+  while (spare_count > 0) {
+    PyObject* o = spare_frames[--spare_count];
+    // A spare holds no reference to its class, which may be gone (configure() again); freeing
+    // reads the type for the allocation's start, the same as the base's for a plain class.
+    Py_SET_TYPE(o, &FrameType);
+    PyObject_GC_Del(o);
+  }
 }
 
 CUDAIPC_PY_HOT PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared) {

@@ -35,6 +35,8 @@ PyObject* configure(PyObject*, PyObject* args) {
                         &package.numpy_slot_view};
   PyObject* given[] = {frame,        request,       from_code,      stream_handle,
                        closed_error, end_of_stream, numpy_slot_view};
+  // Spare frame objects are of the class configured until now: not handed out as another.
+  if (reinterpret_cast<PyTypeObject*>(frame) != package.frame) frame_pool_clear();
   for (size_t i = 0; i < std::size(given); ++i) {
     Py_INCREF(given[i]);
     Py_XSETREF(*slots[i], given[i]);

@@ -265,3 +265,55 @@ def test_the_package_has_one_binding():
                           if n.split(".")[0] in ("ctypes", "cffi")]
     assert not offenders, offenders
     assert _lib.native.__name__ == "cudaipc._native"
+
+
+_RECONFIGURED = r'''
+import gc, os, sys
+import numpy as np
+import cudaipc
+from cudaipc import _consumer, _cuda, _errors, _lib, _server
+
+def configure(frame_class):
+    _lib.native.configure(frame_class, _server.Request, _errors.from_code, _cuda.stream_handle,
+                          cudaipc.ClosedError, _errors.EndOfStream, _consumer._numpy_slot_view)
+
+def read(path, p, c, seq, frame_class):
+    p.publish(np.full(16, seq, np.uint8), meta={"seq": seq})
+    f = c.next()
+    assert type(f) is frame_class, type(f)
+    assert f.seq == seq and int(f.numpy()[0]) == seq and f.meta == {"seq": seq}, f
+    f.release()
+
+path = sys.argv[1]
+with cudaipc.Producer(path, memory="host") as p, cudaipc.Consumer(path, timeout=10) as c:
+    p.wait_for_consumers()
+    seq = 0
+    for kind in ("plain", "with a dict", "with __del__", "plain"):
+        body = {"__slots__": ()} if kind != "with a dict" else {}
+        if kind == "with __del__":
+            body["__del__"] = lambda self: None
+        cls = type("Frame", (cudaipc.Frame,), body)
+        configure(cls)
+        for _ in range(12):  # more than the spares kept, each class's own made again
+            seq += 1
+            read(path, p, c, seq, cls)
+        del cls
+    configure(cudaipc.Frame)
+    gc.collect()
+    for _ in range(12):
+        seq += 1
+        read(path, p, c, seq, cudaipc.Frame)
+print("ok")
+'''
+
+
+def test_frames_of_each_class_configured_and_a_clean_exit(tmp_path):
+    """The binding keeps ended frame objects for the next frames: configured with other Frame
+    classes in turn (plain ones, one with an instance dict, one with __del__), each frame is of
+    the class configured with its own content, and the interpreter ends cleanly after the classes
+    are gone."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", _RECONFIGURED, str(tmp_path / "ch")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
