@@ -55,9 +55,6 @@ class HeldFrames {
   // made outside of).
   std::unique_ptr<cudaipc_frame> take_slow(std::uint64_t seq, std::unique_lock<std::mutex>& lock);
   void forget_slow(std::uint64_t seq) noexcept;
-  // A server's request's route reset (out of line: a Request's whole construction, which a
-  // consumer's frame never needs).
-  static void forget_route(cudaipc_frame& f) noexcept;
 
   mutable std::mutex mu_;
   std::size_t held_ = 0;
@@ -111,8 +108,6 @@ struct cudaipc_consumer {
 // last of them. The first export of a frame lives in it (no allocation per frame for the usual
 // one).
 struct alignas(64) cudaipc_frame {
-  // What every hand-out and release touches comes first, in the line the frame's own head starts
-  // in: spread out, they refilled two lines more per frame after a wait.
   cudaipc_frame() = default;
   // Out of line: inlined, its Request's and Frame's destruction filled every function that may free
   // a handle with code the frame's path jumps over (c_api_held_frames.cpp).
@@ -120,6 +115,8 @@ struct alignas(64) cudaipc_frame {
   cudaipc_frame(const cudaipc_frame&) = delete;
   cudaipc_frame& operator=(const cudaipc_frame&) = delete;
 
+  // What every hand-out and release touches comes first, in the line the frame's own head starts
+  // in: spread out, they refilled two lines more per frame after a wait.
   std::atomic<std::uint32_t> refs{1};
   int cuda_device = -1;  // -1: host memory
   std::shared_ptr<cudaipc::capi::HeldFrames> held;
@@ -150,9 +147,11 @@ CUDAIPC_HOT inline void HeldFrames::give_back(std::uint64_t seq,
   if (f) {
     // As a new handle is: no lease, no pipeline or format kept alive, one hold, not answered.
     f->f.release();
-    // A consumer's frames carry no route: resetting one builds and moves a whole Request (a Frame
-    // with its description among it), lines a reader's release would touch for nothing.
-    if (f->routed) forget_route(*f);
+    // Only a server's request carries a route: a reader's release skips its lines.
+    if (f->routed) {
+      f->route.reset();
+      f->routed = false;
+    }
     keep = std::move(f->held);
     f->cuda_device = -1;
     f->refs.store(1, std::memory_order_relaxed);

@@ -32,9 +32,4 @@ void HeldFrames::forget_slow(std::uint64_t seq) noexcept {
   more_seqs_.pop_back();
 }
 
-void HeldFrames::forget_route(cudaipc_frame& f) noexcept {
-  f.route.reset();
-  f.routed = false;
-}
-
 }  // namespace cudaipc::capi

@@ -230,8 +230,10 @@ PyObject* refuse(PyObject* self, const char* why, PyObject* timeout) {
 
 // next() with what its fast path leaves: a timeout, the turn taken or to wait for, a consumer
 // closed or not set up, anything but a frame of the description known.
+CUDAIPC_PY_COLD PyObject* next_not_frame(PyObject* self, PyObject* rc, PyObject* timeout,
+                                         int64_t deadline);
+
 CUDAIPC_PY_COLD PyObject* next_slow(PyObject* self, PyObject* timeout) {
-  static PyObject* slow;
   ConsumerObject* c = as_consumer(self);
   Ref hold_timeout(Py_NewRef(timeout));  // `timeout` may be set to another object meanwhile
   if (!c->c) return refuse(self, "closed", timeout);
@@ -252,27 +254,21 @@ CUDAIPC_PY_COLD PyObject* next_slow(PyObject* self, PyObject* timeout) {
     got = refuse(self, "closed", timeout);
   } else if (!c->events || Py_TYPE(c->events) != &EventsType || !c->shared) {
     PyErr_SetString(PyExc_TypeError, "Consumer.next: _events or _shared is not set up");
-  } else if (interned(slow, "_next_slow")) {
+  } else {
     // Held for the read, which lets the GIL go: another thread may set either meanwhile.
     Ref events(Py_NewRef(c->events)), shared(Py_NewRef(c->shared));
     // A wait for the turn came out of this call's time.
     if (took == 2 && deadline >= 0)
       wait = std::max<int64_t>(0, std::min(kSliceNs, deadline - monotonic_ns()));
     got = read_frame(c->c, uint64_t(wait), events.get(), shared.get(), c->tensor_id, c->device);
-    if (got && PyLong_CheckExact(got)) {
-      // Anything but a frame of the description known: the Python side, still on this turn.
-      Ref rc(got);
-      Ref when(deadline < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(deadline));
-      got = when ? PyObject_CallMethodObjArgs(self, slow, rc.get(), timeout, when.get(), nullptr)
-                 : nullptr;
-    }
+    if (got && PyLong_CheckExact(got)) got = next_not_frame(self, got, timeout, deadline);
   }
   give_turn(c);
   return got;
 }
 
-// What next_slow makes of a read that was not a frame of the description known: the same, on the
-// turn this thread holds, from the read's status.
+// Anything but a frame of the description known: the Python side (_next_slow), still on this
+// thread's turn, from the read's status `rc` (taken).
 CUDAIPC_PY_COLD PyObject* next_not_frame(PyObject* self, PyObject* rc, PyObject* timeout,
                                          int64_t deadline) {
   static PyObject* slow;

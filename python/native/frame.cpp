@@ -318,7 +318,7 @@ PyMethodDef frame_methods[] = {
 
 }  // namespace
 
-bool frame_pool_install(PyTypeObject* type) {
+void frame_pool_install(PyTypeObject* type) {
   // CPython's generic deallocator also runs __del__, clears an instance dict and the slots a class
   // adds: a Frame class with any of those keeps it. (A __del__ given to the class after this is
   // not run: the package's class is not one to change.)
@@ -327,7 +327,6 @@ bool frame_pool_install(PyTypeObject* type) {
                      (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
                      type->tp_weaklistoffset == FrameType.tp_weaklistoffset;
   if (plain) type->tp_dealloc = frame_pooled_dealloc;
-  return plain;
 }
 
 void frame_pool_clear() {
@@ -376,6 +375,17 @@ CUDAIPC_PY_HOT PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared
 
 namespace {
 
+// The frame's handle and the stream its views were handed out on, taken from it: released from
+// here on, whatever the caller does with the handle.
+CUDAIPC_PY_HOT inline cudaipc_frame* take_handle(FrameObject* f, uintptr_t* views) {
+  cudaipc_frame* h = f->h;
+  *views = f->view_stream;
+  f->h = nullptr;
+  f->view_stream = 0;
+  Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
+  return h;
+}
+
 // frame_release with a stream or an event to order it after.
 // The handle is taken from the frame before any argument is read (reading one may run Python that
 // releases the frame). `after`, an event recorded after every read of the frame, stands for its
@@ -383,11 +393,8 @@ namespace {
 // or when it is not one or the driver refuses it, the release follows the views' stream. A stream
 // named is followed either way. Released whatever fails; the first failure is raised.
 PyObject* release_ordered(FrameObject* f, PyObject* stream, PyObject* after) {
-  cudaipc_frame* h = f->h;
-  const uintptr_t views = f->view_stream;
-  f->h = nullptr;
-  f->view_stream = 0;
-  Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
+  uintptr_t views;
+  cudaipc_frame* h = take_handle(f, &views);
   uintptr_t s = 0, event = 0;
   uint32_t flags = 0;
   bool ok = f->device < 0 || stream == Py_None || stream_of(stream, &s, &flags);
@@ -422,20 +429,13 @@ PyObject* release_ordered(FrameObject* f, PyObject* stream, PyObject* after) {
 // The release a loop makes (no stream, no event) runs here alone, straight through: spread over
 // the ordered cases, it touched 7 cache lines of code after each wait for a frame (issue #39).
 CUDAIPC_PY_HOT PyObject* frame_release(FrameObject* f, PyObject* stream, PyObject* after) {
-  cudaipc_frame* h = f->h;
-  if (!h) Py_RETURN_NONE;
+  if (!f->h) Py_RETURN_NONE;
   if (!CUDAIPC_PY_LIKELY(stream == Py_None && after == Py_None))
     return release_ordered(f, stream, after);
-  const uintptr_t views = f->view_stream;
-  f->h = nullptr;
-  f->view_stream = 0;
-  Py_CLEAR(f->metas);  // views handed out keep their own hold; the frame no longer does
-  if (f->device < 0 || !views) {
-    cudaipc_frame_release(h);
-    Py_RETURN_NONE;
-  }
-  if (int rc = cudaipc_frame_release_after(h, reinterpret_cast<void*>(views)))
-    return fail_on_frame(rc, f, "releasing");
+  uintptr_t views;
+  cudaipc_frame* h = take_handle(f, &views);
+  // After the reads of its views' stream, if any (only a CUDA frame's views have one).
+  if (int rc = release_after_stream(h, views)) return fail_on_frame(rc, f, "releasing");
   Py_RETURN_NONE;
 }
 

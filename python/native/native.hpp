@@ -160,9 +160,9 @@ bool event_of(PyObject* event, uintptr_t* out);
 
 // A frame object of the package's Frame class from a view, sharing `shared`.
 PyObject* frame_new(const cudaipc_frame_view& v, PyObject* shared);
-// Whether the package's Frame class `type` (configure) ends its objects through the binding's
-// pool of spare frame objects, which it can when it adds nothing the generic deallocator ends.
-bool frame_pool_install(PyTypeObject* type);
+// The package's Frame class `type` (configure) ends its objects through the binding's pool of
+// spare frame objects, where it adds nothing the generic deallocator ends.
+void frame_pool_install(PyTypeObject* type);
 // Frees the spare frame objects (the module's end).
 void frame_pool_clear();
 // consumer.cpp: one cudaipc_consumer_next_frame into `events` (an Events buffer): a Frame sharing

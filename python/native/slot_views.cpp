@@ -280,9 +280,9 @@ CUDAIPC_PY_HOT inline bool reusable_raw(SlotViewsObject* v, uint32_t slot, PyObj
 // Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
 // it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
 bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
+  if (v->raw_type) return reusable_raw(v, slot, base);
   PyObject* alias = v->lent[slot];
-  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype) return false;
-  return v->raw_type ? reusable_raw(v, slot, base) : reusable_by_attributes(v, slot, alias);
+  return alias && Py_REFCNT(alias) == 1 && v->dtype && reusable_by_attributes(v, slot, alias);
 }
 
 int shared_traverse(PyObject* o, visitproc visit, void* arg) {
