@@ -13,6 +13,7 @@
 #include <mutex>
 #include <utility>
 
+#include "channel_watch.hpp"
 #include "clock.hpp"
 #include "consumer_connection.hpp"
 #include "futex.hpp"
@@ -43,6 +44,10 @@ constexpr int kAcquireRetries = 64;
 // An attempt that finds nobody costs a few microseconds (socket, connect, close).
 constexpr std::uint64_t kFirstRetryNs = 5'000'000;
 constexpr std::uint64_t kQuickWindowNs = 5'000'000'000;
+// Once the watch saw the producer's socket made, it binds before it listens: attempts refused
+// meanwhile are repeated this often for kAppearedWindowNs, not kFirstRetryNs apart.
+constexpr std::uint64_t kAppearedRetryNs = 200'000;
+constexpr std::uint64_t kAppearedWindowNs = 20'000'000;
 
 // Refusals worth another try with `reconnect` on: the producer is gone, slow, full or short of
 // resources now, none of which says it will refuse us next time.
@@ -162,8 +167,11 @@ class ConsumerImpl {
   // costs an attempt per interval. 0: not waiting.
   std::uint64_t retry_ns_ = 0;
   std::uint64_t waiting_since_ns_ = 0;
-  std::uint64_t deadline_ = 0;  // of the next() call in progress
-  bool at_limit_ = false;       // holding as many frames as the producer allows
+  // Wakes the wait for a producer when its socket appears; watching only while not connected.
+  detail::ChannelWatch watch_;
+  std::uint64_t appeared_ns_ = 0;  // when the watch last saw the socket appear; 0: not yet
+  std::uint64_t deadline_ = 0;     // of the next() call in progress
+  bool at_limit_ = false;          // holding as many frames as the producer allows
   bool late_ = false;  // a frame's format (or, with cpu_wait, its bytes) missed the deadline
 };
 
@@ -172,6 +180,7 @@ void ConsumerImpl::connect() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   conn_ = std::move(c);
   retry_ns_ = 0;
+  watch_.stop();
   cursor_ = conn_->start_cursor();
   // Counted per producer: they are compared with its published count (stats, `cudaipc ls`), and
   // the new producer's connection page must not start with what an earlier one delivered.
@@ -409,8 +418,14 @@ CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
         // each one: it is asked again less and less often from the start.
         const bool quick =
             !retry_ns_ || (refusal_.empty() && now - waiting_since_ns_ < kQuickWindowNs);
-        retry_ns_ = std::min(interval, quick ? kFirstRetryNs : retry_ns_ * 2);
+        const bool appeared = appeared_ns_ && now - appeared_ns_ < kAppearedWindowNs;
+        retry_ns_ = std::min(interval, appeared ? kAppearedRetryNs
+                                       : quick  ? kFirstRetryNs
+                                                : retry_ns_ * 2);
         next_connect_ns_ = now + retry_ns_;
+        // Watched before the attempt: a socket made after it failed is still seen.
+        if (!watch_.watching())
+          watch_.watch(opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path);
         try {
           connect();
           continue;
@@ -426,10 +441,19 @@ CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
       // so the caller hears of its deadline instead of the next attempt starting first.
       const std::uint64_t after = monotonic_ns();
       if (after >= deadline) return ev;  // timeout
+      const std::chrono::nanoseconds nap(std::min(deadline, std::max(next_connect_ns_, after)) -
+                                         after);
+      if (watch_.watching()) {
+        // interrupt() writes wake_fd_ before it sets its flag, so this wait ends for it too.
+        if (watch_.wait(wake_fd_.get(), nap)) {
+          appeared_ns_ = monotonic_ns();
+          next_connect_ns_ = appeared_ns_;
+          retry_ns_ = 0;
+        }
+        continue;
+      }
       std::uint32_t seen = local_wake_.load(std::memory_order_seq_cst);
-      futex_wait(
-          local_wake_, seen,
-          std::chrono::nanoseconds(std::min(deadline, std::max(next_connect_ns_, after)) - after));
+      futex_wait(local_wake_, seen, nap);
       continue;
     }
 

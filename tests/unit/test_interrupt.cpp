@@ -5,28 +5,19 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <thread>
 
 #include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "temp_dir.hpp"
+#include "thread_syscall.hpp"
 
 using namespace cudaipc;
 using namespace cudaipc::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-// True while thread `tid` sleeps in futex(2) or futex_waitv(2): then next() really is blocked.
-bool in_futex_wait(pid_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
-  long nr = -1;
-  in >> nr;
-  constexpr long kFutexWaitv = 449;
-  return nr == SYS_futex || nr == kFutexWaitv;
-}
 
 // Runs next(30 s) on a thread, waits until it sleeps, interrupts, and returns what next() gave.
 EventType interrupt_blocked_next(Consumer& c, std::chrono::milliseconds* took) {
@@ -36,7 +27,9 @@ EventType interrupt_blocked_next(Consumer& c, std::chrono::milliseconds* took) {
     tid = static_cast<pid_t>(::syscall(SYS_gettid));
     type = static_cast<int>(c.next(30s).type);
   });
-  EXPECT_TRUE(poll_until([&] { return tid != 0 && in_futex_wait(tid); }, 10s));
+  // Asleep: on its futex waiting for a frame, in ppoll() on the channel's directory waiting for a
+  // producer.
+  EXPECT_TRUE(poll_until([&] { return tid != 0 && (in_futex_wait(tid) || in_ppoll(tid)); }, 10s));
   const auto start = std::chrono::steady_clock::now();
   c.interrupt();
   EXPECT_TRUE(poll_until([&] { return type != -1; }, 10s)) << "interrupt() did not wake next()";

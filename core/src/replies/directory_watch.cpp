@@ -13,6 +13,7 @@
 
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
+#include "inotify_events.hpp"
 
 namespace cudaipc::detail {
 namespace {
@@ -60,40 +61,31 @@ void DirectoryWatch::try_watch() {
 }
 
 bool DirectoryWatch::take_events() {
-  alignas(inotify_event) char buf[4096];
   bool due = false;
-  for (;;) {
-    const ssize_t n = ::read(inotify_fd_.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) return due;
-      say_once("reading the events of '" + dir_ + "' (" + std::strerror(errno) +
-               "): it is listed every " + std::to_string(poll_.count()) + " ms instead");
-      inotify_fd_.reset();
-      watch_ = -1;
-      return true;
-    }
-    if (n == 0) return due;
-    for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
-      inotify_event e;
-      std::memcpy(&e, buf + at, sizeof e);
-      const char* name = buf + at + sizeof e;
-      at += static_cast<ssize_t>(sizeof e + e.len);
-      if (e.mask & IN_IGNORED) {
-        // The watch is gone (the directory was removed): polled by name until it is back.
-        watch_ = -1;
-        due = true;
-      } else if (e.mask & IN_MOVE_SELF) {
-        // Renamed: its name may name another directory now, which is the one served.
-        if (watch_ >= 0 && ::inotify_rm_watch(inotify_fd_.get(), watch_) != 0 && errno != EINVAL)
-          say_once("inotify_rm_watch on '" + dir_ + "': " + std::strerror(errno));
-        watch_ = -1;
-        due = true;
-      } else if ((e.mask & IN_Q_OVERFLOW) || e.len == 0 || ignored_name_ != name) {
-        due = true;  // a full queue lost events: everything is looked at again
-      }
-    }
+  const bool read =
+      read_inotify_events(inotify_fd_.get(), [&](std::uint32_t mask, const char* name) {
+        if (mask & IN_IGNORED) {
+          // The watch is gone (the directory was removed): polled by name until it is back.
+          watch_ = -1;
+          due = true;
+        } else if (mask & IN_MOVE_SELF) {
+          // Renamed: its name may name another directory now, which is the one served.
+          if (watch_ >= 0 && ::inotify_rm_watch(inotify_fd_.get(), watch_) != 0 && errno != EINVAL)
+            say_once("inotify_rm_watch on '" + dir_ + "': " + std::strerror(errno));
+          watch_ = -1;
+          due = true;
+        } else if ((mask & IN_Q_OVERFLOW) || !*name || ignored_name_ != name) {
+          due = true;  // a full queue lost events: everything is looked at again
+        }
+      });
+  if (!read) {
+    say_once("reading the events of '" + dir_ + "' (" + std::strerror(errno) +
+             "): it is listed every " + std::to_string(poll_.count()) + " ms instead");
+    inotify_fd_.reset();
+    watch_ = -1;
+    return true;
   }
+  return due;
 }
 
 bool DirectoryWatch::wait() {
