@@ -18,26 +18,32 @@ namespace {
 
 // One per _Shared (a format's tensor description) and library, in its `views` (torch) or
 // `cupy_views` attribute: the views of the newest slot set it met. A frame of another set (a
-// reconnection, new slots) drops them, so an old set is not kept mapped by its views.
+// reconnection, new slots) drops them, so an old set is not kept mapped by its views. What an
+// alias handed out again is checked against comes first, and a slot's view lies beside its alias:
+// the check reads two lines of this object, not six, and not the slot's view (issue #39).
 struct SlotViewsObject {
   PyObject_HEAD const void* set;
-  PyObject* tensors[CUDAIPC_MAX_SLOTS];
-  // The alias last handed out per slot, kept where the maker reuses them, and what a slot's view
-  // looked like when made: an alias whose shape, strides or dtype differ was changed in place.
-  PyObject* lent[CUDAIPC_MAX_SLOTS];
-  PyObject* shape;
-  PyObject* strides;
-  PyObject* dtype;
   // NumPy and cupy views: their type once its C layout agreed with their attributes (NumpyHead;
   // cupy's fields, found at `shape_at` and `dtype_at`), and the slot's layout as that reads it;
   // nullptr where the attributes are read instead.
   PyTypeObject* raw_type;
+  // What a slot's view looked like when made: an alias whose shape, strides or dtype differ was
+  // changed in place.
+  PyObject* dtype;
   int nd;
   int flags;
-  Py_ssize_t dims[CUDAIPC_MAX_RANK];
-  Py_ssize_t steps[CUDAIPC_MAX_RANK];
   Py_ssize_t shape_at;  // cupy: where `_shape` is, `_strides` right after it (0: NumPy's head)
   Py_ssize_t dtype_at;
+  Py_ssize_t sizes[2 * CUDAIPC_MAX_RANK];  // the `nd` dims, then the `nd` strides in bytes
+  PyObject* shape;
+  PyObject* strides;
+  // Per slot its view, and the alias last handed out, kept where the maker reuses them, with
+  // (NumPy) the first byte it views, which it must still view.
+  struct {
+    PyObject* view;
+    PyObject* lent;
+    const char* data;
+  } slots[CUDAIPC_MAX_SLOTS];
 };
 
 // A C++ std::vector<Py_ssize_t> as a release build of the standard library lays it out, which
@@ -59,8 +65,10 @@ SlotViewsObject* as_views(PyObject* o) {
 
 int views_traverse(PyObject* o, visitproc visit, void* arg) {
   SlotViewsObject* v = as_views(o);
-  for (PyObject* t : v->tensors) Py_VISIT(t);
-  for (PyObject* t : v->lent) Py_VISIT(t);
+  for (auto& slot : v->slots) {
+    Py_VISIT(slot.view);
+    Py_VISIT(slot.lent);
+  }
   Py_VISIT(v->shape);
   Py_VISIT(v->strides);
   Py_VISIT(v->dtype);
@@ -69,8 +77,11 @@ int views_traverse(PyObject* o, visitproc visit, void* arg) {
 
 int views_clear(PyObject* o) {
   SlotViewsObject* v = as_views(o);
-  for (PyObject*& t : v->tensors) Py_CLEAR(t);
-  for (PyObject*& t : v->lent) Py_CLEAR(t);
+  for (auto& slot : v->slots) {
+    Py_CLEAR(slot.view);
+    Py_CLEAR(slot.lent);
+    slot.data = nullptr;
+  }
   Py_CLEAR(v->shape);
   Py_CLEAR(v->strides);
   Py_CLEAR(v->dtype);
@@ -87,7 +98,7 @@ void views_dealloc(PyObject* o) {
 
 PyObject* views_count(PyObject* o, void*) {
   long n = 0;
-  for (PyObject* t : as_views(o)->tensors) n += t != nullptr;
+  for (const auto& slot : as_views(o)->slots) n += slot.view != nullptr;
   return PyLong_FromLong(n);
 }
 
@@ -177,8 +188,8 @@ void raw_layout(SlotViewsObject* v, PyObject* base) {
     return;
   v->nd = h->nd;
   v->flags = h->flags;
-  std::copy(h->dimensions, h->dimensions + h->nd, v->dims);
-  std::copy(h->strides, h->strides + h->nd, v->steps);
+  std::copy(h->dimensions, h->dimensions + h->nd, v->sizes);
+  std::copy(h->strides, h->strides + h->nd, v->sizes + h->nd);
   v->raw_type = Py_TYPE(base);
 }
 
@@ -228,8 +239,8 @@ void cupy_raw_layout(SlotViewsObject* v, PyObject* base) {
     std::memcpy(&dtype, bytes + d, sizeof dtype);
     if (dtype != v->dtype) continue;
     v->nd = n;
-    std::copy(dims, dims + n, v->dims);
-    std::copy(steps, steps + n, v->steps);
+    std::copy(dims, dims + n, v->sizes);
+    std::copy(steps, steps + n, v->sizes + n);
     v->shape_at = at + word;
     v->dtype_at = d;
     v->raw_type = Py_TYPE(base);
@@ -255,33 +266,33 @@ CUDAIPC_PY_COLD bool reusable_by_attributes(SlotViewsObject* v, uint32_t slot, P
   const bool same = PyObject_RichCompareBool(shape, want_shape.get(), Py_EQ) == 1 &&
                     PyObject_RichCompareBool(strides, want_strides.get(), Py_EQ) == 1;
   if (PyErr_Occurred()) PyErr_Clear();
-  return same && v->lent[slot] == alias && Py_REFCNT(alias) == 2;
+  return same && v->slots[slot].lent == alias && Py_REFCNT(alias) == 2;
 }
 
 // reusable() for views whose C layout is known (no Python runs): false where it is not.
-CUDAIPC_PY_HOT inline bool reusable_raw(SlotViewsObject* v, uint32_t slot, PyObject* base) {
-  PyObject* alias = v->lent[slot];
-  if (!alias || Py_REFCNT(alias) != 1 || !v->dtype || !v->raw_type) return false;
+CUDAIPC_PY_HOT inline bool reusable_raw(SlotViewsObject* v, uint32_t slot) {
+  PyObject* alias = v->slots[slot].lent;
+  if (!alias || Py_REFCNT(alias) != 1 || !v->raw_type || Py_TYPE(alias) != v->raw_type)
+    return false;
+  const Py_ssize_t* dims = v->sizes;
+  const Py_ssize_t* steps = v->sizes + v->nd;
   if (v->shape_at) {
-    if (Py_TYPE(alias) != v->raw_type) return false;
     PyObject* dtype;
     std::memcpy(&dtype, reinterpret_cast<const char*>(alias) + v->dtype_at, sizeof dtype);
-    return dtype == v->dtype && vector_holds(alias, v->shape_at, v->dims, v->nd, false) &&
-           vector_holds(alias, v->shape_at + Py_ssize_t(sizeof(VectorHead)), v->steps, v->nd,
-                        false);
+    return dtype == v->dtype && vector_holds(alias, v->shape_at, dims, v->nd, false) &&
+           vector_holds(alias, v->shape_at + Py_ssize_t(sizeof(VectorHead)), steps, v->nd, false);
   }
-  if (Py_TYPE(alias) != v->raw_type || Py_TYPE(base) != v->raw_type) return false;
   const NumpyHead* h = numpy_head(alias);
   return h->nd == v->nd && h->descr == v->dtype && h->flags == v->flags &&
-         h->data == numpy_head(base)->data && same_sizes(h->dimensions, v->dims, v->nd) &&
-         same_sizes(h->strides, v->steps, v->nd);
+         h->data == v->slots[slot].data && same_sizes(h->dimensions, dims, v->nd) &&
+         same_sizes(h->strides, steps, v->nd);
 }
 
 // Whether slot `slot`'s alias can be handed out again: only the cache holds it (nobody can change
-// it while it is out) and its layout is still the slot's (`base`'s). A failed read says no.
-bool reusable(SlotViewsObject* v, uint32_t slot, PyObject* base) {
-  if (v->raw_type) return reusable_raw(v, slot, base);
-  PyObject* alias = v->lent[slot];
+// it while it is out) and its layout is still the slot's view's. A failed read says no.
+bool reusable(SlotViewsObject* v, uint32_t slot) {
+  if (v->raw_type) return reusable_raw(v, slot);
+  PyObject* alias = v->slots[slot].lent;
   return alias && Py_REFCNT(alias) == 1 && v->dtype && reusable_by_attributes(v, slot, alias);
 }
 
@@ -369,7 +380,7 @@ PyObject* slot_view_made(FrameObject* f, const ViewMaker& maker, uint32_t slot, 
     views->set = set;
   }
   Ref made;
-  PyObject* base = views->tensors[slot];
+  PyObject* base = views->slots[slot].view;
   // Held for the call: what runs Python below may drop the cache's reference.
   Ref keep_base(base ? Py_NewRef(base) : nullptr);
   if (!base) {
@@ -380,12 +391,12 @@ PyObject* slot_view_made(FrameObject* f, const ViewMaker& maker, uint32_t slot, 
     base = made.get();
     // Making it ran Python (cupy's, torch's first CUDA setup): another thread may have cached
     // this slot's view meanwhile, or met a newer slot set. Kept only where it still belongs.
-    if (views->set == set && !views->tensors[slot]) views->tensors[slot] = Py_NewRef(base);
+    if (views->set == set && !views->slots[slot].view) views->slots[slot].view = Py_NewRef(base);
   }
   // An alias, not the cached view itself: what a caller does to its view's shape or strides in
   // place (torch's unsqueeze_, cupy's shape assignment) stays with that frame.
   if (maker.reuse == ViewMaker::Reuse::never) return PyObject_CallMethodNoArgs(base, maker.alias);
-  if (reusable(views, slot, base)) return Py_NewRef(views->lent[slot]);
+  if (reusable(views, slot)) return Py_NewRef(views->slots[slot].lent);
   if (!views->dtype) {
     // Read into locals first: the reads run Python, and the cache is filled only where it still
     // belongs and nobody filled it meanwhile.
@@ -402,8 +413,12 @@ PyObject* slot_view_made(FrameObject* f, const ViewMaker& maker, uint32_t slot, 
   }
   PyObject* alias = PyObject_CallMethodNoArgs(base, maker.alias);
   // Kept only where the slot's view still belongs (the alias call ran Python).
-  if (alias && views->set == set && views->tensors[slot] == base)
-    Py_XSETREF(views->lent[slot], Py_NewRef(alias));
+  if (alias && views->set == set && views->slots[slot].view == base) {
+    Py_XSETREF(views->slots[slot].lent, Py_NewRef(alias));
+    // The NumPy head is read only for the type whose head agreed with NumPy's own attributes.
+    if (views->raw_type && !views->shape_at && Py_TYPE(base) == views->raw_type)
+      views->slots[slot].data = numpy_head(base)->data;
+  }
   return alias;
 }
 
@@ -422,9 +437,9 @@ CUDAIPC_PY_HOT PyObject* slot_view(FrameObject* f, const ViewMaker& maker) {
     PyObject* cache = reinterpret_cast<SharedObject*>(shared)->*maker.field;
     if (CUDAIPC_PY_LIKELY(cache && Py_TYPE(cache) == &SlotViewsType)) {
       SlotViewsObject* views = as_views(cache);
-      PyObject* base = views->tensors[slot];
-      if (CUDAIPC_PY_LIKELY(views->set == set && base && reusable_raw(views, slot, base)))
-        return Py_NewRef(views->lent[slot]);
+      if (CUDAIPC_PY_LIKELY(views->set == set && views->slots[slot].view &&
+                            reusable_raw(views, slot)))
+        return Py_NewRef(views->slots[slot].lent);
     }
   }
   return slot_view_made(f, maker, slot, set);
