@@ -48,6 +48,9 @@ constexpr std::uint64_t kQuickWindowNs = 5'000'000'000;
 // meanwhile are repeated this often for kAppearedWindowNs, not kFirstRetryNs apart.
 constexpr std::uint64_t kAppearedRetryNs = 200'000;
 constexpr std::uint64_t kAppearedWindowNs = 20'000'000;
+// A socket that refuses us by its mode is tried again for this long after it appeared: its producer
+// binds it for itself alone and then opens it up to its group (chown, chmod) before it listens.
+constexpr std::uint64_t kOpeningWindowNs = 1'000'000'000;
 
 // Refusals worth another try with `reconnect` on: the producer is gone, slow, full or short of
 // resources now, none of which says it will refuse us next time.
@@ -423,16 +426,20 @@ CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
                                        : quick  ? kFirstRetryNs
                                                 : retry_ns_ * 2);
         next_connect_ns_ = now + retry_ns_;
-        // Watched before the attempt: a socket made after it failed is still seen.
-        if (!watch_.watching())
-          watch_.watch(opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path);
         try {
+          // Watched before the attempt: a socket made after it failed is still seen. (The
+          // default path's directory is made here as connect() makes it, failing as it would.)
+          if (!watch_.watching())
+            watch_.watch(opts_.path.empty() ? default_channel_path("cudaipc") : opts_.path);
           connect();
           continue;
         } catch (const Error& e) {
           if (e.code() == Errc::interrupted) continue;
-          // Refusals of who we are (credentials, version) are final; the rest may pass.
-          if (!retried(e, opts_)) throw;
+          // Refusals of who we are (credentials, version) are final; the rest may pass. So may a
+          // socket's mode while the socket is new: its producer may not have opened it up yet.
+          const bool opening = appeared_ns_ && now - appeared_ns_ < kOpeningWindowNs &&
+                               dynamic_cast<const ConnectNotAllowed*>(&e);
+          if (!opening && !retried(e, opts_)) throw;
           note_failed_connect(e);
           if (!refusal_reported_) continue;
         }
@@ -445,14 +452,18 @@ CUDAIPC_HOT Event ConsumerImpl::next(std::chrono::nanoseconds timeout) {
                                          after);
       if (watch_.watching()) {
         // interrupt() writes wake_fd_ before it sets its flag, so this wait ends for it too.
-        if (watch_.wait(wake_fd_.get(), nap)) {
-          appeared_ns_ = monotonic_ns();
-          next_connect_ns_ = appeared_ns_;
+        const auto seen = watch_.wait(wake_fd_.get(), nap);
+        if (seen != detail::ChannelWatch::Seen::nothing) next_connect_ns_ = monotonic_ns();
+        if (seen == detail::ChannelWatch::Seen::socket) {
+          appeared_ns_ = next_connect_ns_;
           retry_ns_ = 0;
         }
         continue;
       }
       std::uint32_t seen = local_wake_.load(std::memory_order_seq_cst);
+      // interrupt() sets its flag before it bumps local_wake_: one that came after the check at
+      // the top of the loop and before `seen` was read would otherwise be slept through.
+      if (interrupted_.load(std::memory_order_seq_cst)) continue;
       futex_wait(local_wake_, seen, nap);
       continue;
     }

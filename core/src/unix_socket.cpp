@@ -165,7 +165,7 @@ UniqueFd connect_unix(const std::string& path) {
                                       "(SOCK_SEQPACKET): what listens there is not a cudaipc "
                                       "producer");
     if (err == EACCES || err == EPERM)
-      throw Error(Errc::permission_denied, "not allowed to connect to '" + path + "'");
+      throw ConnectNotAllowed(Errc::permission_denied, "not allowed to connect to '" + path + "'");
     throw_errno("connect to '" + path + "'", err);
   }
   return fd;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cudaipc/error.hpp"
 #include "unique_fd.hpp"
 
 namespace cudaipc {
@@ -40,8 +41,16 @@ UniqueFd listen_unix(const std::string& path, std::uint32_t mode, std::optional<
 // Errc::disconnected when nothing listens at `path` yet (missing, or a stale socket file),
 // Errc::busy when the producer's backlog is full. A path no producer can ever listen on (a regular
 // file, a directory, a parent that is not a directory) is Errc::invalid_argument; a socket of
-// another type is Errc::protocol. Never blocks; the socket is non-blocking.
+// another type is Errc::protocol. A socket whose mode does not let us connect is
+// ConnectNotAllowed. Never blocks; the socket is non-blocking.
 UniqueFd connect_unix(const std::string& path);
+// connect() refused by the socket file's mode (EACCES, EPERM: Errc::permission_denied). Final,
+// except for a socket made a moment ago: a producer binds its socket for itself alone and only
+// then opens it up to its group (chown, chmod) and listens.
+class ConnectNotAllowed : public Error {
+ public:
+  using Error::Error;
+};
 // Non-blocking accept; an empty fd when nobody is waiting, Errc::busy when this process is out of
 // file descriptors (a DescriptorShortage) or memory (the connection stays queued).
 UniqueFd accept_unix(int listen_fd);

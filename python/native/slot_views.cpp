@@ -416,8 +416,8 @@ PyObject* slot_view_made(FrameObject* f, const ViewMaker& maker, uint32_t slot, 
   if (alias && views->set == set && views->slots[slot].view == base) {
     Py_XSETREF(views->slots[slot].lent, Py_NewRef(alias));
     // The NumPy head is read only for the type whose head agreed with NumPy's own attributes.
-    if (views->raw_type && !views->shape_at && Py_TYPE(base) == views->raw_type)
-      views->slots[slot].data = numpy_head(base)->data;
+    const bool numpy = views->raw_type && !views->shape_at && Py_TYPE(base) == views->raw_type;
+    views->slots[slot].data = numpy ? numpy_head(base)->data : nullptr;
   }
   return alias;
 }
