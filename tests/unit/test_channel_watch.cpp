@@ -197,6 +197,16 @@ class WaitingReader {
   std::thread thread_;
 };
 
+// `n` frames published, each read whole by `c`.
+void frames_read_whole(Producer& p, Consumer& c, int n) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(publish_next(p), PublishStatus::published);
+    Event ev = c.next(10s);
+    ASSERT_EQ(ev.type, EventType::frame);
+    EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
+  }
+}
+
 ConsumerOptions waiting_options(const std::string& path) {
   ConsumerOptions co;
   co.path = path;
@@ -223,12 +233,7 @@ TEST(ChannelWatch, AWaitingConsumerMeetsItsProducer) {
   Producer p(o);
   p.set_format(pattern_format(4096));
   ASSERT_EQ(reader.result(), static_cast<int>(EventType::format));
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(publish_next(p), PublishStatus::published);
-    Event ev = c.next(10s);
-    ASSERT_EQ(ev.type, EventType::frame);
-    EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
-  }
+  frames_read_whole(p, c, 3);
 }
 
 // A producer binds its socket for itself alone and opens it up to its group before it listens: a
@@ -252,8 +257,5 @@ TEST(ChannelWatch, ASocketNotOpenedUpYetIsTriedAgain) {
   Producer p(o);
   p.set_format(pattern_format(4096));
   ASSERT_EQ(reader.result(), static_cast<int>(EventType::format));
-  ASSERT_EQ(publish_next(p), PublishStatus::published);
-  Event ev = c.next(10s);
-  ASSERT_EQ(ev.type, EventType::frame);
-  EXPECT_EQ(check_pattern(ev.frame.data(), ev.frame.size(), ev.frame.seq()), ev.frame.size());
+  frames_read_whole(p, c, 3);
 }
