@@ -164,12 +164,17 @@ CUDAIPC_PY_HOT int take_turn(ConsumerObject* c, int64_t deadline) {
 
 // Gives this thread's hold on the turn back (a thread that does not hold it gives nothing), and
 // wakes a thread waiting for it.
-CUDAIPC_PY_HOT void give_turn(ConsumerObject* c) {
-  if (c->owner != PyThread_get_thread_ident()) return;
+// Gives back thread `me`'s turn (nothing when it holds none).
+CUDAIPC_PY_HOT inline void give_turn_of(ConsumerObject* c, unsigned long me) {
+  if (c->owner != me) return;
   if (--c->depth == 0) {
     c->owner = 0;
     ring(c);
   }
+}
+
+CUDAIPC_PY_HOT void give_turn(ConsumerObject* c) {
+  give_turn_of(c, PyThread_get_thread_ident());
 }
 
 // _h: the handle (an int) while open, None once closed.
@@ -332,11 +337,8 @@ CUDAIPC_PY_HOT PyObject* m_next(PyObject* self, PyObject* const* args, Py_ssize_
     got = got ? next_not_frame(self, got, timeout, deadline) : nullptr;
   Py_DECREF(timeout);
   // This thread's turn since it took it above (nobody takes a held turn), unless a callback of
-  // next_not_frame gave it back once too often (then, as give_turn, nothing to give).
-  if (c->owner == me && --c->depth == 0) {
-    c->owner = 0;
-    ring(c);
-  }
+  // next_not_frame gave it back once too often (then nothing to give).
+  give_turn_of(c, me);
   return got;
 }
 
