@@ -90,7 +90,10 @@ def model(path):
 # name: (pipeline, app arguments, plan, expected outcome prefix, least frames checked[, what the
 # bus says: message prefixes in order])
 # A plan is a list of (seconds after the application started, action, argv-maker or None);
-# "before" peers start (and say they are ready) before the application does.
+# "before" peers start (and say they are ready) before the application does; ("once", PREFIX) acts
+# once the last peer printed a line starting with PREFIX: a kill meant to land mid-stream waits for
+# the stream, since an application whose start is slow (its imports, a registry scan on a loaded
+# machine) began streaming after a kill timed from its start, and met only the second peer.
 def cases(d):
     long_name = "x" * 120
     return {
@@ -103,7 +106,7 @@ def cases(d):
         "filter-model-killed-and-back": (
             f"{APPSRC} ! cudaipcfilter name=filter socket-path={d}/m2 ipc-mode=host ! {CHECK}",
             ["--count", "250"],
-            [("before", "serving", model(f"{d}/m2")), (0.8, "kill", None),
+            [("before", "serving", model(f"{d}/m2")), (("once", "reply id=10 "), "kill", None),
              (1.3, "start", model(f"{d}/m2"))], "eos", 250,
             ["message info: A model process serves this pipeline",
              "message element: filter: cudaipcfilter-model, event=(string)serving",
@@ -171,7 +174,8 @@ def cases(d):
             f"{APPSRC} ! cudaipcsink name=sink socket-path={d}/s1 ipc-mode=host "
             "wait-for-consumer=true",
             ["--count", "250"],
-            [(0.0, "start", consumer(f"{d}/s1")), (0.8, "kill", None),
+            [(0.0, "start", consumer(f"{d}/s1", "--verbose")),
+             (("once", "frame seq=10 "), "kill", None),
              (1.2, "start", consumer(f"{d}/s1"))], "eos", 0,
             ["message element: sink: cudaipcsink-consumer, event=(string)joined",
              "message element: sink: cudaipcsink-consumer, event=(string)left",
@@ -207,7 +211,12 @@ def run_case(app_argv, name, spec, d):
         for when, what, argv in plan:
             if when == "before":
                 continue
-            time.sleep(max(0.0, start + when - time.monotonic()))
+            if isinstance(when, tuple):
+                last = peers[-1]
+                if not last.wait_for(when[1], 20):
+                    return f"peer {last.argv[0]} never said '{when[1]}': {last.lines[-5:]}"
+            else:
+                time.sleep(max(0.0, start + when - time.monotonic()))
             if what == "kill":
                 peers[-1].kill()
             elif what == "cont":
