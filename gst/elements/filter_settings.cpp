@@ -1,5 +1,7 @@
 #include "elements/filter_settings.h"
 
+#include "elements/thread_priority.h"
+
 namespace cudaipc::gst::filter {
 
 void install_filter_properties(GObjectClass* klass) {
@@ -98,6 +100,17 @@ void install_filter_properties(GObjectClass* klass) {
                        "CAP_SYS_NICE or an RLIMIT_NICE (ulimit -e) that allows it; without, a "
                        "warning says so",
                        -20, 0, 0, rw));
+  g_object_class_install_property(
+      klass, PROP_TIME_SLICE,
+      g_param_spec_uint64("time-slice", "Time slice",
+                          "The kernel's time slice for the same two threads, in ns (0: left as "
+                          "it is; 100 us to 100 ms). A thread running on a busy CPU keeps it "
+                          "until its own slice is used (3 ms on 8 CPUs or more) unless the woken "
+                          "thread's slice is shorter, whatever its nice value: a short one lets "
+                          "these threads in at once on waking (Linux 6.12+; earlier kernels keep "
+                          "no slice of a thread's own, and a warning says so). Needs no privilege. "
+                          "A thread at rt-priority has no slice",
+                          0, cudaipc::gst::kMaxSliceNs, 0, rw));
 }
 
 bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
@@ -147,6 +160,9 @@ bool set_filter_setting(Settings& s, guint prop_id, const GValue* value) {
     case PROP_NICE:
       s.nice = g_value_get_int(value);
       break;
+    case PROP_TIME_SLICE:
+      s.time_slice = g_value_get_uint64(value);
+      break;
     default:
       return false;
   }
@@ -193,6 +209,9 @@ bool get_filter_setting(const Settings& s, guint prop_id, GValue* value) {
       break;
     case PROP_NICE:
       g_value_set_int(value, s.nice);
+      break;
+    case PROP_TIME_SLICE:
+      g_value_set_uint64(value, s.time_slice);
       break;
     default:
       return false;

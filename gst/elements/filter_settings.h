@@ -28,6 +28,7 @@ enum {
   PROP_DOWNSTREAM_BUFFERS,
   PROP_RT_PRIORITY,
   PROP_NICE,
+  PROP_TIME_SLICE,
   PROP_STATS,
 };
 
@@ -55,8 +56,9 @@ struct Settings {
   std::string forward_metas = "*";
   std::string reply_metas = "*";
   guint downstream_buffers = kDefaultDownstreamBuffers;
-  guint rt_priority = 0;  // 0: the threads keep the default scheduling
-  gint nice = 0;          // 0: the threads keep the process's nice value
+  guint rt_priority = 0;   // 0: the threads keep the default scheduling
+  gint nice = 0;           // 0: the threads keep the process's nice value
+  guint64 time_slice = 0;  // ns; 0: the threads keep the kernel's slice
 };
 
 // The frames' ring: the frames in flight, the spare ones and what downstream keeps, at most 32.

@@ -82,7 +82,8 @@ struct FilterState {
   // Whether a model is there was asked since a model last served (once per absence).
   bool model_looked_for = false;
   std::atomic<bool> warned_bad_reply{false}, warned_bad_metas{false}, warned_priority{false};
-  // Bumped when rt-priority or nice is set: the reply reader, running from READY, applies them.
+  // Bumped when rt-priority, nice or time-slice is set: the reply reader, running from READY,
+  // applies them.
   std::atomic<std::uint32_t> priority_asked{0};
   std::atomic<unsigned> told_version_gaps{0};  // VersionGap bits warned about since READY
 
@@ -112,7 +113,7 @@ void read_reply(GstCudaIpcFilter* self, std::chrono::nanoseconds timeout);
 void announce_model(GstCudaIpcFilter* self);
 
 // The calling thread, one of the two that push answered frames on (the reply reader's, the
-// source pad's task on entering it), at rt-priority and nice when they are set; a warning once
+// source pad's task on entering it), at rt-priority, nice and time-slice when set; a warning once
 // per start when it cannot be.
 void raise_pushing_thread(GstCudaIpcFilter* self);
 

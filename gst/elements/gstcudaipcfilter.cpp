@@ -511,16 +511,21 @@ void cudaipc::gst::filter::raise_pushing_thread(GstCudaIpcFilter* self) {
   GST_OBJECT_LOCK(self);
   p.rt = self->st->settings.rt_priority;
   p.nice = self->st->settings.nice;
+  p.slice_ns = self->st->settings.time_slice;
   GST_OBJECT_UNLOCK(self);
-  if (!p.rt && !p.nice) return;
+  if (!p.rt && !p.nice && !p.slice_ns) return;
   const std::string why = raise_thread_priority(p);
   if (why.empty()) {
-    GST_DEBUG_OBJECT(self, "this pushing thread runs at rt-priority %u, nice %d", p.rt, p.nice);
+    GST_DEBUG_OBJECT(
+        self,
+        "this pushing thread runs at rt-priority %u, nice %d, time-slice %" G_GUINT64_FORMAT " ns",
+        p.rt, p.nice, static_cast<guint64>(p.slice_ns));
   } else if (!self->st->warned_priority.exchange(true)) {
     GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
                         ("The threads that push answered frames on could not get the priority "
-                         "asked for (rt-priority %u, nice %d): what was refused stays as it was.",
-                         p.rt, p.nice),
+                         "asked for (rt-priority %u, nice %d, time-slice %" G_GUINT64_FORMAT
+                         " ns): what was refused stays as it was.",
+                         p.rt, p.nice, static_cast<guint64>(p.slice_ns)),
                         ("%s", why.c_str()));
   }
 }
@@ -605,7 +610,7 @@ static void gst_cuda_ipc_filter_set_property(GObject* object, guint prop_id, con
   const bool known = set_filter_setting(self->st->settings, prop_id, value);
   GST_OBJECT_UNLOCK(self);
   if (!known) G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-  if (prop_id == PROP_RT_PRIORITY || prop_id == PROP_NICE)
+  if (prop_id == PROP_RT_PRIORITY || prop_id == PROP_NICE || prop_id == PROP_TIME_SLICE)
     self->st->priority_asked.fetch_add(1, std::memory_order_release);
 }
 

@@ -3,8 +3,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,31 @@ namespace {
 
 constexpr unsigned kCapSysNice = 23;  // linux/capability.h's CAP_SYS_NICE
 
+// linux/sched/types.h's struct sched_attr as first published (SCHED_ATTR_SIZE_VER0), which every
+// kernel since 3.14 takes; glibc wraps the calls only from 2.41. For the default policy
+// sched_runtime is the thread's slice (Linux 6.12+; read back as 0 before).
+struct SchedAttr {
+  std::uint32_t size = sizeof(SchedAttr);
+  std::uint32_t policy = 0;
+  std::uint64_t flags = 0;
+  std::int32_t nice = 0;
+  std::uint32_t priority = 0;
+  std::uint64_t runtime = 0;
+  std::uint64_t deadline = 0;
+  std::uint64_t period = 0;
+};
+static_assert(sizeof(SchedAttr) == 48, "SCHED_ATTR_SIZE_VER0");
+constexpr std::uint64_t kFlagResetOnFork = 0x01;  // linux/sched.h's SCHED_FLAG_RESET_ON_FORK
+
+int get_attr(SchedAttr& a) {
+  return static_cast<int>(syscall(SYS_sched_getattr, 0, &a, sizeof a, 0u));
+}
+int set_attr(SchedAttr a) {
+  a.size = sizeof a;
+  a.flags &= kFlagResetOnFork;  // keep that one; none of the others (keep-params, clamps) meant
+  return static_cast<int>(syscall(SYS_sched_setattr, 0, &a, 0u));
+}
+
 // What the thread had before it was raised; a part not changed has nothing to give back.
 struct Kept {
   bool sched_changed = false;  // the policy, or only its reset-on-fork flag
@@ -22,6 +49,8 @@ struct Kept {
   sched_param param{};
   bool nice_changed = false;
   int nice = 0;
+  bool slice_changed = false;
+  std::uint64_t slice = 0;
 };
 thread_local Kept kept;
 
@@ -117,15 +146,43 @@ std::string raise_nice(int nice) {
   return "";
 }
 
+constexpr const char* kNoSlices = "this kernel keeps no slice of a thread's own (Linux 6.12+ does)";
+
+// After the policy and the nice value: setting a policy through pthreads (the reset-on-fork flag)
+// gives the thread the default slice again.
+std::string raise_slice(std::uint64_t asked) {
+  const std::uint64_t ns = std::clamp(asked, kMinSliceNs, kMaxSliceNs);
+  const std::string what = "time-slice " + std::to_string(ns) + " ns: ";
+  SchedAttr a;
+  if (get_attr(a) != 0) return what + "sched_getattr: " + std::strerror(errno);
+  if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH) return "";  // real time, or idle
+  // Before 6.12 a thread of these policies has no slice of its own: it reads back as 0.
+  if (a.runtime == 0) return what + kNoSlices;
+  if (a.runtime <= ns) return "";  // already as short
+  const std::uint64_t before = a.runtime;
+  a.runtime = ns;
+  // Threads started here begin with the default slice (the flag resets it, Linux 6.12+).
+  a.flags |= kFlagResetOnFork;
+  if (set_attr(a) != 0) return what + "sched_setattr: " + std::strerror(errno);
+  SchedAttr now;
+  if (get_attr(now) != 0 || now.runtime != ns) return what + kNoSlices;
+  if (!kept.slice_changed) {
+    kept.slice_changed = true;
+    kept.slice = before;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string raise_thread_priority(const ThreadPriority& p) {
   std::string why;
-  if (p.rt) why = raise_policy(p.rt);
-  if (p.nice < 0) {
-    const std::string nice_why = raise_nice(p.nice);
-    if (!nice_why.empty()) why += (why.empty() ? "" : "; ") + nice_why;
-  }
+  const auto add = [&why](const std::string& part) {
+    if (!part.empty()) why += (why.empty() ? "" : "; ") + part;
+  };
+  if (p.rt) add(raise_policy(p.rt));
+  if (p.nice < 0) add(raise_nice(p.nice));
+  if (p.slice_ns) add(raise_slice(p.slice_ns));
   return why;
 }
 
@@ -137,6 +194,13 @@ void restore_thread_priority() noexcept {
   }
   // A higher nice value needs no privilege.
   if (kept.nice_changed) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kept.nice);
+  // Last: the policy's restore above gave the thread the default slice.
+  SchedAttr a;
+  if (kept.slice_changed && get_attr(a) == 0 &&
+      (a.policy == SCHED_OTHER || a.policy == SCHED_BATCH)) {
+    a.runtime = kept.slice;
+    (void)set_attr(a);
+  }
   kept = Kept{};
 }
 

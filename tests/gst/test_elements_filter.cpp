@@ -9,10 +9,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -221,6 +223,21 @@ class Model {
   std::thread thread_;
 };
 
+// A thread's own time slice: sched_getattr's sched_runtime for the default policy (Linux 6.12+;
+// 0 before), with the kernel's first struct sched_attr (48 bytes), which glibc < 2.41 lacks.
+std::uint64_t slice_of(pid_t tid) {
+  struct {
+    std::uint32_t size, policy;
+    std::uint64_t flags;
+    std::int32_t nice;
+    std::uint32_t priority;
+    std::uint64_t runtime, deadline, period;
+  } a{};
+  static_assert(sizeof a == 48, "SCHED_ATTR_SIZE_VER0");
+  if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0u) != 0) return 0;
+  return a.runtime;
+}
+
 // appsrc ! cudaipcfilter ! appsink, the results read off each buffer as it arrives.
 struct Out {
   std::vector<std::uint8_t> bytes;
@@ -230,6 +247,7 @@ struct Out {
   GstClockTime pts = GST_CLOCK_TIME_NONE;
   pid_t pusher = 0;  // the thread that pushed it, and its scheduling then
   int policy = -1, priority = -1, nice = 100;
+  std::uint64_t slice = 0;
 };
 
 class FilterPipeline {
@@ -307,6 +325,7 @@ class FilterPipeline {
     sched_param sp{};
     if (pthread_getschedparam(pthread_self(), &o.policy, &sp) == 0) o.priority = sp.sched_priority;
     o.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(o.pusher));
+    o.slice = slice_of(o.pusher);
     GstMapInfo m;
     if (gst_buffer_map(buf, &m, GST_MAP_READ)) {
       o.bytes.assign(m.data, m.data + m.size);
@@ -464,11 +483,12 @@ bool may_lower_nice(int nice) {
   return rc == 0;
 }
 
-// A thread's scheduling: its policy (the reset-on-fork flag apart), priority and nice value.
+// A thread's scheduling: its policy (the reset-on-fork flag apart), priority, nice value and slice.
 struct Sched {
   pid_t tid = 0;
   int policy = -1, priority = -1, nice = 100;
   bool reset_on_fork = false;
+  std::uint64_t slice = 0;
 };
 Sched sched_of(pid_t tid) {
   Sched s;
@@ -479,7 +499,31 @@ Sched sched_of(pid_t tid) {
   sched_param sp{};
   if (sched_getparam(tid, &sp) == 0) s.priority = sp.sched_priority;
   s.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  s.slice = slice_of(tid);
   return s;
+}
+
+// The slice a new thread starts with (the kernel's default), and whether this kernel keeps a
+// thread's own (Linux 6.12+: set, it reads back).
+std::uint64_t default_slice() {
+  std::uint64_t slice = 0;
+  std::thread([&slice] { slice = slice_of(gettid()); }).join();
+  return slice;
+}
+bool kernel_keeps_slices() {
+  bool kept = false;
+  std::thread([&kept] {
+    struct {
+      std::uint32_t size = 48, policy = SCHED_OTHER;
+      std::uint64_t flags = 0;
+      std::int32_t nice = 0;
+      std::uint32_t priority = 0;
+      std::uint64_t runtime = 300'000, deadline = 0, period = 0;
+    } a;
+    a.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+    kept = syscall(SYS_sched_setattr, 0, &a, 0u) == 0 && slice_of(gettid()) == 300'000;
+  }).join();
+  return kept;
 }
 
 // The filter's source pad task's ENTER and LEAVE, as its own thread posts them: that thread and
@@ -581,6 +625,86 @@ TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGiven
   EXPECT_EQ(tasks.left[0].policy, SCHED_OTHER);
   EXPECT_EQ(tasks.left[0].priority, 0);
   EXPECT_EQ(tasks.left[0].nice, base_nice);
+}
+
+// time-slice with nice, set in READY: the reply reader and the source pad's task thread run with
+// that slice (the nice value's own policy change, for the reset-on-fork flag, would reset it: it
+// is applied last) while the pipeline plays, every frame is pushed from one of them at that slice,
+// and the pooled task thread leaves with the slice it came with. Before Linux 6.12 (no slice of a
+// thread's own) one warning names time-slice and the threads keep the kernel's.
+TEST_F(FilterTest, TimeSliceShortensThePushingThreadsSliceBesideNiceAndThePooledOneIsGivenBack) {
+  const bool slices = kernel_keeps_slices(), nice_ok = may_lower_nice(-5);
+  const int base_nice = getpriority(PRIO_PROCESS, 0);
+  const std::uint64_t base_slice = default_slice();
+  std::cout << "a thread's own slice " << (slices ? "kept" : "not kept (Linux < 6.12)")
+            << " here, default " << base_slice << " ns; nice -5 "
+            << (nice_ok ? "allowed" : "refused") << std::endl;
+  constexpr std::uint64_t kSlice = 200'000;
+  const std::uint64_t want = slices ? kSlice : base_slice;
+  TaskThreads tasks;
+  FilterPipeline p(path_, "max-inflight=4");
+  tasks.filter = p.pipeline().element("f");
+  Ptr<GstBus> bus(gst_element_get_bus(p.pipeline().get()));
+  gst_bus_set_sync_handler(bus.get(), &TaskThreads::on_message, &tasks, nullptr);
+  ASSERT_NE(p.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
+  std::this_thread::sleep_for(Ms(200));  // the reader runs, with the settings it had (none)
+  g_object_set(tasks.filter, "nice", -5, "time-slice", static_cast<guint64>(kSlice), nullptr);
+  guint64 read_back = 0;
+  g_object_get(tasks.filter, "time-slice", &read_back, nullptr);
+  EXPECT_EQ(read_back, kSlice);
+  ASSERT_TRUE(p.start());
+  Model model(path_, Behaviour::answer);
+  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
+  constexpr int kN = 120;
+  for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p.push(i));
+  ASSERT_TRUE(p.wait(kN / 2));
+  const pid_t reader = thread_named("cudaipc-replies");
+  ASSERT_NE(reader, 0) << "no reply reader thread";
+  pid_t task = 0;
+  {
+    std::lock_guard<std::mutex> lock(tasks.mu);
+    ASSERT_EQ(tasks.entered.size(), 1u) << "the source pad's task entered its thread once";
+    task = tasks.entered[0].tid;
+    EXPECT_EQ(tasks.entered[0].slice, want);
+  }
+  for (pid_t t : {reader, task}) {
+    const Sched s = sched_of(t);
+    EXPECT_EQ(s.policy, SCHED_OTHER) << "thread " << t;
+    EXPECT_EQ(s.nice, nice_ok ? -5 : base_nice) << "thread " << t;
+    EXPECT_EQ(s.slice, want) << "thread " << t;
+    EXPECT_EQ(s.reset_on_fork, slices || nice_ok) << "thread " << t;
+  }
+  for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
+  p.end();
+  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
+  const std::vector<Out> out = p.out();
+  expect_answered(out, kN);
+  for (const Out& o : out) {
+    EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
+    EXPECT_EQ(o.slice, want);
+    EXPECT_EQ(o.nice, nice_ok ? -5 : base_nice);
+  }
+  int warnings = 0;
+  while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
+    GError* err = nullptr;
+    gchar* debug = nullptr;
+    gst_message_parse_warning(m.get(), &err, &debug);
+    Ptr<GError> e(err);
+    Ptr<gchar> d(debug);
+    EXPECT_NE(std::string(e->message).find("nice -5, time-slice 200000 ns"), std::string::npos)
+        << e->message;
+    EXPECT_EQ(std::string(d.get()).find("time-slice") != std::string::npos, !slices) << d.get();
+    EXPECT_EQ(std::string(d.get()).find("nice -5") != std::string::npos, !nice_ok) << d.get();
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, slices && nice_ok ? 0 : 1);
+  p.pipeline().stop();
+  gst_bus_set_sync_handler(bus.get(), nullptr, nullptr, nullptr);
+  std::lock_guard<std::mutex> lock(tasks.mu);
+  ASSERT_EQ(tasks.left.size(), 1u) << "the source pad's task left its thread once";
+  EXPECT_EQ(tasks.left[0].tid, task);
+  EXPECT_EQ(tasks.left[0].nice, base_nice);
+  EXPECT_EQ(tasks.left[0].slice, base_slice);
 }
 
 // GStreamer 1.22 has no analytics metas: a model's detections arrive as the CudaipcAnalyticsMeta
