@@ -12,6 +12,7 @@
 #include "elements/element_messages.h"
 #include "elements/filter_state.h"
 #include "elements/thread_priority.h"
+#include "format/time_sync.h"
 #include "metas/meta_decoder.h"
 
 #define GST_CAT_DEFAULT gst_cuda_ipc_filter_debug
@@ -65,6 +66,10 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
     count_unmatched(self, m);
     return;
   }
+  // Where a tail of the way back goes (GST_DEBUG=cudaipcfilter:7, beside the sink's own trace).
+  GST_TRACE_OBJECT(
+      self, "reply to frame %" G_GUINT64_FORMAT " read %" G_GUINT64_FORMAT " ns after its publish",
+      m.seq, monotonic_now_ns() - d.publish_time_ns);
   // The frame stays queued until the task pops it, which it does only once its fate is known: its
   // buffer is ours until then.
   f->buf = gst_buffer_make_writable(f->buf);

@@ -37,6 +37,7 @@ void finish_frame(GstCudaIpcFilter* self, PendingFrame f, GstCudaIpcFilterMissin
   } else {
     (f.fate == FrameFate::answered ? st->counts.answered : st->counts.passed)
         .fetch_add(1, std::memory_order_relaxed);
+    GST_TRACE_OBJECT(self, "frame %" G_GUINT64_FORMAT " pushed on", f.seq);
     ret = gst_pad_push(self->srcpad, f.buf);
   }
   std::lock_guard<std::mutex> lock(st->mu);
