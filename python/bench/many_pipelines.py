@@ -22,7 +22,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
       [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave]
-      [--pattern ball|black|...] [--rt-priority N] [--nice N]
+      [--pattern ball|black|...] [--rt-priority N] [--nice N] [--time-slice NS] [--way-back]
 """
 
 from __future__ import annotations
@@ -296,12 +296,15 @@ class CpuLoad:
         self.names = {f"cpu{c}" for c in cpus}
         self.period = period
         self.busy: List[float] = []  # each sample's busy share of the set, 0..1
+        # Of it, the time the hypervisor ran something else on these (virtual) CPUs: a thread
+        # woken then waits whatever its scheduling.
+        self.steal: List[float] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
-    def read(self) -> Tuple[int, int]:
-        total = idle = 0
+    def read(self) -> Tuple[int, int, int]:
+        total = idle = steal = 0
         with open("/proc/stat") as f:
             for line in f:
                 fields = line.split()
@@ -309,7 +312,8 @@ class CpuLoad:
                     ticks = [int(x) for x in fields[1:]]
                     total += sum(ticks[:8])  # guest time is counted in user already
                     idle += ticks[3] + ticks[4]  # idle, iowait
-        return total, idle
+                    steal += ticks[7] if len(ticks) > 7 else 0
+        return total, idle, steal
 
     def run(self) -> None:
         try:
@@ -319,6 +323,7 @@ class CpuLoad:
                 spent = now[0] - before[0]
                 if spent > 0:
                     self.busy.append(1 - (now[1] - before[1]) / spent)
+                    self.steal.append((now[2] - before[2]) / spent)
                 before = now
         except OSError:
             pass  # no /proc/stat: nothing printed
@@ -328,10 +333,11 @@ class CpuLoad:
         self.thread.join()
         if not self.busy:
             return ""
-        b = np.array(self.busy) * 100
+        b, st = np.array(self.busy) * 100, np.array(self.steal) * 100
         return (f"busy p50 {np.percentile(b, 50):.0f} %, p99 {np.percentile(b, 99):.0f} %, "
                 f"samples of {self.period * 1e3:.0f} ms at least 90 % busy: "
-                f"{(b >= 90).mean() * 100:.0f} %")
+                f"{(b >= 90).mean() * 100:.0f} %; of it stolen by the hypervisor: p50 "
+                f"{np.percentile(st, 50):.1f} %, p99 {np.percentile(st, 99):.1f} %")
 
 
 class Reader:
@@ -389,7 +395,8 @@ def pipeline(args: argparse.Namespace, n: int, model_path: str, out: str,
             f"framerate={args.fps}/1", *upload, "!", "cudaipcfilter", *mode,
             f"socket-path={model_path}", "on-missing=pass", "timeout=1000000000",
             *([f"rt-priority={args.rt_priority}"] if args.rt_priority else []),
-            *([f"nice={args.nice}"] if args.nice else []), "!",
+            *([f"nice={args.nice}"] if args.nice else []),
+            *([f"time-slice={args.time_slice}"] if args.time_slice else []), "!",
             "cudaipcringsink", *mode, f"wait-for-consumer={'true' if read else 'false'}",
             "sync=false", f"socket-path={out}"]
 
@@ -468,6 +475,13 @@ def main() -> None:
     ap.add_argument("--nice", type=int, default=0, metavar="N",
                     help="the filters' nice: the same threads at nice N (-20..0), for where "
                          "real-time priority is refused (0: left as it is)")
+    ap.add_argument("--time-slice", type=int, default=0, metavar="NS",
+                    help="the filters' time-slice: the same threads' own slice in ns, shorter "
+                         "than the drawing threads' so that they get a CPU on waking (Linux "
+                         "6.12+; 0: the kernel's)")
+    ap.add_argument("--way-back", action="store_true",
+                    help="the pipelines trace each frame's way back (GStreamer TRACE logs, which "
+                         "cost it a little): printed step by step after the run (way_back.py)")
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0") or "gst-launch-1.0")
     args = ap.parse_args()
     if args.serve:
@@ -505,12 +519,19 @@ def main() -> None:
     n = int(args.seconds * args.fps)
     pipes, readers = [], []
     pipeline_cpus = os.sched_getaffinity(0)  # the pipelines' CPUs (pinned: not the model's)
+    env = None
+    if args.way_back:
+        # Each pipeline traces its way back into a log of its own (way_back.py reads them).
+        trace_dir = os.path.join(work, "way-back")
+        os.mkdir(trace_dir, 0o700)
+        env = dict(os.environ, GST_DEBUG="cudaipcfilter:7,cudaipcsink:7", GST_DEBUG_NO_COLOR="1",
+                   GST_DEBUG_FILE=os.path.join(trace_dir, "%p.log"))
     load = CpuLoad(pipeline_cpus)
     for i in range(args.pipelines):
         model_path, out = os.path.join(models, f"cam{i}"), os.path.join(outs, f"cam{i}")
         pipes.append(subprocess.Popen(pipeline(args, n, model_path, out, True),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      text=True))
+                                      text=True, env=env))
         readers.append(Reader(out, model_path, n))
     failed = []
     for i, p in enumerate(pipes):
@@ -525,6 +546,12 @@ def main() -> None:
     server.communicate(timeout=120)
     with open(report) as f:
         rep = json.load(f)
+    way_back = ""
+    if args.way_back:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from way_back import summarize
+
+        way_back = summarize(os.path.join(work, "way-back"))
     shutil.rmtree(work, ignore_errors=True)
 
     lat = np.array(sum((r.latency for r in readers), []) or [0.0])
@@ -651,6 +678,8 @@ def main() -> None:
     if cpu_load:
         print(f"the pipelines' {len(pipeline_cpus)} CPUs while they ran (with this process's "
               f"readers): {cpu_load}")
+    if way_back:
+        print(way_back)
     for line in failed + errors[:5]:
         print("FAIL", line)
     if failed or errors or answered + missing != args.pipelines * n:
