@@ -66,10 +66,6 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
     count_unmatched(self, m);
     return;
   }
-  // Where a tail of the way back goes (GST_DEBUG=cudaipcfilter:7, beside the sink's own trace).
-  GST_TRACE_OBJECT(
-      self, "reply to frame %" G_GUINT64_FORMAT " read %" G_GUINT64_FORMAT " ns after its publish",
-      m.seq, monotonic_now_ns() - d.publish_time_ns);
   // The frame stays queued until the task pops it, which it does only once its fate is known: its
   // buffer is ours until then.
   f->buf = gst_buffer_make_writable(f->buf);
@@ -82,6 +78,12 @@ void take_reply(GstCudaIpcFilter* self, Frame& reply) {
   st->counts.metas_unknown.fetch_add(dc.unknown, std::memory_order_relaxed);
   st->counts.metas_filtered.fetch_add(dc.filtered, std::memory_order_relaxed);
   if (dc.bad) st->counts.metas_bad.fetch_add(dc.bad, std::memory_order_relaxed);
+  // Where a tail of the way back goes (GST_DEBUG=cudaipcfilter:7, beside the sink's own traces;
+  // python/bench/way_back.py). Under the lock, so that the frame's push, which the other thread
+  // may make once it is released, comes after it in the log.
+  GST_TRACE_OBJECT(
+      self, "reply to frame %" G_GUINT64_FORMAT " read %" G_GINT64_FORMAT " ns after its publish",
+      m.seq, static_cast<gint64>(monotonic_now_ns()) - static_cast<gint64>(d.publish_time_ns));
   lock.unlock();  // this thread pushes it on (or the other, once its own push is done)
   if (const unsigned gaps = version_gaps(dc)) {
     if (const unsigned fresh = gaps & ~st->told_version_gaps.fetch_or(gaps))

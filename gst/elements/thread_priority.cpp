@@ -49,8 +49,7 @@ struct Kept {
   sched_param param{};
   bool nice_changed = false;
   int nice = 0;
-  bool slice_changed = false;
-  std::uint64_t slice = 0;
+  bool slice_changed = false;  // back to the kernel's default
 };
 thread_local Kept kept;
 
@@ -107,6 +106,17 @@ int set_policy(int policy, const sched_param& param, int old_policy, const sched
   return 0;
 }
 
+// The reset-on-fork flag, which any thread may set on itself: threads started here (a downstream
+// element's) begin with the default nice value and slice, not this thread's. Kept as a policy
+// change, so that a pooled thread has it cleared again where that is allowed.
+void flag_reset_on_fork() {
+  int policy = SCHED_OTHER;
+  sched_param param{};
+  if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 &&
+      !(policy & SCHED_RESET_ON_FORK))
+    (void)set_policy(policy | SCHED_RESET_ON_FORK, param, policy, param);
+}
+
 std::string raise_policy(unsigned priority) {
   int policy = SCHED_OTHER;
   sched_param old{};
@@ -136,40 +146,39 @@ std::string raise_nice(int nice) {
     kept.nice_changed = true;
     kept.nice = before;
   }
-  // Threads started here begin at nice 0 rather than this (the reset-on-fork flag, which any
-  // thread may set on itself).
-  int policy = SCHED_OTHER;
-  sched_param param{};
-  if (pthread_getschedparam(pthread_self(), &policy, &param) == 0 &&
-      !(policy & SCHED_RESET_ON_FORK))
-    (void)set_policy(policy | SCHED_RESET_ON_FORK, param, policy, param);
+  // Threads started here begin at nice 0 rather than this.
+  flag_reset_on_fork();
   return "";
 }
 
 constexpr const char* kNoSlices = "this kernel keeps no slice of a thread's own (Linux 6.12+ does)";
 
-// After the policy and the nice value: setting a policy through pthreads (the reset-on-fork flag)
-// gives the thread the default slice again.
+// The policies a slice belongs to (SCHED_IDLE threads run only when nothing else would).
+bool has_slice(const SchedAttr& a) {
+  return a.policy == SCHED_OTHER || a.policy == SCHED_BATCH;
+}
+
 std::string raise_slice(std::uint64_t asked) {
   const std::uint64_t ns = std::clamp(asked, kMinSliceNs, kMaxSliceNs);
   const std::string what = "time-slice " + std::to_string(ns) + " ns: ";
   SchedAttr a;
-  if (get_attr(a) != 0) return what + "sched_getattr: " + std::strerror(errno);
-  if (a.policy != SCHED_OTHER && a.policy != SCHED_BATCH) return "";  // real time, or idle
+  if (get_attr(a) != 0) {
+    const int err = errno;
+    return what + "sched_getattr: " + std::strerror(err);
+  }
+  if (!has_slice(a)) return "";  // real time, or idle
   // Before 6.12 a thread of these policies has no slice of its own: it reads back as 0.
   if (a.runtime == 0) return what + kNoSlices;
   if (a.runtime <= ns) return "";  // already as short
-  const std::uint64_t before = a.runtime;
   a.runtime = ns;
-  // Threads started here begin with the default slice (the flag resets it, Linux 6.12+).
-  a.flags |= kFlagResetOnFork;
-  if (set_attr(a) != 0) return what + "sched_setattr: " + std::strerror(errno);
+  if (set_attr(a) != 0) {
+    const int err = errno;
+    return what + "sched_setattr: " + std::strerror(err);
+  }
   SchedAttr now;
   if (get_attr(now) != 0 || now.runtime != ns) return what + kNoSlices;
-  if (!kept.slice_changed) {
-    kept.slice_changed = true;
-    kept.slice = before;
-  }
+  kept.slice_changed = true;
+  flag_reset_on_fork();  // a policy change through pthreads keeps the slice (Linux 6.12+)
   return "";
 }
 
@@ -194,11 +203,12 @@ void restore_thread_priority() noexcept {
   }
   // A higher nice value needs no privilege.
   if (kept.nice_changed) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kept.nice);
-  // Last: the policy's restore above gave the thread the default slice.
+  // The kernel's default slice, which a runtime of 0 asks for: what the thread had can be read
+  // back only as a number, and giving that back would make it a slice of the thread's own, which
+  // no longer follows the kernel's default (a pooled thread has no slice of its own).
   SchedAttr a;
-  if (kept.slice_changed && get_attr(a) == 0 &&
-      (a.policy == SCHED_OTHER || a.policy == SCHED_BATCH)) {
-    a.runtime = kept.slice;
+  if (kept.slice_changed && get_attr(a) == 0 && has_slice(a)) {
+    a.runtime = 0;
     (void)set_attr(a);
   }
   kept = Kept{};

@@ -336,7 +336,7 @@ class CpuLoad:
         b, st = np.array(self.busy) * 100, np.array(self.steal) * 100
         return (f"busy p50 {np.percentile(b, 50):.0f} %, p99 {np.percentile(b, 99):.0f} %, "
                 f"samples of {self.period * 1e3:.0f} ms at least 90 % busy: "
-                f"{(b >= 90).mean() * 100:.0f} %; of it stolen by the hypervisor: p50 "
+                f"{(b >= 90).mean() * 100:.0f} %; the CPUs' time stolen by the hypervisor: p50 "
                 f"{np.percentile(st, 50):.1f} %, p99 {np.percentile(st, 99):.1f} %")
 
 
@@ -588,7 +588,8 @@ def main() -> None:
           f"max_delay {args.max_delay * 1e3:.1f} ms"
           f"{', the network as CUDA graphs' if args.graph and torch_gpu() else ''}"
           f"{f', filters at rt-priority {args.rt_priority}' if args.rt_priority else ''}"
-          f"{f', filters at nice {args.nice}' if args.nice else ''}\n")
+          f"{f', filters at nice {args.nice}' if args.nice else ''}"
+          f"{f', time-slice {args.time_slice} ns' if args.time_slice else ''}\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
           "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
           "bound: max_delay + 2 batch times ms |")

@@ -25,7 +25,7 @@ import numpy as np
 
 # 0:00:21.382830561   717 0x5649df4248d0 TRACE  cudaipcfilter file:line:func:<object> message
 LINE = re.compile(r"^(\d+):(\d+):(\d+)\.(\d+)\s+\d+\s+(0x[0-9a-f]+)\s+TRACE\s+(\S+)\s.*?:<[^>]+> (.*)$")
-READ = re.compile(r"reply to frame (\d+) read (\d+) ns after its publish")
+READ = re.compile(r"reply to frame (\d+) read (-?\d+) ns after its publish")
 PUSHED = re.compile(r"frame (\d+) pushed on")
 # The sink's own steps, in the thread that pushed the frame on.
 SINK_STEPS = (("render", "render"), ("slot", "taken"), ("frame copied", "copied"),
@@ -74,15 +74,20 @@ def split(frame: Dict[str, float]) -> Tuple[float, ...]:
 def summarize(directory: str, worst: int = 10) -> str:
     """The table, or why there is none."""
     rows: List[Tuple[str, Tuple[float, ...]]] = []
+    partial = 0  # frames without every step: passed on unanswered, or into a lent slot (no copy)
     for path in sorted(glob.glob(os.path.join(directory, "*.log"))):
         name = os.path.basename(path)
-        rows += [(name, split(f)) for f in frames_of(path)
-                 if all(k in f for k in ("read", "delay", "pushed", "render", "taken", "copied",
-                                         "published"))]
+        for f in frames_of(path):
+            if all(k in f for k in ("read", "delay", "pushed", "render", "taken", "copied",
+                                    "published")):
+                rows.append((name, split(f)))
+            else:
+                partial += 1
     if not rows:
         return f"no frame's way back traced in {directory} (GST_DEBUG as in way_back.py's help)"
     a = np.array([r for _, r in rows])
-    out = [f"The way back of {len(rows)} frames, step by step, µs (the pipelines' TRACE logs):",
+    out = [f"The way back of {len(rows)} frames, step by step, µs (the pipelines' TRACE logs; "
+           f"{partial} without every step left out):",
            "", "| step | p50 | p90 | p99 | max |", "|---|---|---|---|---|"]
     for i, step in enumerate(STEPS + ("all",)):
         col = a[:, i] if i < len(STEPS) else a.sum(axis=1)

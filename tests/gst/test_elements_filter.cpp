@@ -223,17 +223,19 @@ class Model {
   std::thread thread_;
 };
 
-// A thread's own time slice: sched_getattr's sched_runtime for the default policy (Linux 6.12+;
-// 0 before), with the kernel's first struct sched_attr (48 bytes), which glibc < 2.41 lacks.
+// The kernel's first struct sched_attr (48 bytes), which glibc < 2.41 lacks: for the default
+// policy, sched_runtime is a thread's own time slice (Linux 6.12+; 0 before).
+struct SchedAttrV0 {
+  std::uint32_t size = 48, policy = SCHED_OTHER;
+  std::uint64_t flags = 0;
+  std::int32_t nice = 0;
+  std::uint32_t priority = 0;
+  std::uint64_t runtime = 0, deadline = 0, period = 0;
+};
+static_assert(sizeof(SchedAttrV0) == 48, "SCHED_ATTR_SIZE_VER0");
+
 std::uint64_t slice_of(pid_t tid) {
-  struct {
-    std::uint32_t size, policy;
-    std::uint64_t flags;
-    std::int32_t nice;
-    std::uint32_t priority;
-    std::uint64_t runtime, deadline, period;
-  } a{};
-  static_assert(sizeof a == 48, "SCHED_ATTR_SIZE_VER0");
+  SchedAttrV0 a;
   if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0u) != 0) return 0;
   return a.runtime;
 }
@@ -513,13 +515,8 @@ std::uint64_t default_slice() {
 bool kernel_keeps_slices() {
   bool kept = false;
   std::thread([&kept] {
-    struct {
-      std::uint32_t size = 48, policy = SCHED_OTHER;
-      std::uint64_t flags = 0;
-      std::int32_t nice = 0;
-      std::uint32_t priority = 0;
-      std::uint64_t runtime = 300'000, deadline = 0, period = 0;
-    } a;
+    SchedAttrV0 a;
+    a.runtime = 300'000;
     a.nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
     kept = syscall(SYS_sched_setattr, 0, &a, 0u) == 0 && slice_of(gettid()) == 300'000;
   }).join();
@@ -628,10 +625,10 @@ TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGiven
 }
 
 // time-slice with nice, set in READY: the reply reader and the source pad's task thread run with
-// that slice (the nice value's own policy change, for the reset-on-fork flag, would reset it: it
-// is applied last) while the pipeline plays, every frame is pushed from one of them at that slice,
-// and the pooled task thread leaves with the slice it came with. Before Linux 6.12 (no slice of a
-// thread's own) one warning names time-slice and the threads keep the kernel's.
+// that slice and nice value while the pipeline plays, flagged so that threads they start begin
+// with the defaults, every frame is pushed from one of them at that slice, and the pooled task
+// thread leaves with the kernel's default slice. Before Linux 6.12 (no slice of a thread's own)
+// one warning names time-slice and the threads keep the kernel's.
 TEST_F(FilterTest, TimeSliceShortensThePushingThreadsSliceBesideNiceAndThePooledOneIsGivenBack) {
   const bool slices = kernel_keeps_slices(), nice_ok = may_lower_nice(-5);
   const int base_nice = getpriority(PRIO_PROCESS, 0);
