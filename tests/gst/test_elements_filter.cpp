@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -544,8 +545,86 @@ struct TaskThreads {
   }
 };
 
-// rt-priority and nice, set in READY, where the reply reader ("cudaipc-replies") already runs:
-// it and the source pad's task thread run at SCHED_FIFO and that nice value while the pipeline
+// A filter whose pushing threads are raised by properties set in READY, where the reply reader
+// ("cudaipc-replies") already runs with the settings it had (none): the two threads found while
+// frames flow, every frame answered and pushed by one of them, the warnings, and the pooled task
+// thread's scheduling as it leaves.
+class RaisedFilter {
+ public:
+  static constexpr int kN = 120;
+  explicit RaisedFilter(const std::string& path) : path_(path), p_(path, "max-inflight=4") {
+    tasks_.filter = p_.pipeline().element("f");
+    bus_.reset(gst_element_get_bus(p_.pipeline().get()));
+    gst_bus_set_sync_handler(bus_.get(), &TaskThreads::on_message, &tasks_, nullptr);
+  }
+  ~RaisedFilter() { gst_bus_set_sync_handler(bus_.get(), nullptr, nullptr, nullptr); }
+  GstElement* filter() { return tasks_.filter; }
+
+  // READY, `set` the properties, PLAYING with a model answering: half the frames through.
+  void start(const std::function<void(GstElement*)>& set) {
+    ASSERT_NE(p_.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
+    std::this_thread::sleep_for(Ms(200));  // the reader has started and taken what it had
+    set(tasks_.filter);
+    ASSERT_TRUE(p_.start());
+    model_ = std::make_unique<Model>(path_, Behaviour::answer);
+    ASSERT_TRUE(wait_model(p_)) << p_.pipeline().errors();
+    for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p_.push(i));
+    ASSERT_TRUE(p_.wait(kN / 2));
+    reader = thread_named("cudaipc-replies");
+    ASSERT_NE(reader, 0) << "no reply reader thread";
+    std::lock_guard<std::mutex> lock(tasks_.mu);
+    ASSERT_EQ(tasks_.entered.size(), 1u) << "the source pad's task entered its thread once";
+    entered = tasks_.entered[0];
+    task = entered.tid;
+  }
+
+  // The other half and the end of the stream: every frame answered, by one of the two threads.
+  void finish(std::vector<Out>* out) {
+    for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p_.push(i));
+    p_.end();
+    ASSERT_TRUE(p_.wait_eos()) << p_.pipeline().errors();
+    *out = p_.out();
+    expect_answered(*out, kN);
+    for (const Out& o : *out)
+      EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
+  }
+
+  // Each warning posted: its message and its debug text.
+  std::vector<std::pair<std::string, std::string>> warnings() {
+    std::vector<std::pair<std::string, std::string>> all;
+    while (Ptr<GstMessage> m = p_.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
+      GError* err = nullptr;
+      gchar* debug = nullptr;
+      gst_message_parse_warning(m.get(), &err, &debug);
+      Ptr<GError> e(err);
+      Ptr<gchar> d(debug);
+      all.emplace_back(e->message, d ? d.get() : "");
+    }
+    return all;
+  }
+
+  // Stopped: the task's thread as it left, once.
+  void stop(Sched* left) {
+    p_.pipeline().stop();
+    gst_bus_set_sync_handler(bus_.get(), nullptr, nullptr, nullptr);
+    std::lock_guard<std::mutex> lock(tasks_.mu);
+    ASSERT_EQ(tasks_.left.size(), 1u) << "the source pad's task left its thread once";
+    EXPECT_EQ(tasks_.left[0].tid, task);
+    *left = tasks_.left[0];
+  }
+
+  pid_t reader = 0, task = 0;
+  Sched entered;
+
+ private:
+  std::string path_;
+  TaskThreads tasks_;
+  FilterPipeline p_;
+  Ptr<GstBus> bus_;
+  std::unique_ptr<Model> model_;
+};
+
+// rt-priority and nice: the two threads run at SCHED_FIFO and that nice value while the pipeline
 // plays, flagged so that threads they start do not inherit it, and the task's thread, which
 // GStreamer's pool lends to other tasks afterwards, leaves with the scheduling it came with.
 // Where this process may not have either, one warning names the properties and every frame is
@@ -555,80 +634,44 @@ TEST_F(FilterTest, RtPriorityAndNiceRaiseThePushingThreadsAndThePooledOneIsGiven
   const int base_nice = getpriority(PRIO_PROCESS, 0);
   std::cout << "SCHED_FIFO " << (fifo ? "allowed" : "refused") << ", nice -5 "
             << (nice_ok ? "allowed" : "refused") << " here" << std::endl;
-  TaskThreads tasks;
-  FilterPipeline p(path_, "max-inflight=4");
-  tasks.filter = p.pipeline().element("f");
-  Ptr<GstBus> bus(gst_element_get_bus(p.pipeline().get()));
-  gst_bus_set_sync_handler(bus.get(), &TaskThreads::on_message, &tasks, nullptr);
-  ASSERT_NE(p.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
-  // The reader has started and taken the settings it had (none) well before this.
-  std::this_thread::sleep_for(Ms(200));
-  g_object_set(tasks.filter, "rt-priority", 7u, "nice", -5, nullptr);
-  ASSERT_TRUE(p.start());
-  Model model(path_, Behaviour::answer);
-  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
-  constexpr int kN = 120;
-  for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p.push(i));
-  ASSERT_TRUE(p.wait(kN / 2));
-  const pid_t reader = thread_named("cudaipc-replies");
-  ASSERT_NE(reader, 0) << "no reply reader thread";
-  pid_t task = 0;
-  {
-    std::lock_guard<std::mutex> lock(tasks.mu);
-    ASSERT_EQ(tasks.entered.size(), 1u) << "the source pad's task entered its thread once";
-    task = tasks.entered[0].tid;
-    EXPECT_EQ(tasks.entered[0].policy, fifo ? SCHED_FIFO : SCHED_OTHER);
-    EXPECT_EQ(tasks.entered[0].nice, nice_ok ? -5 : base_nice);
-  }
-  for (pid_t t : {reader, task}) {
+  RaisedFilter f(path_);
+  ASSERT_NO_FATAL_FAILURE(
+      f.start([](GstElement* e) { g_object_set(e, "rt-priority", 7u, "nice", -5, nullptr); }));
+  EXPECT_EQ(f.entered.policy, fifo ? SCHED_FIFO : SCHED_OTHER);
+  EXPECT_EQ(f.entered.nice, nice_ok ? -5 : base_nice);
+  for (pid_t t : {f.reader, f.task}) {
     const Sched s = sched_of(t);
     EXPECT_EQ(s.policy, fifo ? SCHED_FIFO : SCHED_OTHER) << "thread " << t;
     EXPECT_EQ(s.priority, fifo ? 7 : 0) << "thread " << t;
     EXPECT_EQ(s.nice, nice_ok ? -5 : base_nice) << "thread " << t;
     EXPECT_EQ(s.reset_on_fork, fifo || nice_ok) << "thread " << t;
   }
-  for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
-  p.end();
-  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
-  const std::vector<Out> out = p.out();
-  expect_answered(out, kN);
+  std::vector<Out> out;
+  ASSERT_NO_FATAL_FAILURE(f.finish(&out));
   for (const Out& o : out) {
-    EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
     EXPECT_EQ(o.policy & ~SCHED_RESET_ON_FORK, fifo ? SCHED_FIFO : SCHED_OTHER);
     EXPECT_EQ(o.priority, fifo ? 7 : 0);
     EXPECT_EQ(o.nice, nice_ok ? -5 : base_nice);
   }
-  int warnings = 0;
-  while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
-    GError* err = nullptr;
-    gchar* debug = nullptr;
-    gst_message_parse_warning(m.get(), &err, &debug);
-    Ptr<GError> e(err);
-    Ptr<gchar> d(debug);
-    EXPECT_NE(std::string(e->message).find("rt-priority 7, nice -5"), std::string::npos)
-        << e->message;
+  const auto warnings = f.warnings();
+  for (const auto& [message, debug] : warnings) {
+    EXPECT_NE(message.find("rt-priority 7, nice -5"), std::string::npos) << message;
     // The debug text names what was refused.
-    EXPECT_EQ(std::string(d.get()).find("SCHED_FIFO") != std::string::npos, !fifo) << d.get();
-    EXPECT_EQ(std::string(d.get()).find("nice -5") != std::string::npos, !nice_ok) << d.get();
-    ++warnings;
+    EXPECT_EQ(debug.find("SCHED_FIFO") != std::string::npos, !fifo) << debug;
+    EXPECT_EQ(debug.find("nice -5") != std::string::npos, !nice_ok) << debug;
   }
-  EXPECT_EQ(warnings, fifo && nice_ok ? 0 : 1);
-  p.pipeline().stop();
-  gst_bus_set_sync_handler(bus.get(), nullptr, nullptr, nullptr);
-  // The task left its thread with the scheduling the thread came with.
-  std::lock_guard<std::mutex> lock(tasks.mu);
-  ASSERT_EQ(tasks.left.size(), 1u) << "the source pad's task left its thread once";
-  EXPECT_EQ(tasks.left[0].tid, task);
-  EXPECT_EQ(tasks.left[0].policy, SCHED_OTHER);
-  EXPECT_EQ(tasks.left[0].priority, 0);
-  EXPECT_EQ(tasks.left[0].nice, base_nice);
+  EXPECT_EQ(warnings.size(), fifo && nice_ok ? 0u : 1u);
+  Sched left;
+  ASSERT_NO_FATAL_FAILURE(f.stop(&left));
+  EXPECT_EQ(left.policy, SCHED_OTHER);
+  EXPECT_EQ(left.priority, 0);
+  EXPECT_EQ(left.nice, base_nice);
 }
 
-// time-slice with nice, set in READY: the reply reader and the source pad's task thread run with
-// that slice and nice value while the pipeline plays, flagged so that threads they start begin
-// with the defaults, every frame is pushed from one of them at that slice, and the pooled task
-// thread leaves with the kernel's default slice. Before Linux 6.12 (no slice of a thread's own)
-// one warning names time-slice and the threads keep the kernel's.
+// time-slice with nice: the two threads run with that slice and nice value while the pipeline
+// plays, flagged so that threads they start begin with the defaults, every frame is pushed at that
+// slice, and the pooled task thread leaves with the kernel's default slice. Before Linux 6.12 (no
+// slice of a thread's own) one warning names time-slice and the threads keep the kernel's.
 TEST_F(FilterTest, TimeSliceShortensThePushingThreadsSliceBesideNiceAndThePooledOneIsGivenBack) {
   const bool slices = kernel_keeps_slices(), nice_ok = may_lower_nice(-5);
   const int base_nice = getpriority(PRIO_PROCESS, 0);
@@ -638,70 +681,38 @@ TEST_F(FilterTest, TimeSliceShortensThePushingThreadsSliceBesideNiceAndThePooled
             << (nice_ok ? "allowed" : "refused") << std::endl;
   constexpr std::uint64_t kSlice = 200'000;
   const std::uint64_t want = slices ? kSlice : base_slice;
-  TaskThreads tasks;
-  FilterPipeline p(path_, "max-inflight=4");
-  tasks.filter = p.pipeline().element("f");
-  Ptr<GstBus> bus(gst_element_get_bus(p.pipeline().get()));
-  gst_bus_set_sync_handler(bus.get(), &TaskThreads::on_message, &tasks, nullptr);
-  ASSERT_NE(p.pipeline().set_state(GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
-  std::this_thread::sleep_for(Ms(200));  // the reader runs, with the settings it had (none)
-  g_object_set(tasks.filter, "nice", -5, "time-slice", static_cast<guint64>(kSlice), nullptr);
-  guint64 read_back = 0;
-  g_object_get(tasks.filter, "time-slice", &read_back, nullptr);
-  EXPECT_EQ(read_back, kSlice);
-  ASSERT_TRUE(p.start());
-  Model model(path_, Behaviour::answer);
-  ASSERT_TRUE(wait_model(p)) << p.pipeline().errors();
-  constexpr int kN = 120;
-  for (int i = 0; i < kN / 2; ++i) ASSERT_TRUE(p.push(i));
-  ASSERT_TRUE(p.wait(kN / 2));
-  const pid_t reader = thread_named("cudaipc-replies");
-  ASSERT_NE(reader, 0) << "no reply reader thread";
-  pid_t task = 0;
-  {
-    std::lock_guard<std::mutex> lock(tasks.mu);
-    ASSERT_EQ(tasks.entered.size(), 1u) << "the source pad's task entered its thread once";
-    task = tasks.entered[0].tid;
-    EXPECT_EQ(tasks.entered[0].slice, want);
-  }
-  for (pid_t t : {reader, task}) {
+  RaisedFilter f(path_);
+  ASSERT_NO_FATAL_FAILURE(f.start([&](GstElement* e) {
+    g_object_set(e, "nice", -5, "time-slice", static_cast<guint64>(kSlice), nullptr);
+    guint64 read_back = 0;
+    g_object_get(e, "time-slice", &read_back, nullptr);
+    EXPECT_EQ(read_back, kSlice);
+  }));
+  EXPECT_EQ(f.entered.slice, want);
+  for (pid_t t : {f.reader, f.task}) {
     const Sched s = sched_of(t);
     EXPECT_EQ(s.policy, SCHED_OTHER) << "thread " << t;
     EXPECT_EQ(s.nice, nice_ok ? -5 : base_nice) << "thread " << t;
     EXPECT_EQ(s.slice, want) << "thread " << t;
     EXPECT_EQ(s.reset_on_fork, slices || nice_ok) << "thread " << t;
   }
-  for (int i = kN / 2; i < kN; ++i) ASSERT_TRUE(p.push(i));
-  p.end();
-  ASSERT_TRUE(p.wait_eos()) << p.pipeline().errors();
-  const std::vector<Out> out = p.out();
-  expect_answered(out, kN);
+  std::vector<Out> out;
+  ASSERT_NO_FATAL_FAILURE(f.finish(&out));
   for (const Out& o : out) {
-    EXPECT_TRUE(o.pusher == reader || o.pusher == task) << "pushed by thread " << o.pusher;
     EXPECT_EQ(o.slice, want);
     EXPECT_EQ(o.nice, nice_ok ? -5 : base_nice);
   }
-  int warnings = 0;
-  while (Ptr<GstMessage> m = p.pipeline().pop(GST_MESSAGE_WARNING, Ms(0))) {
-    GError* err = nullptr;
-    gchar* debug = nullptr;
-    gst_message_parse_warning(m.get(), &err, &debug);
-    Ptr<GError> e(err);
-    Ptr<gchar> d(debug);
-    EXPECT_NE(std::string(e->message).find("nice -5, time-slice 200000 ns"), std::string::npos)
-        << e->message;
-    EXPECT_EQ(std::string(d.get()).find("time-slice") != std::string::npos, !slices) << d.get();
-    EXPECT_EQ(std::string(d.get()).find("nice -5") != std::string::npos, !nice_ok) << d.get();
-    ++warnings;
+  const auto warnings = f.warnings();
+  for (const auto& [message, debug] : warnings) {
+    EXPECT_NE(message.find("nice -5, time-slice 200000 ns"), std::string::npos) << message;
+    EXPECT_EQ(debug.find("time-slice") != std::string::npos, !slices) << debug;
+    EXPECT_EQ(debug.find("nice -5") != std::string::npos, !nice_ok) << debug;
   }
-  EXPECT_EQ(warnings, slices && nice_ok ? 0 : 1);
-  p.pipeline().stop();
-  gst_bus_set_sync_handler(bus.get(), nullptr, nullptr, nullptr);
-  std::lock_guard<std::mutex> lock(tasks.mu);
-  ASSERT_EQ(tasks.left.size(), 1u) << "the source pad's task left its thread once";
-  EXPECT_EQ(tasks.left[0].tid, task);
-  EXPECT_EQ(tasks.left[0].nice, base_nice);
-  EXPECT_EQ(tasks.left[0].slice, base_slice);
+  EXPECT_EQ(warnings.size(), slices && nice_ok ? 0u : 1u);
+  Sched left;
+  ASSERT_NO_FATAL_FAILURE(f.stop(&left));
+  EXPECT_EQ(left.nice, base_nice);
+  EXPECT_EQ(left.slice, base_slice);
 }
 
 // GStreamer 1.22 has no analytics metas: a model's detections arrive as the CudaipcAnalyticsMeta
