@@ -201,9 +201,11 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
       return GST_FLOW_OK;
     }
     end_unsent_lend(st, buf);
-    std::lock_guard<std::mutex> lock(st->mu);
-    st->pending.add_unsent(buf);
-    st->cv.notify_all();  // the task pushes it on
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->pending.add_unsent(buf);
+    }
+    st->cv.notify_all();  // the task pushes it on (woken out of the lock: see below)
     return GST_FLOW_OK;
   }
 
@@ -217,18 +219,24 @@ static GstFlowReturn gst_cuda_ipc_filter_chain(GstPad*, GstObject* parent, GstBu
   }
   const Producer::Stamp sent = st->producer->last_frame();
   if (sent.seq == before) end_unsent_lend(st, buf);
-  std::lock_guard<std::mutex> lock(st->mu);
-  if (sent.seq == before) {
-    // The channel had no free slot within timeout (the model holds them all): not sent.
-    st->counts.not_sent.fetch_add(1, std::memory_order_relaxed);
-    st->pending.add_unsent(buf);
-  } else {
-    st->counts.sent.fetch_add(1, std::memory_order_relaxed);
-    (lent ? st->counts.in_place : st->counts.copied).fetch_add(1, std::memory_order_relaxed);
-    st->pending.add_sent(buf, sent.seq, sent.publish_time_ns, monotonic_now_ns() + timeout);
-    st->queued_seq = sent.seq;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (sent.seq == before) {
+      // The channel had no free slot within timeout (the model holds them all): not sent.
+      st->counts.not_sent.fetch_add(1, std::memory_order_relaxed);
+      st->pending.add_unsent(buf);
+    } else {
+      st->counts.sent.fetch_add(1, std::memory_order_relaxed);
+      (lent ? st->counts.in_place : st->counts.copied).fetch_add(1, std::memory_order_relaxed);
+      st->pending.add_sent(buf, sent.seq, sent.publish_time_ns, monotonic_now_ns() + timeout);
+      st->queued_seq = sent.seq;
+    }
   }
-  st->cv.notify_all();  // the task, and a reply already read for this frame
+  // The task, and a reply already read for this frame. Woken out of the lock: a pushing thread
+  // with a shorter slice (time-slice) takes this CPU as it wakes, and this thread, preempted
+  // while holding the lock, would keep both pushing threads waiting for it behind the CPU's
+  // other threads (the way back's tail after the reply's read, docs/design.md).
+  st->cv.notify_all();
   return GST_FLOW_OK;
 }
 
