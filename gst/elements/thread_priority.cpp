@@ -175,8 +175,6 @@ std::string raise_slice(std::uint64_t asked) {
     const int err = errno;
     return what + "sched_setattr: " + std::strerror(err);
   }
-  SchedAttr now;
-  if (get_attr(now) != 0 || now.runtime != ns) return what + kNoSlices;
   kept.slice_changed = true;
   flag_reset_on_fork();  // a policy change through pthreads keeps the slice (Linux 6.12+)
   return "";
