@@ -162,9 +162,8 @@ CUDAIPC_PY_HOT int take_turn(ConsumerObject* c, int64_t deadline) {
   return result;
 }
 
-// Gives this thread's hold on the turn back (a thread that does not hold it gives nothing), and
+// Gives back thread `me`'s hold on the turn (a thread that does not hold it gives nothing), and
 // wakes a thread waiting for it.
-// Gives back thread `me`'s turn (nothing when it holds none).
 CUDAIPC_PY_HOT inline void give_turn_of(ConsumerObject* c, unsigned long me) {
   if (c->owner != me) return;
   if (--c->depth == 0) {
@@ -173,6 +172,7 @@ CUDAIPC_PY_HOT inline void give_turn_of(ConsumerObject* c, unsigned long me) {
   }
 }
 
+// The calling thread's.
 CUDAIPC_PY_HOT void give_turn(ConsumerObject* c) {
   give_turn_of(c, PyThread_get_thread_ident());
 }
