@@ -167,6 +167,11 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     # batch of 1 comes after the longest waits, from which a model's launches start cold.
     idles: Dict[int, List[float]] = {}
     answered_at = 0.0
+    # The batches that carried a pipeline's first request (its slots' first views made here): when
+    # the oldest request of the batch was published, when the batch came, its inputs made, its
+    # frames landed and its network done (monotonic ns), its size and how many pipelines were new.
+    seen: set = set()
+    joins: List[List[int]] = []
     # With `interleave`, each batch beside a batch of the same size from a resident tensor, timed
     # as a served one is; which of the two comes first after the wait alternates per size. The
     # first of a pair meets the GPU and the CPU as the wait left them, beside the same pipelines
@@ -195,7 +200,10 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             reqs = server.batch(max_batch, timeout=0 if spin else 0.1, max_delay=max_delay)
             if not reqs:
                 continue
+            taken_ns = time.monotonic_ns()
             b = len(reqs)
+            new = {r.path for r in reqs} - seen
+            seen |= new
             resident_first = interleave and flip.setdefault(b, False)
             if interleave:
                 flip[b] = not flip[b]
@@ -216,6 +224,10 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     if torch is not None:
                         torch.cuda.synchronize()  # the batch's own time, for the comparison alone
                 t3 = time.perf_counter()
+                if new:
+                    joins.append([min(r.frame.publish_time_ns for r in reqs), taken_ns,
+                                  began_ns + int((t1 - t0) * 1e9), began_ns + int((t2 - t0) * 1e9),
+                                  began_ns + int((t3 - t0) * 1e9), b, len(new)])
                 model_time = (t1 - t0) + (t3 - t2)
                 sizes.setdefault(b, []).append(model_time)
                 if interleave:
@@ -282,7 +294,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                    "loaded_idle": loaded[1],
                    "pairs": {k: {b: [len(v), float(np.median(v))] for b, v in d.items()}
                              for k, d in pairs.items()},
-                   "idle": {b: float(np.median(v)) for b, v in idles.items()}}, f)
+                   "idle": {b: float(np.median(v)) for b, v in idles.items()},
+                   "joins": joins}, f)
 
 
 TRACE_ALONE = 100  # batches traced alone
@@ -601,6 +614,12 @@ def main() -> None:
           f"{p99:.2f} [{'within' if p99 <= bound else 'over'}] | "
           f"{np.percentile(steady, 50) / 1e3:.2f} / {np.percentile(steady, 99) / 1e3:.2f} | "
           f"{bound:.2f} |")
+    # Where the run's tail lies: the frames over the bound, and how many of them came while
+    # pipelines were still joining (before the last one's first output, +1 s).
+    over = [(t, lt) for r in readers for t, lt in zip(r.published, r.latency) if lt > bound * 1e3]
+    early_over = sum(1 for t, _ in over if t <= joined + 1_000_000_000)
+    print(f"\nframes over the bound: {len(over)} of {lat.size} ({len(over) / lat.size:.2%}; the "
+          f"p99 is over it beyond 1 %), {early_over} of them while the pipelines joined (+1 s)")
     print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
           f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
           f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")
@@ -651,6 +670,18 @@ def main() -> None:
     split = [[f"{m / 1e3:.1f}+{(t - m) / 1e3:.1f}" for t, m in zip(r.latency[:3], r.model_side[:3])]
              for r in readers]
     print(f"the same, as model side + reply to output, ms: {split}")
+    # The model's side of the joins: each batch that brought a pipeline's first request, from its
+    # oldest request's publish. Made of the wait for the batch (the server's reader: the new
+    # pipeline's slots imported; the model busy with the batch before), its inputs (a new slot's
+    # first view), its frames landing and its network.
+    joins = rep.get("joins", [])
+    if joins:
+        print("\nThe batches that brought a pipeline's first request, ms from the oldest request's "
+              "publish (size, new pipelines): wait for the batch / inputs made / frames landed / "
+              "network")
+        print("  " + "; ".join(
+            f"{b} ({k}): {(t - s0) / 1e6:.1f} / {(i - t) / 1e6:.1f} / {(ld - i) / 1e6:.1f} / "
+            f"{(d - ld) / 1e6:.1f}" for s0, t, i, ld, d, b, k in joins))
     # The output sink waits for this bench's reader (wait-for-consumer) before its first publish:
     # how long after its pipeline's first request each reader met its channel.
     waits = [round((r.connected - r.sent[0]) / 1e6, 1) if r.connected and r.sent else None
