@@ -240,7 +240,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     for r, a in zip(reqs, answers):
                         r.reply(detections=a, label_names=["object"],
                                 meta={"pts": r.frame.pts, "path": r.path,
-                                      "sent": r.frame.publish_time_ns,
+                                      "sent": r.frame.publish_time_ns, "taken": taken_ns,
                                       "replied": time.monotonic_ns()})
             if interleave and not resident_first:
                 pairs["resident second"].setdefault(b, []).append(resident_time(b))
@@ -363,6 +363,7 @@ class Reader:
         self.latency: List[float] = []
         self.published: List[int] = []  # each answered frame's publish time (ns)
         self.model_side: List[float] = []  # request published -> its reply made (us)
+        self.waited: List[float] = []  # request published -> its batch handed to the model (us)
         self.sent: List[int] = []  # each answered frame's request publish time (ns)
         self.connected = 0  # when this reader's consumer met its channel's format (ns)
         self.opened = 0  # when its consumer was made (connected to the sink's socket) (ns)
@@ -390,6 +391,7 @@ class Reader:
                         self.latency.append((f.publish_time_ns - m["sent"]) / 1e3)
                         self.published.append(f.publish_time_ns)
                         self.model_side.append((m["replied"] - m["sent"]) / 1e3)
+                        self.waited.append((m["taken"] - m["sent"]) / 1e3)
                         self.sent.append(m["sent"])
         except cudaipc.Error as e:
             self.errors.append(str(e))
@@ -620,6 +622,18 @@ def main() -> None:
     early_over = sum(1 for t, _ in over if t <= joined + 1_000_000_000)
     print(f"\nframes over the bound: {len(over)} of {lat.size} ({len(over) / lat.size:.2%}; the "
           f"p99 is over it beyond 1 %), {early_over} of them while the pipelines joined (+1 s)")
+    # Each of them split: the wait for its batch (the server's reader, then the model busy with
+    # the batches before), its batch (inputs, network, reply) and the way back, with when it was
+    # published (ms after the first pipeline's first request).
+    first = min((r.sent[0] for r in readers if r.sent), default=0)
+    slow = sorted(((t, w, m - w, lt - m) for r in readers
+                   for t, lt, m, w in zip(r.sent, r.latency, r.model_side, r.waited)
+                   if lt > bound * 1e3), key=lambda x: x[0])
+    if slow:
+        print(f"  each{' (the first 60)' if len(slow) > 60 else ''}, ms: published at: wait for "
+              "its batch + its batch + the way back")
+        print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}+{b / 1e3:.1f}+{k / 1e3:.1f}"
+                               for t, w, b, k in slow[:60]))
     print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
           f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
           f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")
