@@ -172,6 +172,9 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     # frames landed and its network done (monotonic ns), its size and how many pipelines were new.
     seen: set = set()
     joins: List[List[int]] = []
+    # The batches that took over 10 ms from being handed over to their last reply (a stall, where
+    # a batch takes 1-5 ms): when each began (monotonic ns), its size, and its steps (s).
+    stalls: List[List[float]] = []
     # With `interleave`, each batch beside a batch of the same size from a resident tensor, timed
     # as a served one is; which of the two comes first after the wait alternates per size. The
     # first of a pair meets the GPU and the CPU as the wait left them, beside the same pipelines
@@ -242,6 +245,9 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                                 meta={"pts": r.frame.pts, "path": r.path,
                                       "sent": r.frame.publish_time_ns, "taken": taken_ns,
                                       "replied": time.monotonic_ns()})
+            t4 = time.perf_counter()
+            if t4 - t0 > 0.010:
+                stalls.append([began_ns, b, t1 - t0, t2 - t1, t3 - t2, t4 - t3])
             if interleave and not resident_first:
                 pairs["resident second"].setdefault(b, []).append(resident_time(b))
             answered_at = time.perf_counter()
@@ -295,7 +301,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                    "pairs": {k: {b: [len(v), float(np.median(v))] for b, v in d.items()}
                              for k, d in pairs.items()},
                    "idle": {b: float(np.median(v)) for b, v in idles.items()},
-                   "joins": joins}, f)
+                   "joins": joins, "stalls": stalls}, f)
 
 
 TRACE_ALONE = 100  # batches traced alone
@@ -626,6 +632,20 @@ def main() -> None:
     # the batches before), its batch (inputs, network, reply) and the way back, with when it was
     # published (ms after the first pipeline's first request).
     first = min((r.sent[0] for r in readers if r.sent), default=0)
+    # What the other processes do then: pipelines start (contexts, slot memory made) and end.
+    starts = [(r.sent[0] - first) / 1e6 for r in readers if r.sent]
+    ends = [(r.sent[-1] - first) / 1e6 for r in readers if r.sent]
+    if starts:
+        print(f"  the pipelines' first requests came {min(starts):.0f}-{max(starts):.0f} ms after "
+              f"the first, their last {min(ends):.0f}-{max(ends):.0f} ms")
+    stalls = rep.get("stalls", [])
+    if stalls:
+        print(f"  batches of over 10 ms, {len(stalls)}{' (the first 40)' if len(stalls) > 40 else ''}"
+              ", ms: began at (after the first request), size: inputs / frames landed / network "
+              "/ replies")
+        print("  " + "; ".join(f"{(at - first) / 1e6:.0f}, {b}: {i * 1e3:.1f} / {ld * 1e3:.1f} / "
+                               f"{nw * 1e3:.1f} / {rp * 1e3:.1f}"
+                               for at, b, i, ld, nw, rp in stalls[:40]))
     slow = sorted(((t, w, m - w, lt - m) for r in readers
                    for t, lt, m, w in zip(r.sent, r.latency, r.model_side, r.waited)
                    if lt > bound * 1e3), key=lambda x: x[0])
