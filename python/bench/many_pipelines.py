@@ -21,7 +21,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
-      [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave]
+      [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave] [--device-sync]
       [--pattern ball|black|...] [--rt-priority N] [--nice N] [--time-slice NS] [--way-back]
 """
 
@@ -138,13 +138,19 @@ def tracers(trace: str, size: int) -> Any:
 
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
           report: str, trace: str = "", trace_batch: int = 8, graph: bool = False,
-          spin: bool = False, interleave: bool = False) -> None:
+          spin: bool = False, interleave: bool = False, device_sync: bool = False) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
     model alone at the batch sizes it formed and writes both to `report` (JSON). With `spin` its
     thread polls for requests (server.batch with no wait) instead of sleeping until one comes:
     model_after_idle.py's spinning rows, served."""
     model, torch = make_batched_model(width, height, graph)
     resident: Any = None
+    # The model's work is on its stream: waiting for that stream is waiting for the model. A
+    # device-wide synchronize (`device_sync`) also waits for every stream of the context,
+    # the server's among them, which wait on the GPU for the frames of requests read ahead that
+    # are still on their way (docs/python.md).
+    if torch is not None:
+        sync = torch.cuda.synchronize if device_sync else torch.cuda.current_stream().synchronize
     if torch is not None:
         # Every batch size once before serving: cuDNN picks its kernels per shape on first use,
         # which would otherwise land on the first served batch of each size.
@@ -191,7 +197,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
         torch.cuda.current_stream().synchronize()
         t2 = time.perf_counter()
         model(tensors)
-        torch.cuda.synchronize()
+        sync()
         return (t1 - t0) + (time.perf_counter() - t2)
 
     interleave = interleave and torch is not None
@@ -225,7 +231,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     t2 = time.perf_counter()
                     answers = model(tensors)
                     if torch is not None:
-                        torch.cuda.synchronize()  # the batch's own time, for the comparison alone
+                        sync()  # the batch's own time, for the comparison alone
                 t3 = time.perf_counter()
                 if new:
                     joins.append([min(r.frame.publish_time_ns for r in reqs), taken_ns,
@@ -258,7 +264,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             alone_trace.frame()
             with alone_trace.step("frame"), alone_trace.step("model"):
                 model(model.inputs(batch))
-                torch.cuda.synchronize()
+                sync()
         alone_trace.stop()
 
     def alone_times(back_to_back: bool = True) -> Tuple[Dict[int, float], Dict[int, float]]:
@@ -277,7 +283,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                     (spin_for if spin else time.sleep)(idle)
                     t0 = time.perf_counter()
                     model(model.inputs(batch))
-                    torch.cuda.synchronize()
+                    sync()
                     t.append(time.perf_counter() - t0)
                 into[b] = float(np.median(t))
         return times
@@ -489,6 +495,10 @@ def main() -> None:
                     help="each served batch beside a batch of a resident tensor of its size, "
                          "which of them first after the wait alternating (a diagnosis: the "
                          "replies wait for both)")
+    ap.add_argument("--device-sync", action="store_true",
+                    help="the model's batches timed with torch.cuda.synchronize() instead of a "
+                         "wait for its stream: the whole device, the server's waits for frames "
+                         "still on their way included (what a model loop should not do)")
     ap.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="the filters' rt-priority: the threads that push answered frames on "
                          "at SCHED_FIFO N, so they need not wait for a CPU the drawing "
@@ -507,7 +517,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
-              args.trace, args.trace_batch, args.graph, args.spin, args.interleave)
+              args.trace, args.trace_batch, args.graph, args.spin, args.interleave,
+              args.device_sync)
         return
     model_cpus: set = set()
     if args.pin:
@@ -532,7 +543,8 @@ def main() -> None:
          "--width", str(args.width), "--height", str(args.height), "--batch", str(args.batch),
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
          else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else [])
-        + (["--spin"] if args.spin else []) + (["--interleave"] if args.interleave else []),
+        + (["--spin"] if args.spin else []) + (["--interleave"] if args.interleave else [])
+        + (["--device-sync"] if args.device_sync else []),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
@@ -610,7 +622,8 @@ def main() -> None:
           f"{', the network as CUDA graphs' if args.graph and torch_gpu() else ''}"
           f"{f', filters at rt-priority {args.rt_priority}' if args.rt_priority else ''}"
           f"{f', filters at nice {args.nice}' if args.nice else ''}"
-          f"{f', time-slice {args.time_slice} ns' if args.time_slice else ''}\n")
+          f"{f', time-slice {args.time_slice} ns' if args.time_slice else ''}"
+          f"{', the model timed with a device-wide synchronize' if args.device_sync else ''}\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
           "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
           "bound: max_delay + 2 batch times ms |")
