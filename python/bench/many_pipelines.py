@@ -145,13 +145,12 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     model_after_idle.py's spinning rows, served."""
     model, torch = make_batched_model(width, height, graph)
     resident: Any = None
-    # The model's work is on its stream: waiting for that stream is waiting for the model. A
-    # device-wide synchronize (`device_sync`) also waits for every stream of the context,
-    # the server's among them, which wait on the GPU for the frames of requests read ahead that
-    # are still on their way (docs/python.md).
     if torch is not None:
+        # The model's work is on its stream: waiting for that stream is waiting for the model. A
+        # device-wide synchronize (`device_sync`) also waits for every stream of the context,
+        # the server's among them, which wait on the GPU for the frames of requests read ahead
+        # that are still on their way (docs/python.md).
         sync = torch.cuda.synchronize if device_sync else torch.cuda.current_stream().synchronize
-    if torch is not None:
         # Every batch size once before serving: cuDNN picks its kernels per shape on first use,
         # which would otherwise land on the first served batch of each size.
         resident = torch.randint(0, 256, (height * 3 // 2, width), dtype=torch.uint8,
