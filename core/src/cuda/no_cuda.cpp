@@ -47,6 +47,8 @@ namespace detail {
 ResultStaging::ResultStaging(std::size_t, std::size_t place_bytes) : place_bytes_(place_bytes) {}
 ResultStaging::~ResultStaging() = default;
 
+void ResultStaging::prepare(int) noexcept {}
+
 void ResultStaging::copy(std::size_t, const ResultDetections&, void*, ResultDetections&) {
   throw Error(Errc::no_cuda,
               "this build of cudaipc has no CUDA backend: detections in GPU memory cannot be "

@@ -2,9 +2,11 @@
 
 #include <cuda.h>
 
+#include <exception>
 #include <string>
 
 #include "cudaipc/error.hpp"
+#include "cudaipc/log.hpp"
 #include "driver.hpp"
 #include "replies/ready_results.hpp"
 #include "stream_point.hpp"
@@ -61,36 +63,70 @@ ResultStaging::ResultStaging(std::size_t places, std::size_t place_bytes)
     : place_bytes_(aligned(place_bytes)), own_(places) {}
 
 ResultStaging::~ResultStaging() {
-  if (!context_) return;
+  void* const context = context_.load(std::memory_order_acquire);
+  if (!context) return;
   const cuda::Driver& drv = cuda::loaded_driver();
   {
-    cuda::ScopedContext current(static_cast<CUcontext>(context_), std::nothrow);
+    cuda::ScopedContext current(static_cast<CUcontext>(context), std::nothrow);
     for (Block& b : own_)
       if (b.p) drv.cuMemFreeHost(b.p);
-    if (region_) drv.cuMemFreeHost(region_);
+    if (void* region = region_.load(std::memory_order_acquire)) drv.cuMemFreeHost(region);
   }
   drv.cuDevicePrimaryCtxRelease(device_);
 }
 
-std::uint8_t* ResultStaging::memory(std::size_t place, std::size_t bytes) {
+void ResultStaging::retain_context(int device) {
+  if (context_.load(std::memory_order_acquire)) return;
+  // The memory outlives any one model stream: it is freed in the device's primary context.
   const cuda::Driver& drv = cuda::driver();
-  if (!context_) {
-    // The memory outlives any one model stream: it is freed in the device's primary context.
-    CUdevice dev = 0;
+  CUdevice dev = device;
+  if (device < 0)
     cuda::check(drv.cuCtxGetDevice(&dev), "cuCtxGetDevice for the replies' page-locked memory");
-    CUcontext primary = nullptr;
-    cuda::check(drv.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain");
-    context_ = primary;
-    device_ = dev;
+  else
+    cuda::check(drv.cuDeviceGet(&dev, device), "cuDeviceGet for the replies' page-locked memory");
+  CUcontext primary = nullptr;
+  cuda::check(drv.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain");
+  device_ = dev;
+  context_.store(primary, std::memory_order_release);
+}
+
+void* ResultStaging::make_region() {
+  void* region = region_.load(std::memory_order_acquire);
+  if (region) return region;
+  cuda::ScopedContext current(static_cast<CUcontext>(context_.load(std::memory_order_acquire)));
+  cuda::check(
+      cuda::driver().cuMemHostAlloc(&region, place_bytes_ * own_.size(), CU_MEMHOSTALLOC_PORTABLE),
+      "cuMemHostAlloc of the replies' page-locked memory");
+  region_.store(region, std::memory_order_release);
+  return region;
+}
+
+void ResultStaging::prepare(int device) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(made_mu_);
+    retain_context(device);
+    make_region();
+  } catch (const std::exception& e) {
+    log(LogLevel::debug,
+        (std::string("the replies' page-locked memory not made ahead: ") + e.what()).c_str());
   }
+}
+
+std::uint8_t* ResultStaging::memory(std::size_t place, std::size_t bytes) {
+  if (!context_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(made_mu_);
+    retain_context(-1);
+  }
+  const cuda::Driver& drv = cuda::driver();
   Block& own = own_[place];
   if (own.size >= bytes) return static_cast<std::uint8_t*>(own.p);
   if (bytes <= place_bytes_) {
-    if (!region_)
-      cuda::check(
-          drv.cuMemHostAlloc(&region_, place_bytes_ * own_.size(), CU_MEMHOSTALLOC_PORTABLE),
-          "cuMemHostAlloc of the replies' page-locked memory");
-    return static_cast<std::uint8_t*>(region_) + place * place_bytes_;
+    void* region = region_.load(std::memory_order_acquire);
+    if (!region) {
+      std::lock_guard<std::mutex> lock(made_mu_);
+      region = make_region();
+    }
+    return static_cast<std::uint8_t*>(region) + place * place_bytes_;
   }
   // A larger reply than the place held: it grows, for good.
   const std::size_t size = aligned(bytes > 2 * own.size ? bytes : 2 * own.size);

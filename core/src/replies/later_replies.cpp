@@ -99,6 +99,16 @@ std::uint64_t LaterReplies::add(std::shared_ptr<Pipeline> pipeline, const FrameD
   return commit(j);
 }
 
+void LaterReplies::prepare(int device) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (prepare_asked_ || device < 0) return;
+    prepare_asked_ = true;
+    prepare_device_ = device;
+  }
+  cv_.notify_all();
+}
+
 std::uint32_t LaterReplies::encode(Job& j) {
   if (!j.results) return j.encode(area_.data(), static_cast<std::uint32_t>(area_.size()));
   ReadyResults r;
@@ -114,7 +124,14 @@ void LaterReplies::run() {
     Job* jp;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || count_ > 0; });
+      cv_.wait(lock, [&] { return stop_ || count_ > 0 || prepare_device_ >= 0; });
+      if (prepare_device_ >= 0 && !stop_) {
+        const int device = prepare_device_;
+        prepare_device_ = -1;
+        lock.unlock();
+        staging_.prepare(device);
+        continue;
+      }
       // Closing still finishes what was queued: the model's results are on their way.
       if (!count_) return;
       jp = &ring_[head_];

@@ -43,6 +43,9 @@ class LaterReplies {
   std::uint64_t add(std::shared_ptr<Pipeline> pipeline, const FrameDesc& request, void* stream,
                     const ResultDetections* results, const void* metas, std::uint32_t metas_size,
                     ResultEncoder encode);
+  // Makes the page-locked memory of the places now, on the ring's thread, in `device`'s primary
+  // context (once; a failure leaves it to the first reply from the GPU).
+  void prepare(int device) noexcept;
   // Tickets up to this one are done (published, deferred or given up).
   std::uint64_t done() const noexcept { return done_.load(std::memory_order_acquire); }
 
@@ -77,6 +80,8 @@ class LaterReplies {
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   bool stop_ = false;
+  int prepare_device_ = -1;  // asked of the thread, under mu_
+  bool prepare_asked_ = false;
   std::uint64_t next_ticket_ = 1;
   std::atomic<std::uint64_t> done_{0};
   ResultStaging staging_;

@@ -209,8 +209,10 @@ void Pipeline::read_loop() {
           auto f = std::make_shared<StreamFormat>();
           f->format = ev.format;
           f->generation = ev.generation;
-          if (requests_->memory_kind() == MemoryKind::cuda)
+          if (requests_->memory_kind() == MemoryKind::cuda) {
             f->cuda_device = requests_->cuda_device();
+            if (hub_->cuda_frames) hub_->cuda_frames(f->cuda_device);
+          }
           format_ = std::move(f);
         }
         e.type = ServerEventType::format;

@@ -32,6 +32,9 @@ struct Hub {
   // Called by a reader whose producer went away (set before any pipeline starts): a directory's
   // pipeline may leave now.
   std::function<void()> producer_gone;
+  // Called by a reader whose requests' frames are in CUDA memory, with their device, as their
+  // format comes (set before any pipeline starts; may be empty).
+  std::function<void(int device)> cuda_frames;
 };
 
 // A pipeline's stream format as its requests carry it, with where its frames live here.

@@ -197,10 +197,16 @@ class ServerImpl {
   std::unique_ptr<detail::ServerMark> mark_;
   std::thread scanner_;
   std::thread backlog_;
-  // Made on the first reply_after(): a thread only for models that answer from the GPU.
+  // Made on the first reply_after(), or as the first pipeline whose frames are in CUDA memory
+  // comes: a thread only for models that may answer from the GPU.
   mutable std::mutex later_mu_;
   std::unique_ptr<detail::LaterReplies> later_;
+  bool later_closed_ = false;     // under later_mu_: shut down, not made ahead again
   detail::LaterReplies& later();  // under later_mu_
+  // A reader's: the later replies' page-locked memory made now, on their own thread, so that the
+  // model's first reply from the GPU does not make it (10-41 ms on the H200 under MPS, with the
+  // first batch waiting behind it).
+  void prepare_gpu_replies(int device) noexcept;
   void backlog_due() noexcept;
 };
 
@@ -221,6 +227,7 @@ ServerImpl::ServerImpl(const ServerOptions& o) : options_(o) {
           std::make_unique<detail::DirectoryWatch>(o.directory, o.scan_interval, kServerMarkName);
       hub_->producer_gone = [w = watch_.get()] { w->wake(); };
     }
+    hub_->cuda_frames = [this](int device) { prepare_gpu_replies(device); };
     for (const std::string& p : paths) add(p, false);
     backlog_ = std::thread([this] { backlog_loop(); });
     if (!o.directory.empty()) {
@@ -243,6 +250,7 @@ void ServerImpl::shutdown() noexcept {
     // Replies still on their way from the GPU go out first (they may need the backlog thread).
     std::lock_guard<std::mutex> lock(later_mu_);
     later_.reset();
+    later_closed_ = true;
   }
   {
     std::lock_guard<std::mutex> lock(bg_mu_);
@@ -642,6 +650,18 @@ detail::LaterReplies& ServerImpl::later() {
     later_ =
         std::make_unique<detail::LaterReplies>(options_.reply_meta_size, [this] { backlog_due(); });
   return *later_;
+}
+
+void ServerImpl::prepare_gpu_replies(int device) noexcept {
+  // Held by a reply being queued, the ring is made already: a reader does not wait for a model.
+  std::unique_lock<std::mutex> lock(later_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || later_closed_) return;
+  try {
+    later().prepare(device);
+  } catch (const std::exception& e) {
+    // Left to the first reply from the GPU, which says what fails.
+    log(LogLevel::debug, (std::string("the later replies not made ahead: ") + e.what()).c_str());
+  }
 }
 
 std::uint64_t ServerImpl::replies_done() const noexcept {
