@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "channel_helpers.hpp"
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
@@ -200,6 +201,85 @@ TEST_F(ReplyAfter, DeviceArraysAreCopiedByTheCoreBehindTheModelsWork) {
     }
     cuda::check(cuda::driver().cuStreamSynchronize(kernels_->own_stream()), "sync");
   }
+}
+
+// Requests in CUDA memory: the server makes the later replies' page-locked ring as their format
+// comes, on the ring's own thread, while the model reads the first frame (checked word by word on
+// the GPU). The first reply's device results then land in that ring, each reply's exactly.
+TEST_F(ReplyAfter, CudaRequestsResultsLandInTheRingMadeAsTheirFormatCame) {
+  constexpr std::uint64_t kFrame = 64 * 1024;
+  constexpr std::uint32_t n = 3;
+  const std::string path = dir_.file("cuda-model");
+  ProducerOptions po;
+  po.path = path;
+  po.slots = 4;
+  po.memory = MemoryKind::cuda;
+  po.role = ChannelRole::requests;
+  Producer p(po);
+  p.set_format(testing::pattern_format(kFrame));
+  ServerOptions so;
+  so.path = path;
+  Server server(so);
+  ASSERT_TRUE(testing::wait_consumers(p, 1, 60s));
+  ConsumerOptions co;
+  co.path = reply_path(path);
+  co.reconnect = false;
+  Consumer replies(co);
+  cuda::DeviceAllocation rows = cuda::make_device_allocation(kernels_->context(), n * 4 * 4);
+  cuda::DeviceAllocation labels = cuda::make_device_allocation(kernels_->context(), n * 4);
+  cuda::HostAllocation staged = cuda::make_host_allocation(kernels_->context(), n * 5 * 4);
+  kernels_->reset_counters();
+  for (std::uint64_t key = 1; key <= 3; ++key) {
+    ASSERT_EQ(gputest::publish_pattern(p, *kernels_, key, kFrame), PublishStatus::published);
+    std::vector<Request> batch;
+    ASSERT_TRUE(server.batch(batch, 1, 0ns, 10s));
+    ASSERT_EQ(batch.size(), 1u);
+    Request& r = batch[0];
+    ASSERT_EQ(r.frame.desc().pts, key);
+    const CUstream stream = static_cast<CUstream>(r.frame.cuda_stream());
+    kernels_->slow_read(stream, reinterpret_cast<CUdeviceptr>(r.frame.data()), kFrame, key, 0);
+    auto* host_rows = static_cast<float*>(staged.get());
+    auto* host_labels = reinterpret_cast<std::int32_t*>(host_rows + n * 4);
+    for (std::uint32_t i = 0; i < n * 4; ++i) host_rows[i] = static_cast<float>(key * 100 + i);
+    for (std::uint32_t i = 0; i < n; ++i) host_labels[i] = static_cast<std::int32_t>(key * 10 + i);
+    {
+      cuda::ScopedContext current(kernels_->context()->get());
+      const cuda::Driver& d = cuda::driver();
+      cuda::check(d.cuMemcpyHtoDAsync(rows.get(), host_rows, n * 4 * 4, stream),
+                  "cuMemcpyHtoDAsync");
+      cuda::check(d.cuMemcpyHtoDAsync(labels.get(), host_labels, n * 4, stream),
+                  "cuMemcpyHtoDAsync");
+    }
+    ResultDetections det;
+    det.n = n;
+    det.boxes.data = reinterpret_cast<const void*>(rows.get());
+    det.boxes.dtype = DType::float32;
+    det.labels.data = reinterpret_cast<const void*>(labels.get());
+    det.labels.dtype = DType::int32;
+    const std::uint64_t ticket = server.send_reply_results(r, r.frame.desc(), stream, &det, nullptr,
+                                                           0, raw_boxes_and_labels);
+    std::vector<std::uint8_t> got;
+    for (const auto until = Clock::now() + 5s; got.empty() && Clock::now() < until;) {
+      Event e = replies.next(50ms);
+      if (e.type == EventType::frame)
+        got.assign(e.frame.metas(), e.frame.metas() + e.frame.metas_size());
+    }
+    ASSERT_EQ(got.size(), n * (16 + 8)) << "key " << key;
+    std::vector<float> boxes(n * 4);
+    std::vector<std::int64_t> ls(n);
+    std::memcpy(boxes.data(), got.data(), n * 16);
+    std::memcpy(ls.data(), got.data() + n * 16, n * 8);
+    for (std::uint32_t i = 0; i < n * 4; ++i)
+      EXPECT_EQ(boxes[i], static_cast<float>(key * 100 + i)) << "key " << key << " value " << i;
+    for (std::uint32_t i = 0; i < n; ++i)
+      EXPECT_EQ(ls[i], static_cast<std::int64_t>(key * 10 + i)) << "key " << key;
+    const auto until = Clock::now() + 2s;
+    while (server.replies_done() < ticket && Clock::now() < until) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(server.replies_done(), ticket);
+    cuda::check(cuda::driver().cuStreamSynchronize(stream), "sync");
+  }
+  const gputest::Counters k = kernels_->counters(kernels_->own_stream());
+  EXPECT_EQ(k.bad, 0u) << "words of the requests' frames that did not hold their pattern";
 }
 
 }  // namespace
