@@ -31,6 +31,7 @@ namespace cudaipc::cuda {
   X(cuDeviceGetAttribute, 2000)                    \
   X(cuDeviceCanAccessPeer, 4000)                   \
   X(cuDevicePrimaryCtxRetain, 7000)                \
+  X(cuDevicePrimaryCtxGetState, 7000)              \
   X(cuDevicePrimaryCtxRelease, 11000)              \
   X(cuCtxPushCurrent, 4000)                        \
   X(cuCtxPopCurrent, 4000)                         \

@@ -104,6 +104,19 @@ void* ResultStaging::make_region() {
 void ResultStaging::prepare(int device) noexcept {
   try {
     std::lock_guard<std::mutex> lock(made_mu_);
+    if (!context_.load(std::memory_order_acquire)) {
+      // Only a primary context someone already made (the model's, torch's; the server's readers'
+      // by default): made for this alone it would cost the device hundreds of MB, and under MPS
+      // a client of its own.
+      const cuda::Driver& drv = cuda::driver();
+      CUdevice dev = 0;
+      cuda::check(drv.cuDeviceGet(&dev, device), "cuDeviceGet for the replies' page-locked memory");
+      unsigned flags = 0;
+      int active = 0;
+      cuda::check(drv.cuDevicePrimaryCtxGetState(dev, &flags, &active),
+                  "cuDevicePrimaryCtxGetState");
+      if (!active) return;
+    }
     retain_context(device);
     make_region();
   } catch (const std::exception& e) {

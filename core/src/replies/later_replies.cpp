@@ -125,7 +125,8 @@ void LaterReplies::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || count_ > 0 || prepare_device_ >= 0; });
-      if (prepare_device_ >= 0 && !stop_) {
+      // Replies already queued go first: making the memory may take tens of milliseconds.
+      if (prepare_device_ >= 0 && !stop_ && count_ == 0) {
         const int device = prepare_device_;
         prepare_device_ = -1;
         lock.unlock();

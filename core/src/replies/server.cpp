@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <exception>
@@ -198,11 +199,13 @@ class ServerImpl {
   std::thread scanner_;
   std::thread backlog_;
   // Made on the first reply_after(), or as the first pipeline whose frames are in CUDA memory
-  // comes: a thread only for models that may answer from the GPU.
+  // comes (its page-locked memory then too, where that device's primary context is in use): a
+  // thread only for servers of CUDA frames or models that answer from the GPU.
   mutable std::mutex later_mu_;
   std::unique_ptr<detail::LaterReplies> later_;
-  bool later_closed_ = false;     // under later_mu_: shut down, not made ahead again
-  detail::LaterReplies& later();  // under later_mu_
+  bool later_closed_ = false;             // under later_mu_: shut down, not made again
+  std::atomic<bool> later_asked_{false};  // a reader asked for the ring ahead
+  detail::LaterReplies& later();          // under later_mu_
   // A reader's: the later replies' page-locked memory made now, on their own thread, so that the
   // model's first reply from the GPU does not make it (10-41 ms on the H200 under MPS, with the
   // first batch waiting behind it).
@@ -268,6 +271,9 @@ void ServerImpl::shutdown() noexcept {
     own_events_.clear();
   }
   for (auto& p : all) p->stop();
+  // Every reader has ended: none calls back into this object, which the hub may outlive (held by
+  // requests still handed out).
+  hub_->cuda_frames = nullptr;
 }
 
 std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
@@ -646,6 +652,7 @@ std::uint64_t ServerImpl::send_reply_results(const Request& route, const FrameDe
 }
 
 detail::LaterReplies& ServerImpl::later() {
+  if (later_closed_) throw Error(Errc::interrupted, "the server is closing");
   if (!later_)
     later_ =
         std::make_unique<detail::LaterReplies>(options_.reply_meta_size, [this] { backlog_due(); });
@@ -653,9 +660,11 @@ detail::LaterReplies& ServerImpl::later() {
 }
 
 void ServerImpl::prepare_gpu_replies(int device) noexcept {
-  // Held by a reply being queued, the ring is made already: a reader does not wait for a model.
-  std::unique_lock<std::mutex> lock(later_mu_, std::try_to_lock);
-  if (!lock.owns_lock() || later_closed_) return;
+  // Once per server: formats come with every connection, and later_mu_ may be held by a reply
+  // waiting for room in the ring (which exists then).
+  if (later_asked_.exchange(true, std::memory_order_acq_rel)) return;
+  std::lock_guard<std::mutex> lock(later_mu_);
+  if (later_closed_) return;
   try {
     later().prepare(device);
   } catch (const std::exception& e) {
