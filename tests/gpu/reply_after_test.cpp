@@ -254,6 +254,7 @@ TEST_F(ReplyAfter, CudaRequestsResultsLandInTheRingMadeAsTheirFormatCame) {
     det.n = n;
     det.boxes.data = reinterpret_cast<const void*>(rows.get());
     det.boxes.dtype = DType::float32;
+    det.boxes.stride = 4;
     det.labels.data = reinterpret_cast<const void*>(labels.get());
     det.labels.dtype = DType::int32;
     const std::uint64_t ticket = server.send_reply_results(r, r.frame.desc(), stream, &det, nullptr,
