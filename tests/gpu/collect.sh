@@ -13,7 +13,7 @@ done
 cp -f "$build/tests/bench/cudaipc-bench-gpu-pipeline" "$build/tests/bench/cudaipc-bench" "$dest/"
 # Issue #8's probe of streams blocked in cuStreamWaitValue32: a bench program, not a suite; built
 # only with the CUDA backend.
-for probe in cudaipc-bench-blocked-streams cudaipc-bench-timeslice; do
+for probe in cudaipc-bench-blocked-streams cudaipc-bench-timeslice cudaipc-bench-join-stall; do
   if [ -f "$build/tests/bench/$probe" ]; then cp -f "$build/tests/bench/$probe" "$dest/"; fi
 done
 # Only the name the binaries ask for (the soname), as a plain file.

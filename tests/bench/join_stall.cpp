@@ -1,0 +1,501 @@
+// cudaipc-bench-join-stall: whether pipelines joining and leaving a model process stall the
+// model's GPU work. Under sixteen pipelines the model's batches took 20-90 ms instead of 1-5 while
+// pipelines started and ended (docs/benchmarks.md, "twenty-first session"); the model process
+// then imports (or unmaps) a joining (leaving) pipeline's slots and registers (unregisters) its
+// semaphore page on its readers' threads, while other processes make and free contexts of their
+// own. This tells those apart, in one process on device 0's primary context.
+//
+// A model thread writes a buffer on its own stream (one cuMemsetD8Async of --work-mib, the byte
+// its iteration's) and waits for it through an event, again and again; it times the launch call
+// and the whole iteration. Beside it, phase by phase, another thread does one thing every --gap-ms:
+//   alone        nothing (the baseline of the same run)
+//   join-leave   a cudaipc consumer joins a channel whose producer (a child process) publishes
+//                1080p NV12-sized CUDA frames at 30 frames/s, checks one frame's first and last
+//                byte on its stream, and leaves: the readers' work in a model process
+//   host-page    registers a page as device-mapped host memory and unregisters it (a channel's
+//                semaphore page)
+//   vmm          imports an exported allocation of this process, maps it and gives it access,
+//                then unmaps and releases it (a slot's import)
+//   stream       creates and destroys a stream
+//   other-ctx    a child process makes the device's context, allocates and writes 64 MiB, exits
+// Each phase's table row: the model's iteration and launch call (p50, p99, max), how many
+// iterations took over twice the baseline's p50, those that overlapped the other thread's call,
+// and that call's own time. The model's buffer is read back after each phase: its byte must be
+// the last iteration's. Without a driver or a GPU it prints why and exits 0. Run it under MPS
+// too (the many_pipelines runs are).
+//   cudaipc-bench-join-stall [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b,...]
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench.hpp"
+#include "cuda/cuda_handles.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/semaphores.hpp"
+#include "cudaipc/consumer.hpp"
+#include "cudaipc/error.hpp"
+#include "cudaipc/producer.hpp"
+
+namespace {
+
+namespace cu = cudaipc::cuda;
+using bench::mono_ns;
+
+constexpr int kDevice = 0;
+constexpr std::uint64_t kFrameBytes = 1920ull * 1080 * 3 / 2;  // 1080p NV12
+constexpr std::uint64_t kFrameGapNs = 33'333'333;              // 30 frames/s
+
+struct Options {
+  double phase_s = 3;
+  int gap_ms = 50;
+  std::uint64_t work_mib = 2048;
+  std::vector<std::string> phases = {"alone", "join-leave", "host-page",
+                                     "vmm",   "stream",     "other-ctx"};
+};
+
+std::uint8_t fill_byte(std::uint64_t seq) {
+  return static_cast<std::uint8_t>(seq * 0x9Du + 0x3Bu);
+}
+
+volatile sig_atomic_t g_stop = 0;
+
+// The child that publishes: until SIGTERM, a frame every 33 ms, each slot filled with its seq's
+// byte on the channel's stream.
+int run_producer(const std::string& path) {
+  ::signal(SIGTERM, [](int) { g_stop = 1; });
+  cudaipc::ProducerOptions po;
+  po.path = path;
+  po.slots = 4;
+  po.memory = cudaipc::MemoryKind::cuda;
+  cudaipc::Producer p(po);
+  cudaipc::Format f;
+  f.caps = "bench/join-stall";
+  f.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(kFrameBytes)});
+  p.set_format(f);
+  CUdevice dev = 0;
+  cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
+  const cu::ContextPtr ctx = cu::Context::primary(dev);
+  while (!g_stop) {
+    cudaipc::PublishStatus st;
+    cudaipc::WriteSlot slot = p.begin_frame(&st);
+    if (slot) {
+      const std::uint64_t seq = p.stats().published + 1;
+      cu::ScopedContext current(ctx->get());
+      cu::check(cu::driver().cuMemsetD8Async(slot.address(), fill_byte(seq), kFrameBytes,
+                                             static_cast<CUstream>(p.cuda_stream())),
+                "cuMemsetD8Async (slot)");
+      p.commit(slot);
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(kFrameGapNs));
+  }
+  return 0;
+}
+
+// The child that makes and drops a context of its own, as a pipeline's process does.
+int run_other_context() {
+  CUdevice dev = 0;
+  cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
+  const cu::ContextPtr ctx = cu::Context::primary(dev);
+  cu::DeviceAllocation a = cu::make_device_allocation(ctx, 64 << 20);
+  cu::ScopedContext current(ctx->get());
+  cu::check(cu::driver().cuMemsetD8Async(a.get(), 7, 64 << 20, nullptr), "cuMemsetD8Async");
+  cu::check(cu::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+  return 0;
+}
+
+struct Interval {
+  std::uint64_t begin, end;
+};
+
+// The other thread's calls, for the model thread's iterations to be matched against.
+class Calls {
+ public:
+  void add(std::uint64_t b, std::uint64_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    all_.push_back({b, e});
+  }
+  std::vector<Interval> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(all_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Interval> all_;
+};
+
+struct Churn {
+  const cu::ContextPtr& ctx;
+  const std::string& channel;
+  Calls& calls;
+  std::vector<std::uint64_t> join_ns, leave_ns;
+  std::uint8_t* host = nullptr;  // two bytes, page-locked
+  std::uint64_t checked = 0;
+
+  template <class F>
+  void timed(std::vector<std::uint64_t>& into, F&& f) {
+    const std::uint64_t b = mono_ns();
+    f();
+    const std::uint64_t e = mono_ns();
+    into.push_back(e - b);
+    calls.add(b, e);
+  }
+
+  void join_leave() {
+    cudaipc::ConsumerOptions co;
+    co.path = channel;
+    co.reconnect = false;
+    std::unique_ptr<cudaipc::Consumer> c;
+    timed(join_ns, [&] {
+      c = std::make_unique<cudaipc::Consumer>(co);
+      for (const auto until = mono_ns() + 5'000'000'000ull; mono_ns() < until;) {
+        cudaipc::Event ev = c->next(std::chrono::milliseconds(100));
+        if (ev.type == cudaipc::EventType::disconnected)
+          throw std::runtime_error("the producer went away: " + ev.message);
+        if (ev.type != cudaipc::EventType::frame) continue;
+        const auto s = static_cast<CUstream>(c->cuda_stream());
+        const CUdeviceptr base = ev.frame.slot_address() + ev.frame.desc().tensor.byte_offset;
+        cu::ScopedContext current(ctx->get());
+        cu::check(cu::driver().cuMemcpyDtoHAsync(host, base, 1, s), "cuMemcpyDtoHAsync");
+        cu::check(cu::driver().cuMemcpyDtoHAsync(host + 1, base + kFrameBytes - 1, 1, s),
+                  "cuMemcpyDtoHAsync");
+        if (!cu::drain(s, std::chrono::seconds(5)))
+          throw std::runtime_error("the consumer's stream did not drain in 5 s");
+        const std::uint8_t want = fill_byte(ev.frame.seq());
+        if (host[0] != want || host[1] != want)
+          throw std::runtime_error("frame " + std::to_string(ev.frame.seq()) + " held " +
+                                   std::to_string(host[0]) + "/" + std::to_string(host[1]) +
+                                   ", not " + std::to_string(want));
+        ++checked;
+        ev.frame.release();
+        return;
+      }
+      throw std::runtime_error("no frame in 5 s");
+    });
+    timed(leave_ns, [&] { c.reset(); });
+  }
+
+  void host_page() {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    const cu::Driver& d = cu::driver();
+    cu::ScopedContext current(ctx->get());
+    timed(join_ns, [&] {
+      cu::check(d.cuMemHostRegister(p, static_cast<std::size_t>(page),
+                                    CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                "cuMemHostRegister");
+      CUdeviceptr dp = 0;
+      cu::check(d.cuMemHostGetDevicePointer(&dp, p, 0), "cuMemHostGetDevicePointer");
+    });
+    timed(leave_ns, [&] { cu::check(d.cuMemHostUnregister(p), "cuMemHostUnregister"); });
+    ::munmap(p, static_cast<std::size_t>(page));
+  }
+
+  void vmm(CUmemGenericAllocationHandle exported, std::size_t size) {
+    const cu::Driver& d = cu::driver();
+    cu::ScopedContext current(ctx->get());
+    int fd = -1;
+    cu::check(
+        d.cuMemExportToShareableHandle(&fd, exported, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "cuMemExportToShareableHandle");
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr at = 0;
+    timed(join_ns, [&] {
+      cu::check(d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(std::intptr_t{fd}),
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                "cuMemImportFromShareableHandle");
+      cu::check(d.cuMemAddressReserve(&at, size, 0, 0, 0), "cuMemAddressReserve");
+      cu::check(d.cuMemMap(at, size, 0, h, 0), "cuMemMap");
+      CUmemAccessDesc access{};
+      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access.location.id = kDevice;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      cu::check(d.cuMemSetAccess(at, size, &access, 1), "cuMemSetAccess");
+    });
+    ::close(fd);
+    timed(leave_ns, [&] {
+      cu::check(d.cuMemUnmap(at, size), "cuMemUnmap");
+      cu::check(d.cuMemAddressFree(at, size), "cuMemAddressFree");
+      cu::check(d.cuMemRelease(h), "cuMemRelease");
+    });
+  }
+
+  void stream() {
+    const cu::Driver& d = cu::driver();
+    cu::ScopedContext current(ctx->get());
+    CUstream s = nullptr;
+    timed(join_ns,
+          [&] { cu::check(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); });
+    timed(leave_ns, [&] { cu::check(d.cuStreamDestroy(s), "cuStreamDestroy"); });
+  }
+
+  void other_context() {
+    timed(join_ns, [&] {
+      if (!bench::wait_ok(bench::spawn_self({"--other-context"}), "the other context's process"))
+        throw std::runtime_error("the process with a context of its own failed");
+    });
+  }
+};
+
+// An exportable allocation of 4 MiB (a 1080p NV12 slot, rounded to the granularity) for the vmm
+// phase, and its release.
+struct Exported {
+  CUmemGenericAllocationHandle h = 0;
+  std::size_t size = 0;
+  explicit Exported(const cu::ContextPtr& ctx) {
+    const cu::Driver& d = cu::driver();
+    cu::ScopedContext current(ctx->get());
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = kDevice;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    std::size_t gran = 0;
+    cu::check(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              "cuMemGetAllocationGranularity");
+    size = (kFrameBytes + gran - 1) / gran * gran;
+    cu::check(d.cuMemCreate(&h, size, &prop, 0), "cuMemCreate");
+  }
+  ~Exported() { cu::loaded_driver().cuMemRelease(h); }
+  Exported(const Exported&) = delete;
+  Exported& operator=(const Exported&) = delete;
+};
+
+struct Row {
+  std::vector<std::uint64_t> iter, launch;
+  std::uint64_t slow = 0, slow_overlapping = 0;
+  std::vector<std::uint64_t> join_ns, leave_ns;
+  std::uint64_t checked = 0;
+};
+
+double us(double ns) {
+  return ns / 1e3;
+}
+double ms(double ns) {
+  return ns / 1e6;
+}
+
+Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& ctx,
+              CUdeviceptr buf, std::size_t bytes, CUstream s, CUevent ev,
+              const std::string& channel, std::uint8_t* host, const Exported& exported,
+              double baseline_p50) {
+  Row row;
+  Calls calls;
+  std::atomic<bool> stop{false};
+  std::exception_ptr failed;
+  Churn churn{ctx, channel, calls, {}, {}, host + 8, 0};
+  std::thread other([&] {
+    try {
+      while (!stop.load(std::memory_order_acquire)) {
+        if (phase == "join-leave")
+          churn.join_leave();
+        else if (phase == "host-page")
+          churn.host_page();
+        else if (phase == "vmm")
+          churn.vmm(exported.h, exported.size);
+        else if (phase == "stream")
+          churn.stream();
+        else if (phase == "other-ctx")
+          churn.other_context();
+        else if (phase != "alone")
+          throw std::runtime_error("no phase " + phase);
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.gap_ms));
+      }
+    } catch (...) {
+      failed = std::current_exception();
+      stop.store(true, std::memory_order_release);
+    }
+  });
+  const cu::Driver& d = cu::driver();
+  std::vector<Interval> iters;
+  std::uint8_t last = 0;
+  {
+    cu::ScopedContext current(ctx->get());
+    const std::uint64_t end = mono_ns() + static_cast<std::uint64_t>(o.phase_s * 1e9);
+    for (std::uint64_t i = 1; mono_ns() < end && !stop.load(std::memory_order_acquire); ++i) {
+      last = static_cast<std::uint8_t>(i);
+      const std::uint64_t t0 = mono_ns();
+      cu::check(d.cuMemsetD8Async(buf, last, bytes, s), "cuMemsetD8Async (the model's work)");
+      const std::uint64_t t1 = mono_ns();
+      cu::check(d.cuEventRecord(ev, s), "cuEventRecord");
+      cu::check(d.cuEventSynchronize(ev), "cuEventSynchronize");
+      const std::uint64_t t2 = mono_ns();
+      row.iter.push_back(t2 - t0);
+      row.launch.push_back(t1 - t0);
+      iters.push_back({t0, t2});
+    }
+    stop.store(true, std::memory_order_release);
+    other.join();
+    if (failed) std::rethrow_exception(failed);
+    cu::check(d.cuMemcpyDtoHAsync(host, buf + bytes - 1, 1, s), "cuMemcpyDtoHAsync");
+    cu::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+  }
+  if (host[0] != last)
+    throw std::runtime_error("the model's buffer held " + std::to_string(host[0]) + ", not " +
+                             std::to_string(last));
+  const std::vector<Interval> done = calls.take();
+  const double limit = 2 * (baseline_p50 > 0 ? baseline_p50 : 1e18);
+  for (const Interval& it : iters) {
+    if (static_cast<double>(it.end - it.begin) <= limit) continue;
+    ++row.slow;
+    row.slow_overlapping += std::any_of(done.begin(), done.end(), [&](const Interval& c) {
+      return c.begin < it.end && it.begin < c.end;
+    });
+  }
+  row.join_ns = std::move(churn.join_ns);
+  row.leave_ns = std::move(churn.leave_ns);
+  row.checked = churn.checked;
+  return row;
+}
+
+std::string stats(std::vector<std::uint64_t> v, double (*unit)(double), const char* fmt) {
+  if (v.empty()) return "";  // an empty cell
+  char b[128];
+  const double mx = static_cast<double>(*std::max_element(v.begin(), v.end()));
+  std::snprintf(b, sizeof b, fmt, unit(bench::percentile(v, 0.5)), unit(bench::percentile(v, 0.99)),
+                unit(mx));
+  return b;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t p = 0;
+  while (p <= s.size()) {
+    const std::size_t c = std::min(s.find(',', p), s.size());
+    if (c > p) out.push_back(s.substr(p, c - p));
+    p = c + 1;
+  }
+  return out;
+}
+
+int run_all(const Options& o) {
+  std::string why;
+  if (!cu::driver_available(&why)) {
+    std::printf("skipped: %s\n", why.c_str());
+    return 0;
+  }
+  const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  std::printf(
+      "cudaipc-bench-join-stall: the model's work %llu MiB a cuMemsetD8Async, phases of %.1f s, "
+      "the other thread's call every %d ms; MPS pipe directory %s\n\n",
+      static_cast<unsigned long long>(o.work_mib), o.phase_s, o.gap_ms, mps ? mps : "(unset)");
+  char dir[] = "/tmp/cudaipc-join-stall-XXXXXX";
+  if (!::mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  const std::string channel = std::string(dir) + "/channel";
+  const pid_t producer = bench::spawn_self({"--producer=" + channel});
+  int rc = 0;
+  try {
+    CUdevice dev = 0;
+    cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
+    const cu::ContextPtr ctx = cu::Context::primary(dev);
+    const std::size_t bytes = static_cast<std::size_t>(o.work_mib) << 20;
+    cu::DeviceAllocation buf = cu::make_device_allocation(ctx, bytes);
+    cu::HostAllocation host = cu::make_host_allocation(ctx, 64);
+    Exported exported(ctx);
+    CUstream s = nullptr;
+    CUevent ev = nullptr;
+    {
+      cu::ScopedContext current(ctx->get());
+      cu::check(cu::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      cu::check(cu::driver().cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    }
+    // The producer's socket appears once it has made its slots.
+    for (int i = 0; i < 200 && ::access(channel.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::printf(
+        "| phase | model iteration p50 / p99 / max µs | its launch call p50 / p99 / max µs | "
+        "iterations over 2x alone's p50 | of them during the other's call | the other's call "
+        "p50 / p99 / max ms | its undoing p50 / p99 / max ms | calls |\n"
+        "|---|---|---|---|---|---|---|---|\n");
+    double baseline = 0;
+    // Warm: the first iterations pay for the buffer's first touch.
+    run_phase("alone", Options{0.3, o.gap_ms, o.work_mib, {}}, ctx, buf.get(), bytes, s, ev,
+              channel, static_cast<std::uint8_t*>(host.get()), exported, 0);
+    for (const std::string& phase : o.phases) {
+      Row r = run_phase(phase, o, ctx, buf.get(), bytes, s, ev, channel,
+                        static_cast<std::uint8_t*>(host.get()), exported, baseline);
+      if (phase == "alone") {
+        std::vector<std::uint64_t> v = r.iter;
+        baseline = bench::percentile(v, 0.5);
+      }
+      const std::size_t n = r.join_ns.size();
+      std::printf("| %s | %s | %s | %llu of %zu | %llu | %s | %s | %zu%s |\n", phase.c_str(),
+                  stats(r.iter, us, "%.0f / %.0f / %.0f").c_str(),
+                  stats(r.launch, us, "%.1f / %.1f / %.0f").c_str(),
+                  static_cast<unsigned long long>(r.slow), r.iter.size(),
+                  static_cast<unsigned long long>(r.slow_overlapping),
+                  stats(r.join_ns, ms, "%.2f / %.2f / %.2f").c_str(),
+                  stats(r.leave_ns, ms, "%.2f / %.2f / %.2f").c_str(), n,
+                  r.checked ? (", " + std::to_string(r.checked) + " frames checked").c_str() : "");
+      std::fflush(stdout);
+      if (phase == "join-leave" && r.checked != n) {
+        std::fprintf(stderr, "join-stall: %llu frames checked of %zu joins\n",
+                     static_cast<unsigned long long>(r.checked), n);
+        rc = 1;
+      }
+    }
+    cu::ScopedContext current(ctx->get());
+    cu::loaded_driver().cuEventDestroy(ev);
+    cu::loaded_driver().cuStreamDestroy(s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "join-stall: %s\n", e.what());
+    rc = 1;
+  }
+  ::kill(producer, SIGTERM);
+  if (!bench::wait_ok(producer, "the producer")) rc = 1;
+  ::rmdir(dir);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::set_self_exe(argv[0]);
+  Options o;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto val = [&](const char* k) { return a.substr(std::strlen(k)); };
+      if (a.rfind("--producer=", 0) == 0) return run_producer(val("--producer="));
+      if (a == "--other-context") return run_other_context();
+      if (a.rfind("--phase-s=", 0) == 0)
+        o.phase_s = std::stod(val("--phase-s="));
+      else if (a.rfind("--gap-ms=", 0) == 0)
+        o.gap_ms = std::stoi(val("--gap-ms="));
+      else if (a.rfind("--work-mib=", 0) == 0)
+        o.work_mib = std::stoull(val("--work-mib="));
+      else if (a.rfind("--phases=", 0) == 0)
+        o.phases = split(val("--phases="));
+      else {
+        std::fprintf(stderr,
+                     "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b]\n",
+                     argv[0]);
+        return 2;
+      }
+    }
+    // The other phases' slow iterations are counted against this one.
+    if (o.phases.empty() || o.phases.front() != "alone") o.phases.insert(o.phases.begin(), "alone");
+    return run_all(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "join-stall: %s\n", e.what());
+    return 1;
+  }
+}
