@@ -18,13 +18,17 @@
 //                then unmaps and releases it (a slot's import)
 //   stream       creates and destroys a stream
 //   other-ctx    a child process makes the device's context, allocates and writes 64 MiB, exits
+//   command      a child process runs --command (a pipeline's start and end: gst-launch-1.0 with
+//                cudaupload, whose plugin probes the GPU's codecs as it loads); only with --command
 // Each phase's table row: the model's iteration and launch call (p50, p99, max), how many
 // iterations took over twice the baseline's p50, those that overlapped the other thread's call,
 // and that call's own time. The model's buffer is read back after each phase: its byte must be
 // the last iteration's. Without a driver or a GPU it prints why and exits 0. Run it under MPS
 // too (the many_pipelines runs are).
 //   cudaipc-bench-join-stall [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b,...]
+//                            [--command='sh command line']
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +56,8 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
 
+extern char** environ;
+
 namespace {
 
 namespace cu = cudaipc::cuda;
@@ -65,6 +71,7 @@ struct Options {
   double phase_s = 3;
   int gap_ms = 50;
   std::uint64_t work_mib = 2048;
+  std::string command;
   std::vector<std::string> phases = {"alone", "join-leave", "host-page",
                                      "vmm",   "stream",     "other-ctx"};
 };
@@ -143,6 +150,7 @@ class Calls {
 struct Churn {
   const cu::ContextPtr& ctx;
   const std::string& channel;
+  const std::string& command;
   Calls& calls;
   std::vector<std::uint64_t> join_ns, leave_ns;
   std::uint8_t* host = nullptr;  // two bytes, page-locked
@@ -253,6 +261,18 @@ struct Churn {
         throw std::runtime_error("the process with a context of its own failed");
     });
   }
+
+  void run_command() {
+    if (command.empty()) throw std::runtime_error("the phase 'command' needs --command");
+    timed(join_ns, [&] {
+      const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+      pid_t pid = 0;
+      const int rc =
+          ::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ);
+      if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+      if (!bench::wait_ok(pid, "--command")) throw std::runtime_error("--command failed");
+    });
+  }
 };
 
 // An exportable allocation of 4 MiB (a 1080p NV12 slot, rounded to the granularity) for the vmm
@@ -301,7 +321,7 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
   Calls calls;
   std::atomic<bool> stop{false};
   std::exception_ptr failed;
-  Churn churn{ctx, channel, calls, {}, {}, host + 8, 0};
+  Churn churn{ctx, channel, o.command, calls, {}, {}, host + 8, 0};
   std::thread other([&] {
     try {
       while (!stop.load(std::memory_order_acquire)) {
@@ -315,6 +335,8 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
           churn.stream();
         else if (phase == "other-ctx")
           churn.other_context();
+        else if (phase == "command")
+          churn.run_command();
         else if (phase != "alone")
           throw std::runtime_error("no phase " + phase);
         std::this_thread::sleep_for(std::chrono::milliseconds(o.gap_ms));
@@ -482,15 +504,21 @@ int main(int argc, char** argv) {
         o.gap_ms = std::stoi(val("--gap-ms="));
       else if (a.rfind("--work-mib=", 0) == 0)
         o.work_mib = std::stoull(val("--work-mib="));
+      else if (a.rfind("--command=", 0) == 0)
+        o.command = val("--command=");
       else if (a.rfind("--phases=", 0) == 0)
         o.phases = split(val("--phases="));
       else {
         std::fprintf(stderr,
-                     "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b]\n",
+                     "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b] "
+                     "[--command='sh command line']\n",
                      argv[0]);
         return 2;
       }
     }
+    if (!o.command.empty() &&
+        std::find(o.phases.begin(), o.phases.end(), "command") == o.phases.end())
+      o.phases.push_back("command");
     // The other phases' slow iterations are counted against this one.
     if (o.phases.empty() || o.phases.front() != "alone") o.phases.insert(o.phases.begin(), "alone");
     return run_all(o);
