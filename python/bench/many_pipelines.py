@@ -23,6 +23,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
       [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave] [--device-sync]
+      [--model-connections N]
       [--pattern ball|black|...] [--rt-priority N] [--nice N] [--time-slice NS] [--way-back]
 """
 
@@ -499,6 +500,11 @@ def main() -> None:
                     help="the model's batches timed with torch.cuda.synchronize() instead of a "
                          "wait for its stream: the whole device, the server's waits for frames "
                          "still on their way included (what a model loop should not do)")
+    ap.add_argument("--model-connections", type=int, default=0, metavar="N",
+                    help="CUDA_DEVICE_MAX_CONNECTIONS for the model process alone (its hardware "
+                         "queues: its readers' streams wait on the GPU for frames still on their "
+                         "way, and 8 queues are shared by its 16 readers and the model's own "
+                         "stream; 0: the driver's default, 8)")
     ap.add_argument("--rt-priority", type=int, default=0, metavar="N",
                     help="the filters' rt-priority: the threads that push answered frames on "
                          "at SCHED_FIFO N, so they need not wait for a CPU the drawing "
@@ -546,6 +552,8 @@ def main() -> None:
         + (["--spin"] if args.spin else []) + (["--interleave"] if args.interleave else [])
         + (["--device-sync"] if args.device_sync else []),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS=str(args.model_connections))
+        if args.model_connections else None,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
@@ -630,7 +638,9 @@ def main() -> None:
           f"{f', filters at rt-priority {args.rt_priority}' if args.rt_priority else ''}"
           f"{f', filters at nice {args.nice}' if args.nice else ''}"
           f"{f', time-slice {args.time_slice} ns' if args.time_slice else ''}"
-          f"{', the model timed with a device-wide synchronize' if args.device_sync else ''}\n")
+          f"{', the model timed with a device-wide synchronize' if args.device_sync else ''}"
+          + (f", the model process at {args.model_connections} CUDA connections"
+             if args.model_connections else "") + "\n")
     print("| frames offered | answered, own result | without result | wrong | batches | "
           "mean / max batch | latency p50 / p99 ms | once all joined, +1 s: p50 / p99 ms | "
           "bound: max_delay + 2 batch times ms"
