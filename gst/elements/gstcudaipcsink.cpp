@@ -203,7 +203,8 @@ static bool open_producer(GstCudaIpcRingSink* self) {
       GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
                         ("No usable CUDA device (device %d): the NVIDIA driver or GPU is missing, "
                          "or an MPS server refused another client (it serves at most 48 "
-                         "processes). Set ipc-mode=host to share frames in host memory instead.",
+                         "processes, fewer where clients raise CUDA_DEVICE_MAX_CONNECTIONS). Set "
+                         "ipc-mode=host to share frames in host memory instead.",
                          s.device_id),
                         ("gst_cuda_ensure_element_context failed"));
       return false;
