@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -42,6 +43,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -55,6 +57,7 @@
 #include "cudaipc/consumer.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/producer.hpp"
+#include "unique_fd.hpp"
 
 extern char** environ;
 
@@ -204,6 +207,8 @@ struct Churn {
     void* p = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    const std::unique_ptr<void, std::function<void(void*)>> unmap(
+        p, [page](void* q) { ::munmap(q, static_cast<std::size_t>(page)); });
     const cu::Driver& d = cu::driver();
     cu::ScopedContext current(ctx->get());
     timed(join_ns, [&] {
@@ -214,22 +219,23 @@ struct Churn {
       cu::check(d.cuMemHostGetDevicePointer(&dp, p, 0), "cuMemHostGetDevicePointer");
     });
     timed(leave_ns, [&] { cu::check(d.cuMemHostUnregister(p), "cuMemHostUnregister"); });
-    ::munmap(p, static_cast<std::size_t>(page));
   }
 
   void vmm(CUmemGenericAllocationHandle exported, std::size_t size) {
     const cu::Driver& d = cu::driver();
     cu::ScopedContext current(ctx->get());
-    int fd = -1;
-    cu::check(
-        d.cuMemExportToShareableHandle(&fd, exported, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-        "cuMemExportToShareableHandle");
+    int raw_fd = -1;
+    cu::check(d.cuMemExportToShareableHandle(&raw_fd, exported,
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              "cuMemExportToShareableHandle");
+    const cudaipc::UniqueFd fd(raw_fd);  // closed however the import below ends
     CUmemGenericAllocationHandle h = 0;
     CUdeviceptr at = 0;
     timed(join_ns, [&] {
-      cu::check(d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(std::intptr_t{fd}),
-                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-                "cuMemImportFromShareableHandle");
+      cu::check(
+          d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(std::intptr_t{fd.get()}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle");
       cu::check(d.cuMemAddressReserve(&at, size, 0, 0, 0), "cuMemAddressReserve");
       cu::check(d.cuMemMap(at, size, 0, h, 0), "cuMemMap");
       CUmemAccessDesc access{};
@@ -238,7 +244,6 @@ struct Churn {
       access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       cu::check(d.cuMemSetAccess(at, size, &access, 1), "cuMemSetAccess");
     });
-    ::close(fd);
     timed(leave_ns, [&] {
       cu::check(d.cuMemUnmap(at, size), "cuMemUnmap");
       cu::check(d.cuMemAddressFree(at, size), "cuMemAddressFree");
@@ -349,23 +354,35 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
   const cu::Driver& d = cu::driver();
   std::vector<Interval> iters;
   std::uint8_t last = 0;
+  const auto expected = static_cast<std::size_t>(o.phase_s * 1e6 / 400) + 64;
+  row.iter.reserve(expected);  // no allocation in the timed loop but past this many
+  row.launch.reserve(expected);
+  iters.reserve(expected);
+  std::exception_ptr model_failed;
   {
     cu::ScopedContext current(ctx->get());
-    const std::uint64_t end = mono_ns() + static_cast<std::uint64_t>(o.phase_s * 1e9);
-    for (std::uint64_t i = 1; mono_ns() < end && !stop.load(std::memory_order_acquire); ++i) {
-      last = static_cast<std::uint8_t>(i);
-      const std::uint64_t t0 = mono_ns();
-      cu::check(d.cuMemsetD8Async(buf, last, bytes, s), "cuMemsetD8Async (the model's work)");
-      const std::uint64_t t1 = mono_ns();
-      cu::check(d.cuEventRecord(ev, s), "cuEventRecord");
-      cu::check(d.cuEventSynchronize(ev), "cuEventSynchronize");
-      const std::uint64_t t2 = mono_ns();
-      row.iter.push_back(t2 - t0);
-      row.launch.push_back(t1 - t0);
-      iters.push_back({t0, t2});
+    try {
+      const std::uint64_t end = mono_ns() + static_cast<std::uint64_t>(o.phase_s * 1e9);
+      for (std::uint64_t i = 1; mono_ns() < end && !stop.load(std::memory_order_acquire); ++i) {
+        last = static_cast<std::uint8_t>(i);
+        const std::uint64_t t0 = mono_ns();
+        cu::check(d.cuMemsetD8Async(buf, last, bytes, s), "cuMemsetD8Async (the model's work)");
+        const std::uint64_t t1 = mono_ns();
+        cu::check(d.cuEventRecord(ev, s), "cuEventRecord");
+        cu::check(d.cuEventSynchronize(ev), "cuEventSynchronize");
+        const std::uint64_t t2 = mono_ns();
+        row.iter.push_back(t2 - t0);
+        row.launch.push_back(t1 - t0);
+        iters.push_back({t0, t2});
+      }
+    } catch (...) {
+      model_failed = std::current_exception();
     }
+    // The other thread is let go before anything is thrown: a joinable thread must not be
+    // destroyed.
     stop.store(true, std::memory_order_release);
     other.join();
+    if (model_failed) std::rethrow_exception(model_failed);
     if (failed) std::rethrow_exception(failed);
     cu::check(d.cuMemcpyDtoHAsync(host, buf + bytes - 1, 1, s), "cuMemcpyDtoHAsync");
     cu::check(d.cuStreamSynchronize(s), "cuStreamSynchronize");
