@@ -5,9 +5,10 @@
 // semaphore page on its readers' threads, while other processes make and free contexts of their
 // own. This tells those apart, in one process on device 0's primary context.
 //
-// A model thread writes a buffer on its own stream (one cuMemsetD8Async of --work-mib, the byte
-// its iteration's) and waits for it through an event, again and again; it times the launch call
-// and the whole iteration. Beside it, phase by phase, another thread does one thing every --gap-ms:
+// A model thread writes a buffer on its own stream (--work-mib in --launches cuMemsetD8Async, the
+// byte its iteration's) and waits for it through an event, again and again; it times the launch
+// calls and the whole iteration. Beside it, phase by phase, another thread does one thing every
+// --gap-ms:
 //   alone        nothing (the baseline of the same run)
 //   join-leave   a cudaipc consumer joins a channel whose producer (a child process) publishes
 //                1080p NV12-sized CUDA frames at 30 frames/s, checks one frame's first and last
@@ -25,7 +26,8 @@
 // and that call's own time. The model's buffer is read back after each phase: its byte must be
 // the last iteration's. Without a driver or a GPU it prints why and exits 0. Run it under MPS
 // too (the many_pipelines runs are).
-//   cudaipc-bench-join-stall [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b,...]
+//   cudaipc-bench-join-stall [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--launches=1]
+//                            [--phases=a,b,...]
 //                            [--command='sh command line']
 #include <signal.h>
 #include <spawn.h>
@@ -74,6 +76,7 @@ struct Options {
   double phase_s = 3;
   int gap_ms = 50;
   std::uint64_t work_mib = 2048;
+  std::uint32_t launches = 1;
   std::string command;
   std::vector<std::string> phases = {"alone", "join-leave", "host-page",
                                      "vmm",   "stream",     "other-ctx"};
@@ -366,7 +369,14 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
       for (std::uint64_t i = 1; mono_ns() < end && !stop.load(std::memory_order_acquire); ++i) {
         last = static_cast<std::uint8_t>(i);
         const std::uint64_t t0 = mono_ns();
-        cu::check(d.cuMemsetD8Async(buf, last, bytes, s), "cuMemsetD8Async (the model's work)");
+        // In --launches pieces: a model's network is many launches, each of which may wait in
+        // the driver.
+        const std::size_t piece = bytes / o.launches;
+        for (std::uint32_t k = 0; k < o.launches; ++k) {
+          const std::size_t at = k * piece;
+          cu::check(d.cuMemsetD8Async(buf + at, last, k + 1 == o.launches ? bytes - at : piece, s),
+                    "cuMemsetD8Async (the model's work)");
+        }
         const std::uint64_t t1 = mono_ns();
         cu::check(d.cuEventRecord(ev, s), "cuEventRecord");
         cu::check(d.cuEventSynchronize(ev), "cuEventSynchronize");
@@ -433,9 +443,10 @@ int run_all(const Options& o) {
   }
   const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   std::printf(
-      "cudaipc-bench-join-stall: the model's work %llu MiB a cuMemsetD8Async, phases of %.1f s, "
-      "the other thread's call every %d ms; MPS pipe directory %s\n\n",
-      static_cast<unsigned long long>(o.work_mib), o.phase_s, o.gap_ms, mps ? mps : "(unset)");
+      "cudaipc-bench-join-stall: the model's work %llu MiB in %u cuMemsetD8Async, phases of "
+      "%.1f s, the other thread's call every %d ms; MPS pipe directory %s\n\n",
+      static_cast<unsigned long long>(o.work_mib), o.launches, o.phase_s, o.gap_ms,
+      mps ? mps : "(unset)");
   char dir[] = "/tmp/cudaipc-join-stall-XXXXXX";
   if (!::mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   const std::string channel = std::string(dir) + "/channel";
@@ -460,14 +471,16 @@ int run_all(const Options& o) {
     for (int i = 0; i < 200 && ::access(channel.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::printf(
-        "| phase | model iteration p50 / p99 / max µs | its launch call p50 / p99 / max µs | "
+        "| phase | model iteration p50 / p99 / max µs | its launch calls p50 / p99 / max µs | "
         "iterations over 2x alone's p50 | of them during the other's call | the other's call "
         "p50 / p99 / max ms | its undoing p50 / p99 / max ms | calls |\n"
         "|---|---|---|---|---|---|---|---|\n");
     double baseline = 0;
     // Warm: the first iterations pay for the buffer's first touch.
-    run_phase("alone", Options{0.3, o.gap_ms, o.work_mib, {}}, ctx, buf.get(), bytes, s, ev,
-              channel, static_cast<std::uint8_t*>(host.get()), exported, 0);
+    Options warm = o;
+    warm.phase_s = 0.3;
+    run_phase("alone", warm, ctx, buf.get(), bytes, s, ev, channel,
+              static_cast<std::uint8_t*>(host.get()), exported, 0);
     for (const std::string& phase : o.phases) {
       Row r = run_phase(phase, o, ctx, buf.get(), bytes, s, ev, channel,
                         static_cast<std::uint8_t*>(host.get()), exported, baseline);
@@ -521,13 +534,16 @@ int main(int argc, char** argv) {
         o.gap_ms = std::stoi(val("--gap-ms="));
       else if (a.rfind("--work-mib=", 0) == 0)
         o.work_mib = std::stoull(val("--work-mib="));
+      else if (a.rfind("--launches=", 0) == 0)
+        o.launches = static_cast<std::uint32_t>(std::max(1ul, std::stoul(val("--launches="))));
       else if (a.rfind("--command=", 0) == 0)
         o.command = val("--command=");
       else if (a.rfind("--phases=", 0) == 0)
         o.phases = split(val("--phases="));
       else {
         std::fprintf(stderr,
-                     "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--phases=a,b] "
+                     "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--launches=1] "
+                     "[--phases=a,b] "
                      "[--command='sh command line']\n",
                      argv[0]);
         return 2;
