@@ -44,7 +44,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -53,6 +52,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cuda/backend_common.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/semaphores.hpp"
@@ -86,6 +86,12 @@ std::uint8_t fill_byte(std::uint64_t seq) {
   return static_cast<std::uint8_t>(seq * 0x9Du + 0x3Bu);
 }
 
+cu::ContextPtr device_context() {
+  CUdevice dev = 0;
+  cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
+  return cu::Context::primary(dev);
+}
+
 volatile sig_atomic_t g_stop = 0;
 
 // The child that publishes: until SIGTERM, a frame every 33 ms, each slot filled with its seq's
@@ -101,9 +107,7 @@ int run_producer(const std::string& path) {
   f.caps = "bench/join-stall";
   f.tensor = cudaipc::make_tensor(cudaipc::DType::uint8, {static_cast<std::int64_t>(kFrameBytes)});
   p.set_format(f);
-  CUdevice dev = 0;
-  cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
-  const cu::ContextPtr ctx = cu::Context::primary(dev);
+  const cu::ContextPtr ctx = device_context();
   while (!g_stop) {
     cudaipc::PublishStatus st;
     cudaipc::WriteSlot slot = p.begin_frame(&st);
@@ -122,9 +126,7 @@ int run_producer(const std::string& path) {
 
 // The child that makes and drops a context of its own, as a pipeline's process does.
 int run_other_context() {
-  CUdevice dev = 0;
-  cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
-  const cu::ContextPtr ctx = cu::Context::primary(dev);
+  const cu::ContextPtr ctx = device_context();
   cu::DeviceAllocation a = cu::make_device_allocation(ctx, 64 << 20);
   cu::ScopedContext current(ctx->get());
   cu::check(cu::driver().cuMemsetD8Async(a.get(), 7, 64 << 20, nullptr), "cuMemsetD8Async");
@@ -205,62 +207,43 @@ struct Churn {
     timed(leave_ns, [&] { c.reset(); });
   }
 
+  // A consumer's connection page: registered device-mapped, then unregistered.
   void host_page() {
-    const long page = ::sysconf(_SC_PAGESIZE);
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* p = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
-    const std::unique_ptr<void, std::function<void(void*)>> unmap(
-        p, [page](void* q) { ::munmap(q, static_cast<std::size_t>(page)); });
-    const cu::Driver& d = cu::driver();
-    cu::ScopedContext current(ctx->get());
-    timed(join_ns, [&] {
-      cu::check(d.cuMemHostRegister(p, static_cast<std::size_t>(page),
-                                    CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
-                "cuMemHostRegister");
-      CUdeviceptr dp = 0;
-      cu::check(d.cuMemHostGetDevicePointer(&dp, p, 0), "cuMemHostGetDevicePointer");
-    });
-    timed(leave_ns, [&] { cu::check(d.cuMemHostUnregister(p), "cuMemHostUnregister"); });
+    const std::shared_ptr<const void> mapped(
+        p, [page](const void* q) { ::munmap(const_cast<void*>(q), page); });
+    std::unique_ptr<cu::RegisteredPage> reg;
+    timed(join_ns, [&] { reg = std::make_unique<cu::RegisteredPage>(ctx, mapped, p, page); });
+    timed(leave_ns, [&] { reg.reset(); });
   }
 
-  void vmm(CUmemGenericAllocationHandle exported, std::size_t size) {
-    const cu::Driver& d = cu::driver();
+  // A consumer's slot import (the core's own map_for_reading), then its unmapping.
+  void vmm(const cu::VmmAllocation& exported, std::size_t size) {
     cu::ScopedContext current(ctx->get());
     int raw_fd = -1;
-    cu::check(d.cuMemExportToShareableHandle(&raw_fd, exported,
-                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+    cu::check(cu::driver().cuMemExportToShareableHandle(
+                  &raw_fd, exported.get(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
               "cuMemExportToShareableHandle");
-    const cudaipc::UniqueFd fd(raw_fd);  // closed however the import below ends
-    CUmemGenericAllocationHandle h = 0;
-    CUdeviceptr at = 0;
+    const cudaipc::UniqueFd fd(raw_fd);
+    cu::Mapping mapping;
     timed(join_ns, [&] {
-      cu::check(
-          d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(std::intptr_t{fd.get()}),
-                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-          "cuMemImportFromShareableHandle");
-      cu::check(d.cuMemAddressReserve(&at, size, 0, 0, 0), "cuMemAddressReserve");
-      cu::check(d.cuMemMap(at, size, 0, h, 0), "cuMemMap");
-      CUmemAccessDesc access{};
-      access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      access.location.id = kDevice;
-      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      cu::check(d.cuMemSetAccess(at, size, &access, 1), "cuMemSetAccess");
+      CUmemGenericAllocationHandle h = 0;
+      cu::check(cu::driver().cuMemImportFromShareableHandle(
+                    &h, reinterpret_cast<void*>(std::intptr_t{fd.get()}),
+                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                "cuMemImportFromShareableHandle");
+      const cu::VmmAllocation imported(ctx, h);  // the mapping holds its own reference
+      mapping = cu::map_for_reading(ctx, h, size, ctx->device());
     });
-    timed(leave_ns, [&] {
-      cu::check(d.cuMemUnmap(at, size), "cuMemUnmap");
-      cu::check(d.cuMemAddressFree(at, size), "cuMemAddressFree");
-      cu::check(d.cuMemRelease(h), "cuMemRelease");
-    });
+    timed(leave_ns, [&] { mapping.reset(); });
   }
 
   void stream() {
-    const cu::Driver& d = cu::driver();
-    cu::ScopedContext current(ctx->get());
-    CUstream s = nullptr;
-    timed(join_ns,
-          [&] { cu::check(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); });
-    timed(leave_ns, [&] { cu::check(d.cuStreamDestroy(s), "cuStreamDestroy"); });
+    cu::Stream st;
+    timed(join_ns, [&] { st = cu::make_stream(ctx); });
+    timed(leave_ns, [&] { st.reset(); });
   }
 
   void other_context() {
@@ -283,29 +266,24 @@ struct Churn {
   }
 };
 
-// An exportable allocation of 4 MiB (a 1080p NV12 slot, rounded to the granularity) for the vmm
-// phase, and its release.
+// An exportable allocation the size of a 1080p NV12 slot, as a producer makes it, for the vmm
+// phase.
 struct Exported {
-  CUmemGenericAllocationHandle h = 0;
+  cu::VmmAllocation allocation;
   std::size_t size = 0;
-  explicit Exported(const cu::ContextPtr& ctx) {
-    const cu::Driver& d = cu::driver();
-    cu::ScopedContext current(ctx->get());
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = kDevice;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    std::size_t gran = 0;
-    cu::check(d.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-              "cuMemGetAllocationGranularity");
-    size = (kFrameBytes + gran - 1) / gran * gran;
-    cu::check(d.cuMemCreate(&h, size, &prop, 0), "cuMemCreate");
-  }
-  ~Exported() { cu::loaded_driver().cuMemRelease(h); }
-  Exported(const Exported&) = delete;
-  Exported& operator=(const Exported&) = delete;
 };
+
+Exported make_exported(const cu::ContextPtr& ctx) {
+  const CUdevice dev = ctx->device();
+  Exported e;
+  e.size = cu::round_up(kFrameBytes, cu::vmm_granularity(dev));
+  const CUmemAllocationProp prop = cu::vmm_properties(dev);
+  cu::ScopedContext current(ctx->get());
+  CUmemGenericAllocationHandle h = 0;
+  cu::check(cu::driver().cuMemCreate(&h, e.size, &prop, 0), "cuMemCreate");
+  e.allocation = cu::VmmAllocation(ctx, h);
+  return e;
+}
 
 struct Row {
   std::vector<std::uint64_t> iter, launch;
@@ -338,7 +316,7 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
         else if (phase == "host-page")
           churn.host_page();
         else if (phase == "vmm")
-          churn.vmm(exported.h, exported.size);
+          churn.vmm(exported.allocation, exported.size);
         else if (phase == "stream")
           churn.stream();
         else if (phase == "other-ctx")
@@ -453,20 +431,21 @@ int run_all(const Options& o) {
   const pid_t producer = bench::spawn_self({"--producer=" + channel});
   int rc = 0;
   try {
-    CUdevice dev = 0;
-    cu::check(cu::driver().cuDeviceGet(&dev, kDevice), "cuDeviceGet");
-    const cu::ContextPtr ctx = cu::Context::primary(dev);
+    const cu::ContextPtr ctx = device_context();
     const std::size_t bytes = static_cast<std::size_t>(o.work_mib) << 20;
     cu::DeviceAllocation buf = cu::make_device_allocation(ctx, bytes);
     cu::HostAllocation host = cu::make_host_allocation(ctx, 64);
-    Exported exported(ctx);
-    CUstream s = nullptr;
-    CUevent ev = nullptr;
+    const Exported exported = make_exported(ctx);
+    const cu::Stream stream = cu::make_stream(ctx);
+    const CUstream s = stream.get();
+    cu::Event event;
     {
       cu::ScopedContext current(ctx->get());
-      cu::check(cu::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-      cu::check(cu::driver().cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      CUevent e = nullptr;
+      cu::check(cu::driver().cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      event = cu::Event(ctx, e);
     }
+    const CUevent ev = event.get();
     // The producer's socket appears once it has made its slots.
     for (int i = 0; i < 200 && ::access(channel.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -504,9 +483,6 @@ int run_all(const Options& o) {
         rc = 1;
       }
     }
-    cu::ScopedContext current(ctx->get());
-    cu::loaded_driver().cuEventDestroy(ev);
-    cu::loaded_driver().cuStreamDestroy(s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "join-stall: %s\n", e.what());
     rc = 1;
