@@ -679,12 +679,11 @@ def main() -> None:
                                for at, b, i, ld, nw, rp in stalls[:40]))
         # Whether a stall comes with a pipeline's first frames: the first requests published from
         # 50 ms before each stalled batch began to its end.
-        firsts = sorted(r.sent[0] for r in readers if r.sent)
-        near = [sum(1 for f in firsts
-                    if at - 50_000_000 <= f <= at + (i + ld + nw + rp) * 1e9)
-                for at, b, i, ld, nw, rp in stalls[:40]]
+        spans = [((at - first) / 1e6, (i + ld + nw + rp) * 1e3)
+                 for at, b, i, ld, nw, rp in stalls[:40]]
+        near = [sum(1 for f in starts if at - 50 <= f <= at + took) for at, took in spans]
         print(f"  pipelines' first requests from 50 ms before each to its end: {near} "
-              f"(of {len(firsts)} over {(firsts[-1] - firsts[0]) / 1e6 if firsts else 0:.0f} ms)")
+              f"(of {len(starts)})")
     slow = sorted(((t, w, m - w, lt - m) for r in readers
                    for t, lt, m, w in zip(r.sent, r.latency, r.model_side, r.waited)
                    if lt > bound * 1e3), key=lambda x: x[0])
@@ -748,12 +747,11 @@ def main() -> None:
     # first view), its frames landing and its network.
     joins = rep.get("joins", [])
     if joins:
-        t_first = min((r.sent[0] for r in readers if r.sent), default=0)
-        print("\nThe batches that brought a pipeline's first request, at ms after the first request "
-              "(size, new pipelines), ms from the oldest request's publish: wait for the batch / "
-              "inputs made / frames landed / network")
+        print("\nThe batches that brought a pipeline's first request, at ms after the first "
+              "request (size, new pipelines), ms from the oldest request's publish: wait for the "
+              "batch / inputs made / frames landed / network")
         print("  " + "; ".join(
-            f"{(s0 - t_first) / 1e6:.0f} {b} ({k}): {(t - s0) / 1e6:.1f} / {(i - t) / 1e6:.1f} / "
+            f"{(s0 - first) / 1e6:.0f} {b} ({k}): {(t - s0) / 1e6:.1f} / {(i - t) / 1e6:.1f} / "
             f"{(ld - i) / 1e6:.1f} / {(d - ld) / 1e6:.1f}" for s0, t, i, ld, d, b, k in joins))
     # The output sink waits for this bench's reader (wait-for-consumer) before its first publish:
     # how long after its pipeline's first request each reader met its channel.
