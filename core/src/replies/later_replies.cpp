@@ -102,8 +102,8 @@ std::uint64_t LaterReplies::add(std::shared_ptr<Pipeline> pipeline, const FrameD
 void LaterReplies::prepare(int device) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (prepare_asked_ || device < 0) return;
-    prepare_asked_ = true;
+    // The server asks once; a second ask finds the memory made (ResultStaging::prepare).
+    if (device < 0) return;
     prepare_device_ = device;
   }
   cv_.notify_all();

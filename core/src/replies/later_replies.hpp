@@ -81,7 +81,6 @@ class LaterReplies {
   std::size_t count_ = 0;
   bool stop_ = false;
   int prepare_device_ = -1;  // asked of the thread, under mu_
-  bool prepare_asked_ = false;
   std::uint64_t next_ticket_ = 1;
   std::atomic<std::uint64_t> done_{0};
   ResultStaging staging_;
