@@ -30,6 +30,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import shutil
@@ -174,6 +175,11 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     # batch of 1 comes after the longest waits, from which a model's launches start cold.
     idles: Dict[int, List[float]] = {}
     answered_at = 0.0
+    # Each batch's hand-over (monotonic ns) and how long the model's thread had been back in
+    # server.batch() by then (ms): a request that waited long for a batch the model was idle
+    # before was held by this process's readers, not by the model.
+    handed: List[List[float]] = []
+    answered_ns = 0
     # The batches that carried a pipeline's first request (its slots' first views made here): when
     # the oldest request of the batch was published, when the batch came, its inputs made, its
     # frames landed and its network done (monotonic ns), its size and how many pipelines were new.
@@ -211,6 +217,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             if not reqs:
                 continue
             taken_ns = time.monotonic_ns()
+            if answered_ns:
+                handed.append([taken_ns, (taken_ns - answered_ns) / 1e6])
             b = len(reqs)
             new = {r.path for r in reqs} - seen
             seen |= new
@@ -258,6 +266,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
             if interleave and not resident_first:
                 pairs["resident second"].setdefault(b, []).append(resident_time(b))
             answered_at = time.perf_counter()
+            answered_ns = time.monotonic_ns()
     served_trace.stop()
     if torch is not None and trace:
         batch = [resident] * trace_batch
@@ -308,7 +317,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                    "pairs": {k: {b: [len(v), float(np.median(v))] for b, v in d.items()}
                              for k, d in pairs.items()},
                    "idle": {b: float(np.median(v)) for b, v in idles.items()},
-                   "joins": joins, "stalls": stalls}, f)
+                   "joins": joins, "stalls": stalls, "handed": handed}, f)
 
 
 TRACE_ALONE = 100  # batches traced alone
@@ -688,10 +697,18 @@ def main() -> None:
                    for t, lt, m, w in zip(r.sent, r.latency, r.model_side, r.waited)
                    if lt > bound * 1e3), key=lambda x: x[0])
     if slow:
+        # The model's thread idle before a request's batch (its hand-over: published + waited).
+        handed = sorted(rep.get("handed", []))
+        at = [h[0] for h in handed]
+
+        def idle(t: int, w: float) -> str:
+            i = bisect.bisect_left(at, t + w * 1e3 - 1e3)
+            return f" (idle {handed[i][1]:.1f})" if i < len(at) and abs(at[i] - t - w * 1e3) < 1e4 else ""
+
         print(f"  each{' (the first 60)' if len(slow) > 60 else ''}, ms: published at: wait for "
-              "its batch + its batch + the way back")
-        print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}+{b / 1e3:.1f}+{k / 1e3:.1f}"
-                               for t, w, b, k in slow[:60]))
+              "its batch (the model's thread idle before it) + its batch + the way back")
+        print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}{idle(t, w)}+{b / 1e3:.1f}"
+                               f"+{k / 1e3:.1f}" for t, w, b, k in slow[:60]))
     print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
           f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
           f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")
