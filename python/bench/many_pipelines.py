@@ -701,14 +701,16 @@ def main() -> None:
         handed = sorted(rep.get("handed", []))
         at = [h[0] for h in handed]
 
-        def idle(t: int, w: float) -> str:
+        def idle_before(t: int, w: float) -> str:
             i = bisect.bisect_left(at, t + w * 1e3 - 1e3)
             return f" (idle {handed[i][1]:.1f})" if i < len(at) and abs(at[i] - t - w * 1e3) < 1e4 else ""
 
         print(f"  each{' (the first 60)' if len(slow) > 60 else ''}, ms: published at: wait for "
-              "its batch (the model's thread idle before it) + its batch + the way back")
-        print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}{idle(t, w)}+{b / 1e3:.1f}"
-                               f"+{k / 1e3:.1f}" for t, w, b, k in slow[:60]))
+              "its batch (the model's thread in server.batch() before it, max_delay's gathering "
+              "included: as long as the wait, the readers held the request) + its batch + the "
+              "way back")
+        print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}{idle_before(t, w)}"
+                               f"+{b / 1e3:.1f}+{k / 1e3:.1f}" for t, w, b, k in slow[:60]))
     print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
           f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
           f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")

@@ -13,6 +13,9 @@
 //   join-leave   a cudaipc consumer joins a channel whose producer (a child process) publishes
 //                1080p NV12-sized CUDA frames at 30 frames/s, checks one frame's first and last
 //                byte on its stream, and leaves: the readers' work in a model process
+//   producer-ends  the same with a producer of its own started for each join, which ends
+//                (SIGTERM: it frees its slots and exits, as a pipeline at its end) before the
+//                consumer sees it gone and is closed: a reader's end when its pipeline ends
 //   host-page    registers a page as device-mapped host memory and unregisters it (a channel's
 //                semaphore page)
 //   vmm          imports an exported allocation of this process, maps it and gives it access,
@@ -78,7 +81,7 @@ struct Options {
   std::uint64_t work_mib = 2048;
   std::uint32_t launches = 1;
   std::string command;
-  std::vector<std::string> phases = {"alone", "join-leave", "host-page",
+  std::vector<std::string> phases = {"alone", "join-leave", "producer-ends", "host-page",
                                      "vmm",   "stream",     "other-ctx"};
 };
 
@@ -163,6 +166,7 @@ struct Churn {
   std::vector<std::uint64_t> join_ns, leave_ns;
   std::uint8_t* host = nullptr;  // two bytes, page-locked
   std::uint64_t checked = 0;
+  std::uint64_t own_producers = 0;  // producer-ends: each join's channel has a name of its own
 
   template <class F>
   void timed(std::vector<std::uint64_t>& into, F&& f) {
@@ -174,37 +178,72 @@ struct Churn {
   }
 
   void join_leave() {
-    cudaipc::ConsumerOptions co;
-    co.path = channel;
-    co.reconnect = false;
     std::unique_ptr<cudaipc::Consumer> c;
-    timed(join_ns, [&] {
-      c = std::make_unique<cudaipc::Consumer>(co);
-      for (const auto until = mono_ns() + 5'000'000'000ull; mono_ns() < until;) {
-        cudaipc::Event ev = c->next(std::chrono::milliseconds(100));
-        if (ev.type == cudaipc::EventType::disconnected)
-          throw std::runtime_error("the producer went away: " + ev.message);
-        if (ev.type != cudaipc::EventType::frame) continue;
-        const auto s = static_cast<CUstream>(c->cuda_stream());
-        const CUdeviceptr base = ev.frame.slot_address() + ev.frame.desc().tensor.byte_offset;
-        cu::ScopedContext current(ctx->get());
-        cu::check(cu::driver().cuMemcpyDtoHAsync(host, base, 1, s), "cuMemcpyDtoHAsync");
-        cu::check(cu::driver().cuMemcpyDtoHAsync(host + 1, base + kFrameBytes - 1, 1, s),
-                  "cuMemcpyDtoHAsync");
-        if (!cu::drain(s, std::chrono::seconds(5)))
-          throw std::runtime_error("the consumer's stream did not drain in 5 s");
-        const std::uint8_t want = fill_byte(ev.frame.seq());
-        if (host[0] != want || host[1] != want)
-          throw std::runtime_error("frame " + std::to_string(ev.frame.seq()) + " held " +
-                                   std::to_string(host[0]) + "/" + std::to_string(host[1]) +
-                                   ", not " + std::to_string(want));
-        ++checked;
-        ev.frame.release();
-        return;
-      }
-      throw std::runtime_error("no frame in 5 s");
-    });
+    timed(join_ns, [&] { c = join_and_check(channel); });
     timed(leave_ns, [&] { c.reset(); });
+  }
+
+  // Its own producer each time, which ends first; "its undoing" is that producer's end (its slots
+  // freed, its process and context gone) and the consumer's close once it sees the hang-up.
+  void producer_ends() {
+    const std::string path = channel + "-own-" + std::to_string(++own_producers);
+    pid_t child = bench::spawn_self({"--producer=" + path});
+    const auto end_child = [&] {
+      if (child <= 0) return true;
+      ::kill(child, SIGTERM);
+      const bool ok = bench::wait_ok(child, "the phase's producer");
+      child = 0;
+      return ok;
+    };
+    std::unique_ptr<cudaipc::Consumer> c;
+    try {
+      for (int i = 0; i < 400 && ::access(path.c_str(), F_OK) != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      timed(join_ns, [&] { c = join_and_check(path); });
+      timed(leave_ns, [&] {
+        if (!end_child()) throw std::runtime_error("the phase's producer failed");
+        for (const auto until = mono_ns() + 5'000'000'000ull;;) {
+          if (mono_ns() >= until) throw std::runtime_error("the ended producer not seen in 5 s");
+          if (c->next(std::chrono::milliseconds(100)).type == cudaipc::EventType::disconnected)
+            break;
+        }
+        c.reset();
+      });
+    } catch (...) {
+      end_child();
+      throw;
+    }
+  }
+
+  // Joins `path` and checks one frame's first and last byte, read on the consumer's stream.
+  std::unique_ptr<cudaipc::Consumer> join_and_check(const std::string& path) {
+    cudaipc::ConsumerOptions co;
+    co.path = path;
+    co.reconnect = false;
+    auto c = std::make_unique<cudaipc::Consumer>(co);
+    for (const auto until = mono_ns() + 5'000'000'000ull; mono_ns() < until;) {
+      cudaipc::Event ev = c->next(std::chrono::milliseconds(100));
+      if (ev.type == cudaipc::EventType::disconnected)
+        throw std::runtime_error("the producer went away: " + ev.message);
+      if (ev.type != cudaipc::EventType::frame) continue;
+      const auto s = static_cast<CUstream>(c->cuda_stream());
+      const CUdeviceptr base = ev.frame.slot_address() + ev.frame.desc().tensor.byte_offset;
+      cu::ScopedContext current(ctx->get());
+      cu::check(cu::driver().cuMemcpyDtoHAsync(host, base, 1, s), "cuMemcpyDtoHAsync");
+      cu::check(cu::driver().cuMemcpyDtoHAsync(host + 1, base + kFrameBytes - 1, 1, s),
+                "cuMemcpyDtoHAsync");
+      if (!cu::drain(s, std::chrono::seconds(5)))
+        throw std::runtime_error("the consumer's stream did not drain in 5 s");
+      const std::uint8_t want = fill_byte(ev.frame.seq());
+      if (host[0] != want || host[1] != want)
+        throw std::runtime_error("frame " + std::to_string(ev.frame.seq()) + " held " +
+                                 std::to_string(host[0]) + "/" + std::to_string(host[1]) +
+                                 ", not " + std::to_string(want));
+      ++checked;
+      ev.frame.release();
+      return c;
+    }
+    throw std::runtime_error("no frame in 5 s from " + path);
   }
 
   // A consumer's connection page: registered device-mapped, then unregistered.
@@ -313,6 +352,8 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
       while (!stop.load(std::memory_order_acquire)) {
         if (phase == "join-leave")
           churn.join_leave();
+        else if (phase == "producer-ends")
+          churn.producer_ends();
         else if (phase == "host-page")
           churn.host_page();
         else if (phase == "vmm")
@@ -477,7 +518,7 @@ int run_all(const Options& o) {
                   stats(r.leave_ns, ms, "%.2f / %.2f / %.2f").c_str(), n,
                   r.checked ? (", " + std::to_string(r.checked) + " frames checked").c_str() : "");
       std::fflush(stdout);
-      if (phase == "join-leave" && r.checked != n) {
+      if ((phase == "join-leave" || phase == "producer-ends") && r.checked != n) {
         std::fprintf(stderr, "join-stall: %llu frames checked of %zu joins\n",
                      static_cast<unsigned long long>(r.checked), n);
         rc = 1;
