@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import gc
 import json
 import os
 import shutil
@@ -141,11 +142,13 @@ def tracers(trace: str, size: int) -> Any:
 
 def serve(directory: str, width: int, height: int, max_batch: int, max_delay: float,
           report: str, trace: str = "", trace_batch: int = 8, graph: bool = False,
-          spin: bool = False, interleave: bool = False, device_sync: bool = False) -> None:
+          spin: bool = False, interleave: bool = False, device_sync: bool = False,
+          gc_freeze: bool = False) -> None:
     """The model process: serves every filter in `directory` until SIGTERM, then measures the
     model alone at the batch sizes it formed and writes both to `report` (JSON). With `spin` its
     thread polls for requests (server.batch with no wait) instead of sleeping until one comes:
-    model_after_idle.py's spinning rows, served."""
+    model_after_idle.py's spinning rows, served. With `gc_freeze` the objects made until serving
+    (torch's, the model's) are left out of Python's collections (gc.freeze())."""
     model, torch = make_batched_model(width, height, graph)
     resident: Any = None
     if torch is not None:
@@ -210,6 +213,22 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
     interleave = interleave and torch is not None
     served_trace, alone_trace = tracers(trace if torch is not None else "", trace_batch)
     served_trace.frame()  # starts recording: the profiler's start stalls, so before serving
+    # Python's own collections while serving, each when it began (monotonic ns), how long it took
+    # (ns) and its generation: a full one walks every object torch made, on the model's thread.
+    collections: List[List[int]] = []
+    began_gc: List[int] = []
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            began_gc[:] = [time.monotonic_ns()]
+        elif began_gc:
+            collections.append([began_gc[0], time.monotonic_ns() - began_gc[0],
+                                info["generation"]])
+
+    if gc_freeze:
+        gc.collect()
+        gc.freeze()
+    gc.callbacks.append(on_gc)
     with cudaipc.Server(directory=directory, queue_depth=16) as server:
         print("serving", flush=True)
         while not stop:
@@ -267,6 +286,7 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                 pairs["resident second"].setdefault(b, []).append(resident_time(b))
             answered_at = time.perf_counter()
             answered_ns = time.monotonic_ns()
+    gc.callbacks.remove(on_gc)
     served_trace.stop()
     if torch is not None and trace:
         batch = [resident] * trace_batch
@@ -317,7 +337,8 @@ def serve(directory: str, width: int, height: int, max_batch: int, max_delay: fl
                    "pairs": {k: {b: [len(v), float(np.median(v))] for b, v in d.items()}
                              for k, d in pairs.items()},
                    "idle": {b: float(np.median(v)) for b, v in idles.items()},
-                   "joins": joins, "stalls": stalls, "handed": handed}, f)
+                   "joins": joins, "stalls": stalls, "handed": handed,
+                   "collections": collections, "gc_frozen": gc_freeze}, f)
 
 
 TRACE_ALONE = 100  # batches traced alone
@@ -505,6 +526,10 @@ def main() -> None:
                     help="each served batch beside a batch of a resident tensor of its size, "
                          "which of them first after the wait alternating (a diagnosis: the "
                          "replies wait for both)")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="the model process leaves what it made before serving (torch, the "
+                         "model) out of Python's collections (gc.freeze()), as docs/python.md "
+                         "advises a model process")
     ap.add_argument("--device-sync", action="store_true",
                     help="the model's batches timed with torch.cuda.synchronize() instead of a "
                          "wait for its stream: the whole device, the server's waits for frames "
@@ -533,7 +558,7 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.width, args.height, args.batch, args.max_delay, args.report,
               args.trace, args.trace_batch, args.graph, args.spin, args.interleave,
-              args.device_sync)
+              args.device_sync, args.gc_freeze)
         return
     model_cpus: set = set()
     if args.pin:
@@ -559,7 +584,8 @@ def main() -> None:
          "--max-delay", str(args.max_delay), "--trace", os.path.abspath(args.trace) if args.trace
          else "", "--trace-batch", str(args.trace_batch)] + (["--graph"] if args.graph else [])
         + (["--spin"] if args.spin else []) + (["--interleave"] if args.interleave else [])
-        + (["--device-sync"] if args.device_sync else []),
+        + (["--device-sync"] if args.device_sync else [])
+        + (["--gc-freeze"] if args.gc_freeze else []),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         env=dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS=str(args.model_connections))
         if args.model_connections else None,
@@ -711,6 +737,28 @@ def main() -> None:
               "way back")
         print("  " + "; ".join(f"{(t - first) / 1e6:.0f}: {w / 1e3:.1f}{idle_before(t, w)}"
                                f"+{b / 1e3:.1f}+{k / 1e3:.1f}" for t, w, b, k in slow[:60]))
+    # Python's collections in the model process, and the stalled batches they ran in.
+    collected = rep.get("collections", [])
+    if collected:
+        by_gen = [sum(1 for c in collected if c[2] == g) for g in range(3)]
+        full = sorted(c[1] / 1e6 for c in collected if c[2] == 2)
+        long_ones = [c for c in collected if c[1] > 5_000_000]
+        print(f"\nPython's collections in the model process while serving"
+              f"{' (gc.freeze() before serving)' if rep.get('gc_frozen') else ''}: "
+              f"{by_gen[0]} / {by_gen[1]} / {by_gen[2]} of generations 0 / 1 / 2"
+              + (f", the full ones {np.percentile(full, 50):.1f} ms p50, {full[-1]:.1f} max"
+                 if full else "")
+              + f"; {len(long_ones)} over 5 ms")
+        if long_ones:
+            print("  over 5 ms, at ms after the first request (generation): "
+                  + "; ".join(f"{(b - first) / 1e6:.0f} ({g}): {d / 1e6:.1f}"
+                              for b, d, g in long_ones[:30]))
+        if stalls:
+            inside = sum(1 for at, b, i, ld, nw, rp in stalls
+                         if any(cb < at + (i + ld + nw + rp) * 1e9 and cb + cd > at
+                                for cb, cd, _ in long_ones))
+            print(f"  batches of over 10 ms that a collection of over 5 ms ran in: {inside} of "
+                  f"{len(stalls)}")
     print(f"\nRequest published -> its reply made (the model process's side, whole run): p50 "
           f"{np.percentile(model_side, 50) / 1e3:.2f} ms, p99 "
           f"{np.percentile(model_side, 99) / 1e3:.2f} ms, max {model_side.max() / 1e3:.2f} ms")
