@@ -23,7 +23,7 @@ DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
       [--trace DIR --trace-batch B] [--graph] [--pin] [--spin] [--interleave] [--device-sync]
-      [--model-connections N]
+      [--gc-freeze] [--model-connections N]
       [--pattern ball|black|...] [--rt-priority N] [--nice N] [--time-slice NS] [--way-back]
 """
 
@@ -528,8 +528,8 @@ def main() -> None:
                          "replies wait for both)")
     ap.add_argument("--gc-freeze", action="store_true",
                     help="the model process leaves what it made before serving (torch, the "
-                         "model) out of Python's collections (gc.freeze()), as docs/python.md "
-                         "advises a model process")
+                         "model) out of Python's collections (gc.freeze()): whether a collection "
+                         "is what stalls a batch")
     ap.add_argument("--device-sync", action="store_true",
                     help="the model's batches timed with torch.cuda.synchronize() instead of a "
                          "wait for its stream: the whole device, the server's waits for frames "
