@@ -16,6 +16,10 @@
 //   producer-ends  the same with a producer of its own started for each join, which ends
 //                (SIGTERM: it frees its slots and exits, as a pipeline at its end) before the
 //                consumer sees it gone and is closed: a reader's end when its pipeline ends
+//   crowd        sixteen producers started at once, joined at once by sixteen consumers on
+//                threads of their own (a server's readers), each checking a frame, then all
+//                ended at once and each consumer closed on its thread: sixteen pipelines
+//                starting and ending together, as many_pipelines.py's
 //   host-page    registers a page as device-mapped host memory and unregisters it (a channel's
 //                semaphore page)
 //   vmm          imports an exported allocation of this process, maps it and gives it access,
@@ -164,9 +168,12 @@ struct Churn {
   const std::string& command;
   Calls& calls;
   std::vector<std::uint64_t> join_ns, leave_ns;
-  std::uint8_t* host = nullptr;  // two bytes, page-locked
-  std::uint64_t checked = 0;
+  std::uint8_t* host = nullptr;  // two bytes a consumer (crowd: kCrowd of them), page-locked
+  std::atomic<std::uint64_t> checked = 0;
   std::uint64_t own_producers = 0;  // producer-ends: each join's channel has a name of its own
+  // producer-ends, crowd: the part of each undoing that is the producers' end (SIGTERM to their
+  // exit); the rest is the consumers seeing the hang-up and closing.
+  std::vector<std::uint64_t> ended_ns;
 
   template <class F>
   void timed(std::vector<std::uint64_t>& into, F&& f) {
@@ -179,7 +186,7 @@ struct Churn {
 
   void join_leave() {
     std::unique_ptr<cudaipc::Consumer> c;
-    timed(join_ns, [&] { c = join_and_check(channel); });
+    timed(join_ns, [&] { c = join_and_check(channel, host); });
     timed(leave_ns, [&] { c.reset(); });
   }
 
@@ -199,15 +206,12 @@ struct Churn {
     try {
       for (int i = 0; i < 400 && ::access(path.c_str(), F_OK) != 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      timed(join_ns, [&] { c = join_and_check(path); });
+      timed(join_ns, [&] { c = join_and_check(path, host); });
       timed(leave_ns, [&] {
+        const std::uint64_t b = mono_ns();
         if (!end_child()) throw std::runtime_error("the phase's producer failed");
-        for (const auto until = mono_ns() + 5'000'000'000ull;;) {
-          if (mono_ns() >= until) throw std::runtime_error("the ended producer not seen in 5 s");
-          if (c->next(std::chrono::milliseconds(100)).type == cudaipc::EventType::disconnected)
-            break;
-        }
-        c.reset();
+        ended_ns.push_back(mono_ns() - b);
+        close_once_gone(c);
       });
     } catch (...) {
       end_child();
@@ -215,8 +219,72 @@ struct Churn {
     }
   }
 
-  // Joins `path` and checks one frame's first and last byte, read on the consumer's stream.
-  std::unique_ptr<cudaipc::Consumer> join_and_check(const std::string& path) {
+  static constexpr int kCrowd = 16;
+
+  void crowd() {
+    const std::string round = std::to_string(++own_producers);
+    std::vector<std::string> paths;
+    std::vector<pid_t> kids;
+    for (int i = 0; i < kCrowd; ++i) {
+      paths.push_back(channel + "-crowd-" + round + "-" + std::to_string(i));
+      kids.push_back(bench::spawn_self({"--producer=" + paths.back()}));
+    }
+    const auto end_all = [&] {
+      for (const pid_t pid : kids) ::kill(pid, SIGTERM);
+      bool ok = true;
+      for (const pid_t pid : kids) ok = bench::wait_ok(pid, "a crowd's producer") && ok;
+      kids.clear();
+      return ok;
+    };
+    std::vector<std::unique_ptr<cudaipc::Consumer>> cs(kCrowd);
+    try {
+      for (const std::string& path : paths)
+        for (int i = 0; i < 400 && ::access(path.c_str(), F_OK) != 0; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      timed(join_ns,
+            [&] { on_threads([&](int i) { cs[i] = join_and_check(paths[i], host + 2 * i); }); });
+      timed(leave_ns, [&] {
+        const std::uint64_t b = mono_ns();
+        if (!end_all()) throw std::runtime_error("a crowd's producer failed");
+        ended_ns.push_back(mono_ns() - b);
+        on_threads([&](int i) { close_once_gone(cs[i]); });
+      });
+    } catch (...) {
+      end_all();
+      throw;
+    }
+  }
+
+  // f(0) .. f(kCrowd - 1), each on a thread of its own; the first failure is thrown once all ended.
+  template <class F>
+  static void on_threads(F&& f) {
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> failed(kCrowd);
+    for (int i = 0; i < kCrowd; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          f(i);
+        } catch (...) {
+          failed[i] = std::current_exception();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+  }
+
+  // Closes `c` once it has seen its producer hang up (5 s at most).
+  static void close_once_gone(std::unique_ptr<cudaipc::Consumer>& c) {
+    for (const auto until = mono_ns() + 5'000'000'000ull;;) {
+      if (mono_ns() >= until) throw std::runtime_error("the ended producer not seen in 5 s");
+      if (c->next(std::chrono::milliseconds(100)).type == cudaipc::EventType::disconnected) break;
+    }
+    c.reset();
+  }
+
+  // Joins `path` and checks one frame's first and last byte, read on the consumer's stream into
+  // `bytes` (two page-locked bytes of its own).
+  std::unique_ptr<cudaipc::Consumer> join_and_check(const std::string& path, std::uint8_t* bytes) {
     cudaipc::ConsumerOptions co;
     co.path = path;
     co.reconnect = false;
@@ -229,15 +297,15 @@ struct Churn {
       const auto s = static_cast<CUstream>(c->cuda_stream());
       const CUdeviceptr base = ev.frame.slot_address() + ev.frame.desc().tensor.byte_offset;
       cu::ScopedContext current(ctx->get());
-      cu::check(cu::driver().cuMemcpyDtoHAsync(host, base, 1, s), "cuMemcpyDtoHAsync");
-      cu::check(cu::driver().cuMemcpyDtoHAsync(host + 1, base + kFrameBytes - 1, 1, s),
+      cu::check(cu::driver().cuMemcpyDtoHAsync(bytes, base, 1, s), "cuMemcpyDtoHAsync");
+      cu::check(cu::driver().cuMemcpyDtoHAsync(bytes + 1, base + kFrameBytes - 1, 1, s),
                 "cuMemcpyDtoHAsync");
       if (!cu::drain(s, std::chrono::seconds(5)))
         throw std::runtime_error("the consumer's stream did not drain in 5 s");
       const std::uint8_t want = fill_byte(ev.frame.seq());
-      if (host[0] != want || host[1] != want)
+      if (bytes[0] != want || bytes[1] != want)
         throw std::runtime_error("frame " + std::to_string(ev.frame.seq()) + " held " +
-                                 std::to_string(host[0]) + "/" + std::to_string(host[1]) +
+                                 std::to_string(bytes[0]) + "/" + std::to_string(bytes[1]) +
                                  ", not " + std::to_string(want));
       ++checked;
       ev.frame.release();
@@ -327,7 +395,7 @@ Exported make_exported(const cu::ContextPtr& ctx) {
 struct Row {
   std::vector<std::uint64_t> iter, launch;
   std::uint64_t slow = 0, slow_overlapping = 0;
-  std::vector<std::uint64_t> join_ns, leave_ns;
+  std::vector<std::uint64_t> join_ns, leave_ns, ended_ns;
   std::uint64_t checked = 0;
 };
 
@@ -346,7 +414,7 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
   Calls calls;
   std::atomic<bool> stop{false};
   std::exception_ptr failed;
-  Churn churn{ctx, channel, o.command, calls, {}, {}, host + 8, 0};
+  Churn churn{ctx, channel, o.command, calls, {}, {}, host + 8, 0, 0, {}};
   std::thread other([&] {
     try {
       while (!stop.load(std::memory_order_acquire)) {
@@ -354,6 +422,8 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
           churn.join_leave();
         else if (phase == "producer-ends")
           churn.producer_ends();
+        else if (phase == "crowd")
+          churn.crowd();
         else if (phase == "host-page")
           churn.host_page();
         else if (phase == "vmm")
@@ -430,7 +500,8 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
   }
   row.join_ns = std::move(churn.join_ns);
   row.leave_ns = std::move(churn.leave_ns);
-  row.checked = churn.checked;
+  row.ended_ns = std::move(churn.ended_ns);
+  row.checked = churn.checked.load();
   return row;
 }
 
@@ -509,18 +580,24 @@ int run_all(const Options& o) {
         baseline = bench::percentile(v, 0.5);
       }
       const std::size_t n = r.join_ns.size();
+      std::string note =
+          r.checked ? ", " + std::to_string(r.checked) + " frames checked" : std::string();
+      if (!r.ended_ns.empty())
+        note += "; of the undoing, the producers' end " +
+                stats(r.ended_ns, ms, "%.2f / %.2f / %.2f") + " ms";
       std::printf("| %s | %s | %s | %llu of %zu | %llu | %s | %s | %zu%s |\n", phase.c_str(),
                   stats(r.iter, us, "%.0f / %.0f / %.0f").c_str(),
                   stats(r.launch, us, "%.1f / %.1f / %.0f").c_str(),
                   static_cast<unsigned long long>(r.slow), r.iter.size(),
                   static_cast<unsigned long long>(r.slow_overlapping),
                   stats(r.join_ns, ms, "%.2f / %.2f / %.2f").c_str(),
-                  stats(r.leave_ns, ms, "%.2f / %.2f / %.2f").c_str(), n,
-                  r.checked ? (", " + std::to_string(r.checked) + " frames checked").c_str() : "");
+                  stats(r.leave_ns, ms, "%.2f / %.2f / %.2f").c_str(), n, note.c_str());
       std::fflush(stdout);
-      if ((phase == "join-leave" || phase == "producer-ends") && r.checked != n) {
+      const std::size_t want = phase == "crowd" ? n * Churn::kCrowd : n;
+      if ((phase == "join-leave" || phase == "producer-ends" || phase == "crowd") &&
+          r.checked != want) {
         std::fprintf(stderr, "join-stall: %llu frames checked of %zu joins\n",
-                     static_cast<unsigned long long>(r.checked), n);
+                     static_cast<unsigned long long>(r.checked), want);
         rc = 1;
       }
     }
