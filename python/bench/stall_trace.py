@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Where a stalled batch's time went, from the trace `many_pipelines.py --trace DIR` records of the
+model process (torch.profiler: its CPU ranges, its CUDA runtime calls and, through CUPTI, its own
+GPU work; other processes' work is not in it).
+
+For every served batch (its range "batch" or "frame") longer than --over ms, and for the median
+batch of the run beside them:
+
+  CPU model / reply   the named ranges inside the batch
+  launch calls max    the longest CUDA runtime call that queues work (a launch, a copy, an event
+                      record): long means the CPU waited in the driver (a lock another thread
+                      held, or a full queue)
+  sync                the CUDA runtime calls that wait (stream or event synchronize), summed
+  GPU ops / kernels   how many ops the batch launched, the sum of their kernels' durations (a
+                      kernel whose SMs other clients share runs longer)
+  first op's wait     from the first op's launch to its start on the GPU (queued behind other
+                      work of this process, or the GPU busy elsewhere)
+  idle inside         the GPU span of the batch's ops less the time one of them ran
+  longest op          its name, duration, and wait from its launch to its start
+
+  python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import statistics
+from typing import Dict, List
+
+from timeline import GPU_CATS, load
+
+QUEUEING = ("Launch", "Memcpy", "Memset", "EventRecord", "StreamWaitEvent")
+WAITING = ("Synchronize", "EventQuery")
+
+
+def batches(events: List[dict]) -> List[dict]:
+    ann = [e for e in events if e.get("cat") == "user_annotation"]
+    return sorted((e for e in ann if e["name"] in ("batch", "frame")), key=lambda e: e["ts"])
+
+
+def describe(events: List[dict], over_ms: float) -> List[str]:
+    runs = batches(events)
+    if not runs:
+        return ["no batch ranges in the trace (was it recorded with many_pipelines.py --trace?)"]
+    starts = [b["ts"] for b in runs]
+
+    def owner(ts: float) -> int:
+        i = bisect.bisect_right(starts, ts) - 1
+        return i if i >= 0 and ts <= runs[i]["ts"] + runs[i]["dur"] else -1
+
+    info: List[Dict[str, float]] = [
+        {"model": 0.0, "reply": 0.0, "launch max": 0.0, "sync": 0.0} for _ in runs]
+    launch_name: List[str] = [""] * len(runs)
+    launch_ts: Dict[int, float] = {}
+    for e in events:
+        cat = e.get("cat")
+        if cat == "user_annotation" and e["name"] in ("model", "reply"):
+            i = owner(e["ts"])
+            if i >= 0:
+                info[i][e["name"]] += e["dur"]
+        elif cat == "cuda_runtime":
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launch_ts[corr] = e["ts"]
+            i = owner(e["ts"])
+            if i < 0:
+                continue
+            if any(k in e["name"] for k in WAITING):
+                info[i]["sync"] += e["dur"]
+            elif any(k in e["name"] for k in QUEUEING) and e["dur"] > info[i]["launch max"]:
+                info[i]["launch max"] = e["dur"]
+                launch_name[i] = e["name"]
+    ops: List[List[dict]] = [[] for _ in runs]
+    for e in events:
+        if e.get("cat") not in GPU_CATS:
+            continue
+        t = launch_ts.get((e.get("args") or {}).get("correlation"))
+        i = owner(t) if t is not None else -1
+        if i >= 0:
+            ops[i].append(dict(e, launch=t))
+    for i, o in enumerate(ops):
+        o.sort(key=lambda e: e["ts"])
+        d = info[i]
+        d["ops"] = len(o)
+        d["kernels"] = sum(e["dur"] for e in o if e["cat"] == "kernel")
+        d["first wait"] = max(0.0, o[0]["ts"] - o[0]["launch"]) if o else 0.0
+        busy, end, first = 0.0, o[0]["ts"] if o else 0.0, o[0]["ts"] if o else 0.0
+        for e in o:
+            a, b = max(e["ts"], end), e["ts"] + e["dur"]
+            busy += max(0.0, b - a)
+            end = max(end, b)
+        d["idle"] = (end - first - busy) if o else 0.0
+
+    def row(label: str, d: Dict[str, float], longest: str) -> str:
+        return (f"| {label} | {d['model'] / 1e3:.2f} / {d['reply'] / 1e3:.2f} | "
+                f"{d['launch max'] / 1e3:.2f} | {d['sync'] / 1e3:.2f} | {d['ops']:.0f} / "
+                f"{d['kernels'] / 1e3:.2f} | {d['first wait'] / 1e3:.2f} | {d['idle'] / 1e3:.2f} | "
+                f"{longest} |")
+
+    out = [f"{len(runs)} batches traced; those over {over_ms:g} ms, and the median of all "
+           "(ms; launch and wait calls are the CUDA runtime's):", "",
+           "| batch (ms after the first) | CPU model / reply | launch calls max | sync | GPU ops / "
+           "kernels | first op's wait | idle inside | longest op: name, ms, its wait ms |",
+           "|---|---|---|---|---|---|---|---|"]
+    keys = ["model", "reply", "launch max", "sync", "ops", "kernels", "first wait", "idle"]
+    median = {k: statistics.median(d[k] for d in info) for k in keys}
+    out.append(row(f"median ({len(runs)})", median, ""))
+    for i, b in enumerate(runs):
+        if b["dur"] < over_ms * 1e3:
+            continue
+        o = ops[i]
+        longest = max(o, key=lambda e: e["dur"]) if o else None
+        what = (f"{longest['name'][:40]}, {longest['dur'] / 1e3:.2f}, "
+                f"{max(0.0, longest['ts'] - longest['launch']) / 1e3:.2f}" if longest else "")
+        if launch_name[i]:
+            what += f"; longest launch call {launch_name[i]}"
+        out.append(row(f"{(b['ts'] - runs[0]['ts']) / 1e3:.0f}: {b['dur'] / 1e3:.1f}", info[i], what))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--over", type=float, default=10.0, help="batches longer than this, ms")
+    args = ap.parse_args()
+    print("\n".join(describe(load(args.trace), args.over)))
+
+
+if __name__ == "__main__":
+    main()
