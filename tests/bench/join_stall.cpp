@@ -5,7 +5,8 @@
 // semaphore page on its readers' threads, while other processes make and free contexts of their
 // own. This tells those apart, in one process on device 0's primary context.
 //
-// A model thread writes a buffer on its own stream (--work-mib in --launches cuMemsetD8Async, the
+// A model thread writes a buffer on its own stream (--work-mib in --launches cuMemsetD8Async, or
+// with --kernel in as many launches of a kernel that fills words, as a network's kernels are; the
 // byte its iteration's) and waits for it through an event, again and again; it times the launch
 // calls and the whole iteration. Beside it, phase by phase, another thread does one thing every
 // --gap-ms:
@@ -34,6 +35,7 @@
 // the last iteration's. Without a driver or a GPU it prints why and exits 0. Run it under MPS
 // too (the many_pipelines runs are).
 //   cudaipc-bench-join-stall [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--launches=1]
+//   [--kernel]
 //                            [--phases=a,b,...]
 //                            [--command='sh command line']
 #include <signal.h>
@@ -84,6 +86,7 @@ struct Options {
   int gap_ms = 50;
   std::uint64_t work_mib = 2048;
   std::uint32_t launches = 1;
+  bool kernel = false;  // the model's work as kernel launches (cuLaunchKernel), not memsets
   std::string command;
   std::vector<std::string> phases = {"alone", "join-leave", "producer-ends", "host-page",
                                      "vmm",   "stream",     "other-ctx"};
@@ -140,6 +143,85 @@ int run_other_context() {
   cu::check(cu::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
   return 0;
 }
+
+// The model's kernel for --kernel: each thread stores `value` into every stride-th 32-bit word of
+// `dst`. PTX, compiled by the driver as the module loads, so the bench needs no CUDA compiler.
+constexpr char kFillPtx[] = R"(
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry fill_u32(.param .u64 p_dst, .param .u64 p_words, .param .u32 p_value)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [p_dst];
+  ld.param.u64 %rd2, [p_words];
+  ld.param.u32 %r1, [p_value];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.u32 %r5, %r2, %r3, %r4;
+  cvt.u64.u32 %rd3, %r5;
+  mov.u32 %r2, %nctaid.x;
+  mul.lo.u32 %r2, %r2, %r3;
+  cvt.u64.u32 %rd4, %r2;
+LOOP:
+  setp.ge.u64 %p1, %rd3, %rd2;
+  @%p1 bra DONE;
+  shl.b64 %rd5, %rd3, 2;
+  add.s64 %rd6, %rd1, %rd5;
+  st.global.u32 [%rd6], %r1;
+  add.s64 %rd3, %rd3, %rd4;
+  bra LOOP;
+DONE:
+  ret;
+}
+)";
+
+// The loaded kernel, unloaded with its owner.
+class FillKernel {
+ public:
+  explicit FillKernel(const cu::ContextPtr& ctx) : ctx_(ctx) {
+    const cu::Driver& d = cu::driver();
+    cu::ScopedContext current(ctx_->get());
+    cu::check(d.cuModuleLoadData(&module_, kFillPtx), "cuModuleLoadData (the fill kernel)");
+    try {
+      cu::check(d.cuModuleGetFunction(&fn_, module_, "fill_u32"), "cuModuleGetFunction");
+      int sms = 0;
+      cu::check(
+          d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx_->device()),
+          "cuDeviceGetAttribute");
+      blocks_ = static_cast<unsigned>(std::max(sms, 1)) * 4;
+    } catch (...) {
+      d.cuModuleUnload(module_);
+      throw;
+    }
+  }
+  FillKernel(const FillKernel&) = delete;
+  FillKernel& operator=(const FillKernel&) = delete;
+  ~FillKernel() {
+    cu::ScopedContext current(ctx_->get(), std::nothrow);
+    cu::loaded_driver().cuModuleUnload(module_);
+  }
+
+  // Fills `bytes` (a multiple of 4) at `dst` with `byte` on `s`; the context is current.
+  void fill(CUdeviceptr dst, std::size_t bytes, std::uint8_t byte, CUstream s) const {
+    std::uint64_t words = bytes / 4;
+    std::uint32_t value = byte * 0x01010101u;
+    void* args[] = {&dst, &words, &value};
+    cu::check(cu::driver().cuLaunchKernel(fn_, blocks_, 1, 1, 256, 1, 1, 0, s, args, nullptr),
+              "cuLaunchKernel (the model's work)");
+  }
+
+ private:
+  cu::ContextPtr ctx_;
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+  unsigned blocks_ = 0;
+};
 
 struct Interval {
   std::uint64_t begin, end;
@@ -409,7 +491,7 @@ double ms(double ns) {
 Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& ctx,
               CUdeviceptr buf, std::size_t bytes, CUstream s, CUevent ev,
               const std::string& channel, std::uint8_t* host, const Exported& exported,
-              double baseline_p50) {
+              const FillKernel* kernel, double baseline_p50) {
   Row row;
   Calls calls;
   std::atomic<bool> stop{false};
@@ -460,11 +542,15 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
         const std::uint64_t t0 = mono_ns();
         // In --launches pieces: a model's network is many launches, each of which may wait in
         // the driver.
-        const std::size_t piece = bytes / o.launches;
+        const std::size_t piece = bytes / o.launches / 4 * 4;
         for (std::uint32_t k = 0; k < o.launches; ++k) {
           const std::size_t at = k * piece;
-          cu::check(d.cuMemsetD8Async(buf + at, last, k + 1 == o.launches ? bytes - at : piece, s),
-                    "cuMemsetD8Async (the model's work)");
+          const std::size_t n = k + 1 == o.launches ? bytes - at : piece;
+          if (kernel)
+            kernel->fill(buf + at, n, last, s);
+          else
+            cu::check(d.cuMemsetD8Async(buf + at, last, n, s),
+                      "cuMemsetD8Async (the model's work)");
         }
         const std::uint64_t t1 = mono_ns();
         cu::check(d.cuEventRecord(ev, s), "cuEventRecord");
@@ -533,9 +619,10 @@ int run_all(const Options& o) {
   }
   const char* mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   std::printf(
-      "cudaipc-bench-join-stall: the model's work %llu MiB in %u cuMemsetD8Async, phases of "
+      "cudaipc-bench-join-stall: the model's work %llu MiB in %u %s, phases of "
       "%.1f s, the other thread's call every %d ms; MPS pipe directory %s\n\n",
-      static_cast<unsigned long long>(o.work_mib), o.launches, o.phase_s, o.gap_ms,
+      static_cast<unsigned long long>(o.work_mib), o.launches,
+      o.kernel ? "launches of a fill kernel" : "cuMemsetD8Async", o.phase_s, o.gap_ms,
       mps ? mps : "(unset)");
   char dir[] = "/tmp/cudaipc-join-stall-XXXXXX";
   if (!::mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
@@ -558,6 +645,8 @@ int run_all(const Options& o) {
       event = cu::Event(ctx, e);
     }
     const CUevent ev = event.get();
+    std::unique_ptr<FillKernel> kernel;
+    if (o.kernel) kernel = std::make_unique<FillKernel>(ctx);
     // The producer's socket appears once it has made its slots.
     for (int i = 0; i < 200 && ::access(channel.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -571,10 +660,10 @@ int run_all(const Options& o) {
     Options warm = o;
     warm.phase_s = 0.3;
     run_phase("alone", warm, ctx, buf.get(), bytes, s, ev, channel,
-              static_cast<std::uint8_t*>(host.get()), exported, 0);
+              static_cast<std::uint8_t*>(host.get()), exported, kernel.get(), 0);
     for (const std::string& phase : o.phases) {
       Row r = run_phase(phase, o, ctx, buf.get(), bytes, s, ev, channel,
-                        static_cast<std::uint8_t*>(host.get()), exported, baseline);
+                        static_cast<std::uint8_t*>(host.get()), exported, kernel.get(), baseline);
       if (phase == "alone") {
         std::vector<std::uint64_t> v = r.iter;
         baseline = bench::percentile(v, 0.5);
@@ -630,6 +719,8 @@ int main(int argc, char** argv) {
         o.work_mib = std::stoull(val("--work-mib="));
       else if (a.rfind("--launches=", 0) == 0)
         o.launches = static_cast<std::uint32_t>(std::max(1ul, std::stoul(val("--launches="))));
+      else if (a == "--kernel")
+        o.kernel = true;
       else if (a.rfind("--command=", 0) == 0)
         o.command = val("--command=");
       else if (a.rfind("--phases=", 0) == 0)
@@ -637,6 +728,7 @@ int main(int argc, char** argv) {
       else {
         std::fprintf(stderr,
                      "usage: %s [--phase-s=3] [--gap-ms=50] [--work-mib=2048] [--launches=1] "
+                     "[--kernel] "
                      "[--phases=a,b] "
                      "[--command='sh command line']\n",
                      argv[0]);
