@@ -729,7 +729,8 @@ def main() -> None:
 
         def idle_before(t: int, w: float) -> str:
             i = bisect.bisect_left(at, t + w * 1e3 - 1e3)
-            return f" (idle {handed[i][1]:.1f})" if i < len(at) and abs(at[i] - t - w * 1e3) < 1e4 else ""
+            found = i < len(at) and abs(at[i] - t - w * 1e3) < 1e4
+            return f" (idle {handed[i][1]:.1f})" if found else ""
 
         print(f"  each{' (the first 60)' if len(slow) > 60 else ''}, ms: published at: wait for "
               "its batch (the model's thread in server.batch() before it, max_delay's gathering "

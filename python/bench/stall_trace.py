@@ -16,7 +16,8 @@ batch of the run beside them:
   first op's wait     from the first op's launch to its start on the GPU (queued behind other
                       work of this process, or the GPU busy elsewhere)
   idle inside         the GPU span of the batch's ops less the time one of them ran
-  longest op          its name, duration, and wait from its launch to its start
+  longest launch      the runtime call, and the op it launched: its name, and its wait from its
+                      launch to its start on the GPU
 
   python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10]
 """
@@ -52,6 +53,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
     info: List[Dict[str, float]] = [
         {"model": 0.0, "reply": 0.0, "launch max": 0.0, "sync": 0.0} for _ in runs]
     launch_name: List[str] = [""] * len(runs)
+    launch_corr: List[object] = [None] * len(runs)
     launch_ts: Dict[int, float] = {}
     for e in events:
         cat = e.get("cat")
@@ -71,6 +73,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
             elif any(k in e["name"] for k in QUEUEING) and e["dur"] > info[i]["launch max"]:
                 info[i]["launch max"] = e["dur"]
                 launch_name[i] = e["name"]
+                launch_corr[i] = corr
     ops: List[List[dict]] = [[] for _ in runs]
     for e in events:
         if e.get("cat") not in GPU_CATS:
@@ -101,7 +104,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
     out = [f"{len(runs)} batches traced; those over {over_ms:g} ms, and the median of all "
            "(ms; launch and wait calls are the CUDA runtime's):", "",
            "| batch (ms after the first) | CPU model / reply | launch calls max | sync | GPU ops / "
-           "kernels | first op's wait | idle inside | longest op: name, ms, its wait ms |",
+           "kernels | first op's wait | idle inside | longest launch: call; its op, its wait ms |",
            "|---|---|---|---|---|---|---|---|"]
     keys = ["model", "reply", "launch max", "sync", "ops", "kernels", "first wait", "idle"]
     median = {k: statistics.median(d[k] for d in info) for k in keys}
@@ -109,13 +112,13 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
     for i, b in enumerate(runs):
         if b["dur"] < over_ms * 1e3:
             continue
-        o = ops[i]
-        longest = max(o, key=lambda e: e["dur"]) if o else None
-        what = (f"{longest['name'][:40]}, {longest['dur'] / 1e3:.2f}, "
-                f"{max(0.0, longest['ts'] - longest['launch']) / 1e3:.2f}" if longest else "")
-        if launch_name[i]:
-            what += f"; longest launch call {launch_name[i]}"
-        out.append(row(f"{(b['ts'] - runs[0]['ts']) / 1e3:.0f}: {b['dur'] / 1e3:.1f}", info[i], what))
+        op = next((e for e in ops[i]
+                   if (e.get("args") or {}).get("correlation") == launch_corr[i]), None)
+        what = launch_name[i]
+        if op is not None:
+            what += f"; {op['name'][:48]}, {max(0.0, op['ts'] - op['launch']) / 1e3:.2f}"
+        at = f"{(b['ts'] - runs[0]['ts']) / 1e3:.0f}: {b['dur'] / 1e3:.1f}"
+        out.append(row(at, info[i], what))
     return out
 
 
