@@ -171,7 +171,8 @@ EOF
     # `videotestsrc ! cudaupload ! cudaipcfilter ! cudaipcringsink` in a gst-launch-1.0 of the
     # bundle, into one batching model process; MANY_ARGS adds to its options (e.g. --pin);
     # MANY_RUNS runs it once per option set, each joined by "+" (e.g. "--pin --pin+--interleave");
-    # MANY_MPS_ONLY=1 runs it under MPS only.
+    # MANY_MPS_ONLY=1 runs it under MPS only. A run with "--trace+DIR" has its model process traced
+    # into DIR and its stalled batches taken apart after it (python/bench/stall_trace.py).
     printf '#!/usr/bin/env bash\n%s\nexport LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/nvidia/lib64\nexec "%s" "$@"\n' \
       "$gst_env" "$gst_launch" >"$site/gst-launch"
     chmod +x "$site/gst-launch"
@@ -198,6 +199,13 @@ EOF
             --gst-launch "$site/gst-launch" ${many_args//+/ } 2>&1 |
             tee -a "$out/bench-many-pipelines.txt"
           [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+          local trace_dir trace
+          trace_dir=$(sed -n 's/.*--trace+\([^+]*\).*/\1/p' <<<"$many_args")
+          for trace in ${trace_dir:+"$trace_dir"/served-batch*.json.gz}; do
+            [ -f "$trace" ] || continue
+            "$py" python/bench/stall_trace.py "$trace" 2>&1 | tee -a "$out/bench-many-pipelines.txt"
+            [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+          done
         done
       fi
     }
