@@ -252,7 +252,8 @@ struct Churn {
   std::vector<std::uint64_t> join_ns, leave_ns;
   std::uint8_t* host = nullptr;  // two bytes a consumer (crowd: kCrowd of them), page-locked
   std::atomic<std::uint64_t> checked = 0;
-  std::uint64_t own_producers = 0;  // producer-ends: each join's channel has a name of its own
+  // producer-ends, crowd: each round's channels have names of their own.
+  std::uint64_t own_producers = 0;
   // producer-ends, crowd: the part of each undoing that is the producers' end (SIGTERM to their
   // exit); the rest is the consumers seeing the hang-up and closing.
   std::vector<std::uint64_t> ended_ns;
@@ -272,64 +273,41 @@ struct Churn {
     timed(leave_ns, [&] { c.reset(); });
   }
 
-  // Its own producer each time, which ends first; "its undoing" is that producer's end (its slots
-  // freed, its process and context gone) and the consumer's close once it sees the hang-up.
-  void producer_ends() {
-    const std::string path = channel + "-own-" + std::to_string(++own_producers);
-    pid_t child = bench::spawn_self({"--producer=" + path});
-    const auto end_child = [&] {
-      if (child <= 0) return true;
-      ::kill(child, SIGTERM);
-      const bool ok = bench::wait_ok(child, "the phase's producer");
-      child = 0;
-      return ok;
-    };
-    std::unique_ptr<cudaipc::Consumer> c;
-    try {
-      for (int i = 0; i < 400 && ::access(path.c_str(), F_OK) != 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      timed(join_ns, [&] { c = join_and_check(path, host); });
-      timed(leave_ns, [&] {
-        const std::uint64_t b = mono_ns();
-        if (!end_child()) throw std::runtime_error("the phase's producer failed");
-        ended_ns.push_back(mono_ns() - b);
-        close_once_gone(c);
-      });
-    } catch (...) {
-      end_child();
-      throw;
-    }
-  }
+  // producer-ends: its own producer each time, which ends first; "its undoing" is that producer's
+  // end (its slots freed, its process and context gone) and the consumer's close once it sees the
+  // hang-up. crowd: the same for kCrowd at once, each consumer on a thread of its own.
+  void producer_ends() { own_producers_end(1); }
+  void crowd() { own_producers_end(kCrowd); }
 
   static constexpr int kCrowd = 16;
 
-  void crowd() {
+  void own_producers_end(int n) {
     const std::string round = std::to_string(++own_producers);
     std::vector<std::string> paths;
     std::vector<pid_t> kids;
-    for (int i = 0; i < kCrowd; ++i) {
-      paths.push_back(channel + "-crowd-" + round + "-" + std::to_string(i));
-      kids.push_back(bench::spawn_self({"--producer=" + paths.back()}));
-    }
     const auto end_all = [&] {
       for (const pid_t pid : kids) ::kill(pid, SIGTERM);
       bool ok = true;
-      for (const pid_t pid : kids) ok = bench::wait_ok(pid, "a crowd's producer") && ok;
+      for (const pid_t pid : kids) ok = bench::wait_ok(pid, "the phase's producer") && ok;
       kids.clear();
       return ok;
     };
-    std::vector<std::unique_ptr<cudaipc::Consumer>> cs(kCrowd);
+    std::vector<std::unique_ptr<cudaipc::Consumer>> cs(n);
     try {
+      for (int i = 0; i < n; ++i) {
+        paths.push_back(channel + "-own-" + round + "-" + std::to_string(i));
+        kids.push_back(bench::spawn_self({"--producer=" + paths.back()}));
+      }
       for (const std::string& path : paths)
         for (int i = 0; i < 400 && ::access(path.c_str(), F_OK) != 0; ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(25));
       timed(join_ns,
-            [&] { on_threads([&](int i) { cs[i] = join_and_check(paths[i], host + 2 * i); }); });
+            [&] { on_threads(n, [&](int i) { cs[i] = join_and_check(paths[i], host + 2 * i); }); });
       timed(leave_ns, [&] {
         const std::uint64_t b = mono_ns();
-        if (!end_all()) throw std::runtime_error("a crowd's producer failed");
+        if (!end_all()) throw std::runtime_error("the phase's producer failed");
         ended_ns.push_back(mono_ns() - b);
-        on_threads([&](int i) { close_once_gone(cs[i]); });
+        on_threads(n, [&](int i) { close_once_gone(cs[i]); });
       });
     } catch (...) {
       end_all();
@@ -337,12 +315,14 @@ struct Churn {
     }
   }
 
-  // f(0) .. f(kCrowd - 1), each on a thread of its own; the first failure is thrown once all ended.
+  // f(0) .. f(n - 1), each on a thread of its own (one: on this thread); the first failure is
+  // thrown once all ended.
   template <class F>
-  static void on_threads(F&& f) {
+  static void on_threads(int n, F&& f) {
+    if (n == 1) return f(0);
     std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> failed(kCrowd);
-    for (int i = 0; i < kCrowd; ++i)
+    std::vector<std::exception_ptr> failed(n);
+    for (int i = 0; i < n; ++i)
       threads.emplace_back([&, i] {
         try {
           f(i);
