@@ -14,6 +14,7 @@
 
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
+#include "thread_name.hpp"
 #include "unique_fd.hpp"
 
 namespace cudaipc {
@@ -96,6 +97,7 @@ class Watcher {
   }
 
   void run(int ep) {
+    detail::name_this_thread("cudaipc-deaths");
     epoll_event events[64];
     for (;;) {
       const int n = ::epoll_wait(ep, events, 64, -1);

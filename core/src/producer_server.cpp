@@ -16,6 +16,7 @@
 #include "process_watch.hpp"
 #include "producer_impl.hpp"
 #include "protocol.hpp"
+#include "thread_name.hpp"
 #include "unix_socket.hpp"
 
 namespace cudaipc {
@@ -84,6 +85,7 @@ bool ProducerImpl::peer_allowed(uid_t uid, gid_t gid, std::string& why) const {
 }
 
 void ProducerImpl::serve() {
+  detail::name_this_thread("cudaipc-serve");
   std::vector<pollfd> fds;
   while (!stopping_.load(std::memory_order_seq_cst)) {
     try {

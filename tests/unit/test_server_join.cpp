@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -261,3 +263,45 @@ TEST(ServerJoin, AMarkRemovedUnderTheServerIsMadeAgain) {
 }
 
 }  // namespace
+
+namespace {
+
+// This process's threads' names (/proc/self/task/TID/comm).
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string name;
+    if (std::getline(f, name)) names.push_back(name);
+  }
+  return names;
+}
+
+bool has_thread(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+// The threads the core starts in a model process carry names, so that someone looking into it
+// (top -H, gdb, a profiler's thread list) tells them from the application's and the driver's:
+// the server's directory scan and backlog, a pipeline's reader, the socket thread of a request
+// channel's producer. Each request is still answered with its own text.
+TEST(ServerJoin, TheCoresThreadsCarryTheirNames) {
+  cudaipc::testing::TempDir dir;
+  ServerOptions so;
+  so.directory = dir.path();
+  so.scan_interval = 100ms;
+  Server server(so);
+  FilterRun run(dir.file("cam"), 1);
+  ASSERT_TRUE(run.served(3s));
+  run.send(1);
+  EXPECT_EQ(answer_next(server), "1/1");
+  EXPECT_EQ(run.reply(), "1/1");
+  const std::vector<std::string> names = thread_names();
+  std::string all;
+  for (const auto& n : names) all += n + " ";
+  SCOPED_TRACE("threads: " + all);
+  for (const char* name : {"cudaipc-scan", "cudaipc-backlog", "cudaipc-reader", "cudaipc-serve"})
+    EXPECT_TRUE(has_thread(names, name)) << name;
+}

@@ -6,6 +6,7 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
 #include "replies/pipeline.hpp"
+#include "thread_name.hpp"
 
 namespace cudaipc::detail {
 
@@ -119,6 +120,7 @@ std::uint32_t LaterReplies::encode(Job& j) {
 }
 
 void LaterReplies::run() {
+  name_this_thread("cudaipc-later");
   std::string last_error;
   for (;;) {
     Job* jp;

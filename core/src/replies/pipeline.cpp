@@ -8,6 +8,7 @@
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
 #include "replies/server_paths.hpp"
+#include "thread_name.hpp"
 
 namespace cudaipc::detail {
 namespace {
@@ -155,6 +156,7 @@ void Pipeline::push(Entry&& e) {
 }
 
 void Pipeline::read_loop() {
+  name_this_thread("cudaipc-reader");
   std::string last_error;
   while (!stop_.load(std::memory_order_acquire)) {
     Event ev;

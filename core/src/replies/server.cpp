@@ -26,6 +26,7 @@
 #include "replies/server_mark.hpp"
 #include "replies/server_paths.hpp"
 #include "stream_point.hpp"
+#include "thread_name.hpp"
 
 namespace cudaipc {
 
@@ -316,6 +317,7 @@ std::uint32_t ServerImpl::add(const std::string& path, bool from_directory) {
 }
 
 void ServerImpl::scan_loop() {
+  detail::name_this_thread("cudaipc-scan");
   while (watch_->wait()) scan_once();
 }
 
@@ -438,6 +440,7 @@ std::vector<std::shared_ptr<Pipeline>> ServerImpl::take_gone(const std::set<std:
 }
 
 void ServerImpl::backlog_loop() {
+  detail::name_this_thread("cudaipc-backlog");
   std::unique_lock<std::mutex> lock(bg_mu_);
   while (!bg_stop_) {
     if (!backlog_due_) {
