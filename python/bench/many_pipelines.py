@@ -18,7 +18,9 @@ of its size the bench runs beside it).
 With --trace DIR --trace-batch B the model process records itself with torch.profiler while it
 serves (batches of B are the ones timeline.py compares) and then B frames alone, into
 DIR/served-batchB.json.gz and DIR/alone-batchB.json.gz: `python/bench/timeline.py
-DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`.
+DIR/alone-batchB.json.gz DIR/served-batchB.json.gz --skip-served 0`. Its threads are sampled
+meanwhile into DIR/threads.json (thread_sampler.py), which `python/bench/stall_trace.py
+DIR/served-batchB.json.gz` reads beside the trace.
 
   python3 python/bench/many_pipelines.py [--pipelines 16] [--seconds 8] [--fps 30]
       [--width 1920] [--height 1080] [--memory cuda|host] [--batch 16] [--max-delay 0.005]
@@ -592,6 +594,16 @@ def main() -> None:
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if server.stdout.readline().strip() != "serving":
         sys.exit("the model process did not start")
+    sampler = None
+    if args.trace:
+        # Every thread of the model process sampled beside its trace (stall_trace.py reads both):
+        # what the others did while the model's thread waited in a launch call.
+        os.makedirs(args.trace, exist_ok=True)
+        sampler = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          "thread_sampler.py"),
+             "--pid", str(server.pid), "--out", os.path.join(os.path.abspath(args.trace),
+                                                             "threads.json")])
     n = int(args.seconds * args.fps)
     pipes, readers = [], []
     pipeline_cpus = os.sched_getaffinity(0)  # the pipelines' CPUs (pinned: not the model's)
@@ -620,6 +632,8 @@ def main() -> None:
     server.send_signal(signal.SIGTERM)
     unserved_load(args, server, work)
     server.communicate(timeout=120)
+    if sampler is not None:
+        sampler.wait(timeout=60)  # it ends with the model process, writing what it sampled
     with open(report) as f:
         rep = json.load(f)
     way_back = ""

@@ -19,17 +19,26 @@ batch of the run beside them:
   longest launch      the runtime call, and the op it launched: its name, and its wait from its
                       launch to its start on the GPU
 
-  python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10]
+With the model process's threads sampled beside the trace (thread_sampler.py's file, DIR/threads.json
+where many_pipelines.py --trace wrote it, or --threads FILE), each stalled batch's longest launch
+call is followed by what every thread of the process did while it waited: each thread that was not
+asleep where it had been before the call, with its states in order (state, system call, kernel
+function, CPU; how long, ms). A launch that waits on a lock shows the model's thread asleep on a
+futex and the holder busy; one that waits on the kernel driver shows it in an ioctl.
+
+  python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10] [--threads FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import json
+import os
 import statistics
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
-from timeline import GPU_CATS, load
+from timeline import GPU_CATS, load_with_base
 
 QUEUEING = ("Launch", "Memcpy", "Memset", "EventRecord", "StreamWaitEvent")
 WAITING = ("Synchronize", "EventQuery")
@@ -40,7 +49,46 @@ def batches(events: List[dict]) -> List[dict]:
     return sorted((e for e in ann if e["name"] in ("batch", "frame")), key=lambda e: e["ts"])
 
 
-def describe(events: List[dict], over_ms: float) -> List[str]:
+class Threads:
+    """thread_sampler.py's changes, per thread in time order."""
+
+    def __init__(self, path: str) -> None:
+        with open(path) as f:
+            d = json.load(f)
+        self.names = {int(t): n for t, n in d["threads"].items()}
+        self.pid = int(d["pid"])
+        self.interval_ms = d.get("interval_us", 0) / 1e3
+        self.of: Dict[int, List[list]] = {}
+        for c in d["changes"]:
+            self.of.setdefault(int(c[1]), []).append(c)
+
+    def during(self, t0: int, t1: int) -> List[str]:
+        """Each thread's states between t0 and t1 (ns), the threads idle throughout left out."""
+        lines = []
+        for tid, cs in sorted(self.of.items()):
+            times = [c[0] for c in cs]
+            i = bisect.bisect_right(times, t0) - 1
+            before = cs[i] if i >= 0 else None
+            seen: List[Tuple[list, float]] = []
+            j = max(i, 0)
+            while j < len(cs) and cs[j][0] < t1:
+                start = max(cs[j][0], t0)
+                end = min(cs[j + 1][0] if j + 1 < len(cs) else t1, t1)
+                if end > start:
+                    seen.append((cs[j], (end - start) / 1e6))
+                j += 1
+            idle = before is not None and before[2] == "S" and all(
+                c[2:5] == before[2:5] for c, _ in seen)
+            if not seen or (idle and tid != self.pid):
+                continue
+            states = ", ".join(f"{c[2]} {c[3]} {c[4]} cpu{c[5]} {ms:.1f}" for c, ms in seen)
+            who = "the model's thread" if tid == self.pid else self.names.get(tid, "?")
+            lines.append(f"    {tid} ({who}): {states}")
+        return lines
+
+
+def describe(events: List[dict], over_ms: float, base_ns: int = 0,
+             threads: Optional[Threads] = None) -> List[str]:
     runs = batches(events)
     if not runs:
         return ["no batch ranges in the trace (was it recorded with many_pipelines.py --trace?)"]
@@ -54,6 +102,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
         {"model": 0.0, "reply": 0.0, "launch max": 0.0, "sync": 0.0} for _ in runs]
     launch_name: List[str] = [""] * len(runs)
     launch_corr: List[object] = [None] * len(runs)
+    launch_at: List[Tuple[float, float]] = [(0.0, 0.0)] * len(runs)
     launch_ts: Dict[int, float] = {}
     for e in events:
         cat = e.get("cat")
@@ -74,6 +123,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
                 info[i]["launch max"] = e["dur"]
                 launch_name[i] = e["name"]
                 launch_corr[i] = corr
+                launch_at[i] = (e["ts"], e["dur"])
     ops: List[List[dict]] = [[] for _ in runs]
     for e in events:
         if e.get("cat") not in GPU_CATS:
@@ -101,6 +151,7 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
                 f"{d['kernels'] / 1e3:.2f} | {d['first wait'] / 1e3:.2f} | {d['idle'] / 1e3:.2f} | "
                 f"{longest} |")
 
+    waits: List[str] = []
     out = [f"{len(runs)} batches traced; those over {over_ms:g} ms, and the median of all "
            "(ms; launch and wait calls are the CUDA runtime's):", "",
            "| batch (ms after the first) | CPU model / reply | launch calls max | sync | GPU ops / "
@@ -119,6 +170,16 @@ def describe(events: List[dict], over_ms: float) -> List[str]:
             what += f"; {op['name'][:48]}, {max(0.0, op['ts'] - op['launch']) / 1e3:.2f}"
         at = f"{(b['ts'] - runs[0]['ts']) / 1e3:.0f}: {b['dur'] / 1e3:.1f}"
         out.append(row(at, info[i], what))
+        if threads is not None and base_ns and launch_at[i][1] > 1e3:
+            ts, dur = launch_at[i]
+            t0 = base_ns + int(ts * 1e3)
+            waits.append(f"  batch at {at} ms: its {launch_name[i]} of {dur / 1e3:.2f} ms")
+            waits.extend(threads.during(t0, t0 + int(dur * 1e3)) or
+                         ["    (no thread sampled in it)"])
+    if waits:
+        out += ["", f"What the model process's threads did during each launch call of over 1 ms "
+                f"(sampled every {threads.interval_ms:g} ms; state, system call, kernel "
+                "function, CPU, ms):"] + waits
     return out
 
 
@@ -126,8 +187,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--over", type=float, default=10.0, help="batches longer than this, ms")
+    ap.add_argument("--threads", help="thread_sampler.py's file of the same process (default: "
+                    "threads.json beside the trace, if there)")
     args = ap.parse_args()
-    print("\n".join(describe(load(args.trace), args.over)))
+    path = args.threads or os.path.join(os.path.dirname(os.path.abspath(args.trace)),
+                                        "threads.json")
+    threads = Threads(path) if args.threads or os.path.exists(path) else None
+    events, base_ns = load_with_base(args.trace)
+    print("\n".join(describe(events, args.over, base_ns, threads)))
 
 
 if __name__ == "__main__":

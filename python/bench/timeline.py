@@ -32,17 +32,24 @@ import gzip
 import json
 import statistics
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 STEPS = ("next", "from_dlpack", "model", "reply")
 
 
 def load(path: str) -> List[dict]:
+    return load_with_base(path)[0]
+
+
+def load_with_base(path: str) -> Tuple[List[dict], int]:
+    """The trace's ranges, and its baseTimeNanoseconds: a range's "ts" (us) + base is its
+    CLOCK_REALTIME time (0 where the trace does not say)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         trace = json.load(f)
-    return [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    return ([e for e in trace.get("traceEvents", []) if e.get("ph") == "X"],
+            int(trace.get("baseTimeNanoseconds", 0)))
 
 
 def pct(values: List[float], q: float) -> float:
