@@ -27,6 +27,19 @@
 //                then unmaps and releases it (a slot's import)
 //   stream       creates and destroys a stream
 //   other-ctx    a child process makes the device's context, allocates and writes 64 MiB, exits
+//   contexts     four such children at once (nothing timed)
+//   host-page-local  host-page's registration without CU_MEMHOSTREGISTER_PORTABLE
+//   host-numa    imports a page of shareable host memory (a host NUMA node's, made by the driver),
+//                maps it for the device and the CPU, writes a word, unmaps it: a connection page
+//                shared without a registration
+//   vmm-amid-contexts, host-page-amid-contexts, host-page-local-amid-contexts,
+//   host-numa-amid-contexts, host-numa-create-amid-contexts, stream-amid-contexts,
+//   join-amid-contexts
+//                the same, and that phase's calls (join-leave's for join; for host-numa-create
+//                the page's making and export, a producer's side) again and again
+//                until they are gone: whether this process's calls that need the kernel driver's
+//                GPU-wide lock (which the children's contexts hold as they are made and torn down)
+//                hold the model's launches meanwhile
 //   command      a child process runs --command (a pipeline's start and end: gst-launch-1.0 with
 //                cudaupload, whose plugin probes the GPU's codecs as it loads); only with --command
 // Each phase's table row: the model's iteration and launch call (p50, p99, max), how many
@@ -38,9 +51,11 @@
 //   [--kernel]
 //                            [--phases=a,b,...]
 //                            [--command='sh command line']
+#include <linux/futex.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +68,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -250,7 +266,8 @@ struct Churn {
   const std::string& command;
   Calls& calls;
   std::vector<std::uint64_t> join_ns, leave_ns;
-  std::uint8_t* host = nullptr;  // two bytes a consumer (crowd: kCrowd of them), page-locked
+  std::vector<std::uint64_t> spawn_ns;  // the *-contexts phases' spawning, untabled
+  std::uint8_t* host = nullptr;         // two bytes a consumer (crowd: kCrowd of them), page-locked
   std::atomic<std::uint64_t> checked = 0;
   // producer-ends, crowd: each round's channels have names of their own.
   std::uint64_t own_producers = 0;
@@ -409,6 +426,97 @@ struct Churn {
     timed(leave_ns, [&] { mapping.reset(); });
   }
 
+  // host-page's registration as the current context's alone (no CU_MEMHOSTREGISTER_PORTABLE).
+  void host_page_local() {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* p = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+    const std::unique_ptr<void, std::function<void(void*)>> mapped(
+        p, [page](void* q) { ::munmap(q, page); });
+    cu::ScopedContext current(ctx->get());
+    const cu::Driver& d = cu::driver();
+    timed(join_ns, [&] {
+      cu::check(d.cuMemHostRegister(p, page, CU_MEMHOSTREGISTER_DEVICEMAP),
+                "cuMemHostRegister (DEVICEMAP alone)");
+    });
+    timed(leave_ns, [&] { cu::check(d.cuMemHostUnregister(p), "cuMemHostUnregister"); });
+  }
+
+  // A page of host memory the CUDA driver made as a shareable allocation (a host NUMA node's),
+  // imported and mapped for the device and the CPU, its first word written by the CPU, then
+  // unmapped: a connection page shared without cuMemHostRegister.
+  void host_numa(const cu::VmmAllocation& exported, std::size_t size) {
+    cu::ScopedContext current(ctx->get());
+    const cu::Driver& d = cu::driver();
+    int raw_fd = -1;
+    cu::check(d.cuMemExportToShareableHandle(&raw_fd, exported.get(),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              "cuMemExportToShareableHandle (host NUMA)");
+    const cudaipc::UniqueFd fd(raw_fd);
+    CUdeviceptr va = 0;
+    bool mapped = false;
+    const auto undo = [&] {
+      if (mapped) cu::check(d.cuMemUnmap(va, size), "cuMemUnmap (host NUMA)");
+      mapped = false;
+      if (va) cu::check(d.cuMemAddressFree(va, size), "cuMemAddressFree (host NUMA)");
+      va = 0;
+    };
+    try {
+      timed(join_ns, [&] {
+        CUmemGenericAllocationHandle h = 0;
+        cu::check(
+            d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(std::intptr_t{fd.get()}),
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            "cuMemImportFromShareableHandle (host NUMA)");
+        const cu::VmmAllocation imported(ctx, h);
+        cu::check(d.cuMemAddressReserve(&va, size, 0, 0, 0), "cuMemAddressReserve (host NUMA)");
+        cu::check(d.cuMemMap(va, size, 0, h, 0), "cuMemMap (host NUMA)");
+        mapped = true;
+        CUmemAccessDesc access[2] = {};
+        access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[0].location.id = ctx->device();
+        access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        access[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        access[1].location.id = 0;
+        access[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        cu::check(d.cuMemSetAccess(va, size, access, 2), "cuMemSetAccess (device and host)");
+        reinterpret_cast<std::atomic<std::uint32_t>*>(va)->store(1, std::memory_order_release);
+      });
+      timed(leave_ns, undo);
+    } catch (...) {
+      try {
+        undo();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+
+  // A producer's side of host-numa: the page made and exported, then released.
+  void host_numa_create(std::size_t size) {
+    cu::ScopedContext current(ctx->get());
+    const cu::Driver& d = cu::driver();
+    CUmemAllocationProp prop = cu::vmm_properties(ctx->device());
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 0;
+    cu::VmmAllocation made;
+    cudaipc::UniqueFd fd;
+    timed(join_ns, [&] {
+      CUmemGenericAllocationHandle h = 0;
+      cu::check(d.cuMemCreate(&h, size, &prop, 0), "cuMemCreate (host NUMA node 0)");
+      made = cu::VmmAllocation(ctx, h);
+      int raw_fd = -1;
+      cu::check(
+          d.cuMemExportToShareableHandle(&raw_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+          "cuMemExportToShareableHandle (host NUMA)");
+      fd = cudaipc::UniqueFd(raw_fd);
+    });
+    timed(leave_ns, [&] {
+      fd.reset();
+      made = cu::VmmAllocation();
+    });
+  }
+
   void stream() {
     cu::Stream st;
     timed(join_ns, [&] { st = cu::make_stream(ctx); });
@@ -420,6 +528,44 @@ struct Churn {
       if (!bench::wait_ok(bench::spawn_self({"--other-context"}), "the other context's process"))
         throw std::runtime_error("the process with a context of its own failed");
     });
+  }
+
+  static constexpr int kContexts = 4;
+
+  // kContexts processes making and dropping contexts of their own at once, and `each` (none:
+  // nothing) again and again until they are all gone: the kernel driver's GPU-wide lock, which
+  // their contexts' making and teardown hold, against this process's calls that need it, as a
+  // model process's joins while pipelines start.
+  template <class F>
+  void contexts_at_once(F&& each) {
+    std::vector<pid_t> kids;
+    const auto wait_all = [&] {
+      bool ok = true;
+      for (const pid_t pid : kids) ok = bench::wait_ok(pid, "a process with a context") && ok;
+      kids.clear();
+      return ok;
+    };
+    try {
+      timed(spawn_ns, [&] {
+        for (int i = 0; i < kContexts; ++i) kids.push_back(bench::spawn_self({"--other-context"}));
+      });
+      while (!all_exited(kids)) each();
+    } catch (...) {
+      wait_all();
+      throw;
+    }
+    if (!wait_all()) throw std::runtime_error("a process with a context of its own failed");
+  }
+
+  // Whether every one of `pids` has exited, none of them reaped (wait_ok does that).
+  static bool all_exited(const std::vector<pid_t>& pids) {
+    for (const pid_t pid : pids) {
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0)
+        throw std::runtime_error(std::string("waitid: ") + std::strerror(errno));
+      if (info.si_pid == 0) return false;
+    }
+    return true;
   }
 
   void run_command() {
@@ -436,10 +582,14 @@ struct Churn {
 };
 
 // An exportable allocation the size of a 1080p NV12 slot, as a producer makes it, for the vmm
-// phase.
+// phase; and one page of shareable host memory (a host NUMA node's) for host-numa, where the
+// driver makes one (else why not).
 struct Exported {
   cu::VmmAllocation allocation;
   std::size_t size = 0;
+  cu::VmmAllocation host_numa;
+  std::size_t host_numa_size = 0;
+  std::string host_numa_refused;
 };
 
 Exported make_exported(const cu::ContextPtr& ctx) {
@@ -448,10 +598,71 @@ Exported make_exported(const cu::ContextPtr& ctx) {
   e.size = cu::round_up(kFrameBytes, cu::vmm_granularity(dev));
   const CUmemAllocationProp prop = cu::vmm_properties(dev);
   cu::ScopedContext current(ctx->get());
+  const cu::Driver& d = cu::driver();
   CUmemGenericAllocationHandle h = 0;
-  cu::check(cu::driver().cuMemCreate(&h, e.size, &prop, 0), "cuMemCreate");
+  cu::check(d.cuMemCreate(&h, e.size, &prop, 0), "cuMemCreate");
   e.allocation = cu::VmmAllocation(ctx, h);
+  try {
+    CUmemAllocationProp host = prop;
+    host.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    host.location.id = 0;
+    std::size_t g = 0;
+    cu::check(d.cuMemGetAllocationGranularity(&g, &host, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+              "cuMemGetAllocationGranularity (host NUMA)");
+    CUmemGenericAllocationHandle hh = 0;
+    cu::check(d.cuMemCreate(&hh, g, &host, 0), "cuMemCreate (host NUMA node 0)");
+    e.host_numa = cu::VmmAllocation(ctx, hh);
+    e.host_numa_size = g;
+  } catch (const std::exception& err) {
+    e.host_numa_refused = err.what();
+  }
   return e;
+}
+
+// What a page of shareable host memory allows the CPU, mapped in this process for the device and
+// the CPU: its size (the driver's granularity), a compare-and-swap, a futex wake (a consumer sleeps
+// on words of its connection page). One line.
+void probe_host_numa(const cu::ContextPtr& ctx, const Exported& e) {
+  if (!e.host_numa) {
+    std::printf("host NUMA page: none (%s)\n\n", e.host_numa_refused.c_str());
+    return;
+  }
+  cu::ScopedContext current(ctx->get());
+  const cu::Driver& d = cu::driver();
+  CUdeviceptr va = 0;
+  cu::check(d.cuMemAddressReserve(&va, e.host_numa_size, 0, 0, 0), "cuMemAddressReserve (probe)");
+  std::string result;
+  try {
+    cu::check(d.cuMemMap(va, e.host_numa_size, 0, e.host_numa.get(), 0), "cuMemMap (probe)");
+    CUmemAccessDesc access[2] = {};
+    access[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access[0].location.id = ctx->device();
+    access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    access[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    access[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    try {
+      cu::check(d.cuMemSetAccess(va, e.host_numa_size, access, 2), "cuMemSetAccess (probe)");
+      auto* word = reinterpret_cast<std::atomic<std::uint32_t>*>(va);
+      word->store(5, std::memory_order_release);
+      std::uint32_t seen = 5;
+      const bool swapped = word->compare_exchange_strong(seen, 6, std::memory_order_acq_rel);
+      const long woke = ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(va), FUTEX_WAKE, 1,
+                                  nullptr, nullptr, 0);
+      const int futex_errno = woke < 0 ? errno : 0;
+      result = std::string("compare-and-swap ") + (swapped && word->load() == 6 ? "ok" : "FAILED") +
+               ", futex wake " +
+               (woke >= 0 ? "ok" : std::string("refused: ") + std::strerror(futex_errno));
+    } catch (const std::exception& err) {
+      result = err.what();
+    }
+    cu::check(d.cuMemUnmap(va, e.host_numa_size), "cuMemUnmap (probe)");
+  } catch (...) {
+    d.cuMemAddressFree(va, e.host_numa_size);
+    throw;
+  }
+  cu::check(d.cuMemAddressFree(va, e.host_numa_size), "cuMemAddressFree (probe)");
+  std::printf("host NUMA page: %zu bytes, mapped for the device and the CPU: %s\n\n",
+              e.host_numa_size, result.c_str());
 }
 
 struct Row {
@@ -476,7 +687,7 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
   Calls calls;
   std::atomic<bool> stop{false};
   std::exception_ptr failed;
-  Churn churn{ctx, channel, o.command, calls, {}, {}, host + 8, 0, 0, {}};
+  Churn churn{ctx, channel, o.command, calls, {}, {}, {}, host + 8, 0, 0, {}};
   std::thread other([&] {
     try {
       while (!stop.load(std::memory_order_acquire)) {
@@ -494,6 +705,29 @@ Row run_phase(const std::string& phase, const Options& o, const cu::ContextPtr& 
           churn.stream();
         else if (phase == "other-ctx")
           churn.other_context();
+        else if (phase == "contexts")
+          churn.contexts_at_once([] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+        else if (phase == "vmm-amid-contexts")
+          churn.contexts_at_once([&] { churn.vmm(exported.allocation, exported.size); });
+        else if (phase == "host-page-amid-contexts")
+          churn.contexts_at_once([&] { churn.host_page(); });
+        else if (phase == "host-page-local")
+          churn.host_page_local();
+        else if (phase == "host-page-local-amid-contexts")
+          churn.contexts_at_once([&] { churn.host_page_local(); });
+        else if (phase.rfind("host-numa", 0) == 0 && !exported.host_numa)
+          throw std::runtime_error("no host NUMA allocation: " + exported.host_numa_refused);
+        else if (phase == "host-numa-amid-contexts")
+          churn.contexts_at_once(
+              [&] { churn.host_numa(exported.host_numa, exported.host_numa_size); });
+        else if (phase == "host-numa-create-amid-contexts")
+          churn.contexts_at_once([&] { churn.host_numa_create(exported.host_numa_size); });
+        else if (phase == "host-numa")
+          churn.host_numa(exported.host_numa, exported.host_numa_size);
+        else if (phase == "stream-amid-contexts")
+          churn.contexts_at_once([&] { churn.stream(); });
+        else if (phase == "join-amid-contexts")
+          churn.contexts_at_once([&] { churn.join_leave(); });
         else if (phase == "command")
           churn.run_command();
         else if (phase != "alone")
@@ -615,6 +849,7 @@ int run_all(const Options& o) {
     cu::DeviceAllocation buf = cu::make_device_allocation(ctx, bytes);
     cu::HostAllocation host = cu::make_host_allocation(ctx, 64);
     const Exported exported = make_exported(ctx);
+    probe_host_numa(ctx, exported);
     const cu::Stream stream = cu::make_stream(ctx);
     const CUstream s = stream.get();
     cu::Event event;
