@@ -77,7 +77,8 @@ class Threads:
                 if end > start:
                     seen.append((cs[j], (end - start) / 1e6))
                 j += 1
-            idle = before is not None and before[2] == "S" and all(
+            # Asleep where it was before the call throughout, or gone before it.
+            idle = before is not None and before[2] in ("S", "gone") and all(
                 c[2:5] == before[2:5] for c, _ in seen)
             if not seen or (idle and tid != self.pid):
                 continue
