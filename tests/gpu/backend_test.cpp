@@ -357,6 +357,48 @@ TEST_P(CudaBackend, WriteWaitsForASlowRead) {
   EXPECT_EQ(c.changed, 0u);
 }
 
+// The GPU semaphore words in the consumer's page of their own (where the driver makes one) and,
+// with CUDAIPC_SEMAPHORE_PAGE=registered, in the registered connection page: each way a read
+// waits for a slow write and a write for a slow read, every byte checked.
+TEST_P(CudaBackend, TheSemaphoreWordsWorkInTheirOwnPageAndInTheConnectionPage) {
+  CUDAIPC_REQUIRE_GPU();
+  for (const bool registered : {false, true}) {
+    SCOPED_TRACE(registered ? "registered connection page" : "own page");
+    if (registered)
+      ::setenv("CUDAIPC_SEMAPHORE_PAGE", "registered", 1);
+    else
+      ::unsetenv("CUDAIPC_SEMAPHORE_PAGE");
+    Kernels k;
+    Joined j(with_mode(GetParam()), {}, 1, kSize);
+    ::unsetenv("CUDAIPC_SEMAPHORE_PAGE");
+    // The consumer's sync description: magic, version, count, where the words are (+ its fd).
+    const WireBlob csync = j.consumer->export_sync();
+    std::uint32_t where = 9;
+    ASSERT_EQ(csync.bytes.size(), 16u);
+    std::memcpy(&where, csync.bytes.data() + 12, sizeof where);
+    if (registered) {
+      EXPECT_EQ(where, 0u);
+      EXPECT_TRUE(csync.fds.empty());
+    } else if (where == 0) {
+      std::printf("note: this driver makes no shareable host page; the words stay registered\n");
+    } else {
+      EXPECT_EQ(where, 1u);
+      EXPECT_EQ(csync.fds.size(), 1u);
+    }
+    for (std::uint64_t key = 1; key <= 20; ++key) {
+      j.producer->begin_write(0);
+      k.slow_fill(j.pstream(), j.slots->address(0), kSize, key, kSpinNs);
+      j.producer->end_write(0, key);
+      ASSERT_TRUE(j.consumer->on_acquire(0, key, kForever));
+      k.slow_read(j.cstream(), j.imported->address(0), kSize, key, kSpinNs);
+      j.consumer->on_release(0, key);
+    }
+    const gputest::Counters c = k.counters(j.cstream());
+    EXPECT_EQ(c.bad, 0u);
+    EXPECT_EQ(c.changed, 0u);
+  }
+}
+
 TEST_P(CudaBackend, HostDeviceAnd2dWritesLandIntact) {
   CUDAIPC_REQUIRE_GPU();
   Kernels k;
@@ -619,6 +661,24 @@ TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {
   WireBlob clonger = copy(csync);
   clonger.bytes.push_back(0);
   EXPECT_EQ(attach(clonger), Errc::protocol);
+  EXPECT_EQ(attach(patched<std::uint32_t>(csync, 12, 7)), Errc::protocol);  // where the words are
+  if (csync.fds.size() == 1) {
+    // The words in a page of their own: without its fd, with one too many, or with device memory
+    // (the slots') in its place, which the CPU could not read.
+    WireBlob no_fd = copy(csync);
+    no_fd.fds.clear();
+    EXPECT_EQ(attach(no_fd), Errc::protocol);
+    WireBlob two_fds = copy(csync);
+    two_fds.fds.push_back(dup_fd(csync.fds[0].get()));
+    EXPECT_EQ(attach(two_fds), Errc::protocol);
+    EXPECT_EQ(attach(patched<std::uint32_t>(csync, 12, 0)), Errc::protocol);  // and an fd
+    if (vmm) {
+      WireBlob device = copy(csync);
+      device.fds.clear();
+      device.fds.push_back(dup_fd(j.slots->export_slots().fds[0].get()));
+      EXPECT_EQ(attach(device), Errc::protocol);
+    }
+  }
   EXPECT_EQ(error_of([&] { j.producer->attach_consumer(7, copy(csync), nullptr, 0, nullptr); }),
             Errc::invalid_argument);
 

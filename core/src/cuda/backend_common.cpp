@@ -1,6 +1,7 @@
 #include "backend_common.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "cudaipc/error.hpp"
@@ -151,6 +152,11 @@ std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice devi
   }
   e->uuid = device_uuid(e->device());
   return e;
+}
+
+bool registered_semaphores_asked() {
+  const char* v = std::getenv("CUDAIPC_SEMAPHORE_PAGE");
+  return v && std::strcmp(v, "registered") == 0;
 }
 
 void check_header(BlobReader& r, std::uint32_t magic, const char* what) {

@@ -29,8 +29,8 @@
 
 namespace cudaipc::cuda {
 
-inline constexpr std::uint32_t kWireVersion = 2;                 // 1: IPC events
-inline constexpr std::uint32_t kSlotsMagic = 0x53504943;         // "CIPS"
+inline constexpr std::uint32_t kWireVersion = 3;          // 1: IPC events; 2: no semaphore page
+inline constexpr std::uint32_t kSlotsMagic = 0x53504943;  // "CIPS"
 inline constexpr std::uint32_t kProducerSyncMagic = 0x52504943;  // "CIPR"
 inline constexpr std::uint32_t kConsumerSyncMagic = 0x44504943;  // "CIPD"
 // Slot starts are page aligned: enough for any vector load, texture pitch or DMA engine.
@@ -104,6 +104,14 @@ struct Engine {
 
 // `device` is used when opts.context is null; a caller's context must agree with opts.device.
 std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice device);
+
+// Where a connection's GPU semaphore words are, as the consumer's sync description says: its
+// own page (words_page.hpp, one fd with the description), or the connection page, which both
+// processes then register.
+enum class SemaphoreWords : std::uint32_t { connection_page = 0, own_page = 1 };
+// CUDAIPC_SEMAPHORE_PAGE=registered in the consumer's environment keeps them in the connection
+// page where the driver would make their own (a diagnostic switch; the GPU suites run both ways).
+bool registered_semaphores_asked();
 
 // Reads and checks a wire description's magic and version (kWireVersion).
 void check_header(BlobReader& r, std::uint32_t magic, const char* what);

@@ -26,6 +26,7 @@
 #include "memory_backend.hpp"
 #include "semaphores.hpp"
 #include "stream_join.hpp"
+#include "words_page.hpp"
 
 namespace cudaipc {
 namespace {
@@ -224,11 +225,23 @@ class CudaConsumerMemory final : public ConsumerMemory {
     if (!engine_)
       throw Error(Errc::invalid_argument,
                   "the consumer's CUDA device follows the producer's: import_sync comes first");
-    reg_ = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, bytes);
+    if (!registered_semaphores_asked()) words_page_ = cuda::WordsPage::make(engine_->ctx);
+    if (words_page_) {
+      cuda::GpuWords& w = words_page_->words();
+      ready_word_ = &w.ready;
+      done_words_ = w.done;
+      ready_ = words_page_->device_address(&w.ready);
+      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+        done_[i] = words_page_->device_address(&w.done[i]);
+    } else {
+      reg_ = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, bytes);
+      ready_word_ = &page->ready;
+      done_words_ = page->done;
+      ready_ = reg_->device_address(&page->ready);
+      for (std::uint32_t i = 0; i < kMaxSlots; ++i) done_[i] = reg_->device_address(&page->done[i]);
+    }
     page_ = page;
     producer_pidfd_ = producer_pidfd;
-    ready_ = reg_->device_address(&page->ready);
-    for (std::uint32_t i = 0; i < kMaxSlots; ++i) done_[i] = reg_->device_address(&page->done[i]);
     join_ = std::make_unique<cuda::StreamJoin>(engine_->ctx);
   }
 
@@ -241,6 +254,9 @@ class CudaConsumerMemory final : public ConsumerMemory {
     b.put(kConsumerSyncMagic);
     b.put(kWireVersion);
     b.put(slot_count_);
+    b.put(static_cast<std::uint32_t>(words_page_ ? SemaphoreWords::own_page
+                                                 : SemaphoreWords::connection_page));
+    if (words_page_) b.fds.push_back(words_page_->export_fd());
     return b;
   }
 
@@ -249,17 +265,18 @@ class CudaConsumerMemory final : public ConsumerMemory {
   bool on_acquire(std::uint32_t slot, std::uint64_t seq, std::uint64_t deadline_ns) override {
     check_slot(slot);
     ConnPage& page = *page_;
+    std::atomic<std::uint32_t>& done = done_words_[slot];
     const std::uint32_t t = cuda::seq32(seq);
     // Tells the producer to wait for done[slot] before it rewrites the slot. A done value from
     // more than 2^30 frames ago could read as "ahead" of t once the counter wraps: move it just
     // behind t (no write of ours to it can still be queued after so many frames).
     page.acquired[slot].store(seq, std::memory_order_release);
-    if (t - page.done[slot].load(std::memory_order_acquire) > (1u << 30))
-      page.done[slot].store(t - 1, std::memory_order_release);
+    if (t - done.load(std::memory_order_acquire) > (1u << 30))
+      done.store(t - 1, std::memory_order_release);
     // Already written (the common case once the consumer has woken up): the write and its
     // release landed before this load saw `ready`, so kernels queued from here read the whole
     // frame, exactly as after a CPU wait. No driver call, no wait queued.
-    if (cuda::reached(page.ready.load(std::memory_order_acquire), t)) return true;
+    if (cuda::reached(ready_word_->load(std::memory_order_acquire), t)) return true;
     note_wait(t);
     // After the death watch has fired nobody will release a new wait: the frame will never be
     // written. (Before it fires, note_wait's newest value is what the watch releases.)
@@ -270,7 +287,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
       // In slices, so a dead producer ends the wait however far off the caller's deadline is.
       for (;;) {
         const std::uint64_t slice = std::min(deadline_ns, monotonic_ns() + kDeadCheckNs);
-        if (cuda::cpu_wait(page.ready, t, slice)) return true;
+        if (cuda::cpu_wait(*ready_word_, t, slice)) return true;
         if (slice >= deadline_ns || producer_dead()) return false;
       }
     }
@@ -289,7 +306,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   void on_release(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
     if (known_idle()) {
-      cuda::raise(page_->done[slot], cuda::seq32(seq));
+      cuda::raise(done_words_[slot], cuda::seq32(seq));
       return;
     }
     ScopedContext current(engine_->ctx->get());
@@ -301,7 +318,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
       if (idle == CUDA_SUCCESS) {
         // Nothing of ours is queued either: no stream write can land after this store.
         note_idle(queued);
-        cuda::raise(page_->done[slot], cuda::seq32(seq));
+        cuda::raise(done_words_[slot], cuda::seq32(seq));
         return;
       }
       if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
@@ -324,10 +341,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
   }
 
   void producer_gone() noexcept override {
-    if (page_) note_written_at_death(page_->ready.load(std::memory_order_seq_cst));
+    if (page_) note_written_at_death(ready_word_->load(std::memory_order_seq_cst));
     gone_.store(true, std::memory_order_seq_cst);
     if (!page_ || !waited_.load(std::memory_order_seq_cst)) return;
-    cuda::raise(page_->ready, newest_wait_.load(std::memory_order_seq_cst));
+    cuda::raise(*ready_word_, newest_wait_.load(std::memory_order_seq_cst));
   }
 
   bool close() noexcept override {
@@ -368,7 +385,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   // is queued; otherwise the caller's stream waits for ours, which on_acquire made wait for it.
   void order_reads(std::uint32_t slot, std::uint64_t seq, void* stream) override {
     check_slot(slot);
-    if (cuda::reached(page_->ready.load(std::memory_order_acquire), cuda::seq32(seq))) return;
+    if (cuda::reached(ready_word_->load(std::memory_order_acquire), cuda::seq32(seq))) return;
     join_->wait(static_cast<CUstream>(stream), engine_->stream);
   }
 
@@ -510,7 +527,12 @@ class CudaConsumerMemory final : public ConsumerMemory {
   std::shared_ptr<const Engine> engine_;
   ConnPage* page_ = nullptr;
   int producer_pidfd_ = -1;  // owned by the connection, which outlives this object
+  // The GPU semaphore words: in a page of their own (words_page.hpp), or in the connection page,
+  // registered (reg_), where the driver makes no such page.
+  std::unique_ptr<cuda::WordsPage> words_page_;
   std::unique_ptr<cuda::RegisteredPage> reg_;
+  std::atomic<std::uint32_t>* ready_word_ = nullptr;
+  std::atomic<std::uint32_t>* done_words_ = nullptr;  // kMaxSlots of them
   CUdeviceptr ready_ = 0;
   std::array<CUdeviceptr, kMaxSlots> done_{};
   std::unique_ptr<cuda::StreamJoin> join_;  // callers' streams and ours (attach_page)

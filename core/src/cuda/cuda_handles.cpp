@@ -57,7 +57,7 @@ IpcImport open_ipc_memory(ContextPtr ctx, const CUipcMemHandle& handle) {
 }
 
 Mapping::Mapping(ContextPtr ctx, CUmemGenericAllocationHandle allocation, std::size_t size,
-                 const CUmemAccessDesc& access)
+                 const CUmemAccessDesc* access, std::size_t count)
     : ctx_(std::move(ctx)) {
   const Driver& d = driver();
   ScopedContext current(ctx_->get());
@@ -66,7 +66,7 @@ Mapping::Mapping(ContextPtr ctx, CUmemGenericAllocationHandle allocation, std::s
   try {
     check(d.cuMemMap(address_, size, 0, allocation, 0), "cuMemMap");
     mapped_ = true;
-    check(d.cuMemSetAccess(address_, size, &access, 1), "cuMemSetAccess");
+    check(d.cuMemSetAccess(address_, size, access, count), "cuMemSetAccess");
   } catch (...) {
     reset();  // a constructor that throws gets no destructor call
     throw;

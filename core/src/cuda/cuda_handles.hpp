@@ -131,7 +131,11 @@ class Mapping {
   // grants `access`; the mapping holds its own reference to the physical memory, so the caller may
   // release `allocation` afterwards.
   Mapping(ContextPtr ctx, CUmemGenericAllocationHandle allocation, std::size_t size,
-          const CUmemAccessDesc& access);
+          const CUmemAccessDesc& access)
+      : Mapping(std::move(ctx), allocation, size, &access, 1) {}
+  // The same with `count` grants (a device and the CPU, for host memory the driver made).
+  Mapping(ContextPtr ctx, CUmemGenericAllocationHandle allocation, std::size_t size,
+          const CUmemAccessDesc* access, std::size_t count);
   Mapping(Mapping&& o) noexcept { *this = std::move(o); }
   Mapping& operator=(Mapping&& o) noexcept;
   Mapping(const Mapping&) = delete;

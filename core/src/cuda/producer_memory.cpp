@@ -31,6 +31,7 @@
 #include "memory_backend.hpp"
 #include "semaphores.hpp"
 #include "stream_join.hpp"
+#include "words_page.hpp"
 
 namespace cudaipc {
 namespace {
@@ -131,7 +132,13 @@ class CudaProducerSlots final : public ProducerSlots {
 struct WatchedPage {
   std::uint32_t id = 0;  // the consumer id
   ConnPage* page = nullptr;
+  std::shared_ptr<const void> keep;  // the connection page's mapping
+  // The GPU semaphore words: in the consumer's page of their own (words_page.hpp), or in the
+  // connection page, registered (reg).
+  std::unique_ptr<cuda::WordsPage> words_page;
   std::unique_ptr<cuda::RegisteredPage> reg;
+  std::atomic<std::uint32_t>* ready_word = nullptr;
+  std::atomic<std::uint32_t>* done_words = nullptr;  // kMaxSlots of them
   CUdeviceptr ready = 0;
   std::array<CUdeviceptr, kMaxSlots> done{};
   // Per slot, the newest value the producer's stream was told to wait for in done[slot]: what the
@@ -147,7 +154,7 @@ struct WatchedPage {
   void settle() noexcept {
     for (std::uint32_t i = 0; i < kMaxSlots; ++i)
       if (owed_mask & (std::uint64_t{1} << i))
-        page->done[i].store(owed[i], std::memory_order_release);
+        done_words[i].store(owed[i], std::memory_order_release);
   }
 
   // Whether every frame the page says the consumer took has been read to the end.
@@ -155,7 +162,7 @@ struct WatchedPage {
     for (std::uint32_t i = 0; i < slots; ++i) {
       const std::uint64_t took = page->acquired[i].load(std::memory_order_acquire);
       if (took != 0 &&
-          !cuda::reached(page->done[i].load(std::memory_order_acquire), cuda::seq32(took)))
+          !cuda::reached(done_words[i].load(std::memory_order_acquire), cuda::seq32(took)))
         return false;
     }
     return true;
@@ -238,28 +245,46 @@ class CudaProducerMemory final : public ProducerMemory {
     if (count != slot_count_)
       throw Error(Errc::protocol, "consumer expects " + std::to_string(count) +
                                       " slots, the channel has " + std::to_string(slot_count_));
-    if (r.remaining() != 0 || !sync.fds.empty())
+    const auto where = static_cast<SemaphoreWords>(r.get<std::uint32_t>("semaphore words"));
+    if (where != SemaphoreWords::connection_page && where != SemaphoreWords::own_page)
+      throw Error(Errc::protocol, "unknown place of the semaphore words " +
+                                      std::to_string(static_cast<std::uint32_t>(where)));
+    const std::size_t fds = where == SemaphoreWords::own_page ? 1 : 0;
+    if (r.remaining() != 0 || sync.fds.size() != fds)
       throw Error(Errc::protocol, "trailing data after the consumer's sync description");
     if (!page) throw Error(Errc::invalid_argument, "a CUDA consumer needs its connection page");
     if (consumer >= kMaxConsumerIds)
       throw Error(Errc::invalid_argument, "consumer id " + std::to_string(consumer) +
                                               " is beyond the CUDA backend's table");
-    // The slow part (registering the page) before the lock: publishing never waits for it.
+    // The slow part (mapping or registering the words) before the lock: publishing never waits
+    // for it.
     auto w = std::make_unique<WatchedPage>();
     w->id = consumer;
     w->page = page;
-    w->reg =
-        std::make_unique<cuda::RegisteredPage>(engine_->ctx, std::move(keep), page, page_bytes);
-    w->ready = w->reg->device_address(&page->ready);
-    for (std::uint32_t i = 0; i < kMaxSlots; ++i)
-      w->done[i] = w->reg->device_address(&page->done[i]);
+    w->keep = std::move(keep);
+    if (where == SemaphoreWords::own_page) {
+      w->words_page = cuda::WordsPage::import(engine_->ctx, sync.fds[0].get());
+      cuda::GpuWords& words = w->words_page->words();
+      w->ready_word = &words.ready;
+      w->done_words = words.done;
+      w->ready = w->words_page->device_address(&words.ready);
+      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+        w->done[i] = w->words_page->device_address(&words.done[i]);
+    } else {
+      w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, page_bytes);
+      w->ready_word = &page->ready;
+      w->done_words = page->done;
+      w->ready = w->reg->device_address(&page->ready);
+      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
+        w->done[i] = w->reg->device_address(&page->done[i]);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (watched_.size() + 1 >= cuda::WriteBatch::capacity)  // + the progress word
       throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
                                   " consumer pages already");
     // Frames up to the producer's progress have landed; later ones already queued reach this
     // page from the CPU too (reap), until the first frame whose own writes include it.
-    page->ready.store(progress_->load(std::memory_order_acquire), std::memory_order_release);
+    w->ready_word->store(progress_->load(std::memory_order_acquire), std::memory_order_release);
     w->first_batch = last_written_ + 1;
     // The id may have been someone else's: what the log says was waited for is about them.
     for (auto& f : frame_log_) f.waited_for.reset(consumer);
@@ -292,7 +317,7 @@ class CudaProducerMemory final : public ProducerMemory {
       const std::uint32_t written = progress_->load(std::memory_order_acquire);
       for (auto& [id, w] : watched_)
         if (!cuda::reached(written, cuda::seq32(w->first_batch)))
-          cuda::raise(w->page->ready, written);
+          cuda::raise(*w->ready_word, written);
       release_holders(written, now_ns, give_up_ns, stalled);
       for (auto& [id, w] : watched_)
         if (w->stalled) w->settle();
@@ -317,7 +342,7 @@ class CudaProducerMemory final : public ProducerMemory {
         }
       }
     }
-    // Unregistered here, outside the lock.
+    // Unregistered or unmapped here, outside the lock.
   }
 
   // The write into slot i must follow the last read of every consumer that took the frame the
@@ -453,7 +478,7 @@ class CudaProducerMemory final : public ProducerMemory {
   void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
     if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
-    if (cuda::reached(w.page->done[slot].load(std::memory_order_acquire), target)) return;
+    if (cuda::reached(w.done_words[slot].load(std::memory_order_acquire), target)) return;
     waits_.push_back(Wait{w.done[slot], target});  // reserved: allocates only past 256 readers
     w.owed[slot] = target;
     w.owed_mask |= std::uint64_t{1} << slot;
@@ -485,7 +510,7 @@ class CudaProducerMemory final : public ProducerMemory {
     // so its page no longer names the one its GPU still reads.
     auto holds = [&](const WatchedPage& w) {
       return f.waited_for.test(w.id) &&
-             !cuda::reached(w.page->done[f.slot].load(std::memory_order_acquire),
+             !cuda::reached(w.done_words[f.slot].load(std::memory_order_acquire),
                             cuda::seq32(f.replaced));
     };
     for (auto& [id, w] : watched_)
