@@ -250,12 +250,21 @@ class CudaProducerMemory final : public ProducerMemory {
       throw Error(Errc::protocol, "unknown place of the semaphore words " +
                                       std::to_string(static_cast<std::uint32_t>(where)));
     const std::size_t fds = where == SemaphoreWords::own_page ? 1 : 0;
-    if (r.remaining() != 0 || sync.fds.size() != fds)
+    if (r.remaining() != 0)
       throw Error(Errc::protocol, "trailing data after the consumer's sync description");
+    if (sync.fds.size() != fds)
+      throw Error(Errc::protocol, "the consumer's sync description came with " +
+                                      std::to_string(sync.fds.size()) + " fds, its semaphore " +
+                                      "words need " + std::to_string(fds));
     if (!page) throw Error(Errc::invalid_argument, "a CUDA consumer needs its connection page");
     if (consumer >= kMaxConsumerIds)
       throw Error(Errc::invalid_argument, "consumer id " + std::to_string(consumer) +
                                               " is beyond the CUDA backend's table");
+    {
+      // Refused before the slow part, which would be thrown away (checked again below).
+      std::lock_guard<std::mutex> lock(mu_);
+      if (watched_.size() + 1 >= cuda::WriteBatch::capacity) throw_full();
+    }
     // The slow part (mapping or registering the words) before the lock: publishing never waits
     // for it.
     auto w = std::make_unique<WatchedPage>();
@@ -279,9 +288,7 @@ class CudaProducerMemory final : public ProducerMemory {
         w->done[i] = w->reg->device_address(&page->done[i]);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (watched_.size() + 1 >= cuda::WriteBatch::capacity)  // + the progress word
-      throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
-                                  " consumer pages already");
+    if (watched_.size() + 1 >= cuda::WriteBatch::capacity) throw_full();  // + the progress word
     // Frames up to the producer's progress have landed; later ones already queued reach this
     // page from the CPU too (reap), until the first frame whose own writes include it.
     w->ready_word->store(progress_->load(std::memory_order_acquire), std::memory_order_release);
@@ -466,6 +473,12 @@ class CudaProducerMemory final : public ProducerMemory {
     }
     throw Error(Errc::invalid_argument,
                 "unknown CudaExportMode " + std::to_string(static_cast<std::uint32_t>(requested)));
+  }
+
+  // Called with mu_ held.
+  [[noreturn]] void throw_full() const {
+    throw Error(Errc::busy, "the producer's stream serves " + std::to_string(watched_.size()) +
+                                " consumer pages already");
   }
 
   void check_slot(std::uint32_t slot) const {

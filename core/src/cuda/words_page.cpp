@@ -11,18 +11,28 @@
 namespace cudaipc::cuda {
 namespace {
 
-// CUDA 12.2's values, named here so that older toolkits' headers build this file too; a driver
-// that predates them refuses the allocation, and the connection page is registered instead.
-constexpr auto kHostNuma = static_cast<CUmemLocationType>(0x3);  // CU_MEM_LOCATION_TYPE_HOST_NUMA
-constexpr auto kHostNumaId =
-    static_cast<CUdevice_attribute>(134);  // CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID
+// Host NUMA allocations came with CUDA 12.2; a driver that predates them refuses the allocation,
+// and the connection page is registered instead.
+constexpr int kHostNumaDriver = 12020;
 
-// The host NUMA node nearest `dev` (0 where the system has no NUMA or the driver does not say).
+#if CUDA_VERSION >= 12020
+constexpr CUmemLocationType kHostNuma = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+
+// The host NUMA node nearest `dev` (0 where the system has no NUMA or the driver does not say:
+// any node works, the nearest is only faster).
 int host_node(CUdevice dev) {
   int node = -1;
-  if (driver().cuDeviceGetAttribute(&node, kHostNumaId, dev) != CUDA_SUCCESS || node < 0) return 0;
-  return node;
+  const CUresult r = driver().cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev);
+  return r == CUDA_SUCCESS && node >= 0 ? node : 0;
 }
+#else
+// Built against older headers: 12.2's value of CU_MEM_LOCATION_TYPE_HOST_NUMA (the enum's range
+// reaches 0x7FFFFFFF), and node 0.
+constexpr auto kHostNuma = static_cast<CUmemLocationType>(0x3);
+int host_node(CUdevice) {
+  return 0;
+}
+#endif
 
 CUmemAllocationProp host_properties(CUdevice dev) {
   CUmemAllocationProp prop{};
@@ -63,12 +73,17 @@ std::unique_ptr<WordsPage> WordsPage::make(const ContextPtr& ctx) {
     page->allocation_ = VmmAllocation(ctx, h);
     page->mapping_ = map_for_both(ctx, h, size);
   } catch (const Error& e) {
+    // Expected of a driver before 12.2, said once; a newer one that refuses (a memory limit, no
+    // pinned memory left) brings back the launches held while pipelines start: a warning, once.
+    const bool expected = driver().version < kHostNumaDriver;
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      log(LogLevel::info, (std::string("GPU semaphores in the registered connection page (the "
-                                       "driver makes no shareable host page: ") +
-                           e.what() + ")")
-                              .c_str());
+      log(expected ? LogLevel::info : LogLevel::warning,
+          (std::string("GPU semaphores in the registered connection page, whose registration "
+                       "holds this process's launches while other processes make contexts (no "
+                       "shareable host page: ") +
+           e.what() + ")")
+              .c_str());
     return nullptr;
   }
   // Host memory the kernel hands out is zeroed; the words start from a known state regardless.
@@ -80,9 +95,14 @@ std::unique_ptr<WordsPage> WordsPage::import(const ContextPtr& ctx, int fd) {
   const Driver& d = driver();
   ScopedContext current(ctx->get());
   CUmemGenericAllocationHandle h = 0;
-  check(d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-        "cuMemImportFromShareableHandle (the consumer's semaphore page)");
+  const CUresult r =
+      d.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (r != CUDA_SUCCESS)
+    throw Error(Errc::protocol,
+                "the consumer's semaphore page is no CUDA allocation "
+                "(cuMemImportFromShareableHandle: " +
+                    error_text(r) + ")");
   // Only needed until mapped: the mapping holds its own reference to the memory.
   const VmmAllocation imported(ctx, h);
   CUmemAllocationProp prop{};
@@ -94,10 +114,11 @@ std::unique_ptr<WordsPage> WordsPage::import(const ContextPtr& ctx, int fd) {
   auto page = std::make_unique<WordsPage>(Key{});
   page->ctx_ = ctx;
   try {
-    page->mapping_ = map_for_both(ctx, h, page_bytes(host_properties(ctx->device())));
+    // Its own granularity (its node's), not this process's.
+    page->mapping_ = map_for_both(ctx, h, page_bytes(prop));
   } catch (const Error& e) {
     // The likely cause: a page smaller than the words.
-    throw Error(e.code(), std::string("mapping the consumer's semaphore page: ") + e.what());
+    throw Error(Errc::protocol, std::string("mapping the consumer's semaphore page: ") + e.what());
   }
   return page;
 }
