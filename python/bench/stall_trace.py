@@ -19,12 +19,14 @@ batch of the run beside them:
   longest launch      the runtime call, and the op it launched: its name, and its wait from its
                       launch to its start on the GPU
 
-With the model process's threads sampled beside the trace (thread_sampler.py's file, DIR/threads.json
-where many_pipelines.py --trace wrote it, or --threads FILE), each stalled batch's longest launch
-call is followed by what every thread of the process did while it waited: each thread that was not
-asleep where it had been before the call, with its states in order (state, system call, kernel
-function, CPU; how long, ms). A launch that waits on a lock shows the model's thread asleep on a
-futex and the holder busy; one that waits on the kernel driver shows it in an ioctl.
+With the model process's threads sampled beside the trace (thread_sampler.py's file,
+DIR/threads.json where many_pipelines.py --trace wrote it, or --threads FILE), each stalled batch's
+longest launch call is followed by what every thread of the process did while it waited: each
+thread that was not asleep where it had been before the call, with its states in order (state,
+system call, kernel function, CPU; how long, ms). A launch that waits on a lock shows the model's
+thread asleep on a futex and the holder busy (the core's threads are named: cudaipc-scan joins a
+pipeline, cudaipc-reader reads and leaves one); one that waits on the kernel driver shows it in an
+ioctl.
 
   python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10] [--threads FILE]
 """
