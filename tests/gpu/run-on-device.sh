@@ -55,6 +55,11 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   peers='*Killed*:*Stopped*:*Evicted*'
   run gpu-channel 360 "$dir/cudaipc-gpu-channel-test" --gtest_filter="-$peers"
   run gpu-peer-death 180 "$dir/cudaipc-gpu-channel-test" --gtest_filter="$peers"
+  # The semaphore words' fallback, the connection page registered in both processes (a driver
+  # before 12.2 makes no page of their own), across processes: every byte, slow writers and
+  # readers, killed peers.
+  run gpu-registered 240 env CUDAIPC_SEMAPHORE_PAGE=registered "$dir/cudaipc-gpu-channel-test" \
+    --gtest_filter='*IntegrityEveryByteOfEveryFrame*:*SlowWriteEarly*:*SlowRead*:*KilledConsumerStallsNothing*:*KilledProducerWithWritesQueued*'
   if [ -x "$dir/cudaipc" ]; then
     run gpu-cli 90 sh "$dir/gpu_cli.sh" "$dir/cudaipc"
   fi

@@ -110,8 +110,8 @@ std::shared_ptr<const Engine> make_engine(const CudaOptions& opts, CUdevice devi
 // processes then register.
 enum class SemaphoreWords : std::uint32_t { connection_page = 0, own_page = 1 };
 // CUDAIPC_SEMAPHORE_PAGE=registered in the consumer's environment keeps them in the connection
-// page where the driver would make their own (a diagnostic switch; the backend's GPU suite runs
-// both ways).
+// page where the driver would make their own (a diagnostic switch; the GPU suites run both ways,
+// tests/gpu/run-on-device.sh).
 bool registered_semaphores_asked();
 
 // Reads and checks a wire description's magic and version (kWireVersion).
