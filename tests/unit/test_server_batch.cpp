@@ -260,6 +260,38 @@ TEST(ServerBatch, ADirectorysChannelsJoinAndLeave) {
   EXPECT_EQ(cam->replies(1), (std::vector<std::string>{"7/1"}));
 }
 
+// A pipeline that leaves with requests still queued takes them with it: none of them reaches a
+// batch, the others' requests come as before, and the server counts none left over.
+TEST(ServerBatch, APipelineThatLeavesTakesItsQueuedRequestsWithIt) {
+  cudaipc::testing::TempDir dir;
+  ServerOptions so;
+  so.directory = dir.path();
+  so.scan_interval = 10ms;
+  Server server(so);
+  auto gone = std::make_unique<Requester>(dir.file("cam1"), 1);
+  Requester stays(dir.file("cam2"), 2);
+  ASSERT_TRUE(gone->served());
+  ASSERT_TRUE(stays.served());
+  for (std::uint32_t n = 1; n <= 3; ++n) gone->send(n);
+  wait_queued(server, 3);
+  gone.reset();
+  const auto until = Clock::now() + 3s;
+  while (server.pipelines().size() != 1 && Clock::now() < until) std::this_thread::sleep_for(2ms);
+  const std::vector<ServerPipelineInfo> left = server.pipelines();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].path, dir.file("cam2"));
+  EXPECT_EQ(left[0].queued, 0u);
+  std::vector<Request> batch;
+  ASSERT_TRUE(server.batch(batch, 4, 0ns, 100ms));
+  EXPECT_TRUE(batch.empty());
+  stays.send(1);
+  ASSERT_TRUE(server.batch(batch, 4, 0ns, 3s));
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(text(content(batch[0])), "2/1");
+  answer(server, batch[0]);
+  EXPECT_EQ(stays.replies(1), (std::vector<std::string>{"2/1"}));
+}
+
 TEST(ServerBatch, AChannelAnotherServerServesIsLeftToIt) {
   cudaipc::testing::TempDir dir;
   ServerOptions first;

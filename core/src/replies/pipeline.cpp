@@ -86,10 +86,12 @@ void Pipeline::resume() {
 
 void Pipeline::stop() noexcept {
   pause();
+  std::vector<Entry> dropped;  // let go below, outside hub.mu
   {
     std::lock_guard<std::mutex> lock(hub_->mu);
-    clear();
+    take_all(dropped);
   }
+  dropped.clear();
   // The server's backlog thread no longer visits a pipeline that left: what its filter has room
   // for goes now, the rest is given up (and counted).
   try {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,9 +82,18 @@ class Pipeline {
   bool has_request() const noexcept { return queued_requests_ > 0; }
   // The head entry, taken off the queue.
   Entry take_front() noexcept;
-  // Drops everything queued (a pipeline leaving: its requests never reach a batch).
-  void clear() noexcept {
-    while (count_) take_front();
+  // Takes everything queued off (a pipeline leaving: its requests never reach a batch) into
+  // `dropped`, for the caller to let go once hub.mu is released: a request's release may call the
+  // driver (a stream query or write), which can wait on the GPU-wide lock while other processes
+  // make or drop contexts, and the model's batch() and every reader's push wait on hub.mu.
+  void take_all(std::vector<Entry>& dropped) noexcept {
+    try {
+      dropped.reserve(dropped.size() + count_);
+    } catch (const std::bad_alloc&) {
+      while (count_) take_front();  // no room to move them out: let go here
+      return;
+    }
+    while (count_) dropped.push_back(take_front());
   }
   // The head entry's type; only when not empty().
   ServerEventType front_type() const noexcept { return ring_[first_].type; }

@@ -430,10 +430,11 @@ std::vector<std::shared_ptr<Pipeline>> ServerImpl::take_gone(const std::set<std:
       gone.push_back(std::move(p));
     }
   }
+  std::vector<detail::Entry> dropped;  // let go once hub_->mu is released (Pipeline::take_all)
   std::lock_guard<std::mutex> lock(hub_->mu);
   for (const auto& p : gone) {
     from_directory_.erase(p->path());
-    p->clear();
+    p->take_all(dropped);
     pipelines_.erase(std::find(pipelines_.begin(), pipelines_.end(), p));
   }
   return gone;
