@@ -41,6 +41,10 @@ trap 'rm -rf "$site"' EXIT
   echo "== $(date -u) on $(hostname)"
   "$py" --version
   nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 || true
+  # The lease's CPU: the loop's rows move with it from lease to lease (docs/benchmarks.md).
+  echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
+    "$(awk '/^cpu MHz/ {s += $4; n++} END {if (n) printf "%.0f MHz mean", s / n}' /proc/cpuinfo)," \
+    "kernel $(uname -r)"
   "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
   "$py" -c 'import cupy; print("cupy", cupy.__version__)' 2>&1
   # The C function frame.cupy() takes cupy's current stream from (python/native/module.cpp).
