@@ -517,6 +517,9 @@ def main() -> None:
         upstream = (f"videotestsrc num-buffers={args.frames} pattern=black ! video/x-raw,"
                     f"format=NV12,width={WIDTH},height={HEIGHT},framerate=10000/1 ! "
                     f"queue max-size-buffers=8 ! cudaupload")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import lease  # noqa: E402 (beside this file; the served model, this file imported, needs none)
+    before = lease.CpuTimes()
     out = subprocess.run(
         [args.filter_bench, "--cuda", f"--frames={args.frames}", f"--inflight={args.inflight}",
          f"--python={args.python}",
@@ -531,9 +534,15 @@ def main() -> None:
                  CUDAIPC_FILTER_MODEL_OVERLAP="1" if args.overlap else "0",
                  CUDAIPC_FILTER_MODEL_GRAPH="1" if args.graph else "0",
                  CUDAIPC_FILTER_MODEL_TRACE=traces.get("served", "")))
+    after = lease.CpuTimes()
     sys.stdout.write(out.stdout)
     with open(steps.name) as f:
         sys.stdout.write("\n" + f.read())
+    # The lease beside the loop's rows: its CPU, a Python loop's speed on the model's CPUs, and
+    # what else had the CPUs while it served (the model's own thread counts as busy).
+    print(f"\nlease: {lease.describe_cpu()}; a Python loop step {lease.yardstick():.1f} ns on the "
+          f"model's CPUs; over the served run, model side {before.report(after, model_cpus)}"
+          + (f", pipeline side {before.report(after, pipeline_cpus)}" if pipeline_cpus else ""))
     if out.returncode != 0:
         sys.exit(f"the filter bench failed: {out.stderr.strip()[-2000:]}")
     m = re.search(r"^\| filter, Python model[^|]*\|[^|]*\|[^|]*\| ([0-9.]+) \|", out.stdout, re.M)
