@@ -3,7 +3,7 @@
 # GStreamer and no meson) into DEST:
 #   DEST/g122   a GStreamer 1.22 runtime bundle (Debian's nvcodec) with the plugin built here
 #   DEST/g128   the GStreamer 1.28 prefix tarball plus the plugin built against it
-#   DEST/clip.h264, clip.frames   a short H.264 clip for the NVDEC case (needs x264enc here)
+#   DEST/clip.h264, clip.frames   a short H.264 clip for the NVDEC case (x264enc or openh264enc)
 #   bash tests/gst/gpu/collect.sh BUILD_122 BUILD_128 DEST
 set -euo pipefail
 b122=$(cd "${1:?usage: collect.sh BUILD_122 BUILD_128 DEST}" && pwd)
@@ -16,6 +16,17 @@ tarball=${GST128_TARBALL:-$here/../../../../shared/gst-1.28/gst-1.28-prefix.tar.
 [ -f "$tarball" ] || {
   echo "no GStreamer 1.28 prefix tarball at $tarball: build one with scripts/gst-prefix.sh 1.28.6," \
     "pack it (tar -C build-gst -czf gst-1.28.tar.gz gst-1.28) and set GST128_TARBALL" >&2
+  exit 1
+}
+# g122 bundles the GStreamer on PATH (gst-bundle.sh): it must be the one BUILD_122 was built
+# against, not a 1.28 prefix's environment sourced in this shell.
+built=$(python3 -c 'import json, sys
+print(next(d["version"] for d in json.load(open(sys.argv[1])) if d["name"] == "gstreamer-1.0"))' \
+  "$b122/meson-info/intro-dependencies.json")
+onpath=$(gst-launch-1.0 --version | sed -n 's/^GStreamer \([0-9.]*\).*/\1/p')
+[ "${built%.*}" = "${onpath%.*}" ] || {
+  echo "collect.sh: $b122 was built against GStreamer $built, but gst-launch-1.0 on PATH is" \
+    "$onpath: run it without the 1.28 prefix's env.sh sourced" >&2
   exit 1
 }
 rm -rf "$dest/g122" "$dest/g128"
@@ -42,18 +53,28 @@ done
 soname=$(readelf -d "$b128/core/libcudaipc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 cp -fL "$b128/core/$soname" "$dest/g128/lib/"
 
+# The clips: x264enc where this machine has it (gstreamer1.0-plugins-ugly), else openh264enc;
+# I420 in, so the stream is 4:2:0 (NVDEC decodes no 4:4:4).
+enc=
 if gst-inspect-1.0 x264enc >/dev/null 2>&1; then
+  enc=(x264enc ! video/x-h264,profile=high)
+  enc1080=(x264enc speed-preset=ultrafast bitrate=4000 key-int-max=30 ! video/x-h264,profile=high)
+elif gst-inspect-1.0 openh264enc >/dev/null 2>&1 && gst-inspect-1.0 h264parse >/dev/null 2>&1; then
+  enc=(openh264enc ! h264parse)
+  enc1080=(openh264enc bitrate=4000000 gop-size=30 ! h264parse)
+fi
+if [ -n "$enc" ]; then
   gst-launch-1.0 -q videotestsrc pattern=ball animation-mode=frames num-buffers=60 \
-    ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 ! x264enc \
-    ! video/x-h264,profile=high,stream-format=byte-stream ! filesink location="$dest/clip.h264"
+    ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 ! "${enc[@]}" \
+    ! video/x-h264,stream-format=byte-stream ! filesink location="$dest/clip.h264"
   echo 60 >"$dest/clip.frames"
   # The benchmark's decoder rows: 1080p, more frames than a run's warm-up and measured frames.
   gst-launch-1.0 -q videotestsrc pattern=ball animation-mode=frames num-buffers=400 \
-    ! video/x-raw,format=I420,width=1920,height=1080,framerate=30/1 \
-    ! x264enc speed-preset=ultrafast bitrate=4000 key-int-max=30 \
-    ! video/x-h264,profile=high,stream-format=byte-stream ! filesink location="$dest/clip-1080p.h264"
+    ! video/x-raw,format=I420,width=1920,height=1080,framerate=30/1 ! "${enc1080[@]}" \
+    ! video/x-h264,stream-format=byte-stream ! filesink location="$dest/clip-1080p.h264"
 else
-  echo "no x264enc here (gstreamer1.0-plugins-ugly): the NVDEC case will be skipped" >&2
+  echo "no H.264 encoder here (x264enc, or openh264enc with h264parse): the NVDEC case will be" \
+    "skipped" >&2
 fi
 # Debug info is most of the project's binaries, and what travels to the device is capped.
 if command -v strip >/dev/null; then
