@@ -11,10 +11,7 @@
 # tar -C build-gst -czf gst-1.28.tar.gz gst-1.28). DEVICE_PYTHON: a Python 3.12 to build the wheel
 # with (default python3.12). Builds build/ (the CUDA backend, as scripts/dev.sh) and
 # build-gst128-device (against 1.28, with the device programs) where they are not yet configured.
-# On the GPU machine (carry .gpu, .gst-gpu/g128 and build/python-dist, or .gpu and .gst-gpu):
-#   bash tests/gpu/run-on-device.sh .gpu tests
-#   bash python/tests/run-on-device.sh --gst128 .gst-gpu/g128 build/python-dist
-#   bash .gst-gpu/device-all.sh .gst-gpu
+# On the GPU machine: scripts/device-run.sh PART... (its header says which part needs which).
 set -euo pipefail
 tarball=$(realpath "${1:?usage: device-bundles.sh GST128_TARBALL}")
 [ -f "$tarball" ] || { echo "no GStreamer 1.28 prefix tarball at $tarball" >&2; exit 2; }
