@@ -15,7 +15,7 @@
 #   trace   many_pipelines under MPS with its model process traced  build/python-dist      1 min
 #           and its threads sampled; stall_trace's view of each stall
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 [ $# -gt 0 ] || { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 out=$(mkdir -p "${OUT:-build/device-out}" && cd "${OUT:-build/device-out}" && pwd)
 export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64

@@ -55,15 +55,15 @@ cp -fL "$b128/core/$soname" "$dest/g128/lib/"
 
 # The clips: x264enc where this machine has it (gstreamer1.0-plugins-ugly), else openh264enc;
 # I420 in, so the stream is 4:2:0 (NVDEC decodes no 4:4:4).
-enc=
+enc=()
 if gst-inspect-1.0 x264enc >/dev/null 2>&1; then
-  enc=(x264enc ! video/x-h264,profile=high)
-  enc1080=(x264enc speed-preset=ultrafast bitrate=4000 key-int-max=30 ! video/x-h264,profile=high)
+  enc=(x264enc ! "video/x-h264,profile=high")
+  enc1080=(x264enc speed-preset=ultrafast bitrate=4000 key-int-max=30 ! "video/x-h264,profile=high")
 elif gst-inspect-1.0 openh264enc >/dev/null 2>&1 && gst-inspect-1.0 h264parse >/dev/null 2>&1; then
   enc=(openh264enc ! h264parse)
   enc1080=(openh264enc bitrate=4000000 gop-size=30 ! h264parse)
 fi
-if [ -n "$enc" ]; then
+if [ ${#enc[@]} -gt 0 ]; then
   gst-launch-1.0 -q videotestsrc pattern=ball animation-mode=frames num-buffers=60 \
     ! video/x-raw,format=I420,width=320,height=240,framerate=30/1 ! "${enc[@]}" \
     ! video/x-h264,stream-format=byte-stream ! filesink location="$dest/clip.h264"
