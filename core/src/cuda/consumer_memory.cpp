@@ -228,17 +228,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
     if (!registered_semaphores_asked()) words_page_ = cuda::WordsPage::make(engine_->ctx);
     if (words_page_) {
       cuda::GpuWords& w = words_page_->words();
-      ready_word_ = &w.ready;
-      done_words_ = w.done;
-      ready_ = words_page_->device_address(&w.ready);
-      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
-        done_[i] = words_page_->device_address(&w.done[i]);
+      words_ = cuda::WordPlaces::in(*words_page_, w.ready, w.done);
     } else {
       reg_ = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, bytes);
-      ready_word_ = &page->ready;
-      done_words_ = page->done;
-      ready_ = reg_->device_address(&page->ready);
-      for (std::uint32_t i = 0; i < kMaxSlots; ++i) done_[i] = reg_->device_address(&page->done[i]);
+      words_ = cuda::WordPlaces::in(*reg_, page->ready, page->done);
     }
     page_ = page;
     producer_pidfd_ = producer_pidfd;
@@ -265,7 +258,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   bool on_acquire(std::uint32_t slot, std::uint64_t seq, std::uint64_t deadline_ns) override {
     check_slot(slot);
     ConnPage& page = *page_;
-    std::atomic<std::uint32_t>& done = done_words_[slot];
+    std::atomic<std::uint32_t>& done = words_.done[slot];
     const std::uint32_t t = cuda::seq32(seq);
     // Tells the producer to wait for done[slot] before it rewrites the slot. A done value from
     // more than 2^30 frames ago could read as "ahead" of t once the counter wraps: move it just
@@ -276,7 +269,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
     // Already written (the common case once the consumer has woken up): the write and its
     // release landed before this load saw `ready`, so kernels queued from here read the whole
     // frame, exactly as after a CPU wait. No driver call, no wait queued.
-    if (cuda::reached(ready_word_->load(std::memory_order_acquire), t)) return true;
+    if (cuda::reached(words_.ready->load(std::memory_order_acquire), t)) return true;
     note_wait(t);
     // After the death watch has fired nobody will release a new wait: the frame will never be
     // written. (Before it fires, note_wait's newest value is what the watch releases.)
@@ -287,12 +280,12 @@ class CudaConsumerMemory final : public ConsumerMemory {
       // In slices, so a dead producer ends the wait however far off the caller's deadline is.
       for (;;) {
         const std::uint64_t slice = std::min(deadline_ns, monotonic_ns() + kDeadCheckNs);
-        if (cuda::cpu_wait(*ready_word_, t, slice)) return true;
+        if (cuda::cpu_wait(*words_.ready, t, slice)) return true;
         if (slice >= deadline_ns || producer_dead()) return false;
       }
     }
     ScopedContext current(engine_->ctx->get());
-    cuda::stream_wait(engine_->stream, ready_, t);
+    cuda::stream_wait(engine_->stream, words_.ready_at, t);
     note_queued();
     gpu_waits_.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -306,7 +299,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   void on_release(std::uint32_t slot, std::uint64_t seq) override {
     check_slot(slot);
     if (known_idle()) {
-      cuda::raise(done_words_[slot], cuda::seq32(seq));
+      cuda::raise(words_.done[slot], cuda::seq32(seq));
       return;
     }
     ScopedContext current(engine_->ctx->get());
@@ -318,12 +311,12 @@ class CudaConsumerMemory final : public ConsumerMemory {
       if (idle == CUDA_SUCCESS) {
         // Nothing of ours is queued either: no stream write can land after this store.
         note_idle(queued);
-        cuda::raise(done_words_[slot], cuda::seq32(seq));
+        cuda::raise(words_.done[slot], cuda::seq32(seq));
         return;
       }
       if (idle != CUDA_ERROR_NOT_READY) check(idle, "cuStreamQuery");
     }
-    cuda::stream_write(engine_->stream, done_[slot], cuda::seq32(seq));
+    cuda::stream_write(engine_->stream, words_.done_at[slot], cuda::seq32(seq));
     note_queued();
     gpu_releases_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -341,10 +334,10 @@ class CudaConsumerMemory final : public ConsumerMemory {
   }
 
   void producer_gone() noexcept override {
-    if (page_) note_written_at_death(ready_word_->load(std::memory_order_seq_cst));
+    if (page_) note_written_at_death(words_.ready->load(std::memory_order_seq_cst));
     gone_.store(true, std::memory_order_seq_cst);
     if (!page_ || !waited_.load(std::memory_order_seq_cst)) return;
-    cuda::raise(*ready_word_, newest_wait_.load(std::memory_order_seq_cst));
+    cuda::raise(*words_.ready, newest_wait_.load(std::memory_order_seq_cst));
   }
 
   bool close() noexcept override {
@@ -385,7 +378,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   // is queued; otherwise the caller's stream waits for ours, which on_acquire made wait for it.
   void order_reads(std::uint32_t slot, std::uint64_t seq, void* stream) override {
     check_slot(slot);
-    if (cuda::reached(ready_word_->load(std::memory_order_acquire), cuda::seq32(seq))) return;
+    if (cuda::reached(words_.ready->load(std::memory_order_acquire), cuda::seq32(seq))) return;
     join_->wait(static_cast<CUstream>(stream), engine_->stream);
   }
 
@@ -531,10 +524,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   // registered (reg_), where the driver makes no such page.
   std::unique_ptr<cuda::WordsPage> words_page_;
   std::unique_ptr<cuda::RegisteredPage> reg_;
-  std::atomic<std::uint32_t>* ready_word_ = nullptr;
-  std::atomic<std::uint32_t>* done_words_ = nullptr;  // kMaxSlots of them
-  CUdeviceptr ready_ = 0;
-  std::array<CUdeviceptr, kMaxSlots> done_{};
+  cuda::WordPlaces words_;
   std::unique_ptr<cuda::StreamJoin> join_;  // callers' streams and ours (attach_page)
   // Pieces of work this object queued on the stream, and as many of them as a query saw finished;
   // lent_: the stream is the caller's or was handed out. See known_idle().

@@ -137,10 +137,7 @@ struct WatchedPage {
   // connection page, registered (reg).
   std::unique_ptr<cuda::WordsPage> words_page;
   std::unique_ptr<cuda::RegisteredPage> reg;
-  std::atomic<std::uint32_t>* ready_word = nullptr;
-  std::atomic<std::uint32_t>* done_words = nullptr;  // kMaxSlots of them
-  CUdeviceptr ready = 0;
-  std::array<CUdeviceptr, kMaxSlots> done{};
+  cuda::WordPlaces words;
   // Per slot, the newest value the producer's stream was told to wait for in done[slot]: what the
   // CPU stores there itself if the consumer dies before its stream does.
   std::array<std::uint32_t, kMaxSlots> owed{};
@@ -154,7 +151,7 @@ struct WatchedPage {
   void settle() noexcept {
     for (std::uint32_t i = 0; i < kMaxSlots; ++i)
       if (owed_mask & (std::uint64_t{1} << i))
-        done_words[i].store(owed[i], std::memory_order_release);
+        words.done[i].store(owed[i], std::memory_order_release);
   }
 
   // Whether every frame the page says the consumer took has been read to the end.
@@ -162,7 +159,7 @@ struct WatchedPage {
     for (std::uint32_t i = 0; i < slots; ++i) {
       const std::uint64_t took = page->acquired[i].load(std::memory_order_acquire);
       if (took != 0 &&
-          !cuda::reached(done_words[i].load(std::memory_order_acquire), cuda::seq32(took)))
+          !cuda::reached(words.done[i].load(std::memory_order_acquire), cuda::seq32(took)))
         return false;
     }
     return true;
@@ -273,25 +270,17 @@ class CudaProducerMemory final : public ProducerMemory {
     w->keep = std::move(keep);
     if (where == SemaphoreWords::own_page) {
       w->words_page = cuda::WordsPage::import(engine_->ctx, sync.fds[0].get());
-      cuda::GpuWords& words = w->words_page->words();
-      w->ready_word = &words.ready;
-      w->done_words = words.done;
-      w->ready = w->words_page->device_address(&words.ready);
-      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
-        w->done[i] = w->words_page->device_address(&words.done[i]);
+      cuda::GpuWords& own = w->words_page->words();
+      w->words = cuda::WordPlaces::in(*w->words_page, own.ready, own.done);
     } else {
       w->reg = std::make_unique<cuda::RegisteredPage>(engine_->ctx, nullptr, page, page_bytes);
-      w->ready_word = &page->ready;
-      w->done_words = page->done;
-      w->ready = w->reg->device_address(&page->ready);
-      for (std::uint32_t i = 0; i < kMaxSlots; ++i)
-        w->done[i] = w->reg->device_address(&page->done[i]);
+      w->words = cuda::WordPlaces::in(*w->reg, page->ready, page->done);
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (watched_.size() + 1 >= cuda::WriteBatch::capacity) throw_full();  // + the progress word
     // Frames up to the producer's progress have landed; later ones already queued reach this
     // page from the CPU too (reap), until the first frame whose own writes include it.
-    w->ready_word->store(progress_->load(std::memory_order_acquire), std::memory_order_release);
+    w->words.ready->store(progress_->load(std::memory_order_acquire), std::memory_order_release);
     w->first_batch = last_written_ + 1;
     // The id may have been someone else's: what the log says was waited for is about them.
     for (auto& f : frame_log_) f.waited_for.reset(consumer);
@@ -324,7 +313,7 @@ class CudaProducerMemory final : public ProducerMemory {
       const std::uint32_t written = progress_->load(std::memory_order_acquire);
       for (auto& [id, w] : watched_)
         if (!cuda::reached(written, cuda::seq32(w->first_batch)))
-          cuda::raise(*w->ready_word, written);
+          cuda::raise(*w->words.ready, written);
       release_holders(written, now_ns, give_up_ns, stalled);
       for (auto& [id, w] : watched_)
         if (w->stalled) w->settle();
@@ -385,7 +374,7 @@ class CudaProducerMemory final : public ProducerMemory {
       waits_unpassed_ = false;  // this frame's progress write comes after them
       slot_frame_[slot] = seq;
       batch_.clear();
-      for (const auto& [id, w] : watched_) batch_.add(w->ready, cuda::seq32(seq));
+      for (const auto& [id, w] : watched_) batch_.add(w->words.ready_at, cuda::seq32(seq));
       // Last: once the progress word shows this frame, every write before it has landed.
       batch_.add(progress_word_, cuda::seq32(seq));
       last_written_ = seq;
@@ -491,8 +480,9 @@ class CudaProducerMemory final : public ProducerMemory {
   void wait_for_reader(WatchedPage& w, std::uint32_t slot, std::uint64_t held) {
     const std::uint32_t target = cuda::seq32(held);
     if (w.stalled || w.page->acquired[slot].load(std::memory_order_acquire) != held) return;
-    if (cuda::reached(w.done_words[slot].load(std::memory_order_acquire), target)) return;
-    waits_.push_back(Wait{w.done[slot], target});  // reserved: allocates only past 256 readers
+    if (cuda::reached(w.words.done[slot].load(std::memory_order_acquire), target)) return;
+    // Reserved: allocates only past 256 readers.
+    waits_.push_back(Wait{w.words.done_at[slot], target});
     w.owed[slot] = target;
     w.owed_mask |= std::uint64_t{1} << slot;
     pending_.waited_for.set(w.id);
@@ -523,7 +513,7 @@ class CudaProducerMemory final : public ProducerMemory {
     // so its page no longer names the one its GPU still reads.
     auto holds = [&](const WatchedPage& w) {
       return f.waited_for.test(w.id) &&
-             !cuda::reached(w.done_words[f.slot].load(std::memory_order_acquire),
+             !cuda::reached(w.words.done[f.slot].load(std::memory_order_acquire),
                             cuda::seq32(f.replaced));
     };
     for (auto& [id, w] : watched_)

@@ -1,10 +1,10 @@
-// GPU semaphores: words of a connection page (conn_page.hpp) that the producer's and the
-// consumer's streams write (cuStreamWriteValue32) and wait on (cuStreamWaitValue32), in place of
-// IPC events. An IPC event whose recording process died stays incomplete for ever and takes every
-// stream that waits on it along; a word in host memory can be stored by the surviving CPU instead,
-// which releases the waiting stream within microseconds. The page is page-locked and mapped for the
-// device in each process that uses it (cuMemHostRegister), so both GPUs' streams and both CPUs see
-// the same word.
+// GPU semaphores: words in host memory that the producer's and the consumer's streams write
+// (cuStreamWriteValue32) and wait on (cuStreamWaitValue32), in place of IPC events. An IPC event
+// whose recording process died stays incomplete for ever and takes every stream that waits on it
+// along; a word in host memory can be stored by the surviving CPU instead, which releases the
+// waiting stream within microseconds. The words are in a page of their own that the driver made
+// (words_page.hpp), or in the connection page (conn_page.hpp) registered in each process that
+// uses it (RegisteredPage); either way both GPUs' streams and both CPUs see the same word.
 #pragma once
 
 #include <cuda.h>
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "../control_block.hpp"
 #include "cuda_handles.hpp"
 
 namespace cudaipc::cuda {
@@ -60,6 +61,27 @@ class RegisteredPage {
   std::shared_ptr<const void> keep_;
   void* host_ = nullptr;
   CUdeviceptr device_ = 0;
+};
+
+// A connection's semaphore words as this process reaches them: the CPU's atomics, and the device
+// addresses its streams write and wait on.
+struct WordPlaces {
+  std::atomic<std::uint32_t>* ready = nullptr;
+  std::atomic<std::uint32_t>* done = nullptr;  // kMaxSlots of them
+  CUdeviceptr ready_at = 0;
+  std::array<CUdeviceptr, kMaxSlots> done_at{};
+
+  // The words `ready` and `done[kMaxSlots]` of `page` (a WordsPage or a RegisteredPage).
+  template <class Page>
+  static WordPlaces in(const Page& page, std::atomic<std::uint32_t>& ready,
+                       std::atomic<std::uint32_t>* done) noexcept {
+    WordPlaces w;
+    w.ready = &ready;
+    w.done = done;
+    w.ready_at = page.device_address(&ready);
+    for (std::uint32_t i = 0; i < kMaxSlots; ++i) w.done_at[i] = page.device_address(&done[i]);
+    return w;
+  }
 };
 
 // The stream waits (on the GPU) until the word has reached `target`.
