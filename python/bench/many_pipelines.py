@@ -461,6 +461,17 @@ def pipeline(args: argparse.Namespace, n: int, model_path: str, out: str,
             "sync=false", f"socket-path={out}"]
 
 
+def awaited(server: subprocess.Popen, word: str) -> bool:
+    """Whether the model process said `word` before it ended. Its libraries may print on its
+    standard output too (torch's profiler does, traced): those lines are shown, not taken for
+    the answer."""
+    for line in server.stdout:
+        if line.strip() == word:
+            return True
+        print(f"note: the model process printed: {line.rstrip()[:300]}")
+    return False
+
+
 def unserved_load(args: argparse.Namespace, server: subprocess.Popen, work: str) -> None:
     """The same pipelines again, their filters unserved (no model at their paths: they pass
     frames on), while the model process, done serving, times the model alone beside them."""
@@ -476,7 +487,7 @@ def unserved_load(args: argparse.Namespace, server: subprocess.Popen, work: str)
         running = all(p.poll() is None for p in pipes)
         server.stdin.write("load\n" if running else "none\n")
         server.stdin.flush()
-        if running and server.stdout.readline().strip() != "measured":
+        if running and not awaited(server, "measured"):
             print("FAIL the model process did not time the model beside the unserved pipelines")
     finally:
         for p in pipes:
@@ -592,7 +603,7 @@ def main() -> None:
         env=dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS=str(args.model_connections))
         if args.model_connections else None,
         preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
-    if server.stdout.readline().strip() != "serving":
+    if not awaited(server, "serving"):
         sys.exit("the model process did not start")
     sampler = None
     if args.trace:
