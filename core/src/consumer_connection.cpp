@@ -18,6 +18,7 @@
 #include "futex.hpp"
 #include "keep_until_exit.hpp"
 #include "process_watch.hpp"
+#include "retire.hpp"
 
 namespace cudaipc {
 namespace {
@@ -153,15 +154,37 @@ void ConsumerConnection::hang_up() noexcept {
         (std::string("shutdown of a consumer's socket: ") + std::strerror(errno)).c_str());
 }
 
+namespace {
+
+// Queued GPU reads finish before the memory they read is unmapped. Where they did not, the page
+// they write and the registration of it stay until exit: freeing them under a stream that may
+// still run would turn a stall into a GPU fault.
+void close_memory(std::unique_ptr<ConsumerMemory>& memory, Mapping& page) noexcept {
+  if (memory && !memory->close())
+    keep_until_exit(std::make_pair(std::move(memory), std::move(page)),
+                    "a consumer's CUDA stream did not drain: its connection page is kept");
+  memory.reset();  // before the page its words may be registered in
+  page = Mapping();
+}
+
+}  // namespace
+
 ConsumerConnection::~ConsumerConnection() {
   watch_.reset();  // before the memory it would release
-  // Queued GPU reads finish before the memory they read is unmapped. Where they did not, the
-  // page they write and the registration of it stay until exit: freeing them under a stream that
-  // may still run would turn a stall into a GPU fault.
-  if (memory_ && !memory_->close())
-    keep_until_exit(std::make_pair(std::move(memory_), std::move(page_map_)),
-                    "a consumer's CUDA stream did not drain: its connection page is kept");
-  // Slot imports go before the backend that made them (CUDA contexts, streams).
+  if (memory_ && memory_->kind() == MemoryKind::cuda) {
+    // The drain and the frees may wait on the driver's device-wide lock: on the retiring thread
+    // (retire.hpp), not the one that let go of the connection last, with the page and the
+    // producer's pidfd the memory object uses.
+    detail::retire([memory = std::move(memory_), page = std::move(page_map_),
+                    pidfd = std::move(producer_pidfd_)]() mutable noexcept {
+      close_memory(memory, page);
+      pidfd.reset();
+    });
+  } else {
+    close_memory(memory_, page_map_);
+  }
+  // Slot imports go before the backend that made them (CUDA contexts, streams): each set's
+  // teardown is retired after the memory's, and holds the context and stream it needs.
   gens_.clear();
 }
 

@@ -20,6 +20,7 @@
 #include "../conn_page.hpp"
 #include "../keep_until_exit.hpp"
 #include "../process_watch.hpp"
+#include "../retire.hpp"
 #include "backend_common.hpp"
 #include "cudaipc/error.hpp"
 #include "cudaipc/log.hpp"
@@ -62,11 +63,17 @@ class CudaConsumerSlots final : public ConsumerSlots {
       : engine_(std::move(engine)), count_(count), slot_size_(slot_size), stride_(stride) {}
 
   // Frames may have been released while reads queued on the consumer stream still use this set;
-  // those must finish before the memory is unmapped (once per set, never per frame).
+  // those must finish before the memory is unmapped (once per set, never per frame). Both on the
+  // retiring thread, not the one that let go of the set last (retire.hpp).
   ~CudaConsumerSlots() override {
-    if (!engine_->drain(kDrainLimit))
-      keep_until_exit(KeptMemory{{}, std::move(mapping_), std::move(legacy_)},
-                      "a consumer's CUDA stream did not drain: a slot set is kept until exit");
+    detail::retire([engine = std::move(engine_),
+                    kept = KeptMemory{
+                        {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
+      if (!engine->drain(kDrainLimit))
+        keep_until_exit(std::move(kept),
+                        "a consumer's CUDA stream did not drain: a slot set is kept until exit");
+      kept = KeptMemory{};  // unmapped before the engine (its context) goes with this work
+    });
   }
 
   std::uint32_t count() const noexcept override { return count_; }
