@@ -171,20 +171,24 @@ void close_memory(std::unique_ptr<ConsumerMemory>& memory, Mapping& page) noexce
 
 ConsumerConnection::~ConsumerConnection() {
   watch_.reset();  // before the memory it would release
-  if (memory_ && memory_->kind() == MemoryKind::cuda) {
+  if (memory_ && memory_->retirable()) {
     // The drain and the frees may wait on the driver's device-wide lock: on the retiring thread
-    // (retire.hpp), not the one that let go of the connection last, with the page and the
-    // producer's pidfd the memory object uses.
+    // (retire.hpp), not the one that let go of the connection last. The work holds what the
+    // memory object uses (the page, the producer's pidfd) and the socket, closed after the drain
+    // as here: a producer serves a consumer whose stream still waits on its words until it hangs
+    // up.
     detail::retire([memory = std::move(memory_), page = std::move(page_map_),
-                    pidfd = std::move(producer_pidfd_)]() mutable noexcept {
+                    pidfd = std::move(producer_pidfd_),
+                    sock = std::move(sock_)]() mutable noexcept {
       close_memory(memory, page);
       pidfd.reset();
+      sock.reset();
     });
   } else {
     close_memory(memory_, page_map_);
   }
-  // Slot imports go before the backend that made them (CUDA contexts, streams): each set's
-  // teardown is retired after the memory's, and holds the context and stream it needs.
+  // Slot imports go before the backend that made them (CUDA contexts, streams): a retired set's
+  // teardown runs after the memory's and holds the context and stream it needs.
   gens_.clear();
 }
 

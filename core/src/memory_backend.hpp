@@ -128,6 +128,9 @@ class ConsumerMemory {
   // releasing it early when the producer is dead. Bounded; false when the stream still had work
   // (the caller must then keep what that work may touch).
   virtual bool close() noexcept { return true; }
+  // Whether close() and the destructor may run on the retiring thread (retire.hpp), after the
+  // caller let go: not where they work in a context or stream the caller lent.
+  virtual bool retirable() const noexcept { return false; }
   // The CUstream a consumer's reads are ordered on (nullptr for host memory), handed out: reads
   // the caller queues on it are covered by every release from then on.
   virtual void* stream() const noexcept { return nullptr; }

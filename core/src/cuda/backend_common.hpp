@@ -95,6 +95,10 @@ struct Engine {
   CUuuid uuid{};
 
   CUdevice device() const noexcept { return ctx->device(); }
+  // Whether the context and the stream are its own (retained, made here), not the caller's:
+  // only then may a teardown run after the caller let go (retire.hpp). A caller's context or
+  // stream (a GStreamer element's) may be destroyed as soon as the caller is done with us.
+  bool own() const noexcept { return ctx->retained() && owned_stream; }
   // Polls until the stream has run everything queued on it, for at most `limit`.
   bool drain(std::chrono::nanoseconds limit) const noexcept {
     ScopedContext current(ctx->get(), std::nothrow);

@@ -66,14 +66,20 @@ class CudaConsumerSlots final : public ConsumerSlots {
   // those must finish before the memory is unmapped (once per set, never per frame). Both on the
   // retiring thread, not the one that let go of the set last (retire.hpp).
   ~CudaConsumerSlots() override {
-    detail::retire([engine = std::move(engine_),
-                    kept = KeptMemory{
-                        {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
+    const bool own = engine_->own();
+    auto teardown = [engine = std::move(engine_),
+                     kept = KeptMemory{
+                         {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
       if (!engine->drain(kDrainLimit))
         keep_until_exit(std::move(kept),
                         "a consumer's CUDA stream did not drain: a slot set is kept until exit");
       kept = KeptMemory{};  // unmapped before the engine (its context) goes with this work
-    });
+    };
+    if (own) {
+      detail::retire(std::move(teardown));
+    } else {
+      teardown();  // the caller's context and stream: torn down while they surely live
+    }
   }
 
   std::uint32_t count() const noexcept override { return count_; }
@@ -167,6 +173,7 @@ class CudaConsumerMemory final : public ConsumerMemory {
   ~CudaConsumerMemory() override { close(); }
 
   MemoryKind kind() const noexcept override { return MemoryKind::cuda; }
+  bool retirable() const noexcept override { return !engine_ || engine_->own(); }
 
   std::shared_ptr<ConsumerSlots> import_slots(std::uint32_t count, std::uint64_t slot_size,
                                               const WireBlob& blob) override {

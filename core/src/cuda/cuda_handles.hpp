@@ -34,6 +34,7 @@ class Context {
 
   CUcontext get() const noexcept { return ctx_; }
   CUdevice device() const noexcept { return device_; }
+  bool retained() const noexcept { return retained_; }
 
  private:
   CUcontext ctx_;
