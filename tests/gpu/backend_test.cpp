@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "clock.hpp"
@@ -26,6 +28,7 @@
 #include "memory_backend.hpp"
 #include "pattern.hpp"
 #include "process_watch.hpp"
+#include "retire.hpp"
 
 namespace cudaipc {
 namespace {
@@ -654,6 +657,52 @@ TEST_P(CudaBackend, CallersContextAndStreamAreUsedAndLeftAlive) {
   cuda::ScopedContext current(k.context()->get());
   EXPECT_EQ(cuda::driver().cuStreamSynchronize(mine.get()), CUDA_SUCCESS)
       << "the backend destroyed a stream it did not create";
+}
+
+// A slot set let go last on some thread (a model's, replying to a pipeline's last request) is
+// unmapped on the retiring thread, not there: with that thread held up, the import is still mapped
+// once the last reference is gone, and unmapped when the thread runs. In a caller's context and
+// stream it goes at once, since the caller may destroy them next (docs/design.md).
+TEST_P(CudaBackend, ASetLetGoLastIsUnmappedOnTheRetiringThreadInItsOwnContextOnly) {
+  CUDAIPC_REQUIRE_GPU();
+  if (GetParam() != CudaExportMode::vmm)
+    GTEST_SKIP() << "a legacy import in the exporting process is the producer's own allocation, "
+                    "never unmapped by the consumer";
+  Kernels k;
+  auto mapped = [&](CUdeviceptr p) {
+    cuda::ScopedContext current(k.context()->get());
+    CUdeviceptr base = 0;
+    std::size_t size = 0;
+    return cuda::driver().cuMemGetAddressRange(&base, &size, p) == CUDA_SUCCESS;
+  };
+  for (const bool lent : {false, true}) {
+    SCOPED_TRACE(lent ? "the caller's context and stream" : "its own context and stream");
+    cuda::Stream mine = cuda::make_stream(k.context());
+    CudaOptions o = with_mode(GetParam());
+    if (lent) {
+      o.context = k.context()->get();
+      o.stream = mine.get();
+    }
+    Joined j(o, o, 2, kSize);
+    j.write_frame(k, 0, 1, kSize);
+    ASSERT_TRUE(j.consumer->on_acquire(0, 1, kForever));
+    k.verify(j.cstream(), j.imported->address(0), kSize, 1);
+    j.consumer->on_release(0, 1);
+    const CUdeviceptr at = j.imported->address(0);
+    ASSERT_TRUE(mapped(at));
+    std::promise<void> go;
+    std::shared_future<void> hold = go.get_future().share();
+    detail::retire([hold]() noexcept { hold.wait_for(std::chrono::seconds(30)); });
+    std::thread([&j] { j.imported.reset(); }).join();
+    if (lent)
+      EXPECT_FALSE(mapped(at)) << "a set in the caller's context outlived its last reference";
+    else
+      EXPECT_TRUE(mapped(at)) << "the thread that let go last unmapped the set itself";
+    go.set_value();
+    detail::settle_retired();
+    EXPECT_FALSE(mapped(at)) << "never unmapped";
+    EXPECT_EQ(k.counters(j.cstream()).bad, 0u);
+  }
 }
 
 TEST_P(CudaBackend, MalformedInputIsAProtocolErrorNeverACrash) {

@@ -19,6 +19,7 @@
 #include "pattern.hpp"
 #include "peer_process.hpp"
 #include "proc_stats.hpp"
+#include "retire.hpp"
 #include "temp_dir.hpp"
 
 namespace cudaipc {
@@ -567,6 +568,7 @@ long long memory_change(const Usage& a, const Usage& b) {
 // What this process holds and the device has free, once settled: a peer's device memory returns
 // when the driver tears its context down, which can trail the peer's exit a little.
 Usage usage(const Kernels& k) {
+  detail::settle_retired();  // this process's consumers' imports, let go on the retiring thread
   Usage u{testing::open_fd_count(), gputest::free_device_memory(k.context())};
   for (int i = 0; i < 50; ++i) {
     std::this_thread::sleep_for(100ms);
