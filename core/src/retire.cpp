@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <system_error>
@@ -16,28 +17,12 @@ namespace cudaipc::detail {
 
 namespace {
 
-// Set once the queue's object is gone at exit (a plain flag outlives it): whatever is let go after
-// that is torn down where it is let go.
-std::atomic<bool> retirement_over{false};
+thread_local bool on_retiring_thread = false;
 
+// Never destroyed (what it queues may run while the process's static objects go at exit): closed
+// and joined by an exit handler instead, registered as it is made.
 class Retirement {
  public:
-  ~Retirement() {
-    if (forked()) {
-      // A forked child has the parent's thread object but not its thread, and the lock as the
-      // fork left it: neither is touched.
-      thread_.detach();
-    } else {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        closed_ = true;
-      }
-      more_.notify_all();
-      if (thread_.joinable()) thread_.join();  // what was queued runs first
-    }
-    retirement_over.store(true, std::memory_order_release);
-  }
-
   void add(std::unique_ptr<RetiredWork> w) noexcept {
     if (forked()) {
       run(std::move(w));
@@ -47,8 +32,14 @@ class Retirement {
       std::unique_lock<std::mutex> lock(mu_);
       if (!closed_) {
         if (!thread_.joinable()) {
-          thread_ = std::thread([this] { loop(); });
+          // Before the thread exists: a fork meanwhile must see whose it is.
           owner_.store(::getpid(), std::memory_order_release);
+          try {
+            thread_ = std::thread([this] { loop(); });
+          } catch (...) {
+            owner_.store(0, std::memory_order_release);
+            throw;
+          }
         }
         queue_.push_back(std::move(w));
         lock.unlock();
@@ -67,6 +58,19 @@ class Retirement {
     idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
   }
 
+  // At exit: what is queued runs, then the thread ends; what is let go after runs where it is.
+  void close() noexcept {
+    // A forked child has the parent's thread object but not its thread, and the lock as the fork
+    // left it: neither is touched.
+    if (forked()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    more_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
  private:
   bool forked() const noexcept {
     const pid_t owner = owner_.load(std::memory_order_acquire);
@@ -79,6 +83,7 @@ class Retirement {
   }
 
   void loop() noexcept {
+    on_retiring_thread = true;
     name_this_thread("cudaipc-retire");
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -106,16 +111,21 @@ class Retirement {
 };
 
 Retirement& retirement() {
-  // Made by the first teardown handed over, so after the driver was loaded: destroyed at exit
-  // before the driver's own exit handlers run (reverse order), the queue run while it answers.
-  static Retirement r;
-  return r;
+  // Made by the first teardown handed over, so after the driver was loaded: its exit handler runs
+  // before the driver's own teardown at exit, the queue run while the driver answers.
+  static Retirement* const r = [] {
+    Retirement* made = std::make_unique<Retirement>().release();
+    if (std::atexit([] { retirement().close(); }) != 0)
+      log(LogLevel::debug, "no exit handler for the retiring thread: it is not joined at exit");
+    return made;
+  }();
+  return *r;
 }
 
 }  // namespace
 
 void retire_work(std::unique_ptr<RetiredWork> work) noexcept {
-  if (retirement_over.load(std::memory_order_acquire)) {
+  if (on_retiring_thread) {
     work->run();
     return;
   }
@@ -123,7 +133,7 @@ void retire_work(std::unique_ptr<RetiredWork> work) noexcept {
 }
 
 void settle_retired() noexcept {
-  if (!retirement_over.load(std::memory_order_acquire)) retirement().settle();
+  if (!on_retiring_thread) retirement().settle();
 }
 
 }  // namespace cudaipc::detail

@@ -20,8 +20,9 @@ class RetiredWork {
 };
 
 // Queues `work` for the retiring thread, which runs it and then destroys it (what it holds goes
-// there too). Runs it here instead where that thread cannot be had: no memory, no thread, or the
-// process ending (the queue closed).
+// there too). Runs it here instead on the retiring thread itself (a teardown that lets go of more:
+// a connection's, then its slot sets', in their order), and where that thread cannot be had: no
+// memory, no thread, a forked child, or the process ending (the queue closed).
 void retire_work(std::unique_ptr<RetiredWork> work) noexcept;
 
 // Until everything handed over so far has run and been destroyed: for whoever must know the

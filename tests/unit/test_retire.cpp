@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -12,9 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "forked_child.hpp"
 #include "retire.hpp"
+#include "temp_dir.hpp"
 
 using namespace cudaipc::detail;
+using cudaipc::testing::ForkedChild;
+using cudaipc::testing::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
@@ -90,21 +99,66 @@ TEST(Retire, TheCallerGoesOnWhileTheWorkRuns) {
   settle_retired();
 }
 
-// A teardown that lets go of more (a connection's, then its slot sets') hands that over too; it
-// runs after, on the same thread.
-TEST(Retire, WorkHandedOverFromARetiredWorkRunsAfterIt) {
+// A teardown that lets go of more (a connection's, then its slot sets') does that at once, on the
+// same thread, in its own order; what was queued before waits its turn.
+TEST(Retire, WorkHandedOverFromARetiredWorkRunsThereAtOnce) {
   Seen seen;
-  std::promise<void> second_queued;
-  std::future<void> queued = second_queued.get_future();
-  retire([&seen, &queued]() noexcept {
-    queued.wait_for(10s);  // the queue holds 3 when 2 joins it
+  retire([&seen]() noexcept {
     retire([&seen]() noexcept { seen.note(2); });
     seen.note(1);
   });
   retire([&seen]() noexcept { seen.note(3); });
-  second_queued.set_value();
   settle_retired();
   ASSERT_EQ(seen.order.size(), 3u);
-  EXPECT_EQ(seen.order, (std::vector<int>{1, 3, 2}));
+  EXPECT_EQ(seen.order, (std::vector<int>{2, 1, 3}));
   for (const auto& n : seen.names) EXPECT_EQ(n, "cudaipc-retire");
+}
+
+// A forked child has the parent's queue but not its thread: what it lets go is torn down where it
+// lets go, and nothing waits for a thread that is not there.
+TEST(Retire, AForkedChildTearsDownWhereItLetsGo) {
+  retire([]() noexcept {});
+  settle_retired();  // the parent's thread exists, idle
+  ForkedChild child([](ForkedChild& c) {
+    const pthread_t me = ::pthread_self();
+    bool here = false;
+    retire([&here, me]() noexcept { here = ::pthread_equal(::pthread_self(), me) != 0; });
+    settle_retired();
+    c.say(here ? "here" : "elsewhere");
+    return 0;
+  });
+  EXPECT_EQ(child.read_line(10s).value_or("nothing"), "here");
+  const auto st = child.wait_exit(10s);
+  ASSERT_TRUE(st.has_value()) << "the child hung";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+}
+
+// What is queued when the process exits runs before it ends (the driver still answers then): a
+// fresh process (this program again, one test) hands over a slow work and returns from main.
+constexpr const char* kExitMarkerEnv = "CUDAIPC_TEST_RETIRE_MARKER";
+
+TEST(Retire, QueuedWorkRunsBeforeTheProcessExits) {
+  TempDir dir;
+  const std::string marker = dir.file("ran");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv(kExitMarkerEnv, marker.c_str(), 1);
+    ::execl("/proc/self/exe", "unit_retire", "--gtest_filter=Retire.ExitChildSide",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child failed: status " << st;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0) << "the queued work never ran";
+}
+
+TEST(Retire, ExitChildSide) {
+  const char* marker = std::getenv(kExitMarkerEnv);
+  if (!marker) GTEST_SKIP() << "the child side of QueuedWorkRunsBeforeTheProcessExits";
+  retire([path = std::string(marker)]() noexcept {
+    std::this_thread::sleep_for(200ms);  // still running as main returns
+    if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+  });
 }

@@ -86,6 +86,28 @@ bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept {
   }
 }
 
+Event mark_queued(const ContextPtr& ctx, CUstream s) {
+  const Driver& d = driver();
+  ScopedContext current(ctx->get());
+  const CUresult r = d.cuStreamQuery(s);
+  if (r == CUDA_SUCCESS) return Event();
+  if (r != CUDA_ERROR_NOT_READY) check(r, "cuStreamQuery");
+  CUevent e = nullptr;
+  check(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  Event event(ctx, e);
+  check(d.cuEventRecord(e, s), "cuEventRecord");
+  return event;
+}
+
+bool reached(CUevent e, std::chrono::nanoseconds timeout) noexcept {
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+  for (unsigned round = 0;; ++round) {
+    if (loaded_driver().cuEventQuery(e) != CUDA_ERROR_NOT_READY) return true;
+    if (monotonic_ns() >= deadline) return false;
+    backoff(round);
+  }
+}
+
 bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
               std::uint64_t deadline_ns) noexcept {
   for (unsigned round = 0;; ++round) {

@@ -108,6 +108,15 @@ class WriteBatch {
 // come back cannot hang the caller. The stream's context must be current.
 bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept;
 
+// The work queued on `s` now, as an event recorded after it, for a CPU wait on that work alone
+// while more is queued behind it (a slot set's teardown on the retiring thread, the connection
+// still reading). Empty when nothing is queued. `s` is a stream of `ctx`. Throws Error naming the
+// failed call.
+Event mark_queued(const ContextPtr& ctx, CUstream s);
+// Polls, as drain() does, until the work before `e` has run or `timeout` has passed: true when it
+// ran (or failed: nothing more of it will run). The event's context must be current.
+bool reached(CUevent e, std::chrono::nanoseconds timeout) noexcept;
+
 // Polls a semaphore word from the CPU until it reaches `target` or `deadline_ns` (monotonic)
 // passes.
 bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
