@@ -675,14 +675,16 @@ TEST_P(CudaBackend, ASetLetGoLastIsUnmappedOnTheRetiringThreadInItsOwnContextOnl
     std::size_t size = 0;
     return cuda::driver().cuMemGetAddressRange(&base, &size, p) == CUDA_SUCCESS;
   };
-  for (const bool lent : {false, true}) {
-    SCOPED_TRACE(lent ? "the caller's context and stream" : "its own context and stream");
+  enum class Lent { nothing, context, stream, both };
+  for (const Lent lent : {Lent::nothing, Lent::context, Lent::stream, Lent::both}) {
+    SCOPED_TRACE(lent == Lent::nothing   ? "its own context and stream"
+                 : lent == Lent::context ? "the caller's context"
+                 : lent == Lent::stream  ? "the caller's stream"
+                                         : "the caller's context and stream");
     cuda::Stream mine = cuda::make_stream(k.context());
     CudaOptions o = with_mode(GetParam());
-    if (lent) {
-      o.context = k.context()->get();
-      o.stream = mine.get();
-    }
+    if (lent == Lent::context || lent == Lent::both) o.context = k.context()->get();
+    if (lent == Lent::stream || lent == Lent::both) o.stream = mine.get();
     Joined j(o, o, 2, kSize);
     j.write_frame(k, 0, 1, kSize);
     ASSERT_TRUE(j.consumer->on_acquire(0, 1, kForever));
@@ -694,8 +696,8 @@ TEST_P(CudaBackend, ASetLetGoLastIsUnmappedOnTheRetiringThreadInItsOwnContextOnl
     std::shared_future<void> hold = go.get_future().share();
     detail::retire([hold]() noexcept { hold.wait_for(std::chrono::seconds(30)); });
     std::thread([&j] { j.imported.reset(); }).join();
-    if (lent)
-      EXPECT_FALSE(mapped(at)) << "a set in the caller's context outlived its last reference";
+    if (lent != Lent::nothing)
+      EXPECT_FALSE(mapped(at)) << "a set in what the caller lent outlived its last reference";
     else
       EXPECT_TRUE(mapped(at)) << "the thread that let go last unmapped the set itself";
     go.set_value();
