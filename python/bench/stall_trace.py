@@ -26,7 +26,10 @@ thread that was not asleep where it had been before the call, with its states in
 system call, kernel function, CPU; how long, ms). A launch that waits on a lock shows the model's
 thread asleep on a futex and the holder busy (the core's threads are named: cudaipc-scan joins a
 pipeline, cudaipc-reader reads and leaves one); one that waits on the kernel driver shows it in an
-ioctl.
+ioctl. After the stalls, each thread's waits in the kernel (uninterruptible) of over 1 ms over the
+whole run: the model's thread's one by one (each is time its GPU had no work from it: a driver call
+behind the kernel driver's GPU-wide lock, say), the others' summed per thread. The file may be
+gzipped (threads.json.gz, as scripts/device-run.sh brings it back).
 
   python3 python/bench/stall_trace.py DIR/served-batchB.json.gz [--over 10] [--threads FILE]
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import gzip
 import json
 import os
 import statistics
@@ -55,7 +59,7 @@ class Threads:
     """thread_sampler.py's changes, per thread in time order."""
 
     def __init__(self, path: str) -> None:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             d = json.load(f)
         self.names = {int(t): n for t, n in d["threads"].items()}
         self.pid = int(d["pid"])
@@ -88,6 +92,57 @@ class Threads:
             who = "the model's thread" if tid == self.pid else self.names.get(tid, "?")
             lines.append(f"    {tid} ({who}): {states}")
         return lines
+
+
+    def kernel_waits(self, over_ms: float) -> Dict[int, List[Tuple[int, float, List[str]]]]:
+        """Per thread, its uninterruptible waits in the kernel (state D, one run of D samples
+        whatever the kernel function) of over `over_ms`: start (ns), ms, kernel functions."""
+        waits: Dict[int, List[Tuple[int, float, List[str]]]] = {}
+        for tid, cs in self.of.items():
+            i = 0
+            while i < len(cs):
+                if cs[i][2] != "D":
+                    i += 1
+                    continue
+                j = i
+                funcs: List[str] = []
+                while j < len(cs) and cs[j][2] == "D":
+                    if cs[j][4] not in funcs and cs[j][4] not in ("0", ""):
+                        funcs.append(cs[j][4])
+                    j += 1
+                end = cs[j][0] if j < len(cs) else cs[j - 1][0]
+                ms = (end - cs[i][0]) / 1e6
+                if ms > over_ms:
+                    waits.setdefault(tid, []).append((cs[i][0], ms, funcs))
+                i = j
+        return waits
+
+    def first_ns(self) -> int:
+        return min(cs[0][0] for cs in self.of.values())
+
+
+def kernel_waits_report(threads: Threads, over_ms: float = 1.0, listed: int = 20) -> List[str]:
+    """Each thread's waits in the kernel over the whole run: the model's thread's one by one (it
+    should have none: every one is the GPU idle), the others' summed per thread."""
+    waits = threads.kernel_waits(over_ms)
+    first = threads.first_ns()
+    out = ["", f"Waits in the kernel (state D) of over {over_ms:g} ms, the whole run (s from the "
+               "first sample; ms; kernel functions):"]
+    mine = waits.get(threads.pid, [])
+    out.append(f"  the model's thread: {len(mine)}, {sum(w[1] for w in mine):.1f} ms in all"
+               + (":" if mine else ""))
+    for at, ms, funcs in mine[:listed]:
+        out.append(f"    {(at - first) / 1e9:.3f} s: {ms:.1f} ms {' '.join(funcs)}")
+    if len(mine) > listed:
+        out.append(f"    ... {len(mine) - listed} more")
+    for tid, ws in sorted(waits.items(), key=lambda kv: -sum(w[1] for w in kv[1])):
+        if tid == threads.pid:
+            continue
+        longest = max(ws, key=lambda w: w[1])
+        out.append(f"  {tid} ({threads.names.get(tid, '?')}): {len(ws)}, "
+                   f"{sum(w[1] for w in ws):.1f} ms in all, longest {longest[1]:.1f} ms at "
+                   f"{(longest[0] - first) / 1e9:.3f} s {' '.join(longest[2])}")
+    return out
 
 
 def describe(events: List[dict], over_ms: float, base_ns: int = 0,
@@ -198,6 +253,8 @@ def main() -> None:
     threads = Threads(path) if args.threads or os.path.exists(path) else None
     events, base_ns = load_with_base(args.trace)
     print("\n".join(describe(events, args.over, base_ns, threads)))
+    if threads is not None:
+        print("\n".join(kernel_waits_report(threads)))
 
 
 if __name__ == "__main__":
