@@ -154,48 +154,34 @@ void ConsumerConnection::hang_up() noexcept {
         (std::string("shutdown of a consumer's socket: ") + std::strerror(errno)).c_str());
 }
 
-namespace {
-
-// Queued GPU reads finish before the memory they read is unmapped. Where they did not, the page
-// they write and the registration of it stay until exit: freeing them under a stream that may
-// still run would turn a stall into a GPU fault.
-bool close_memory(ConsumerMemory* memory) noexcept {
-  return !memory || memory->close();
-}
-
-void keep_if_not_drained(bool drained, std::unique_ptr<ConsumerMemory>& memory,
-                         Mapping& page) noexcept {
-  if (!drained)
-    keep_until_exit(std::make_pair(std::move(memory), std::move(page)),
-                    "a consumer's CUDA stream did not drain: its connection page is kept");
-}
-
-}  // namespace
-
 ConsumerConnection::~ConsumerConnection() {
   watch_.reset();  // before the memory it would release
-  if (memory_ && memory_->retirable()) {
-    // The drain and the frees may wait on the driver's device-wide lock: on the retiring thread
-    // (retire.hpp), not the one that let go of the connection last, in the order they ran here:
-    // the stream drained, the slot sets this connection alone holds torn down, the socket closed
-    // last (a producer serves a consumer whose stream still waits on its words until it hangs up).
-    detail::retire([memory = std::move(memory_), page = std::move(page_map_),
-                    gens = std::move(gens_), pidfd = std::move(producer_pidfd_),
-                    sock = std::move(sock_)]() mutable noexcept {
-      const bool drained = close_memory(memory.get());
-      gens.clear();  // slot imports before the backend that made them, as below
-      keep_if_not_drained(drained, memory, page);
-      memory.reset();  // before the page its words may be registered in
-      page = Mapping();
-      pidfd.reset();
-      sock.reset();
-    });
-    return;
-  }
-  const bool drained = close_memory(memory_.get());
-  // Slot imports go before the backend that made them (CUDA contexts, streams).
-  gens_.clear();
-  keep_if_not_drained(drained, memory_, page_map_);
+  const bool retirable = memory_ && memory_->retirable();
+  // In order: the stream drained (queued GPU reads finish before the memory they read is
+  // unmapped), the slot imports this connection alone holds torn down before the backend that
+  // made them, the socket closed last (a producer serves a consumer whose stream still waits on its
+  // words until it hangs up). Where the stream did not drain, the page it writes and the
+  // registration of it stay until exit: freeing them under a stream that may still run would turn a
+  // stall into a GPU fault.
+  auto teardown = [memory = std::move(memory_), page = std::move(page_map_),
+                   gens = std::move(gens_), pidfd = std::move(producer_pidfd_),
+                   sock = std::move(sock_)]() mutable noexcept {
+    const bool drained = !memory || memory->close();
+    gens.clear();
+    if (!drained)
+      keep_until_exit(std::make_pair(std::move(memory), std::move(page)),
+                      "a consumer's CUDA stream did not drain: its connection page is kept");
+    memory.reset();  // before the page its words may be registered in
+    page = Mapping();
+    pidfd.reset();
+    sock.reset();
+  };
+  // The drain and the frees may wait on the driver's device-wide lock: on the retiring thread
+  // (retire.hpp), not the one that let go of the connection last, where the memory allows.
+  if (retirable)
+    detail::retire(std::move(teardown));
+  else
+    teardown();
 }
 
 Received ConsumerConnection::receive(std::chrono::milliseconds timeout, const char* waiting_for) {

@@ -68,33 +68,34 @@ class CudaConsumerSlots final : public ConsumerSlots {
   // works in is the consumer's own: a caller's context or stream, or this process's own export
   // (a producer's allocation, maybe in a caller's context), may be gone once the caller is done.
   ~CudaConsumerSlots() override {
-    if (!engine_->own() || (legacy_ && legacy_->own)) {
-      if (!engine_->drain(kDrainLimit))
-        keep_until_exit(KeptMemory{{}, std::move(mapping_), std::move(legacy_)},
-                        "a consumer's CUDA stream did not drain: a slot set is kept until exit");
-      return;
+    const bool own = engine_->own() && !(legacy_ && legacy_->own);
+    // Retired, the set waits for what the stream holds now, which is what may read it, not for
+    // what the connection queues meanwhile (a stream kept busy would never be seen idle).
+    std::optional<cuda::Event> reads;  // none: the stream is drained
+    if (own) {
+      try {
+        reads = cuda::mark_queued(engine_->ctx, engine_->stream);
+      } catch (const Error& e) {
+        log(LogLevel::debug, e.what());
+      }
     }
-    // What the stream holds now is what may read this set; what the connection queues on it
-    // meanwhile is not waited for (a stream kept busy would never be seen idle).
-    std::optional<cuda::Event> reads;  // none: not known, the stream is drained instead
-    try {
-      reads = cuda::mark_queued(engine_->ctx, engine_->stream);
-    } catch (const Error& e) {
-      log(LogLevel::debug, e.what());
-    }
-    detail::retire([engine = std::move(engine_), reads = std::move(reads),
-                    kept = KeptMemory{
-                        {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
+    auto teardown = [engine = std::move(engine_), reads = std::move(reads),
+                     kept = KeptMemory{
+                         {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
       ScopedContext current(engine->ctx->get(), std::nothrow);
       const bool done =
-          current.pushed() && (reads ? !*reads || cuda::reached(reads->get(), kDrainLimit)
+          current.pushed() && (reads ? !*reads || cuda::wait_event(reads->get(), kDrainLimit)
                                      : cuda::drain(engine->stream, kDrainLimit));
       if (!done)
         keep_until_exit(std::move(kept),
                         "a consumer's CUDA stream did not drain: a slot set is kept until exit");
       reads.reset();
       kept = KeptMemory{};  // unmapped before the engine (its context) goes with this work
-    });
+    };
+    if (own)
+      detail::retire(std::move(teardown));
+    else
+      teardown();
   }
 
   std::uint32_t count() const noexcept override { return count_; }

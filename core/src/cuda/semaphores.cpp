@@ -74,17 +74,21 @@ void backoff(unsigned round) noexcept {
   ::nanosleep(&ts, nullptr);
 }
 
-}  // namespace
-
-bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept {
-  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+// Polls `done` until it says so (true) or `deadline_ns` (monotonic) passes (false).
+template <typename Done>
+bool poll_until(Done done, std::uint64_t deadline_ns) noexcept {
   for (unsigned round = 0;; ++round) {
-    const CUresult r = loaded_driver().cuStreamQuery(s);
-    if (r != CUDA_ERROR_NOT_READY) return true;  // done, or failed: nothing more will run
-    if (monotonic_ns() >= deadline) return false;
+    if (done()) return true;
+    if (monotonic_ns() >= deadline_ns) return false;
     backoff(round);
   }
 }
+
+std::uint64_t deadline_after(std::chrono::nanoseconds timeout) noexcept {
+  return monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
+}
+
+}  // namespace
 
 Event mark_queued(const ContextPtr& ctx, CUstream s) {
   const Driver& d = driver();
@@ -99,22 +103,21 @@ Event mark_queued(const ContextPtr& ctx, CUstream s) {
   return event;
 }
 
-bool reached(CUevent e, std::chrono::nanoseconds timeout) noexcept {
-  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(timeout.count());
-  for (unsigned round = 0;; ++round) {
-    if (loaded_driver().cuEventQuery(e) != CUDA_ERROR_NOT_READY) return true;
-    if (monotonic_ns() >= deadline) return false;
-    backoff(round);
-  }
+bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept {
+  // Done, or failed: nothing more will run.
+  return poll_until([s] { return loaded_driver().cuStreamQuery(s) != CUDA_ERROR_NOT_READY; },
+                    deadline_after(timeout));
+}
+
+bool wait_event(CUevent e, std::chrono::nanoseconds timeout) noexcept {
+  return poll_until([e] { return loaded_driver().cuEventQuery(e) != CUDA_ERROR_NOT_READY; },
+                    deadline_after(timeout));
 }
 
 bool cpu_wait(const std::atomic<std::uint32_t>& word, std::uint32_t target,
               std::uint64_t deadline_ns) noexcept {
-  for (unsigned round = 0;; ++round) {
-    if (reached(word.load(std::memory_order_acquire), target)) return true;
-    if (monotonic_ns() >= deadline_ns) return false;
-    backoff(round);
-  }
+  return poll_until([&] { return reached(word.load(std::memory_order_acquire), target); },
+                    deadline_ns);
 }
 
 }  // namespace cudaipc::cuda

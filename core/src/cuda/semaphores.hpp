@@ -115,7 +115,7 @@ bool drain(CUstream s, std::chrono::nanoseconds timeout) noexcept;
 Event mark_queued(const ContextPtr& ctx, CUstream s);
 // Polls, as drain() does, until the work before `e` has run or `timeout` has passed: true when it
 // ran (or failed: nothing more of it will run). The event's context must be current.
-bool reached(CUevent e, std::chrono::nanoseconds timeout) noexcept;
+bool wait_event(CUevent e, std::chrono::nanoseconds timeout) noexcept;
 
 // Polls a semaphore word from the CPU until it reaches `target` or `deadline_ns` (monotonic)
 // passes.
