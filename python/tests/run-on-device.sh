@@ -78,7 +78,10 @@ if [ -n "$g128" ]; then
 elif [ -f "$dist/gst/env.sh" ]; then
   export CUDAIPC_GST_BUNDLE="$dist/gst"
   export CUDAIPC_GST_PLUGIN_DIR="$dist/gst/plugins"
-  "$dist/gst/bin/gst-inspect-1.0" --version 2>&1 | head -1 | tee -a "$out/environment.txt"
+  # In a subshell with the bundle's environment: its binaries find their libraries through it.
+  # shellcheck disable=SC1091
+  (source "$dist/gst/env.sh" && gst-inspect-1.0 --version) 2>&1 | head -1 |
+    tee -a "$out/environment.txt"
 else
   echo "no GStreamer bundle in $dist/gst: the pipeline tests skip" | tee -a "$out/environment.txt"
 fi

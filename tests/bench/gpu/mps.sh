@@ -24,7 +24,9 @@ mps_pids() {
   local pid
   # Both the control daemon and its server show as "nvidia-cuda-mps" (15 characters).
   for pid in $(pgrep -u "$(id -u)" -x nvidia-cuda-mps 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null \
+    # stderr first: a process that left meanwhile fails the input's open, which is said before
+    # a 2>/dev/null written after it takes effect.
+    tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" \
       | grep -qx "CUDA_MPS_PIPE_DIRECTORY=$mps_pipe" && echo "$pid"
   done
 }
