@@ -93,7 +93,6 @@ class Threads:
             lines.append(f"    {tid} ({who}): {states}")
         return lines
 
-
     def kernel_waits(self, over_ms: float) -> Dict[int, List[Tuple[int, float, List[str]]]]:
         """Per thread, its uninterruptible waits in the kernel (state D, one run of D samples
         whatever the kernel function) of over `over_ms`: start (ns), ms, kernel functions."""
