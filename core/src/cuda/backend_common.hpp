@@ -104,6 +104,13 @@ struct Engine {
     ScopedContext current(ctx->get(), std::nothrow);
     return current.pushed() && cuda::drain(stream, limit);
   }
+  // Polls until the work recorded before `e` (cuda::mark_queued) has run, for at most `limit`;
+  // at once when `e` is empty (nothing was queued).
+  bool wait(const Event& e, std::chrono::nanoseconds limit) const noexcept {
+    if (!e) return true;
+    ScopedContext current(ctx->get(), std::nothrow);
+    return current.pushed() && cuda::wait_event(e.get(), limit);
+  }
 };
 
 // `device` is used when opts.context is null; a caller's context must agree with opts.device.

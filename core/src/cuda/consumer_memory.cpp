@@ -82,10 +82,7 @@ class CudaConsumerSlots final : public ConsumerSlots {
     auto teardown = [engine = std::move(engine_), reads = std::move(reads),
                      kept = KeptMemory{
                          {}, std::move(mapping_), std::move(legacy_)}]() mutable noexcept {
-      ScopedContext current(engine->ctx->get(), std::nothrow);
-      const bool done =
-          current.pushed() && (reads ? !*reads || cuda::wait_event(reads->get(), kDrainLimit)
-                                     : cuda::drain(engine->stream, kDrainLimit));
+      const bool done = reads ? engine->wait(*reads, kDrainLimit) : engine->drain(kDrainLimit);
       if (!done)
         keep_until_exit(std::move(kept),
                         "a consumer's CUDA stream did not drain: a slot set is kept until exit");
