@@ -461,6 +461,12 @@ def pipeline(args: argparse.Namespace, n: int, model_path: str, out: str,
             "sync=false", f"socket-path={out}"]
 
 
+def ratio(num: float, den: float) -> str:
+    """A rate ratio's cell; a dash where either side has no batch (a size formed once, a pair
+    whose twin never ran), which a 0.000 would pass off as a measured loss."""
+    return f"{num / den:.3f}" if num and den else "-"
+
+
 def awaited(server: subprocess.Popen, word: str) -> bool:
     """Whether the model process said `word` before it ended. Its libraries may print on its
     standard output too (torch's profiler does, traced): those lines are shown, not taken for
@@ -809,9 +815,9 @@ def main() -> None:
             kept = steady_model.get(b, [])
             st = float(np.median(kept)) if kept else 0.0
             print(f"| {b} | {count} | {t * 1e3:.2f} | {a * 1e3:.2f} | "
-                  f"{a / t if t else 0:.3f} | {idle.get(b, 0.0) * 1e3:.2f} | {ai * 1e3:.2f} | "
-                  f"{ai / t if t else 0:.3f} | {len(kept)}, {st * 1e3:.2f} | {li * 1e3:.2f} | "
-                  f"{li / st if st else 0:.3f} | {landed.get(b, 0.0) * 1e3:.2f} | "
+                  f"{ratio(a, t)} | {idle.get(b, 0.0) * 1e3:.2f} | {ai * 1e3:.2f} | "
+                  f"{ratio(ai, t)} | {len(kept)}, {st * 1e3:.2f} | {li * 1e3:.2f} | "
+                  f"{ratio(li, st)} | {landed.get(b, 0.0) * 1e3:.2f} | "
                   f"{wall.get(b, 0.0) * 1e3:.2f} |")
     if any(pairs.values()):
         print("\nInterleaved: each served batch beside a resident batch of its size, which first "
@@ -824,8 +830,7 @@ def main() -> None:
                                              ("served second", "resident second")):
                 (ns, ts), (nr, tr) = (pairs[served_key].get(b, (0, 0.0)),
                                       pairs[resident_key].get(b, (0, 0.0)))
-                cells.append(f"{ts * 1e3:.2f} ({ns}) | {tr * 1e3:.2f} ({nr}) | "
-                             f"{tr / ts if ts else 0:.3f}")
+                cells.append(f"{ts * 1e3:.2f} ({ns}) | {tr * 1e3:.2f} ({nr}) | {ratio(tr, ts)}")
             print(f"| {b} | " + " | ".join(cells) + " |")
     firsts = [[round(x / 1e3, 1) for x in r.latency[:3]] for r in readers]
     print(f"first three frames' latency per pipeline, ms: {firsts}")
