@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import Optional, Tuple
 
 WIDTH, HEIGHT = 1920, 1080
 
@@ -189,10 +189,11 @@ def cpu_halves():
     return model, pipeline
 
 
-def mps_control_pipe() -> tuple:
-    """Whether this process's CUDA programs are MPS clients: the driver makes a process one when
-    an MPS control daemon answers in its pipe directory (CUDA_MPS_PIPE_DIRECTORY, by default
-    /tmp/nvidia-mps). (whether, the control pipe's path)"""
+def mps_control_pipe() -> Tuple[bool, str]:
+    """Whether this process's CUDA programs are MPS clients, and the control pipe's path: the
+    driver makes a process one when an MPS control daemon's pipe is in its pipe directory
+    (CUDA_MPS_PIPE_DIRECTORY, by default /tmp/nvidia-mps). The pipe is only looked for: one left
+    behind by a daemon that died would read as MPS on."""
     pipe = os.path.join(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps", "control")
     return os.path.exists(pipe), pipe
 
